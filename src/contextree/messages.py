@@ -1,0 +1,332 @@
+"""Messages: what a model reads and writes, in one provider-neutral shape.
+
+A ``Message`` has a role, content (a plain string, as Brute writes it, or a list of typed
+parts, as AgentCore.jl writes it), tool calls, and optional usage and provenance. It
+round-trips exactly through JSON: fields this version does not know are kept and written back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+
+_STRUCT = dict(kw_only=True, omit_defaults=True, forbid_unknown_fields=True, dict=True)
+
+
+class _Extras:
+    """Mixin: fields unknown to this version, kept so they are written back unchanged."""
+
+    __slots__ = ()
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Unknown fields read from JSON (empty when there were none)."""
+        d: dict[str, Any] | None = self.__dict__.get("_extra")  # type: ignore[attr-defined]
+        return d if d is not None else {}
+
+
+class TextPart(msgspec.Struct, _Extras, tag="text", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+    """Plain text."""
+
+    text: str
+
+
+class ImagePart(msgspec.Struct, _Extras, tag="image", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+    """An image, inline as base64 ``data`` or by ``url``."""
+
+    data: str | None = None
+    mime_type: str | None = None
+    url: str | None = None
+
+
+class ThinkingPart(msgspec.Struct, _Extras, tag="thinking", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+    """Model reasoning. ``signature`` must be sent back verbatim for providers that sign it."""
+
+    thinking: str = ""
+    signature: str | None = None
+    redacted: bool = False
+
+
+class UnknownPart:
+    """A content part of a type this version does not know; written back exactly as read."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    @property
+    def type(self) -> str:
+        return str(self.data.get("type", ""))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnknownPart) and other.data == self.data
+
+    def __repr__(self) -> str:
+        return f"UnknownPart({self.data!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Part = TextPart | ImagePart | ThinkingPart
+AnyPart = TextPart | ImagePart | ThinkingPart | UnknownPart
+
+
+class ToolCall(msgspec.Struct, _Extras, **_STRUCT):  # type: ignore[misc,call-arg]
+    """A model's request to run a tool. ``arguments`` is a JSON object with string keys."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Usage(msgspec.Struct, _Extras, kw_only=True, forbid_unknown_fields=True, dict=True):
+    """Tokens a provider reported for one call, and its cost in USD (all six always written)."""
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            cache_read=self.cache_read + other.cache_read,
+            cache_write=self.cache_write + other.cache_write,
+            total=self.total + other.total,
+            cost=self.cost + other.cost,
+        )
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of prompt the call read: input plus cached reads and writes."""
+        return self.input + self.cache_read + self.cache_write
+
+
+class Message(msgspec.Struct, _Extras, **_STRUCT):  # type: ignore[misc,call-arg]
+    """One message of a conversation.
+
+    ``meta`` holds contextree's own markers (a compaction summary, a truncated tool result);
+    model adapters never send it to a provider.
+    """
+
+    role: str
+    content: str | list[Part] | None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    usage: Usage | None = None
+    model: str | None = None
+    provider: str | None = None
+    stop_reason: str | None = None
+    meta: dict[str, Any] | None = None
+
+
+    # -- constructors --------------------------------------------------------------------
+    @classmethod
+    def system(cls, content: str) -> Message:
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str | list[AnyPart]) -> Message:
+        return cls(role="user", content=content)  # type: ignore[arg-type]
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str | list[AnyPart] = "",
+        *,
+        tool_calls: list[ToolCall] | None = None,
+        usage: Usage | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        stop_reason: str | None = None,
+    ) -> Message:
+        return cls(
+            role="assistant",
+            content=content,  # type: ignore[arg-type]
+            tool_calls=tool_calls or None,
+            usage=usage,
+            model=model,
+            provider=provider,
+            stop_reason=stop_reason,
+        )
+
+    @classmethod
+    def tool(
+        cls,
+        content: str | list[AnyPart],
+        *,
+        tool_call_id: str,
+        name: str | None = None,
+        is_error: bool = False,
+        meta: dict[str, Any] | None = None,
+    ) -> Message:
+        return cls(
+            role="tool",
+            content=content,  # type: ignore[arg-type]
+            tool_call_id=tool_call_id,
+            name=name,
+            is_error=is_error,
+            meta=meta,
+        )
+
+    # -- views ---------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The text of the message: the string content, or its text parts joined."""
+        c = self.content
+        if c is None:
+            return ""
+        if isinstance(c, str):
+            return c
+        return "".join(p.text for p in c if isinstance(p, TextPart))
+
+    @property
+    def thinking(self) -> list[ThinkingPart]:
+        c = self.content
+        if not isinstance(c, list):
+            return []
+        return [p for p in c if isinstance(p, ThinkingPart)]
+
+    def with_content(self, content: str, **meta: Any) -> Message:
+        """A copy with new content and extra ``meta`` keys; unknown fields carry over."""
+        new_meta = {**(self.meta or {}), **meta} if meta else self.meta
+        copy = msgspec.structs.replace(self, content=content, meta=new_meta)
+        if self.extra:
+            copy._extra = dict(self.extra)  # type: ignore[attr-defined]
+        return copy
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; ``Message.from_dict`` of it gives back an equal message."""
+        return to_builtins(self)  # type: ignore[no-any-return]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        """Build a message from a dict (parsed JSON); unknown fields are kept in ``extra``."""
+        return convert(data, cls)  # type: ignore[no-any-return]
+
+
+
+
+# -- lossless conversion between structs and plain data ---------------------------------
+#
+# msgspec decodes and encodes the common case at C speed. Data with fields this version
+# does not know takes the slow path below: unknown keys are stripped before validation and
+# re-attached afterwards as ``_extra``, and ``to_builtins`` merges them back on the way out.
+
+# For each struct with nested structs: field -> (is_list, nested struct type).
+NESTED: dict[type[Any], dict[str, tuple[bool, type[Any]]]] = {
+    Message: {"tool_calls": (True, ToolCall), "usage": (False, Usage)},
+}
+
+_PART_TYPES: dict[str, type[msgspec.Struct]] = {
+    "text": TextPart,
+    "image": ImagePart,
+    "thinking": ThinkingPart,
+}
+
+
+def enc_hook(obj: Any) -> Any:
+    """msgspec encoder hook: unknown content parts are written back as they were read."""
+    if isinstance(obj, UnknownPart):
+        return obj.data
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+def has_extras(obj: Any) -> bool:
+    """True when ``obj`` or anything nested in it carries unknown fields."""
+    if isinstance(obj, msgspec.Struct):
+        if obj.__dict__.get("_extra") if hasattr(obj, "__dict__") else False:
+            return True
+        nested = NESTED.get(type(obj), {})
+        for name in nested:
+            if has_extras(getattr(obj, name)):
+                return True
+        if isinstance(obj, Message) and isinstance(obj.content, list):
+            return any(has_extras(p) for p in obj.content)
+        return False
+    if isinstance(obj, list):
+        return any(has_extras(v) for v in obj)
+    return False
+
+
+def to_builtins(obj: Any) -> Any:
+    """Structs to plain JSON data, merging back any unknown fields they carried."""
+    if isinstance(obj, UnknownPart):
+        return dict(obj.data)
+    if isinstance(obj, msgspec.Struct):
+        out: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=enc_hook)
+        nested = NESTED.get(type(obj), {})
+        for name in nested:
+            value = getattr(obj, name)
+            if value is not None and name in out:
+                out[name] = to_builtins(value)
+        if isinstance(obj, Message) and isinstance(obj.content, list):
+            out["content"] = [to_builtins(p) for p in obj.content]
+        extra = obj.__dict__.get("_extra") if hasattr(obj, "__dict__") else None
+        if extra:
+            for k, v in extra.items():
+                out.setdefault(k, v)
+        return out
+    if isinstance(obj, list):
+        return [to_builtins(v) for v in obj]
+    return obj
+
+
+def convert(data: Any, cls: type[Any]) -> Any:
+    """Plain data to a struct, keeping fields the struct does not know in ``_extra``.
+
+    Raises ``msgspec.ValidationError`` when a known field is missing or has the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise msgspec.ValidationError(f"expected an object for {cls.__name__}, got {data!r:.80}")
+    known = cls.__struct_encode_fields__
+    tag_field = cls.__struct_config__.tag_field
+    flat: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for k, v in data.items():
+        if k == tag_field or k in known:
+            flat[k] = v
+        else:
+            extra[k] = v
+    nested_values: dict[str, Any] = {}
+    for name, (is_list, sub) in NESTED.get(cls, {}).items():
+        v = flat.pop(name, None)
+        if v is None:
+            continue
+        if is_list:
+            if not isinstance(v, list):
+                raise msgspec.ValidationError(f"`{name}` must be a list, got {v!r:.80}")
+            nested_values[name] = [convert(x, sub) for x in v]
+        else:
+            nested_values[name] = convert(v, sub)
+    parts = None
+    if cls is Message and isinstance(flat.get("content"), list):
+        parts = [_convert_part(p) for p in flat.pop("content")]
+    obj = msgspec.convert(flat, cls)
+    for name, value in nested_values.items():
+        setattr(obj, name, value)
+    if parts is not None:
+        obj.content = parts
+    if extra:
+        obj._extra = extra
+    return obj
+
+
+def _convert_part(p: Any) -> Any:
+    if isinstance(p, dict):
+        cls = _PART_TYPES.get(p.get("type", ""))
+        if cls is None:
+            return UnknownPart(p)
+        return convert(p, cls)
+    raise msgspec.ValidationError(f"a content part must be an object, got {p!r:.80}")
