@@ -310,12 +310,12 @@ def convert(data: Any, cls: type[Any]) -> Any:
             nested_values[name] = [convert(x, sub) for x in v]
         else:
             nested_values[name] = convert(v, sub)
+    flat.update(nested_values)  # converted structs pass through msgspec.convert as they are
     parts = None
     if cls is Message and isinstance(flat.get("content"), list):
         parts = [_convert_part(p) for p in flat.pop("content")]
+        flat["content"] = None
     obj = msgspec.convert(flat, cls)
-    for name, value in nested_values.items():
-        setattr(obj, name, value)
     if parts is not None:
         obj.content = parts
     if extra:

@@ -1,0 +1,272 @@
+"""Entries: the typed lines of a session file, one change of conversation state each.
+
+A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
+through ``parent_id``. The eleven entry types are those of the AgentCore.jl session tree; a
+line of a type this version does not know is kept as an ``UnknownEntry`` and written back
+unchanged.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+import orjson
+
+from .messages import NESTED, Message, Usage, _Extras, convert, enc_hook, has_extras, to_builtins
+
+FORMAT_VERSION = 1
+
+_CFG = dict(tag_field="type", omit_defaults=True, forbid_unknown_fields=True, dict=True)
+
+
+def now() -> str:
+    """An ISO 8601 UTC timestamp with milliseconds, as written in every entry."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def new_id() -> str:
+    """A short random entry id (8 hex digits); sessions check it is unused before use."""
+    return secrets.token_hex(4)
+
+
+class SessionHeader(  # type: ignore[misc,call-arg]
+    msgspec.Struct, _Extras, tag="session", tag_field="type", kw_only=True, forbid_unknown_fields=True, dict=True
+):
+    """First line of every session file: format version, identity and provenance (all written)."""
+
+    id: str
+    created_at: str
+    version: int = FORMAT_VERSION
+    cwd: str | None = None
+    parent_session: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class Entry(msgspec.Struct, _Extras, **_CFG):  # type: ignore[misc,call-arg]
+    """Fields every entry has."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+    @property
+    def type(self) -> str:
+        return str(self.__struct_config__.tag)
+
+
+class MessageEntry(Entry, tag="message", kw_only=True):  # type: ignore[call-arg]
+    """A user, assistant, tool or system message."""
+
+    message: Message
+
+
+class ThinkingLevelChangeEntry(Entry, tag="thinking_level_change", kw_only=True):  # type: ignore[call-arg]
+    """The model's thinking level changed ("off", "minimal", "low", "medium", "high", ...)."""
+
+    thinking_level: str
+
+
+class ModelChangeEntry(Entry, tag="model_change", kw_only=True):  # type: ignore[call-arg]
+    """The model (and provider) used from here on changed."""
+
+    provider: str
+    model_id: str
+
+
+class ActiveToolsChangeEntry(Entry, tag="active_tools_change", kw_only=True):  # type: ignore[call-arg]
+    """The set of tools offered to the model changed."""
+
+    active_tool_names: list[str]
+
+
+class CompactionEntry(Entry, tag="compaction", kw_only=True):  # type: ignore[call-arg]
+    """What the model sees from here on, in place of the history before it.
+
+    The context is: ``summary`` (if any), then the path from ``first_kept_entry_id`` (or the
+    ``retained_tail`` messages), then everything after this entry. Tool results whose entry
+    ids are keys of ``cleared`` are shown as the placeholder text given there. The entries
+    before stay in the file: compaction changes the view, never the history.
+    """
+
+    summary: str
+    first_kept_entry_id: str | None
+    tokens_before: int
+    tokens_after: int | None = None
+    retained_tail: list[Message] | None = None
+    cleared: dict[str, str] | None = None
+    details: Any = None
+    usage: Usage | None = None
+    from_hook: bool = False
+
+
+class BranchSummaryEntry(Entry, tag="branch_summary", kw_only=True):  # type: ignore[call-arg]
+    """A summary of the branch that was left when the leaf moved to ``from_id``."""
+
+    from_id: str
+    summary: str
+    details: Any = None
+    usage: Usage | None = None
+    from_hook: bool = False
+
+
+class CustomEntry(Entry, tag="custom", kw_only=True):  # type: ignore[call-arg]
+    """Application data; not sent to the model unless a projector turns it into messages."""
+
+    custom_type: str
+    data: Any = None
+
+
+class CustomMessageEntry(Entry, tag="custom_message", kw_only=True):  # type: ignore[call-arg]
+    """An application message that the model sees (as a user message) and a UI may display."""
+
+    custom_type: str
+    content: str
+    details: Any = None
+    display: bool = True
+
+
+class LabelEntry(Entry, tag="label", kw_only=True):  # type: ignore[call-arg]
+    """Sets (or with ``label=None`` clears) a label on ``target_id``."""
+
+    target_id: str
+    label: str | None
+
+
+class SessionInfoEntry(Entry, tag="session_info", kw_only=True):  # type: ignore[call-arg]
+    """Session metadata, such as its display name."""
+
+    name: str | None = None
+
+
+class LeafEntry(Entry, tag="leaf", kw_only=True):  # type: ignore[call-arg]
+    """The current leaf moved to ``target_id`` (``None``: before the first entry)."""
+
+    target_id: str | None
+
+
+class UnknownEntry:
+    """A line whose ``type`` this version does not know: kept and written back unchanged."""
+
+    __slots__ = ("data", "id", "parent_id", "timestamp", "type")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.type = str(data.get("type"))
+        self.id = data["id"]
+        self.parent_id = data.get("parent_id")
+        self.timestamp = str(data.get("timestamp", ""))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnknownEntry) and other.data == self.data
+
+    def __repr__(self) -> str:
+        return f"UnknownEntry({self.data!r})"
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+KnownEntry = (
+    MessageEntry
+    | ThinkingLevelChangeEntry
+    | ModelChangeEntry
+    | ActiveToolsChangeEntry
+    | CompactionEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | CustomMessageEntry
+    | LabelEntry
+    | SessionInfoEntry
+    | LeafEntry
+)
+AnyEntry = KnownEntry | UnknownEntry
+Line = SessionHeader | AnyEntry
+
+ENTRY_TYPES: dict[str, type[Entry]] = {
+    cls.__struct_config__.tag: cls  # type: ignore[misc]
+    for cls in (
+        MessageEntry,
+        ThinkingLevelChangeEntry,
+        ModelChangeEntry,
+        ActiveToolsChangeEntry,
+        CompactionEntry,
+        BranchSummaryEntry,
+        CustomEntry,
+        CustomMessageEntry,
+        LabelEntry,
+        SessionInfoEntry,
+        LeafEntry,
+    )
+}
+
+NESTED[MessageEntry] = {"message": (False, Message)}
+NESTED[CompactionEntry] = {"retained_tail": (True, Message), "usage": (False, Usage)}
+NESTED[BranchSummaryEntry] = {"usage": (False, Usage)}
+
+# -- JSON lines ------------------------------------------------------------------------
+
+LINE_DECODER = msgspec.json.Decoder(SessionHeader | KnownEntry)  # type: ignore[arg-type]
+_ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
+
+
+class LineError(ValueError):
+    """A line that is not valid JSON or not a valid entry; ``code`` says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def decode_line(line: bytes | str) -> Line:
+    """Decode one JSON line: the fast typed path, else a lenient path that keeps unknowns.
+
+    Raises ``LineError`` for invalid JSON or a known type with missing or wrong fields.
+    """
+    try:
+        return LINE_DECODER.decode(line)  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        pass
+    try:
+        data = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise LineError("corrupt_line", f"not valid JSON ({e})") from None
+    return from_dict(data)
+
+
+def from_dict(data: Any) -> Line:
+    """A parsed JSON object to a header or entry, keeping unknown fields and types."""
+    if not isinstance(data, dict):
+        raise LineError("invalid_entry", f"a line must be a JSON object, got {type(data).__name__}")
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise LineError("invalid_entry", "the line has no string `type` field")
+    if not isinstance(data.get("id"), str):
+        raise LineError("invalid_entry", f"the {kind!r} line has no string `id` field")
+    cls: type[Any] | None = SessionHeader if kind == "session" else ENTRY_TYPES.get(kind)
+    if cls is None:
+        parent = data.get("parent_id")
+        if parent is not None and not isinstance(parent, str):
+            raise LineError("invalid_entry", f"`parent_id` must be a string or null, got {parent!r:.40}")
+        return UnknownEntry(data)
+    try:
+        return convert(data, cls)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as e:
+        raise LineError("invalid_entry", f"invalid {kind!r} entry: {e}") from None
+
+
+def to_dict(line: Line) -> dict[str, Any]:
+    """A header or entry as plain JSON data, unknown fields included."""
+    if isinstance(line, UnknownEntry):
+        return dict(line.data)
+    return to_builtins(line)  # type: ignore[no-any-return]
+
+
+def encode_line(line: Line) -> bytes:
+    """One JSON line (with trailing newline) for a header or entry."""
+    if isinstance(line, UnknownEntry):
+        return orjson.dumps(line.data) + b"\n"
+    if has_extras(line):
+        return orjson.dumps(to_builtins(line)) + b"\n"
+    return _ENCODER.encode(line) + b"\n"

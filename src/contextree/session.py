@@ -1,0 +1,398 @@
+"""``Session``: the user-facing API over a storage backend.
+
+Every ``append_*`` builds one entry whose parent is the current leaf, stores it durably and
+returns its id. Navigation (``move_to``) and naming are entries too, so reopening a file
+restores exactly where the session was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .context import Projector, SessionContext, build_context
+from .entries import (
+    ActiveToolsChangeEntry,
+    AnyEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    new_id,
+    now,
+)
+from .errors import SessionError
+from .messages import Message, Usage
+from .stats import SessionStats, compute_stats
+from .storage.base import HIDDEN_IN_TREE, Storage
+from .storage.jsonl import JsonlStorage
+from .storage.memory import MemoryStorage
+
+
+@dataclass
+class TreeNode:
+    """One entry in ``Session.tree()``, with its label and children (oldest first)."""
+
+    entry: AnyEntry
+    label: str | None = None
+    children: list[TreeNode] = field(default_factory=list)
+    on_branch: bool = False  # on the path from the root to the current leaf
+    is_leaf: bool = False
+
+
+class Session:
+    """A conversation as a tree of entries, with a current leaf."""
+
+    def __init__(self, storage: Storage, *, projectors: Mapping[str, Projector] | None = None):
+        self.storage = storage
+        self.projectors: dict[str, Projector] = dict(projectors or {})
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = True,
+    ) -> Session:
+        """Create a new session file (fails with ``exists`` if there is one already)."""
+        header = SessionHeader(
+            id=session_id or new_session_id(),
+            created_at=now(),
+            cwd=cwd if cwd is not None else os.getcwd(),
+            metadata=metadata,
+        )
+        return cls(JsonlStorage.create(path, header, durable=durable))
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        durable: bool = True,
+    ) -> Session:
+        """Open a session file; read-only sessions need no lock and change nothing."""
+        return cls(JsonlStorage.open(path, readonly=readonly, durable=durable))
+
+    @classmethod
+    def open_or_create(cls, path: str | os.PathLike[str], **kwargs: Any) -> Session:
+        """Open the session at ``path``, creating it first if there is none."""
+        if Path(path).exists():
+            return cls.open(path, durable=kwargs.get("durable", True))
+        try:
+            return cls.create(path, **kwargs)
+        except SessionError as e:
+            if e.code != "exists":
+                raise
+            return cls.open(path, durable=kwargs.get("durable", True))
+
+    @classmethod
+    def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:
+        """A session that lives only in this process."""
+        header = SessionHeader(id=session_id or new_session_id(), created_at=now(), cwd=cwd)
+        return cls(MemoryStorage(header))
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Session]:
+        """Group appends and sync to disk once at the end (bulk writes); see ``JsonlStorage``."""
+        batch = getattr(self.storage, "batch", None)
+        if batch is None:
+            yield self
+            return
+        with batch():
+            yield self
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.storage.header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        return self.storage.header
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self.storage.leaf_id
+
+    @property
+    def name(self) -> str | None:
+        return self.storage.name
+
+    @property
+    def location(self) -> str:
+        return self.storage.location
+
+    # -- appending -----------------------------------------------------------------------
+    def _next_id(self) -> str:
+        for _ in range(100):
+            eid = new_id()
+            if eid not in self.storage:
+                return eid
+        raise SessionError("storage", "could not find an unused entry id")  # pragma: no cover
+
+    def _append(self, cls: type[Any], parent_id: str | None = None, **fields: Any) -> str:
+        entry = cls(self._next_id(), self.leaf_id if parent_id is None else parent_id, now(),
+                    **fields)
+        self.storage.append(entry)
+        return entry.id  # type: ignore[no-any-return]
+
+    def append(self, entry: AnyEntry) -> str:
+        """Append a ready-made entry (its id, parent and timestamp are used as given)."""
+        self.storage.append(entry)
+        return entry.id
+
+    def append_message(self, message: Message | Mapping[str, Any]) -> str:
+        if not isinstance(message, Message):
+            message = Message.from_dict(dict(message))
+        return self._append(MessageEntry, message=message)
+
+    def append_thinking_level_change(self, thinking_level: str) -> str:
+        return self._append(ThinkingLevelChangeEntry, thinking_level=thinking_level)
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        return self._append(ModelChangeEntry, provider=provider, model_id=model_id)
+
+    def append_active_tools_change(self, active_tool_names: Sequence[str]) -> str:
+        return self._append(ActiveToolsChangeEntry, active_tool_names=list(active_tool_names))
+
+    def append_compaction(
+        self,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any = None,
+        usage: Usage | None = None,
+        retained_tail: Sequence[Message] | None = None,
+        from_hook: bool = False,
+        *,
+        tokens_after: int | None = None,
+        cleared: Mapping[str, str] | None = None,
+    ) -> str:
+        """Record a compaction: from here on the model sees ``summary`` and the kept entries.
+
+        ``first_kept_entry_id`` must be on the current branch; ``cleared`` maps tool-result
+        entry ids to the placeholder text shown instead of their content.
+        """
+        branch_ids = {e.id for e in self.branch()}
+        if first_kept_entry_id is not None and first_kept_entry_id not in branch_ids:
+            raise SessionError(
+                "invalid_entry",
+                f"first_kept_entry_id {first_kept_entry_id!r} is not on the current branch; "
+                "pass an entry from branch() (or None to keep nothing before the compaction)",
+                path=self.location,
+            )
+        for eid in cleared or ():
+            if eid not in branch_ids:
+                raise SessionError("invalid_entry", f"cleared entry {eid!r} is not on the "
+                                   "current branch", path=self.location)
+        return self._append(
+            CompactionEntry,
+            summary=summary,
+            first_kept_entry_id=first_kept_entry_id,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            retained_tail=list(retained_tail) if retained_tail is not None else None,
+            cleared=dict(cleared) if cleared else None,
+            details=details,
+            usage=usage,
+            from_hook=from_hook,
+        )
+
+    def append_branch_summary(
+        self,
+        from_id: str,
+        summary: str,
+        details: Any = None,
+        usage: Usage | None = None,
+        from_hook: bool = False,
+    ) -> str:
+        """A branch summary as a child of ``from_id``; it becomes the leaf."""
+        self._require(from_id)
+        return self._append(BranchSummaryEntry, parent_id=from_id, from_id=from_id,
+                            summary=summary, details=details, usage=usage, from_hook=from_hook)
+
+    def append_custom(self, custom_type: str, data: Any = None) -> str:
+        return self._append(CustomEntry, custom_type=custom_type, data=data)
+
+    def append_custom_message(
+        self, custom_type: str, content: str, details: Any = None, display: bool = True
+    ) -> str:
+        return self._append(CustomMessageEntry, custom_type=custom_type, content=content,
+                            details=details, display=display)
+
+    def label(self, target_id: str, label: str | None) -> str:
+        """Set (or with ``None`` clear) the label of an entry."""
+        self._require(target_id)
+        return self._append(LabelEntry, target_id=target_id, label=label)
+
+    def set_name(self, name: str | None) -> str:
+        return self._append(SessionInfoEntry, name=name)
+
+    # -- navigation ----------------------------------------------------------------------
+    def get_entry(self, entry_id: str) -> AnyEntry | None:
+        return self.storage.get(entry_id)
+
+    def get_label(self, entry_id: str) -> str | None:
+        return self.storage.label(entry_id)
+
+    def _require(self, entry_id: str) -> AnyEntry:
+        entry = self.storage.get(entry_id)
+        if entry is None:
+            raise SessionError("not_found", f"no entry {entry_id!r} in this session",
+                               path=self.location)
+        return entry
+
+    def move_to(
+        self, entry_id: str | None, summary: str | Mapping[str, Any] | None = None
+    ) -> str | None:
+        """Move the leaf to ``entry_id`` (``None``: before the first entry).
+
+        With a ``summary`` (text, or a dict with ``summary``, ``details``, ``usage``,
+        ``from_hook``) a branch summary entry is appended as a child of ``entry_id`` and
+        becomes the leaf, in one write; its id is returned.
+        """
+        if entry_id is not None:
+            self._require(entry_id)
+        if summary is not None:
+            if entry_id is None:
+                raise SessionError("invalid_fork_target", "a branch summary needs an entry to "
+                                   "branch from; pass an entry id", path=self.location)
+            if isinstance(summary, str):
+                return self.append_branch_summary(entry_id, summary)
+            usage = summary.get("usage")
+            if isinstance(usage, Mapping):
+                usage = Usage(**usage)
+            return self.append_branch_summary(
+                entry_id,
+                str(summary["summary"]),
+                details=summary.get("details"),
+                usage=usage,
+                from_hook=bool(summary.get("from_hook", False)),
+            )
+        if entry_id != self.leaf_id:
+            self._append(LeafEntry, target_id=entry_id)
+        return None
+
+    def branch(self, leaf_id: str | None = None) -> list[AnyEntry]:
+        """Entries from the root to ``leaf_id`` (default: the current leaf)."""
+        return self.storage.path(self.leaf_id if leaf_id is None else leaf_id)
+
+    def children(self, entry_id: str | None) -> list[AnyEntry]:
+        out = []
+        for cid in self.storage.children(entry_id):
+            e = self.storage.get(cid)
+            if e is not None and not isinstance(e, HIDDEN_IN_TREE):
+                out.append(e)
+        return out
+
+    def tree(self) -> list[TreeNode]:
+        """The whole entry tree (roots first), built without recursion; leaf moves hidden."""
+        leaf = self.leaf_id
+        on_branch = {e.id for e in self.branch()} if leaf is not None else set()
+        labels = self.storage.labels()
+        nodes: dict[str, TreeNode] = {}
+        roots: list[TreeNode] = []
+        for entry in self.storage.entries():
+            if isinstance(entry, HIDDEN_IN_TREE):
+                continue
+            node = TreeNode(entry, labels.get(entry.id), on_branch=entry.id in on_branch,
+                            is_leaf=entry.id == leaf)
+            nodes[entry.id] = node
+        for node in nodes.values():
+            parent = node.entry.parent_id
+            if parent is None or parent not in nodes:
+                roots.append(node)
+            else:
+                nodes[parent].children.append(node)
+        return roots
+
+    def fork(self, new_path: str | os.PathLike[str], at: str | None = None) -> Session:
+        """A new session file holding the path from the root to ``at`` (default: the leaf).
+
+        The new header links back to this session; labels of copied entries come along. The
+        file appears complete or not at all.
+        """
+        at = self.leaf_id if at is None else at
+        if at is None:
+            raise SessionError("invalid_fork_target", "the session is empty; there is nothing "
+                               "to fork", path=self.location)
+        if self.storage.get(at) is None:
+            raise SessionError("invalid_fork_target", f"no entry {at!r} to fork at; pick an "
+                               "id from `contextree tree`", path=self.location)
+        path = [e for e in self.branch(at) if not isinstance(e, LeafEntry)]
+        # A leaf move on the path would point outside the copy; they are not copied, and the
+        # last copied entry is `at` itself or the label entries below.
+        kept = {e.id for e in path}
+        labels = self.storage.labels()
+        on_path: dict[str, str | None] = {}
+        for e in path:
+            if isinstance(e, LabelEntry):
+                on_path[e.target_id] = e.label
+        extra: list[AnyEntry] = []
+        parent = path[-1].id
+        for target, text in labels.items():
+            if target in kept and on_path.get(target) != text:
+                label_id = new_id()
+                while label_id in kept:
+                    label_id = new_id()
+                extra.append(LabelEntry(label_id, parent, now(), target_id=target, label=text))
+                kept.add(label_id)
+                parent = label_id
+        header = SessionHeader(
+            id=new_session_id(),
+            created_at=now(),
+            cwd=self.header.cwd,
+            parent_session=self.location if self.location != "memory" else self.id,
+            metadata={"forked_from": {"session_id": self.id, "entry_id": at}},
+        )
+        return Session(JsonlStorage.create(new_path, header, [*path, *extra]),
+                       projectors=self.projectors)
+
+    # -- reading -------------------------------------------------------------------------
+    def build_context(
+        self,
+        leaf_id: str | None = None,
+        *,
+        projectors: Mapping[str, Projector] | None = None,
+    ) -> SessionContext:
+        """What the model sees at ``leaf_id`` (default: the current leaf)."""
+        return build_context(self.branch(leaf_id),
+                             projectors={**self.projectors, **(projectors or {})})
+
+    def stats(self) -> SessionStats:
+        return compute_stats(self)
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r}, location={self.location!r}, leaf={self.leaf_id!r})"
+
+
+def new_session_id() -> str:
+    """A session id: a UUID4 string, unique across machines."""
+    import uuid
+
+    return str(uuid.uuid4())

@@ -1,0 +1,487 @@
+"""JSONL storage: one session per file, one entry per line, append-only and crash-safe.
+
+- Each ``append`` is one ``write`` of a whole line, then ``fdatasync``: when it returns the
+  entry is on disk. ``batch()`` defers the sync (and buffers the writes) to the end of a block.
+- One writer at a time: the writer holds an exclusive ``flock`` on the file; readers need none.
+- A crash can only tear the line being written. On open, a torn last line is moved to the
+  quarantine file beside the session and reported; anything else malformed raises
+  ``SessionError`` with the file and line, and ``repair`` deals with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import tempfile
+import time
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from ..entries import (
+    LINE_DECODER,
+    AnyEntry,
+    LeafEntry,
+    LineError,
+    SessionHeader,
+    decode_line,
+    encode_line,
+)
+from ..errors import SessionError
+from .base import IndexedStorage, TreeIndex, verify_links
+
+CHUNK = 8 << 20  # bytes decoded per msgspec call when loading
+BATCH_BUFFER = 1 << 20  # bytes buffered in a batch before they are written
+
+
+def quarantine_path(path: str | os.PathLike[str]) -> Path:
+    """Where lines removed from a session are kept: ``<file>.quarantine``."""
+    return Path(f"{os.fspath(path)}.quarantine")
+
+
+def lock_info_path(path: str | os.PathLike[str]) -> Path:
+    return Path(f"{os.fspath(path)}.lock")
+
+
+def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]]) -> int:
+    """Append records (reason, line number, original text) to the quarantine file, durably."""
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+    if not lines:
+        return 0
+    fd = os.open(quarantine_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        _write_all(fd, "".join(lines).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(lines)
+
+
+def quarantined_count(path: str | os.PathLike[str]) -> int:
+    """How many lines of this session were ever quarantined (lines of its quarantine file)."""
+    try:
+        with open(quarantine_path(path), "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+@dataclass(frozen=True)
+class TornTail:
+    """A last line cut short by a crash: where it started and what it held."""
+
+    offset: int
+    line: int
+    data: bytes
+
+
+class JsonlStorage(IndexedStorage):
+    """A session in a JSONL file. Create with ``create``, open with ``open``."""
+
+    def __init__(
+        self,
+        path: Path,
+        index: TreeIndex,
+        *,
+        fd: int | None,
+        size: int,
+        durable: bool,
+        torn: TornTail | None = None,
+    ) -> None:
+        super().__init__(index)
+        self.file = path
+        self._fd = fd
+        self._readonly = fd is None
+        self._size = size
+        self._durable = durable
+        self._batch_depth = 0
+        self._buffer = bytearray()
+        self.torn = torn
+
+    # -- creating and opening ------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        header: SessionHeader,
+        entries: Iterable[AnyEntry] = (),
+        *,
+        durable: bool = True,
+    ) -> JsonlStorage:
+        """Create a new session file atomically; fails with ``exists`` if it is already there.
+
+        The header and ``entries`` are written to a temporary file, synced, then linked into
+        place, so a crash leaves either no file or the complete one.
+        """
+        target = Path(path)
+        index = TreeIndex(header, str(target))
+        data = bytearray(encode_line(header))
+        for entry in entries:
+            index.check(entry)
+            index.add(entry)
+            data += encode_line(entry)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd_tmp, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            _write_all(fd_tmp, bytes(data))
+            os.fsync(fd_tmp)
+            os.close(fd_tmp)
+            try:
+                os.link(tmp, target)  # atomic, and never replaces an existing file
+            except FileExistsError:
+                raise SessionError(
+                    "exists", "a file is already there; choose another path or open it",
+                    path=str(target),
+                ) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        _fsync_dir(target.parent)
+        fd = os.open(target, os.O_RDWR | os.O_APPEND)
+        _lock(fd, target)
+        return cls(target, index, fd=fd, size=len(data), durable=durable)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool = False,
+        durable: bool = True,
+    ) -> JsonlStorage:
+        """Open a session file. Writers take the lock; a torn last line is quarantined."""
+        target = Path(path)
+        try:
+            fd = os.open(target, os.O_RDONLY if readonly else os.O_RDWR | os.O_APPEND)
+        except FileNotFoundError:
+            raise SessionError(
+                "not_found", "no session file here; create one with Session.create(path)",
+                path=str(target),
+            ) from None
+        except IsADirectoryError:
+            raise SessionError("invalid_session", "this is a directory, not a session file",
+                               path=str(target)) from None
+        try:
+            if not readonly:
+                _lock(fd, target)
+            with os.fdopen(os.dup(fd), "rb") as f:
+                index, end, torn = load(f, str(target))
+            if torn is not None:
+                _report_torn(target, torn, moved=not readonly)
+                if not readonly:
+                    quarantine(target, [_torn_record(torn)])
+                    os.truncate(fd, torn.offset)
+                    os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if readonly:
+            os.close(fd)
+            return cls(target, index, fd=None, size=end, durable=durable, torn=torn)
+        return cls(target, index, fd=fd, size=end, durable=durable, torn=torn)
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, entry: AnyEntry) -> None:
+        if self._fd is None:
+            raise SessionError("readonly", "this session was opened read-only; open it with "
+                               "readonly=False to write", path=str(self.file))
+        self._index.check(entry)
+        data = encode_line(entry)
+        if self._batch_depth:
+            self._buffer += data
+            if len(self._buffer) >= BATCH_BUFFER:
+                self._flush()
+        else:
+            self._write(data)
+            if self._durable:
+                self._sync()
+        self._index.add(entry)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Buffer appends and sync once at the end: for bulk writes.
+
+        Entries appended inside the block are durable when the block exits; a crash inside
+        it may lose them (but never anything appended before it).
+        """
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth and self._fd is not None:
+                self._flush()
+                if self._durable:
+                    self._sync()
+
+    def _flush(self) -> None:
+        if self._buffer:
+            data = bytes(self._buffer)
+            self._buffer.clear()
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        assert self._fd is not None
+        try:
+            _write_all(self._fd, data)
+        except OSError as e:
+            # Never leave a partial line behind: cut the file back to its last whole line.
+            with contextlib.suppress(OSError):
+                os.truncate(self._fd, self._size)
+            raise SessionError("storage", f"could not write the entry ({e}); nothing was "
+                               "written — free disk space or check permissions and retry",
+                               path=str(self.file)) from e
+        self._size += len(data)
+
+    def _sync(self) -> None:
+        assert self._fd is not None
+        try:
+            os.fdatasync(self._fd)
+        except OSError as e:
+            raise SessionError("storage", f"could not sync the file to disk ({e})",
+                               path=str(self.file)) from e
+
+    def quarantined_lines(self) -> int:
+        """Lines of this session ever quarantined, plus a torn tail skipped read-only."""
+        skipped = 1 if self.torn is not None and self._readonly else 0
+        return quarantined_count(self.file) + skipped
+
+    @property
+    def size(self) -> int:
+        """Bytes of the file that hold whole lines."""
+        return self._size
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            self._flush()
+            if self._durable:
+                self._sync()
+        finally:
+            with contextlib.suppress(OSError):
+                lock_info_path(self.file).unlink()
+            os.close(self._fd)
+            self._fd = None
+            self._readonly = True
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def load(f: BinaryIO, location: str) -> tuple[TreeIndex, int, TornTail | None]:
+    """Read a session file into a ``TreeIndex``; return it, the good length and any torn tail.
+
+    Lines are decoded in large chunks by msgspec (one C call per chunk); a chunk with an
+    unusual line (an unknown type or field, or an error) is redone line by line.
+    """
+    read = f.read
+    first = f.readline()
+    if not first:
+        raise SessionError("invalid_session", "the file is empty; delete it or create a new "
+                           "session", path=location)
+    header = _decode_header(first, location)
+    index = TreeIndex(header, location)
+    pending: list[tuple[AnyEntry, int | None]] = []
+    offset = len(first)
+    line_no = 1
+    carry = b""
+    chunk = read(CHUNK)
+    torn: TornTail | None = None
+    while chunk:
+        data = carry + chunk if carry else chunk
+        nxt = read(CHUNK)
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            carry = data
+            chunk = nxt
+            continue
+        block, carry = data[: cut + 1], data[cut + 1 :]
+        last_block = not nxt and not carry.strip()
+        torn = _load_block(index, block, offset, line_no, location, pending, last_block)
+        if torn is not None:
+            return _finish(index, pending, torn)
+        offset += len(block)
+        line_no += block.count(b"\n")
+        chunk = nxt
+    if carry:
+        if carry.strip():
+            torn = TornTail(offset, line_no + 1, carry)
+        else:
+            offset += len(carry)
+    return _finish(index, pending, torn, offset)
+
+
+def _finish(
+    index: TreeIndex,
+    pending: list[tuple[AnyEntry, int | None]],
+    torn: TornTail | None,
+    end: int | None = None,
+) -> tuple[TreeIndex, int, TornTail | None]:
+    verify_links(index, pending)
+    good_end = torn.offset if torn is not None else end
+    assert good_end is not None
+    return index, good_end, torn
+
+
+def _decode_header(line: bytes, location: str) -> SessionHeader:
+    try:
+        header = decode_line(line)
+    except LineError as e:
+        raise SessionError("invalid_session", f"the first line is not a session header ({e}); "
+                           "is this a contextree session file?", path=location, line=1) from None
+    if not isinstance(header, SessionHeader):
+        raise SessionError("invalid_session", "the first line must be the session header "
+                           '({"type":"session",...}); is this a contextree session file? '
+                           "(`contextree import` reads other formats)", path=location, line=1)
+    return header
+
+
+def _load_block(
+    index: TreeIndex,
+    block: bytes,
+    offset: int,
+    line_no: int,
+    location: str,
+    pending: list[tuple[AnyEntry, int | None]],
+    last_block: bool,
+) -> TornTail | None:
+    """Index one newline-terminated block; return a torn tail if its last line is one."""
+    try:
+        entries = LINE_DECODER.decode_lines(block)
+    except msgspec.DecodeError:
+        return _load_block_slowly(index, block, offset, line_no, location, pending, last_block)
+    by_id = index.by_id
+    for entry in entries:
+        if isinstance(entry, SessionHeader) or entry.id in by_id or (
+            isinstance(entry, LeafEntry) and entry.target_id not in by_id
+            and entry.target_id is not None
+        ):
+            # Rare: redo the block line by line to report the exact line.
+            return _load_block_slowly(index, block, offset, line_no, location, pending,
+                                      last_block, start=entries.index(entry))
+        parent = entry.parent_id
+        if parent is not None and parent not in by_id:
+            pending.append((entry, None))
+        index.add(entry)
+    return None
+
+
+def _load_block_slowly(
+    index: TreeIndex,
+    block: bytes,
+    offset: int,
+    line_no: int,
+    location: str,
+    pending: list[tuple[AnyEntry, int | None]],
+    last_block: bool,
+    start: int = 0,
+) -> TornTail | None:
+    lines = block.split(b"\n")[:-1]
+    nonblank = [i for i, raw in enumerate(lines) if raw.strip()]
+    last_nonblank = nonblank[-1] if nonblank else -1
+    pos = offset
+    seen = 0
+    for i, raw in enumerate(lines):
+        here = line_no + 1 + i
+        if not raw.strip():
+            pos += len(raw) + 1
+            continue
+        if seen < start:  # already indexed by the fast path
+            seen += 1
+            pos += len(raw) + 1
+            continue
+        seen += 1
+        try:
+            entry = decode_line(raw)
+        except LineError as e:
+            if last_block and i == last_nonblank:
+                return TornTail(pos, here, b"\n".join(lines[i:]) + b"\n")
+            raise SessionError(
+                "corrupt_line" if e.code == "corrupt_line" else "invalid_entry",
+                f"{e}; run `contextree repair` to quarantine bad lines (a backup is kept)",
+                path=location, line=here,
+            ) from None
+        if isinstance(entry, SessionHeader):
+            raise SessionError("invalid_entry", "a second session header in the middle of the "
+                               "file (were two files concatenated?); run `contextree repair`",
+                               path=location, line=here)
+        forward = entry.parent_id is not None and entry.parent_id not in index.by_id
+        index.check(entry, here, forward_parent_ok=forward)
+        if forward:
+            pending.append((entry, here))
+        index.add(entry)
+        pos += len(raw) + 1
+    return None
+
+
+def _torn_record(torn: TornTail) -> dict[str, object]:
+    return {
+        "reason": "torn last line (incomplete write, e.g. a crash)",
+        "line": torn.line,
+        "offset": torn.offset,
+        "quarantined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "text": torn.data.decode("utf-8", errors="replace"),
+    }
+
+
+def _report_torn(path: Path, torn: TornTail, *, moved: bool) -> None:
+    where = f"{path}:{torn.line}"
+    if moved:
+        msg = (f"{where}: the last line was incomplete (a write was cut short); it was moved "
+               f"to {quarantine_path(path)} and the session continues from the line before")
+    else:
+        msg = (f"{where}: the last line is incomplete (a write was cut short or is in "
+               "progress); it was skipped (read-only: nothing was changed)")
+    warnings.warn(msg, TornLineWarning, stacklevel=4)
+
+
+class TornLineWarning(UserWarning):
+    """A torn last line was found (and, when writable, quarantined) while opening a session."""
+
+
+# -- file helpers ----------------------------------------------------------------------------
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _lock(fd: int, path: Path) -> None:
+    """Take the writer's lock or raise ``locked`` naming who holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = "another process"
+        with contextlib.suppress(OSError, ValueError):
+            info = json.loads(lock_info_path(path).read_text())
+            holder = f"pid {info['pid']} on {info['host']} (since {info['since']})"
+        raise SessionError(
+            "locked",
+            f"the session is open for writing by {holder}; close it there first, or open it "
+            "read-only with Session.open(path, readonly=True)",
+            path=str(path),
+        ) from None
+    with contextlib.suppress(OSError):
+        lock_info_path(path).write_text(json.dumps({
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }))
