@@ -5,8 +5,8 @@
 
 The mapping:
 
-* System messages, wherever they are, are joined in order (blank line between) into the
-  ``system`` parameter; they read back as one system message per system text block, first.
+* System messages, wherever they are, are joined in order (blank line between; empty ones
+  skipped) into the ``system`` parameter; they read back as one system message per system text block, first.
 * ``TextPart`` <-> ``text`` block (empty text is not sent: the API rejects it);
   ``ImagePart`` <-> ``image`` block with a ``base64`` source (``url`` source for a plain URL).
 * ``ThinkingPart(thinking, signature)`` <-> ``thinking`` block, signature sent back verbatim.
@@ -103,7 +103,8 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
     results: list[Json] | None = None  # tool_result blocks of the user turn being built
     for msg in messages:
         if msg.role == "system":
-            system.append(msg.text)
+            if msg.text:
+                system.append(msg.text)
             continue
         if msg.role == "tool":
             if results is None:
@@ -283,6 +284,8 @@ def _user_blocks_to_messages(
     role: str, blocks: list[Mapping[str, Any]], names: ToolNames
 ) -> Iterator[Message]:
     """Split a user turn into tool messages (``tool_result``) and user messages (the rest)."""
+    if not blocks:
+        yield make_message(role, [])
     parts: list[AnyPart] = []
     for b in blocks:
         if b.get("type") != "tool_result":

@@ -1,0 +1,32 @@
+"""Model adapters: one ``Model`` interface over OpenAI-compatible and Anthropic APIs.
+
+``OpenAIChat`` and ``AnthropicMessages`` need the ``openai`` / ``anthropic`` extras, imported
+only when constructed. ``ScriptedModel`` replays prepared replies for tests. The pure wire
+conversions are in ``contextree.models.wire_openai`` and ``contextree.models.wire_anthropic``.
+"""
+
+from contextree.models.anthropic import AnthropicMessages
+from contextree.models.base import Model, ToolSpec
+from contextree.models.openai_chat import OpenAIChat
+from contextree.models.scripted import ScriptedModel
+from contextree.models.wire_anthropic import from_anthropic, to_anthropic
+from contextree.models.wire_openai import (
+    from_openai_chat,
+    from_openai_responses,
+    to_openai_chat,
+    to_openai_responses,
+)
+
+__all__ = [
+    "AnthropicMessages",
+    "Model",
+    "OpenAIChat",
+    "ScriptedModel",
+    "ToolSpec",
+    "from_anthropic",
+    "from_openai_chat",
+    "from_openai_responses",
+    "to_anthropic",
+    "to_openai_chat",
+    "to_openai_responses",
+]
