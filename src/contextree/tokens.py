@@ -1,0 +1,260 @@
+"""Token counting: how much of the model's window a conversation fills.
+
+Two counters share one interface: :class:`EstimateCounter` (offline, fast, no dependencies)
+and :class:`TiktokenCounter` (exact for OpenAI tokenizers, optional extra ``tiktoken``).
+:func:`count_context` is the number compaction decides on: anchored on the usage the provider
+reported for the last call, so only messages added since then are estimated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import orjson
+
+from contextree.errors import ContextreeError, missing_extra
+from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
+
+__all__ = [
+    "COMPACTED_KINDS",
+    "EstimateCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "count_context",
+    "find_anchor",
+]
+
+IMAGE_TOKENS = 1200
+MESSAGE_OVERHEAD = 4
+TOOL_CALL_OVERHEAD = 3
+
+# Messages of these ``meta["kind"]`` mean the list is a compacted view of the conversation:
+# usage a provider reported earlier no longer describes it.
+COMPACTED_KINDS: frozenset[str] = frozenset(
+    ("compaction_summary", "cleared_tool_result", "window_note")
+)
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens of text and of messages as a provider would bill them (roughly)."""
+
+    def count_text(self, text: str) -> int: ...
+
+    def count_message(self, msg: Message) -> int: ...
+
+    def count_messages(self, msgs: Sequence[Message]) -> int: ...
+
+
+def _json(value: Any) -> str:
+    """Compact JSON for counting; values orjson cannot encode are written with ``str``."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value, default=str, ensure_ascii=False, separators=(",", ":"))
+
+
+class MessageCounter(ABC):
+    """Counts messages from ``count_text``: content, thinking, tool calls, images, overhead."""
+
+    def __init__(
+        self, *, image_tokens: int = IMAGE_TOKENS, message_overhead: int = MESSAGE_OVERHEAD
+    ) -> None:
+        if image_tokens < 0 or message_overhead < 0:
+            raise ValueError(
+                "image_tokens and message_overhead must be >= 0, "
+                f"got {image_tokens!r} and {message_overhead!r}"
+            )
+        self.image_tokens = image_tokens
+        self.message_overhead = message_overhead
+
+    @abstractmethod
+    def count_text(self, text: str) -> int:
+        """Tokens in ``text``."""
+
+    def count_message(self, msg: Message) -> int:
+        """Tokens one message costs in a request, including role and framing overhead."""
+        total = self.message_overhead
+        content = msg.content
+        if isinstance(content, str):
+            total += self.count_text(content)
+        elif content is not None:
+            total += sum(self._count_part(part) for part in content)
+        for call in msg.tool_calls or ():
+            total += self._count_call(call)
+        if msg.name:
+            total += self.count_text(msg.name)
+        return total
+
+    def count_messages(self, msgs: Sequence[Message]) -> int:
+        """Tokens of a list of messages."""
+        return sum(self.count_message(m) for m in msgs)
+
+    def _count_part(self, part: object) -> int:
+        if isinstance(part, TextPart):
+            return self.count_text(part.text)
+        if isinstance(part, ThinkingPart):
+            return self.count_text(part.thinking)
+        if isinstance(part, ImagePart):
+            return self.image_tokens
+        if isinstance(part, UnknownPart):
+            return self.count_text(_json(part.data))
+        return 0
+
+    def _count_call(self, call: ToolCall) -> int:
+        return (
+            TOOL_CALL_OVERHEAD + self.count_text(call.name) + self.count_text(_json(call.arguments))
+        )
+
+
+# -- the estimator ------------------------------------------------------------------------
+
+# Each UTF-8 byte is mapped to a class byte, then each class is counted with bytes.count.
+_WORD, _DIGIT, _PUNCT, _CONT, _LEAD2, _LEAD3, _LEAD4 = b"wdpc234"
+
+
+def _byte_class(b: int) -> int:
+    if b < 0x80:
+        ch = chr(b)
+        if ch.isalpha() or ch in " \t\n\r":
+            return _WORD
+        return _DIGIT if ch.isdigit() else _PUNCT
+    if b < 0xC0:
+        return _CONT
+    if b < 0xE0:
+        return _LEAD2
+    return _LEAD3 if b < 0xF0 else _LEAD4
+
+
+_CLASSES = bytes(_byte_class(b) for b in range(256))
+
+
+class EstimateCounter(MessageCounter):
+    """A fast offline estimate that knows scripts and code do not all cost 4 chars/token.
+
+    Per character: ASCII letters and whitespace ~1/4 token, digits 1/3 (tokenizers group
+    them by three), ASCII punctuation and symbols 2/3 (code and JSON are dense), two-byte
+    UTF-8 characters (Latin accents, Cyrillic, Greek, Arabic, Hebrew) 1/2, three-byte ones
+    (CJK, Hangul, Indic, Thai) 1, four-byte ones (emoji, rare CJK) 3/2. The classes are
+    counted on the UTF-8 bytes with ``translate`` and ``count``, never a Python loop per
+    character, so megabytes take milliseconds.
+    """
+
+    word_weight = 1 / 4
+    digit_weight = 1 / 3
+    punct_weight = 2 / 3
+    lead2_weight = 1 / 2
+    lead3_weight = 1.0
+    lead4_weight = 3 / 2
+
+    def count_text(self, text: str) -> int:
+        """Estimated tokens in ``text`` (0 for the empty string)."""
+        if not text:
+            return 0
+        data = text.encode("utf-8", "surrogatepass")
+        classes = data.translate(_CLASSES)
+        digits = classes.count(_DIGIT)
+        punct = classes.count(_PUNCT)
+        lead2 = lead3 = lead4 = 0
+        if not text.isascii():
+            lead2 = classes.count(_LEAD2)
+            lead3 = classes.count(_LEAD3)
+            lead4 = classes.count(_LEAD4)
+        words = len(data) - digits - punct - 2 * lead2 - 3 * lead3 - 4 * lead4
+        estimate = (
+            max(words, 0) * self.word_weight
+            + digits * self.digit_weight
+            + punct * self.punct_weight
+            + lead2 * self.lead2_weight
+            + lead3 * self.lead3_weight
+            + lead4 * self.lead4_weight
+        )
+        return max(1, math.ceil(estimate))
+
+
+# -- tiktoken -----------------------------------------------------------------------------
+
+
+class TiktokenCounter(MessageCounter):
+    """Exact counts with a tiktoken encoding (``pip install 'contextree[tiktoken]'``).
+
+    The encoding is loaded when the counter is made; tiktoken downloads it on first use, so
+    offline this raises ``ContextreeError`` unless ``TIKTOKEN_CACHE_DIR`` holds it.
+    """
+
+    def __init__(
+        self,
+        encoding: str = "o200k_base",
+        *,
+        image_tokens: int = IMAGE_TOKENS,
+        message_overhead: int = MESSAGE_OVERHEAD,
+    ) -> None:
+        super().__init__(image_tokens=image_tokens, message_overhead=message_overhead)
+        try:
+            import tiktoken
+        except ImportError as exc:
+            raise missing_extra("tiktoken", "tiktoken") from exc
+        try:
+            self._encoding = tiktoken.get_encoding(encoding)
+        except OSError as exc:
+            raise ContextreeError(
+                f"could not load the tiktoken encoding {encoding!r} "
+                f"({type(exc).__name__}: {exc}); tiktoken downloads it on first use: connect "
+                "once, or set TIKTOKEN_CACHE_DIR to a directory that holds it"
+            ) from exc
+        self.encoding = encoding
+
+    def count_text(self, text: str) -> int:
+        """Tokens in ``text``; special-token strings are counted as plain text."""
+        if not text:
+            return 0
+        return len(self._encoding.encode_ordinary(text))
+
+
+# -- the count that drives compaction -----------------------------------------------------
+
+
+def _usable(msg: Message) -> bool:
+    usage = msg.usage
+    return msg.role == "assistant" and usage is not None and usage.context_tokens > 0
+
+
+def find_anchor(messages: Sequence[Message]) -> int | None:
+    """Index of the last assistant message whose reported usage describes this list.
+
+    None when there is no such message, or when any message is a compaction artefact
+    (``meta["kind"]`` in :data:`COMPACTED_KINDS`): then the list is not what the provider saw.
+    """
+    anchor: int | None = None
+    for i, msg in enumerate(messages):
+        if msg.meta and msg.meta.get("kind") in COMPACTED_KINDS:
+            return None
+        if _usable(msg):
+            anchor = i
+    return anchor
+
+
+def count_context(
+    messages: Sequence[Message], counter: TokenCounter, *, anchor: int | None = None
+) -> int:
+    """Tokens the next request will send.
+
+    With ``anchor`` (from :func:`find_anchor`) pointing at an assistant message with usage:
+    the prompt and output the provider reported for that call plus an estimate of the
+    messages after it. Otherwise the estimate of all messages.
+    """
+    if (
+        isinstance(anchor, int)
+        and not isinstance(anchor, bool)
+        and 0 <= anchor < len(messages)
+        and _usable(messages[anchor])
+    ):
+        usage = messages[anchor].usage
+        assert usage is not None  # checked by _usable
+        reported = usage.input + usage.cache_read + usage.cache_write + usage.output
+        return reported + counter.count_messages(messages[anchor + 1 :])
+    return counter.count_messages(messages)
