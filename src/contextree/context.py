@@ -67,10 +67,12 @@ def context_entries(path: Sequence[AnyEntry]) -> tuple[CompactionEntry | None, l
     after = list(path[ci + 1 :])
     if comp.retained_tail is not None or comp.first_kept_entry_id is None:
         return comp, after
+    pinned = set(comp.pinned or ())
     for i in range(ci):
         if path[i].id == comp.first_kept_entry_id:
             # Older compactions inside the kept range are superseded by this one.
-            kept = [e for e in path[i:ci] if not isinstance(e, CompactionEntry)]
+            kept = [e for e in path[:i] if e.id in pinned]
+            kept += [e for e in path[i:ci] if not isinstance(e, CompactionEntry)]
             return comp, kept + after
     return comp, after
 

@@ -85,7 +85,8 @@ class ActiveToolsChangeEntry(Entry, tag="active_tools_change", kw_only=True):  #
 class CompactionEntry(Entry, tag="compaction", kw_only=True):  # type: ignore[call-arg]
     """What the model sees from here on, in place of the history before it.
 
-    The context is: ``summary`` (if any), then the path from ``first_kept_entry_id`` (or the
+    The context is: ``summary`` (if any), then the ``pinned`` entries before the kept range
+    (a system prompt, the current task), then the path from ``first_kept_entry_id`` (or the
     ``retained_tail`` messages), then everything after this entry. Tool results whose entry
     ids are keys of ``cleared`` are shown as the placeholder text given there. The entries
     before stay in the file: compaction changes the view, never the history.
@@ -97,6 +98,7 @@ class CompactionEntry(Entry, tag="compaction", kw_only=True):  # type: ignore[ca
     tokens_after: int | None = None
     retained_tail: list[Message] | None = None
     cleared: dict[str, str] | None = None
+    pinned: list[str] | None = None
     details: Any = None
     usage: Usage | None = None
     from_hook: bool = False

@@ -192,6 +192,7 @@ class Session:
         *,
         tokens_after: int | None = None,
         cleared: Mapping[str, str] | None = None,
+        pinned: Sequence[str] | None = None,
     ) -> str:
         """Record a compaction: from here on the model sees ``summary`` and the kept entries.
 
@@ -206,10 +207,10 @@ class Session:
                 "pass an entry from branch() (or None to keep nothing before the compaction)",
                 path=self.location,
             )
-        for eid in cleared or ():
+        for eid in [*(cleared or ()), *(pinned or ())]:
             if eid not in branch_ids:
-                raise SessionError("invalid_entry", f"cleared entry {eid!r} is not on the "
-                                   "current branch", path=self.location)
+                raise SessionError("invalid_entry", f"cleared or pinned entry {eid!r} is not "
+                                   "on the current branch", path=self.location)
         return self._append(
             CompactionEntry,
             summary=summary,
@@ -218,6 +219,7 @@ class Session:
             tokens_after=tokens_after,
             retained_tail=list(retained_tail) if retained_tail is not None else None,
             cleared=dict(cleared) if cleared else None,
+            pinned=list(pinned) if pinned else None,
             details=details,
             usage=usage,
             from_hook=from_hook,
