@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from contextree.overflow import OverflowStore
     from contextree.truncation import Truncation
 
+
 # -- results and context -----------------------------------------------------------------
 @dataclass
 class ToolResult:
@@ -76,10 +77,12 @@ class ToolContext:
         return real(os.getcwd())
 
     def readable_dirs(self) -> tuple[Path, ...]:
-        """Directories outside the workspace that may still be read (the overflow store)."""
-        if self.store is None:
-            return ()
-        return (real(self.store.directory),)
+        """Directories outside the workspace that may still be read: the overflow store
+        (``OverflowStore.default()`` when none is set, as truncation uses then)."""
+        from contextree.overflow import OverflowStore
+
+        store = self.store if self.store is not None else OverflowStore.default()
+        return (real(store.directory),)
 
     def resolve(self, path: StrPath, *, write: bool = False) -> Path:
         """The real absolute path for ``path``; ``ToolError`` when confinement refuses it."""
@@ -92,7 +95,9 @@ class ToolContext:
     def display(self, path: Path) -> str:
         """``path`` as shown to the model: relative to the workspace root or cwd when under it."""
         root = self.workspace.root if self.workspace is not None else self.base
-        if is_under(path, root) and path != root:
+        if path == root:
+            return "."
+        if is_under(path, root):
             return path.relative_to(root).as_posix()
         return str(path)
 
@@ -315,7 +320,7 @@ def build_tool(
         "additionalProperties": False,
     }
     return Tool(
-        name=name or getattr(fn, "__name__", "tool"),
+        name=name if name is not None else str(getattr(fn, "__name__", "tool")),
         description=description if description is not None else summary,
         parameters=parameters,
         fn=fn,

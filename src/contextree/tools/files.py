@@ -34,14 +34,14 @@ def is_binary(head: bytes) -> bool:
 
 def read_call(path: str, offset: int, limit: int) -> str:
     """The ``read`` call that shows ``limit`` lines of ``path`` from line ``offset``."""
-    return f"read(path={json.dumps(path, ensure_ascii=False)}, offset={offset}, limit={limit})"
+    return f"read(path={json.dumps(path)}, offset={offset}, limit={limit})"
 
 
 def cut_line(text: str, max_chars: int = MAX_LINE_CHARS) -> str:
-    """``text`` cut to ``max_chars`` characters, with a note saying how much was left out."""
+    """``text`` cut to ``max_chars`` characters, marked as truncation marks a cut line."""
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]}... [{len(text) - max_chars} more characters on this line]"
+    return f"{text[:max_chars]}… [line truncated, {len(text)} chars]"
 
 
 def clean(text: str) -> str:
@@ -200,7 +200,11 @@ def _count_rest(f: IO[bytes]) -> int:
 def _page_result(
     path: str, target: Path, offset: int, limit: int, page: _Page, ctx: ToolContext
 ) -> ToolResult:
-    meta: dict[str, Any] = {"path": ctx.display(target), "offset": offset, "total_lines": page.total}
+    meta: dict[str, Any] = {
+        "path": ctx.display(target),
+        "offset": offset,
+        "total_lines": page.total,
+    }
     if page.total == 0:
         return ToolResult(f"{path} is empty (0 lines).", meta={**meta, "lines": 0})
     if offset > page.total:
@@ -216,13 +220,14 @@ def _page_result(
     if partial:
         size = target.stat().st_size
         meta["truncated"] = {
-            "by": "read",
+            "saved_path": None,  # nothing was lost: the file itself holds the rest
             "total_lines": page.total,
             "total_bytes": size,
             "shown_lines": len(page.lines),
+            "direction": "head",
+            "by": "read",
             "first_line": offset,
             "cut_lines": page.cut,
-            "saved_path": None,
         }
     return ToolResult(text, meta=meta)
 
@@ -232,7 +237,7 @@ def _more_hint(path: str, page: _Page, limit: int) -> str:
     nxt = page.last + 1
     return (
         f"[Showing lines {page.last - len(page.lines) + 1}-{page.last} of {page.total}{why}. "
-        f"{page.total - page.last} more lines; to continue: "
+        f"{page.total - page.last} more lines. Read more with "
         f"{read_call(path, nxt, min(limit, MAX_LINES))}]"
     )
 
@@ -252,11 +257,12 @@ def _list_dir(path: str, target: Path, offset: int, limit: int, ctx: ToolContext
     want = min(limit, MAX_LINES)
     shown = entries[offset - 1 : offset - 1 + want]
     last = offset - 1 + len(shown)
-    head = f"{path} is a directory with {len(entries)} entries:"
+    noun = "entry" if len(entries) == 1 else "entries"
+    head = f"{path} is a directory with {len(entries)} {noun}:"
     text = "\n".join([head, *shown])
     if last < len(entries):
         text += (
-            f"\n\n[Showing entries {offset}-{last} of {len(entries)}; to continue: "
+            f"\n\n[Showing entries {offset}-{last} of {len(entries)}. Read more with "
             f"{read_call(path, last + 1, want)}]"
         )
     return ToolResult(text, meta=meta)
@@ -410,9 +416,7 @@ def _ambiguous_message(path: str, text: str, starts: list[int]) -> str:
     )
 
 
-def _edit_result(
-    shown: str, before: str, after: str, starts: list[int], new: str
-) -> ToolResult:
+def _edit_result(shown: str, before: str, after: str, starts: list[int], new: str) -> ToolResult:
     first = _line_of(before, starts[0])
     n = len(starts)
     what = "1 occurrence" if n == 1 else f"{n} occurrences"
@@ -424,7 +428,7 @@ def _edit_result(
 
 def _snippet(text: str, first: int, last: int, around: int = 2, cap: int = 20) -> str:
     """Numbered lines ``first - around`` .. ``last + around`` of ``text`` (at most ``cap``)."""
-    lines = [line.removesuffix("\r") for line in clean(text).split("\n")]
+    lines = [line.removesuffix("\r") for line in clean(text).removesuffix("\n").split("\n")]
     lo = max(1, first - around)
     hi = min(len(lines), last + around, lo + cap - 1)
     return "\n".join(f"{n:>6}\t{cut_line(lines[n - 1])}" for n in range(lo, hi + 1))

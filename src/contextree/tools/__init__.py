@@ -1,0 +1,73 @@
+"""Built-in tools (``read``, ``write``, ``edit``, ``shell``, ``grep``, ``glob``) and ``@tool``.
+
+Each tool takes a ``ToolContext`` (workspace, overflow store, session, cwd). Pass one to
+``Tool.run(arguments, context=...)``, or get tools bound to one with ``make_tools``::
+
+    tools = make_tools(workspace="/path/to/project")
+    result = tools[0].run({"path": "README.md"})
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from contextree.tools.base import (
+    Tool,
+    ToolContext,
+    ToolResult,
+    as_tools,
+    build_tool,
+    parse_docstring,
+    schema_for,
+    tool,
+)
+from contextree.tools.files import edit, read, write
+from contextree.tools.search import glob, grep
+from contextree.tools.shell import shell
+from contextree.tools.workspace import StrPath, Workspace
+
+if TYPE_CHECKING:
+    from contextree.overflow import OverflowStore
+
+ALL: list[Tool] = [read, write, edit, shell, grep, glob]
+"""The built-in tools, unbound (each call gets the context given to ``run``, or none)."""
+
+
+def make_tools(
+    workspace: Workspace | StrPath | None = None,
+    *,
+    store: OverflowStore | None = None,
+    session_id: str | None = None,
+    cwd: StrPath | None = None,
+    tools: list[Tool] | None = None,
+) -> list[Tool]:
+    """The built-in tools (or ``tools``) bound to one ``ToolContext``.
+
+    ``workspace`` confines file access to a directory (a path or a ``Workspace``); ``store``
+    and ``session_id`` say where truncated output is saved.
+    """
+    if workspace is not None and not isinstance(workspace, Workspace):
+        workspace = Workspace(workspace)
+    context = ToolContext(workspace=workspace, store=store, session_id=session_id, cwd=cwd)
+    return [t.with_context(context) for t in (ALL if tools is None else tools)]
+
+
+__all__ = [
+    "ALL",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "Workspace",
+    "as_tools",
+    "build_tool",
+    "edit",
+    "glob",
+    "grep",
+    "make_tools",
+    "parse_docstring",
+    "read",
+    "schema_for",
+    "shell",
+    "tool",
+    "write",
+]
