@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import Projector, SessionContext, build_context
 from .entries import (
@@ -38,6 +38,10 @@ from .stats import SessionStats, compute_stats
 from .storage.base import HIDDEN_IN_TREE, Storage
 from .storage.jsonl import JsonlStorage
 from .storage.memory import MemoryStorage
+
+if TYPE_CHECKING:
+    from .compaction import CompactionPipeline, CompactionResult
+    from .tokens import TokenCounter
 
 
 @dataclass
@@ -305,7 +309,7 @@ class Session:
         return self.storage.path(self.leaf_id if leaf_id is None else leaf_id)
 
     def children(self, entry_id: str | None) -> list[AnyEntry]:
-        out = []
+        out: list[AnyEntry] = []
         for cid in self.storage.children(entry_id):
             e = self.storage.get(cid)
             if e is not None and not isinstance(e, HIDDEN_IN_TREE):
@@ -385,6 +389,29 @@ class Session:
         """What the model sees at ``leaf_id`` (default: the current leaf)."""
         return build_context(self.branch(leaf_id),
                              projectors={**self.projectors, **(projectors or {})})
+
+    def compact(
+        self,
+        window: int,
+        *,
+        pipeline: CompactionPipeline | None = None,
+        counter: TokenCounter | None = None,
+        model: Any = None,
+        compact_at: float = 0.7,
+        compact_to: float = 0.4,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> CompactionResult:
+        """Run the compaction ladder on the current branch (see ``contextree.compaction``).
+
+        Appends one compaction entry when a stage made the context smaller; the entries
+        before it stay in the file. ``dry_run`` reports what would happen and writes nothing.
+        """
+        from .compaction import compact
+
+        return compact(self, window=window, compact_at=compact_at, compact_to=compact_to,
+                       pipeline=pipeline, counter=counter, model=model, dry_run=dry_run,
+                       force=force)
 
     def stats(self) -> SessionStats:
         return compute_stats(self)

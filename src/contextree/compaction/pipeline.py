@@ -1,0 +1,338 @@
+"""The compaction ladder: a policy decides *when*, an ordered list of stages decides *what*.
+
+Stages never touch the session. Each turns a ``Plan`` (a view of the branch that a compaction
+entry can describe: summary, first kept entry, pinned entries, cleared tool results) into a
+smaller one; the first plan that fits the target ends the ladder and is appended as one
+compaction entry, so the original history stays in the file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from ..context import SessionContext, build_context, latest_compaction
+from ..entries import AnyEntry, CompactionEntry, MessageEntry
+from ..errors import CompactionError
+from ..messages import Message, Usage
+from ..tokens import EstimateCounter, TokenCounter, count_context
+
+log = logging.getLogger("contextree.compaction")
+
+Emit = Callable[[str, dict[str, Any]], None]
+_CANDIDATE_ID = "\x00candidate"
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    """``window`` tokens; compact once the context reaches ``compact_at`` of it, down to
+    ``compact_to`` of it."""
+
+    window: int
+    compact_at: float = 0.7
+    compact_to: float = 0.4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.window, int) or self.window <= 0:
+            raise ValueError(f"window must be a positive number of tokens, got {self.window!r}")
+        if not 0 < self.compact_to < self.compact_at <= 1:
+            raise ValueError(
+                "need 0 < compact_to < compact_at <= 1 (compact down to a fraction of the window "
+                f"smaller than the one that triggers), got compact_at={self.compact_at}, "
+                f"compact_to={self.compact_to}"
+            )
+
+    @property
+    def trigger(self) -> int:
+        return int(self.window * self.compact_at)
+
+    @property
+    def target(self) -> int:
+        return int(self.window * self.compact_to)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A view of the branch that one compaction entry can describe."""
+
+    summary: str
+    first_kept: int  # index in the branch of the first kept entry
+    cleared: dict[str, str] = field(default_factory=dict)
+    pinned: tuple[str, ...] = ()
+    usage: Usage | None = None
+    summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
+
+
+@dataclass
+class StageReport:
+    name: str
+    tokens_before: int
+    tokens_after: int
+    applied: bool
+    note: str = ""
+
+
+@dataclass
+class CompactionResult:
+    """What a compaction run did (``entry_id`` is ``None`` when nothing was written)."""
+
+    tokens_before: int
+    tokens_after: int
+    target: int
+    stages: list[StageReport] = field(default_factory=list)
+    entry_id: str | None = None
+    summary: str = ""
+    cleared: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    summarized: list[str] = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def reached_target(self) -> bool:
+        return self.tokens_after <= self.target
+
+    @property
+    def applied(self) -> list[str]:
+        return [s.name for s in self.stages if s.applied]
+
+    def payload(self) -> dict[str, Any]:
+        """The ``compacted`` event payload."""
+        return {
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "target": self.target,
+            "stages": [vars(s) for s in self.stages],
+            "cleared": list(self.cleared),
+            "dropped": list(self.dropped),
+            "summarized": list(self.summarized),
+            "summary": self.summary,
+            "entry_id": self.entry_id,
+        }
+
+
+class Stage(Protocol):
+    """One rung of the ladder: a smaller plan, or ``None`` when it has nothing to offer."""
+
+    name: str
+
+    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None: ...
+
+
+class CompactionState:
+    """The branch being compacted, with cached token counts and the rendering of plans."""
+
+    def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
+                 counter: TokenCounter) -> None:
+        self.branch = list(branch)
+        self.policy = policy
+        self.counter = counter
+        self.index = {e.id: i for i, e in enumerate(self.branch)}
+        self._counts: dict[int, int] = {}
+        self.tokens_before = 0
+        self.base: CompactionEntry | None = None
+        ci = latest_compaction(self.branch)
+        if ci is not None:
+            base = self.branch[ci]
+            assert isinstance(base, CompactionEntry)
+            self.base = base
+        self.initial_plan = self._initial_plan(ci)
+        initial = self.render(self.initial_plan)
+        estimate = self.estimate(initial.messages)
+        current = build_context(self.branch)
+        self.tokens_before = count_context(current.messages, counter,
+                                           anchor=current.usage_anchor)
+        # Estimates are scaled so they agree with what the provider last reported.
+        self.scale = min(3.0, max(0.33, self.tokens_before / estimate)) if estimate else 1.0
+        self.initial_ids = [i for i in initial.entry_ids if i is not None]
+
+    def _initial_plan(self, ci: int | None) -> Plan:
+        base = self.base
+        if base is None or ci is None:
+            return Plan(summary="", first_kept=0)
+        first = ci + 1
+        if base.retained_tail is None and base.first_kept_entry_id in self.index:
+            first = self.index[base.first_kept_entry_id]
+        summary = base.summary
+        if base.retained_tail:
+            from .digest import digest_messages
+
+            summary = digest_messages(summary, [(m, None) for m in base.retained_tail])
+        return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
+                    pinned=tuple(base.pinned or ()))
+
+    def entry_for(self, plan: Plan) -> CompactionEntry:
+        """The compaction entry that would describe ``plan``."""
+        first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
+        kept_from = plan.first_kept
+        live = {e.id for e in self.branch[kept_from:]}
+        return CompactionEntry(
+            _CANDIDATE_ID,
+            self.branch[-1].id if self.branch else None,
+            "",
+            summary=plan.summary,
+            first_kept_entry_id=first,
+            tokens_before=self.tokens_before,
+            cleared={k: v for k, v in plan.cleared.items() if k in live} or None,
+            pinned=[p for p in plan.pinned if self.index.get(p, len(self.branch)) < kept_from]
+            or None,
+        )
+
+    def render(self, plan: Plan) -> SessionContext:
+        """The context the model would see after appending ``plan``'s compaction entry."""
+        return build_context([*self.branch, self.entry_for(plan)])
+
+    def estimate(self, messages: Sequence[Message]) -> int:
+        counts = self._counts
+        total = 0
+        for m in messages:
+            key = id(m)
+            n = counts.get(key)
+            if n is None:
+                n = self.counter.count_message(m)
+                if m.meta is None or "kind" not in m.meta:  # stable objects only
+                    counts[key] = n
+            total += n
+        return total
+
+    def count(self, message: Message) -> int:
+        return round(self.estimate((message,)) * self.scale)
+
+    def tokens(self, plan: Plan) -> int:
+        return round(self.estimate(self.render(plan).messages) * self.scale)
+
+    def original(self, entry_id: str) -> Message | None:
+        """A message as first written (before any placeholder replaced it)."""
+        i = self.index.get(entry_id)
+        if i is None:
+            return None
+        entry = self.branch[i]
+        return entry.message if isinstance(entry, MessageEntry) else None
+
+
+class CompactionPipeline:
+    """An ordered ladder of stages; the order is the policy (cheap stages first)."""
+
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        if not stages:
+            raise ValueError("a compaction pipeline needs at least one stage")
+        self.stages = list(stages)
+
+    def plan(
+        self,
+        branch: Sequence[AnyEntry],
+        policy: CompactionPolicy,
+        counter: TokenCounter | None = None,
+        emit: Emit | None = None,
+        *,
+        force: bool = False,
+    ) -> tuple[CompactionState, Plan | None, CompactionResult]:
+        """Run the ladder on ``branch`` without writing anything.
+
+        Unless ``force``, nothing is done when the context is already at or under target.
+        """
+        state = CompactionState(branch, policy, counter or EstimateCounter())
+        target = policy.target
+        result = CompactionResult(state.tokens_before, state.tokens_before, target)
+        if state.tokens_before <= target and not force:
+            result.reason = "already under the target"
+            return state, None, result
+        plan = state.initial_plan
+        tokens = state.tokens(plan)
+        best: Plan | None = None
+        for stage in self.stages:
+            name = getattr(stage, "name", type(stage).__name__)
+            try:
+                candidate = stage(state, plan)
+            except Exception as e:  # a failing stage (e.g. the summarizer) never loses history
+                log.warning("compaction stage %s failed: %s", name, e)
+                result.stages.append(StageReport(name, tokens, tokens, False, f"failed: {e}"))
+                if emit is not None:
+                    emit("compaction_failed", {"stage": name, "error": repr(e)})
+                continue
+            if candidate is None:
+                result.stages.append(StageReport(name, tokens, tokens, False, "nothing to do"))
+                continue
+            after = state.tokens(candidate)
+            if after >= tokens:
+                result.stages.append(StageReport(name, tokens, after, False, "not smaller: rejected"))
+                continue
+            result.stages.append(StageReport(name, tokens, after, True))
+            plan, tokens, best = candidate, after, candidate
+            if tokens <= target:
+                break
+        result.tokens_after = tokens
+        if tokens > target:
+            result.reason = (f"the ladder reached {tokens} tokens, above the target of {target}; "
+                             "the remaining messages cannot be compacted further without "
+                             "dropping the current task")
+        return state, best, result
+
+
+def describe(state: CompactionState, plan: Plan, result: CompactionResult) -> None:
+    """Fill in what was cleared, dropped and summarized, comparing with the initial view."""
+    after = state.render(plan)
+    kept = {i for i in after.entry_ids if i is not None}
+    base_cleared = set(state.initial_plan.cleared)
+    result.cleared = [k for k in plan.cleared if k not in base_cleared and k in kept]
+    result.dropped = [i for i in state.initial_ids if i not in kept
+                      and (state.base is None or i != state.base.id)]
+    result.summarized = list(plan.summarized)
+    result.summary = plan.summary
+
+
+def run_compaction(
+    session: Any,
+    policy: CompactionPolicy,
+    pipeline: CompactionPipeline,
+    counter: TokenCounter | None = None,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    emit: Emit | None = None,
+    from_hook: bool = False,
+) -> CompactionResult:
+    """Compact ``session``'s current branch if it is over the target (or ``force``)."""
+    branch = session.branch()
+    if not branch:
+        raise CompactionError("the session is empty; there is nothing to compact")
+    started = time.perf_counter()
+    if emit is not None:
+        emit("compaction_start", {"leaf_id": session.leaf_id, "window": policy.window})
+    state, plan, result = pipeline.plan(branch, policy, counter, emit, force=force)
+    if plan is None:
+        if not result.reason:
+            result.reason = "no stage could make the context smaller"
+        return result
+    describe(state, plan, result)
+    if dry_run:
+        return result
+    entry = state.entry_for(plan)
+    result.entry_id = session.append_compaction(
+        plan.summary,
+        entry.first_kept_entry_id,
+        state.tokens_before,
+        details={
+            "stages": result.applied,
+            "dropped": len(result.dropped),
+            "summarized": len(result.summarized),
+            "seconds": round(time.perf_counter() - started, 4),
+        },
+        usage=plan.usage,
+        from_hook=from_hook,
+        tokens_after=result.tokens_after,
+        cleared=entry.cleared,
+        pinned=entry.pinned,
+    )
+    if emit is not None:
+        emit("compacted", result.payload())
+    return result
+
+
+def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
+                 usage: Usage | None = None) -> Plan:
+    return replace(plan, summary=summary,
+                   summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
+                   usage=usage if usage is not None else plan.usage)
