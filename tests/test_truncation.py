@@ -1,0 +1,364 @@
+"""Truncation: dual cap, head/tail/middle, multibyte safety, overflow hint, meta marker."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextree.messages import Message
+from contextree.overflow import OverflowStore
+from contextree.truncation import Truncation, is_truncated, truncate
+
+HINT_START = "[Output truncated:"
+READ_CALL = re.compile(
+    r'read\(path="(?P<path>[^"]+)", offset=(?P<offset>\d+), limit=(?P<limit>\d+)\)'
+)
+HEAD_MARK = re.compile(r"… \[line truncated, (\d+) chars\]$")
+GAP = re.compile(r"\n?\[… \d+ lines? \(\d+ bytes, [^)]*\) omitted …\]\n?")
+TAIL_MARK = re.compile(r"^\[line truncated, (\d+) chars\] …")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> OverflowStore:
+    return OverflowStore(tmp_path / "spill", gc_interval=None)
+
+
+def split(t: Truncation) -> tuple[str, str]:
+    """(body, hint) of a truncated preview; the body loses at most one trailing newline."""
+    i = t.text.rfind(HINT_START)
+    assert i >= 0, t.text
+    return t.text[:i].removesuffix("\n\n"), t.text[i:]
+
+
+def read_call(hint: str) -> tuple[str, int, int]:
+    m = READ_CALL.search(hint)
+    assert m, hint
+    return m["path"], int(m["offset"]), int(m["limit"])
+
+
+def numbered(n: int, width: int = 0) -> str:
+    return "".join(f"line {i}{'x' * width}\n" for i in range(1, n + 1))
+
+
+# -- nothing to do ------------------------------------------------------------------------
+
+
+def test_fitting_text_is_returned_unchanged(store: OverflowStore) -> None:
+    text = numbered(100)
+    t = truncate(text, store=store)
+    assert t.text is text
+    assert (t.truncated, t.saved_path, t.total_lines, t.shown_lines) == (False, None, 100, 100)
+    assert t.total_bytes == len(text.encode())
+    assert not store.directory.exists()
+
+
+def test_fitting_bytes_are_decoded(store: OverflowStore) -> None:
+    t = truncate(b"ok \xff\n", store=store)
+    assert t.text == "ok \ufffd\n" and not t.truncated
+
+
+def test_empty(store: OverflowStore) -> None:
+    t = truncate("", store=store)
+    assert (t.text, t.truncated, t.total_lines, t.total_bytes) == ("", False, 0, 0)
+
+
+# -- caps ---------------------------------------------------------------------------------
+
+
+def test_head_lines_cap_first(store: OverflowStore) -> None:
+    text = numbered(5000)
+    t = truncate(text, store=store)
+    body, hint = split(t)
+    assert body == numbered(2000).rstrip("\n")
+    assert (t.truncated, t.shown_lines, t.total_lines) == (True, 2000, 5000)
+    assert "showing lines 1-2000 of 5000" in hint
+    path, offset, limit = read_call(hint)
+    assert (path, offset, limit) == (t.saved_path, 2001, 2000)
+    assert Path(path).read_text() == text
+
+
+def test_head_bytes_cap_first(store: OverflowStore) -> None:
+    text = numbered(100, width=990)  # ~1000 bytes a line
+    t = truncate(text, max_bytes=10_000, store=store)
+    body, hint = split(t)
+    sizes = [len(line.encode()) for line in text.splitlines(keepends=True)]
+    fit = max(k for k in range(101) if sum(sizes[:k]) <= 10_000)
+    assert fit < 2000  # the byte cap, not the line cap, stopped it
+    assert len(body.encode()) + 1 <= 10_000
+    assert body.count("\n") + 1 == t.shown_lines == fit
+    assert text.startswith(body)
+    assert read_call(hint)[1:] == (fit + 1, 100 - fit)  # limit: only what is left
+
+
+def test_tail_keeps_end_and_points_before_it(store: OverflowStore) -> None:
+    text = numbered(5000)
+    t = truncate(text, direction="tail", store=store)
+    body, hint = split(t)
+    assert (body + "\n") == "".join(f"line {i}\n" for i in range(3001, 5001))
+    assert "showing lines 3001-5000 of 5000" in hint
+    path, offset, limit = read_call(hint)
+    assert (offset, limit) == (1001, 2000)  # the 2000 lines just before what was shown
+    lines = Path(path).read_text().splitlines()
+    assert lines[offset - 1 + limit - 1] == "line 3000"
+
+
+def test_tail_short_prefix_offset_starts_at_one(store: OverflowStore) -> None:
+    t = truncate(numbered(2500), direction="tail", store=store)
+    assert read_call(split(t)[1])[1:] == (1, 500)
+
+
+def test_middle_keeps_both_ends_with_a_gap_line(store: OverflowStore) -> None:
+    text = numbered(5000)
+    t = truncate(text, direction="middle", store=store)
+    body, hint = split(t)
+    lines = body.split("\n")
+    assert lines[:1000] == [f"line {i}" for i in range(1, 1001)]
+    assert lines[-1000:] == [f"line {i}" for i in range(4001, 5001)]
+    gap = lines[1000]
+    omitted_bytes = len(numbered(4000).encode()) - len(numbered(1000).encode())
+    assert gap == f"[… 3000 lines ({omitted_bytes} bytes, {gap.split(', ')[1]}"
+    assert t.shown_lines == 2000
+    assert "showing lines 1-1000 and 4001-5000 of 5000" in hint
+    path, offset, limit = read_call(hint)
+    assert (offset, limit) == (1001, 2000)
+    assert Path(path).read_text().splitlines()[offset - 1] == "line 1001"
+
+
+def test_middle_when_whole_text_fits_after_line_cuts(store: OverflowStore) -> None:
+    text = "a\n" + "x" * 5000 + "\nb\n"
+    t = truncate(text, direction="middle", store=store)
+    body, _ = split(t)
+    assert body.startswith("a\n" + "x" * 2000 + "… [line truncated, 5000 chars]\nb")
+    assert "omitted" not in body
+
+
+def test_no_trailing_newline(store: OverflowStore) -> None:
+    text = numbered(3000).rstrip("\n")
+    t = truncate(text, direction="tail", store=store)
+    assert split(t)[0].endswith("line 3000")
+    assert t.total_lines == 3000
+
+
+# -- long lines ---------------------------------------------------------------------------
+
+
+def test_single_long_line_is_cut_and_saved(store: OverflowStore) -> None:
+    text = "short\n" + "y" * 12345 + "\nend\n"
+    t = truncate(text, store=store)
+    body, hint = split(t)
+    assert body.split("\n") == ["short", "y" * 2000 + "… [line truncated, 12345 chars]", "end"]
+    assert t.truncated and t.shown_lines == 3
+    path, offset, limit = read_call(hint)
+    assert (offset, limit) == (2, 1)
+    assert Path(path).read_text() == text
+
+
+@pytest.mark.parametrize("direction", ["head", "tail", "middle"])
+def test_ten_megabyte_line(store: OverflowStore, direction: str) -> None:
+    line = "S" + "é" * 2_500_000 + "m" * 5_000_000 + "E"  # 10 MB, multibyte start
+    t = truncate(line, direction=direction, store=store)  # type: ignore[arg-type]
+    body, _ = split(t)
+    chars = len(line)
+    if direction == "tail":
+        assert body == f"[line truncated, {chars} chars] …" + line[-2000:]
+    else:
+        assert body == line[:2000] + f"… [line truncated, {chars} chars]"
+    assert (t.total_lines, t.shown_lines) == (1, 1)
+    assert Path(t.saved_path or "").read_bytes() == line.encode()
+
+
+@pytest.mark.parametrize("direction", ["head", "tail"])
+def test_ten_megabyte_line_beyond_byte_cap(store: OverflowStore, direction: str) -> None:
+    """With the line cap off, the byte cap cuts inside the line: tail keeps the last bytes."""
+    line = "".join(chr(0x4E00 + i % 500) for i in range(3_500_000)) + "THE END"
+    t = truncate(line, direction=direction, max_line_chars=10**9, store=store)  # type: ignore[arg-type]
+    body, hint = split(t)
+    raw = body.encode()
+    assert len(raw) <= 51200
+    assert "\ufffd" not in body
+    if direction == "tail":
+        assert line.endswith(body) and body.endswith("THE END")
+        assert len(raw) >= 51200 - 3
+    else:
+        assert line.startswith(body)
+    assert "in part" in hint
+    assert read_call(hint)[1:] == (1, 1)
+
+
+# -- multibyte safety (property) ----------------------------------------------------------
+
+CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\ufffd\r")
+TEXT = st.text(alphabet=CHARS, max_size=400) | st.lists(
+    st.text(alphabet=CHARS, max_size=60), max_size=40
+).map("\n".join)
+
+
+def _strip_head_marker(line: str) -> str:
+    return HEAD_MARK.sub("", line)
+
+
+def _strip_tail_marker(line: str) -> str:
+    return TAIL_MARK.sub("", line)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=TEXT,
+    max_lines=st.integers(1, 12),
+    max_bytes=st.integers(1, 300),
+    max_line_chars=st.integers(1, 80),
+    direction=st.sampled_from(["head", "tail", "middle"]),
+)
+def test_preview_is_valid_and_within_caps(
+    store: OverflowStore,
+    text: str,
+    max_lines: int,
+    max_bytes: int,
+    max_line_chars: int,
+    direction: str,
+) -> None:
+    t = truncate(
+        text,
+        max_lines=max_lines,
+        max_bytes=max_bytes,
+        max_line_chars=max_line_chars,
+        direction=direction,  # type: ignore[arg-type]
+        store=store,
+    )
+    t.text.encode("utf-8")  # valid UTF-8: no split characters, no lone surrogates
+    assert t.total_bytes == len(text.encode())
+    if not t.truncated:
+        assert t.text == text
+        return
+    assert Path(t.saved_path or "").read_bytes() == text.encode()
+    i = t.text.rfind(HINT_START)
+    body = t.text[:i]
+    assert "\ufffd" not in body  # no character was cut in two
+    body = body.removesuffix("\n\n")  # the blank line before the hint (+ a final newline)
+    kept = GAP.sub("", body) if direction == "middle" else body
+    assert len(kept.encode()) <= max_bytes
+    lines = body.split("\n") if body else []
+    assert len(lines) <= max_lines + (1 if direction == "middle" else 0)
+    originals = text.split("\n")
+    if direction == "head":
+        for got, want in zip(lines, originals, strict=False):
+            assert want.startswith(_strip_head_marker(got))
+    elif direction == "tail":  # the body's final newline went with the blank line above
+        originals = text.removesuffix("\n").split("\n")
+        for got, want in zip(reversed(lines), reversed(originals), strict=False):
+            assert want.endswith(_strip_tail_marker(got))
+    for line in lines:
+        stripped = _strip_tail_marker(_strip_head_marker(line))
+        assert len(stripped) <= max_line_chars or line.startswith("[…")
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.binary(max_size=600), max_bytes=st.integers(1, 100))
+def test_arbitrary_bytes_never_crash_and_are_saved_verbatim(
+    store: OverflowStore, data: bytes, max_bytes: int
+) -> None:
+    for direction in ("head", "tail", "middle"):
+        t = truncate(data, max_bytes=max_bytes, max_lines=5, direction=direction, store=store)  # type: ignore[arg-type]
+        t.text.encode("utf-8")
+        if t.truncated:
+            assert Path(t.saved_path or "").read_bytes() == data
+
+
+def test_multibyte_at_byte_cap_is_never_split(store: OverflowStore) -> None:
+    text = "€" * 100  # 3 bytes each; a cap of 100 falls inside a character
+    for direction in ("head", "tail"):
+        t = truncate(text, max_bytes=100, max_line_chars=1000, direction=direction, store=store)  # type: ignore[arg-type]
+        body, _ = split(t)
+        assert body == "€" * 33
+
+
+# -- non-UTF-8, hint, store ---------------------------------------------------------------
+
+
+def test_non_utf8_bytes_saved_verbatim(store: OverflowStore) -> None:
+    data = b"".join(b"row %d \xff\xfe\xc3\n" % i for i in range(5000))
+    t = truncate(data, store=store)
+    assert Path(t.saved_path or "").read_bytes() == data
+    body, _ = split(t)
+    assert body.startswith("row 0 \ufffd\ufffd\ufffd\nrow 1 ")
+
+
+def test_hint_offset_reads_exactly_the_next_line(store: OverflowStore) -> None:
+    text = "".join(f"{i}:{'z' * (i % 97)}\n" for i in range(1, 9001))
+    for direction in ("head", "tail", "middle"):
+        t = truncate(text, direction=direction, store=store)  # type: ignore[arg-type]
+        body, hint = split(t)
+        path, offset, limit = read_call(hint)
+        saved = Path(path).read_text().split("\n")
+        window = saved[offset - 1 : offset - 1 + limit]
+        shown = {line for line in body.split("\n")}
+        assert not shown & set(window), direction  # the window is all unseen lines
+        if direction == "head":
+            assert offset == t.shown_lines + 1
+        if direction == "tail":
+            first_shown = int(body.split("\n")[0].split(":")[0])
+            assert offset + limit == first_shown
+
+
+def test_default_store_respects_contextree_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONTEXTREE_HOME", str(tmp_path / "home"))
+    t = truncate(numbered(3000), session_id="sess-1", label="bash")
+    assert t.saved_path is not None
+    saved = Path(t.saved_path)
+    assert saved.is_relative_to(tmp_path / "home" / "tool-output")
+    assert saved.name.endswith("-bash.txt")
+
+
+def test_unsavable_output_still_truncates(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    t = truncate(numbered(3000), store=OverflowStore(blocker / "spill"))
+    assert t.truncated and t.saved_path is None
+    assert "could not be saved" in t.text and t.shown_lines == 2000
+
+
+def test_meta_marker_round_trip(store: OverflowStore) -> None:
+    t = truncate(numbered(3000), direction="tail", store=store)
+    msg = Message.tool(t.text, tool_call_id="c1", name="bash", meta=t.meta())
+    back = Message.from_dict(msg.to_dict())
+    assert is_truncated(back.meta)
+    assert back.meta == {
+        "truncated": {
+            "saved_path": t.saved_path,
+            "total_lines": 3000,
+            "total_bytes": t.total_bytes,
+            "shown_lines": 2000,
+            "direction": "tail",
+        }
+    }
+    assert not is_truncated(None)
+    assert not is_truncated({})
+    assert not is_truncated({"kind": "x"})
+    assert "Output truncated" not in Message.tool("plain", tool_call_id="c2").text
+
+
+# -- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cap", ["max_lines", "max_bytes", "max_line_chars"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True])
+def test_bad_caps(cap: str, value: object, store: OverflowStore) -> None:
+    with pytest.raises(ValueError, match=f"{cap} must be a positive integer"):
+        truncate("x", store=store, **{cap: value})  # type: ignore[arg-type]
+
+
+def test_bad_direction_and_type(store: OverflowStore) -> None:
+    with pytest.raises(ValueError, match="direction must be"):
+        truncate("x", direction="sideways", store=store)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="str or bytes"):
+        truncate(123, store=store)  # type: ignore[arg-type]
