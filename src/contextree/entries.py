@@ -32,7 +32,7 @@ def new_id() -> str:
     return secrets.token_hex(4)
 
 
-class SessionHeader(  # type: ignore[misc,call-arg]
+class SessionHeader(
     msgspec.Struct, _Extras, tag="session", tag_field="type", kw_only=True, forbid_unknown_fields=True, dict=True
 ):
     """First line of every session file: format version, identity and provenance (all written)."""
@@ -45,7 +45,7 @@ class SessionHeader(  # type: ignore[misc,call-arg]
     metadata: dict[str, Any] | None = None
 
 
-class Entry(msgspec.Struct, _Extras, **_CFG):  # type: ignore[misc,call-arg]
+class Entry(msgspec.Struct, _Extras, **_CFG):
     """Fields every entry has."""
 
     id: str
@@ -57,32 +57,32 @@ class Entry(msgspec.Struct, _Extras, **_CFG):  # type: ignore[misc,call-arg]
         return str(self.__struct_config__.tag)
 
 
-class MessageEntry(Entry, tag="message", kw_only=True):  # type: ignore[call-arg]
+class MessageEntry(Entry, tag="message", kw_only=True):
     """A user, assistant, tool or system message."""
 
     message: Message
 
 
-class ThinkingLevelChangeEntry(Entry, tag="thinking_level_change", kw_only=True):  # type: ignore[call-arg]
+class ThinkingLevelChangeEntry(Entry, tag="thinking_level_change", kw_only=True):
     """The model's thinking level changed ("off", "minimal", "low", "medium", "high", ...)."""
 
     thinking_level: str
 
 
-class ModelChangeEntry(Entry, tag="model_change", kw_only=True):  # type: ignore[call-arg]
+class ModelChangeEntry(Entry, tag="model_change", kw_only=True):
     """The model (and provider) used from here on changed."""
 
     provider: str
     model_id: str
 
 
-class ActiveToolsChangeEntry(Entry, tag="active_tools_change", kw_only=True):  # type: ignore[call-arg]
+class ActiveToolsChangeEntry(Entry, tag="active_tools_change", kw_only=True):
     """The set of tools offered to the model changed."""
 
     active_tool_names: list[str]
 
 
-class CompactionEntry(Entry, tag="compaction", kw_only=True):  # type: ignore[call-arg]
+class CompactionEntry(Entry, tag="compaction", kw_only=True):
     """What the model sees from here on, in place of the history before it.
 
     The context is: ``summary`` (if any), then the ``pinned`` entries before the kept range
@@ -104,7 +104,7 @@ class CompactionEntry(Entry, tag="compaction", kw_only=True):  # type: ignore[ca
     from_hook: bool = False
 
 
-class BranchSummaryEntry(Entry, tag="branch_summary", kw_only=True):  # type: ignore[call-arg]
+class BranchSummaryEntry(Entry, tag="branch_summary", kw_only=True):
     """A summary of the branch that was left when the leaf moved to ``from_id``."""
 
     from_id: str
@@ -114,14 +114,14 @@ class BranchSummaryEntry(Entry, tag="branch_summary", kw_only=True):  # type: ig
     from_hook: bool = False
 
 
-class CustomEntry(Entry, tag="custom", kw_only=True):  # type: ignore[call-arg]
+class CustomEntry(Entry, tag="custom", kw_only=True):
     """Application data; not sent to the model unless a projector turns it into messages."""
 
     custom_type: str
     data: Any = None
 
 
-class CustomMessageEntry(Entry, tag="custom_message", kw_only=True):  # type: ignore[call-arg]
+class CustomMessageEntry(Entry, tag="custom_message", kw_only=True):
     """An application message that the model sees (as a user message) and a UI may display."""
 
     custom_type: str
@@ -130,20 +130,20 @@ class CustomMessageEntry(Entry, tag="custom_message", kw_only=True):  # type: ig
     display: bool = True
 
 
-class LabelEntry(Entry, tag="label", kw_only=True):  # type: ignore[call-arg]
+class LabelEntry(Entry, tag="label", kw_only=True):
     """Sets (or with ``label=None`` clears) a label on ``target_id``."""
 
     target_id: str
     label: str | None
 
 
-class SessionInfoEntry(Entry, tag="session_info", kw_only=True):  # type: ignore[call-arg]
+class SessionInfoEntry(Entry, tag="session_info", kw_only=True):
     """Session metadata, such as its display name."""
 
     name: str | None = None
 
 
-class LeafEntry(Entry, tag="leaf", kw_only=True):  # type: ignore[call-arg]
+class LeafEntry(Entry, tag="leaf", kw_only=True):
     """The current leaf moved to ``target_id`` (``None``: before the first entry)."""
 
     target_id: str | None
@@ -209,7 +209,7 @@ NESTED[BranchSummaryEntry] = {"usage": (False, Usage)}
 
 # -- JSON lines ------------------------------------------------------------------------
 
-LINE_DECODER = msgspec.json.Decoder(SessionHeader | KnownEntry)  # type: ignore[arg-type]
+LINE_DECODER = msgspec.json.Decoder(SessionHeader | KnownEntry)
 _ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
 
 
@@ -227,7 +227,7 @@ def decode_line(line: bytes | str) -> Line:
     Raises ``LineError`` for invalid JSON or a known type with missing or wrong fields.
     """
     try:
-        return LINE_DECODER.decode(line)  # type: ignore[no-any-return]
+        return LINE_DECODER.decode(line)
     except msgspec.DecodeError:
         pass
     try:

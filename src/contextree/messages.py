@@ -25,17 +25,17 @@ class _Extras:
     @property
     def extra(self) -> dict[str, Any]:
         """Unknown fields read from JSON (empty when there were none)."""
-        d: dict[str, Any] | None = self.__dict__.get("_extra")  # type: ignore[attr-defined]
+        d: dict[str, Any] | None = self.__dict__.get("_extra")
         return d if d is not None else {}
 
 
-class TextPart(msgspec.Struct, _Extras, tag="text", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+class TextPart(msgspec.Struct, _Extras, tag="text", tag_field="type", **_STRUCT):
     """Plain text."""
 
     text: str
 
 
-class ImagePart(msgspec.Struct, _Extras, tag="image", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+class ImagePart(msgspec.Struct, _Extras, tag="image", tag_field="type", **_STRUCT):
     """An image, inline as base64 ``data`` or by ``url``."""
 
     data: str | None = None
@@ -43,7 +43,7 @@ class ImagePart(msgspec.Struct, _Extras, tag="image", tag_field="type", **_STRUC
     url: str | None = None
 
 
-class ThinkingPart(msgspec.Struct, _Extras, tag="thinking", tag_field="type", **_STRUCT):  # type: ignore[misc,call-arg]
+class ThinkingPart(msgspec.Struct, _Extras, tag="thinking", tag_field="type", **_STRUCT):
     """Model reasoning. ``signature`` must be sent back verbatim for providers that sign it."""
 
     thinking: str = ""
@@ -76,7 +76,7 @@ Part = TextPart | ImagePart | ThinkingPart
 AnyPart = TextPart | ImagePart | ThinkingPart | UnknownPart
 
 
-class ToolCall(msgspec.Struct, _Extras, **_STRUCT):  # type: ignore[misc,call-arg]
+class ToolCall(msgspec.Struct, _Extras, **_STRUCT):
     """A model's request to run a tool. ``arguments`` is a JSON object with string keys."""
 
     id: str
@@ -110,7 +110,7 @@ class Usage(msgspec.Struct, _Extras, kw_only=True, forbid_unknown_fields=True, d
         return self.input + self.cache_read + self.cache_write
 
 
-class Message(msgspec.Struct, _Extras, **_STRUCT):  # type: ignore[misc,call-arg]
+class Message(msgspec.Struct, _Extras, **_STRUCT):
     """One message of a conversation.
 
     ``meta`` holds contextree's own markers (a compaction summary, a truncated tool result);

@@ -7,9 +7,11 @@ maps its errors to ``ModelError``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import msgspec
 
@@ -73,6 +75,9 @@ class AnthropicMessages:
             self._client_args["base_url"] = base_url
         self._client = client or self._make_client(anthropic.Anthropic)
         self._async_client = async_client
+        self._async_clients: WeakKeyDictionary[
+            asyncio.AbstractEventLoop, anthropic.AsyncAnthropic
+        ] = WeakKeyDictionary()
         self.base_url = str(self._client.base_url)
 
     def _make_client(self, cls: Any) -> Any:
@@ -85,14 +90,19 @@ class AnthropicMessages:
             ) from e
 
     def _aclient(self) -> anthropic.AsyncAnthropic:
-        """The async client: ``async_client``, or one made on first use with the same settings
-        (pass ``async_client`` to control headers or the HTTP client)."""
-        if self._async_client is None:
+        """The async client: ``async_client``, or one per event loop (an async HTTP client
+        cannot outlive its loop, e.g. across ``asyncio.run`` calls) made with the same
+        settings; pass ``async_client`` to control headers or transport."""
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
             self._client_args["base_url"] = self._client.base_url
             if self._client.api_key is not None:
                 self._client_args["api_key"] = self._client.api_key
-            self._async_client = self._make_client(self._sdk.AsyncAnthropic)
-        return self._async_client
+            client = self._async_clients[loop] = self._make_client(self._sdk.AsyncAnthropic)
+        return client
 
     def complete(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any

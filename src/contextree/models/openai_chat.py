@@ -7,9 +7,11 @@ llama.cpp server, OpenRouter, DeepSeek...) via ``base_url``. Message conversion 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 import msgspec
 
@@ -73,6 +75,9 @@ class OpenAIChat:
         self._client_args: dict[str, Any] = {"api_key": key, "base_url": base_url, "max_retries": 0}
         self._client = client or self._make_client(openai.OpenAI)
         self._async_client = async_client
+        self._async_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+            WeakKeyDictionary()
+        )
         self.base_url = str(self._client.base_url)
 
     def _make_client(self, cls: Any) -> Any:
@@ -85,12 +90,17 @@ class OpenAIChat:
             ) from e
 
     def _aclient(self) -> openai.AsyncOpenAI:
-        """The async client: ``async_client``, or one made on first use with the sync client's
-        key and base_url (pass ``async_client`` to control headers or the HTTP client)."""
-        if self._async_client is None:
+        """The async client: ``async_client``, or one per event loop (an async HTTP client
+        cannot outlive its loop, e.g. across ``asyncio.run`` calls) made with the sync
+        client's key and base_url; pass ``async_client`` to control headers or transport."""
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
             self._client_args.update(api_key=self._client.api_key, base_url=self._client.base_url)
-            self._async_client = self._make_client(self._sdk.AsyncOpenAI)
-        return self._async_client
+            client = self._async_clients[loop] = self._make_client(self._sdk.AsyncOpenAI)
+        return client
 
     def complete(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any

@@ -551,6 +551,8 @@ _ENTRY = re.compile(r"^\s*\**(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """The first paragraph (joined into one line) and the ``Args:`` descriptions."""
+    if _SECTION.match(doc.lstrip(" ").split("\n", 1)[0]):
+        doc = "\n" + doc  # keep the header's indentation relative to its entries
     lines = inspect.cleandoc(doc).splitlines()
     summary: list[str] = []
     for line in lines:

@@ -172,7 +172,7 @@ def grep(
     Args:
         pattern: Python regular expression, searched in each line (escape ( [ . * + ? to match them literally).
         path: File or directory to search.
-        glob: Only search files whose name (or, if it has a '/', whose path) matches, e.g. "*.py" or "src/**/*.{ts,tsx}".
+        glob: Only search files whose name matches, e.g. "*.py"; a glob with a '/' matches the path (from path or the working directory), e.g. "src/**/*.{ts,tsx}".
         ignore_case: Match letters case-insensitively.
         max_results: Stop after this many matching lines.
     """
@@ -231,17 +231,21 @@ def _grep_files(
     if base.is_file():
         yield base, ctx.display(base)
         return
-    for rel, is_dir in walk(base):
-        if is_dir:
-            continue
-        if name_filter is not None:
-            regex, whole = name_filter
-            if not regex.fullmatch(rel if whole else rel.rsplit("/", 1)[-1]):
-                continue
+    for rel in sorted(rel for rel, is_dir in walk(base) if not is_dir):
         lexical = base / rel
+        shown = ctx.display(lexical)
+        if name_filter is not None and not _wanted(rel, shown, *name_filter):
+            continue
         if ctx.workspace is not None and not is_under(real(lexical), ctx.workspace.root):
             continue  # a symlink leading out of the workspace
-        yield lexical, ctx.display(lexical)
+        yield lexical, shown
+
+
+def _wanted(rel: str, shown: str, regex: re.Pattern[str], whole: bool) -> bool:
+    """Whether a file passes the glob: by name, or by path from the search base or root."""
+    if not whole:
+        return regex.fullmatch(rel.rsplit("/", 1)[-1]) is not None
+    return regex.fullmatch(rel) is not None or regex.fullmatch(shown) is not None
 
 
 def _grep_file(
