@@ -17,7 +17,13 @@ import msgspec
 
 from contextree.errors import ModelError, missing_extra
 from contextree.messages import Message
-from contextree.models.base import ToolSpec, is_local_url, map_sdk_error, merge_options
+from contextree.models.base import (
+    ToolSpec,
+    is_local_url,
+    map_sdk_error,
+    merge_options,
+    sdk_kwargs,
+)
 from contextree.models.wire_anthropic import (
     SYSTEM_SEPARATOR,
     assistant_from_anthropic,
@@ -38,8 +44,10 @@ class AnthropicMessages:
     """A Claude model (or an Anthropic-compatible server) behind the Messages API.
 
     ``default_options`` (``temperature``, ``thinking``, ``tool_choice``...) go to every
-    request; per-call options override them. A ``system`` option is put before the text of
-    the system messages. The SDK does not retry (``max_retries=0``): failures raise
+    request; per-call options override them. Options the installed SDK does not name are sent
+    in ``extra_body``. A ``system`` option is put before the text of the system messages. The
+    API key comes from ``api_key`` or ``ANTHROPIC_API_KEY`` (else the SDK's own discovery); a
+    local ``base_url`` needs none. The SDK does not retry (``max_retries=0``): failures raise
     ``ModelError`` saying whether to retry.
     """
 
@@ -110,7 +118,8 @@ class AnthropicMessages:
         """One Messages API call; returns the assistant message with usage and stop_reason."""
         request = self._request(messages, tools, options)
         try:
-            response = self._client.messages.create(**request)
+            create = self._client.messages.create
+            response = create(**sdk_kwargs(create, request))
         except self._sdk.AnthropicError as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         return self._parse(response)
@@ -121,7 +130,8 @@ class AnthropicMessages:
         """Async ``complete`` (``anthropic.AsyncAnthropic``)."""
         request = self._request(messages, tools, options)
         try:
-            response = await self._aclient().messages.create(**request)
+            acreate = self._aclient().messages.create
+            response = await acreate(**sdk_kwargs(acreate, request))
         except self._sdk.AnthropicError as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         return self._parse(response)

@@ -9,9 +9,11 @@ provider asked to wait; a separate retry layer acts on that.
 from __future__ import annotations
 
 import email.utils
+import functools
+import inspect
 import ipaddress
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
@@ -26,6 +28,7 @@ __all__ = [
     "map_sdk_error",
     "merge_options",
     "parse_retry_after",
+    "sdk_kwargs",
     "status_error",
     "tool_spec",
 ]
@@ -76,6 +79,28 @@ def merge_options(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> di
     """Per-call options over the adapter's defaults; ``None`` values are dropped."""
     merged = {**defaults, **options}
     return {k: v for k, v in merged.items() if v is not None}
+
+
+@functools.lru_cache(maxsize=32)
+def _param_names(func: Callable[..., Any]) -> frozenset[str] | None:
+    """Keyword parameters ``func`` names, or None when it takes ``**kwargs``."""
+    params = inspect.signature(func).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return frozenset(p.name for p in params)
+
+
+def sdk_kwargs(create: Callable[..., Any], request: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for an SDK ``create`` method; those it does not name go in
+    ``extra_body``, so API parameters newer (or older) than the installed SDK still work."""
+    names = _param_names(getattr(create, "__func__", create))
+    if names is None:
+        return dict(request)
+    known = {k: v for k, v in request.items() if k in names}
+    extra = {k: v for k, v in request.items() if k not in names}
+    if extra:
+        known["extra_body"] = {**extra, **(known.get("extra_body") or {})}
+    return known
 
 
 def is_local_url(url: str | None) -> bool:

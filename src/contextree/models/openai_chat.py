@@ -17,7 +17,13 @@ import msgspec
 
 from contextree.errors import ModelError, missing_extra
 from contextree.messages import Message
-from contextree.models.base import ToolSpec, is_local_url, map_sdk_error, merge_options
+from contextree.models.base import (
+    ToolSpec,
+    is_local_url,
+    map_sdk_error,
+    merge_options,
+    sdk_kwargs,
+)
 from contextree.models.wire_openai import (
     assistant_from_openai_chat,
     to_openai_chat,
@@ -38,9 +44,10 @@ class OpenAIChat:
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     ``default_options`` (``temperature``, ``max_completion_tokens``, ``reasoning_effort``,
-    ``extra_body``...) go to every request; per-call options override them. The API key comes
-    from ``api_key`` or ``OPENAI_API_KEY``; a local ``base_url`` needs none. The SDK does not
-    retry (``max_retries=0``): failures raise ``ModelError`` saying whether to retry.
+    ``extra_body``...) go to every request; per-call options override them. Options the
+    installed SDK does not name are sent in ``extra_body``. The API key comes from ``api_key``
+    or ``OPENAI_API_KEY``; a local ``base_url`` needs none. The SDK does not retry
+    (``max_retries=0``): failures raise ``ModelError`` saying whether to retry.
 
     ``reasoning_field``: send earlier assistant thinking back in this message field (e.g.
     ``"reasoning_content"`` for DeepSeek or vLLM); by default thinking is not sent. Thinking
@@ -108,7 +115,8 @@ class OpenAIChat:
         """One chat completion; returns the assistant message with usage and stop_reason."""
         request = self._request(messages, tools, options)
         try:
-            response = self._client.chat.completions.create(**request)
+            create = self._client.chat.completions.create
+            response = create(**sdk_kwargs(create, request))
         except self._sdk.OpenAIError as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         return self._parse(response)
@@ -119,7 +127,8 @@ class OpenAIChat:
         """Async ``complete`` (``openai.AsyncOpenAI``)."""
         request = self._request(messages, tools, options)
         try:
-            response = await self._aclient().chat.completions.create(**request)
+            acreate = self._aclient().chat.completions.create
+            response = await acreate(**sdk_kwargs(acreate, request))
         except self._sdk.OpenAIError as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         return self._parse(response)
