@@ -410,3 +410,12 @@ def test_context_makes_the_overflow_store_readable(root: Path, tmp_path: Path) -
         ctx.resolve(str(saved), write=True)
     default = OverflowStore.default().save("default store\n")
     assert ToolContext(workspace=Workspace(root)).resolve(str(default)) == default.resolve()
+
+
+def test_display_paths_resolve_back_from_a_sub_cwd(root: Path) -> None:
+    ctx = ToolContext(workspace=Workspace(root), cwd=root / "sub")
+    target = ctx.resolve("a.txt")
+    assert ctx.display(target) == "a.txt"
+    assert ctx.resolve(ctx.display(target)) == target
+    other = ctx.resolve("../b.txt")
+    assert ctx.display(other) == str(root.resolve() / "b.txt")

@@ -119,6 +119,8 @@ def test_read_cuts_long_lines(ws: Path, ctx: ToolContext) -> None:
     first = r.content.splitlines()[0]
     assert first == "     1\t" + "a" * 2000 + "… [line truncated, 5000 chars]"
     assert "     2\tshort" in r.content
+    assert "[1 line longer than 2000 characters cut; see one whole with shell, e.g. " in r.content
+    assert "sed -n '1p' long.txt | fold -w 2000]" in r.content
     assert r.meta is not None and r.meta["truncated"]["cut_lines"] == 1
 
 
@@ -189,7 +191,7 @@ def test_write_overwrites_atomically_and_keeps_mode(ws: Path, ctx: ToolContext) 
     target.write_text("old")
     target.chmod(0o751)
     r = call(write, ctx, path="run.sh", content="écho\n")
-    assert r.content.startswith("Overwrote run.sh: 6 bytes, 1 lines")
+    assert r.content == "Overwrote run.sh: 6 bytes, 1 line."
     assert target.read_text() == "écho\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o751
     assert sorted(os.listdir(ws)) == ["run.sh"]  # no temp file left behind

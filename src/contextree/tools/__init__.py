@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 ALL: list[Tool] = [read, write, edit, shell, grep, glob]
 """The built-in tools, unbound (each call gets the context given to ``run``, or none)."""
+ALL_TOOLS = ALL
 
 
 def make_tools(
@@ -54,6 +55,7 @@ def make_tools(
 
 __all__ = [
     "ALL",
+    "ALL_TOOLS",
     "Tool",
     "ToolContext",
     "ToolResult",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import dataclasses
 import inspect
 import json
@@ -77,8 +78,10 @@ class ToolContext:
         return real(os.getcwd())
 
     def readable_dirs(self) -> tuple[Path, ...]:
-        """Directories outside the workspace that may still be read: the overflow store
-        (``OverflowStore.default()`` when none is set, as truncation uses then)."""
+        """Directories outside the workspace that stay readable: the overflow store's.
+
+        Without a store that is ``OverflowStore.default()``, where truncation then saves.
+        """
         from contextree.overflow import OverflowStore
 
         store = self.store if self.store is not None else OverflowStore.default()
@@ -93,8 +96,11 @@ class ToolContext:
         )
 
     def display(self, path: Path) -> str:
-        """``path`` as shown to the model: relative to the workspace root or cwd when under it."""
-        root = self.workspace.root if self.workspace is not None else self.base
+        """``path`` as shown to the model: relative to ``base`` when under it, else absolute.
+
+        Shown paths resolve back to the same file when the model passes them to a tool.
+        """
+        root = self.base
         if path == root:
             return "."
         if is_under(path, root):
@@ -158,7 +164,7 @@ class Tool:
                 if key in required:
                     raise self._invalid(f"missing required parameter {key!r}")
                 if "default" in schema:
-                    out[key] = schema["default"]
+                    out[key] = copy.deepcopy(schema["default"])
                 continue
             try:
                 out[key] = check(value, schema, key)

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,11 @@ def clean(text: str) -> str:
     except UnicodeEncodeError:
         raw = text.encode("utf-8", "replace")
     return raw.decode("utf-8", "replace")
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 line``, ``2 lines``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def count_lines(text: str) -> int:
@@ -104,7 +110,7 @@ def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
     hint = f"did you mean {', '.join(ctx.display(parent / n) for n in close)}? " if close else ""
     return ToolError(
         f"file not found: {path}; {hint}"
-        f'list the directory with read(path="{ctx.display(parent)}") '
+        f"list the directory with read(path={json.dumps(ctx.display(parent))}) "
         f'or search with glob(pattern="**/{target.name}")'
     )
 
@@ -117,6 +123,7 @@ class _Page:
     last: int  # number of the last line shown (offset - 1 when none)
     byte_capped: bool
     cut: int  # lines cut at MAX_LINE_CHARS
+    first_cut: int  # number of the first of them (0 when none)
 
 
 @tool(truncates_itself=True)
@@ -163,28 +170,29 @@ def _binary(path: str, target: Path) -> ToolError:
 
 def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
     lines: list[str] = []
-    size = cut = 0
+    size = cut = first_cut = 0
     lineno = 0
     capped = False
     for raw in iter(f.readline, b""):
         lineno += 1
         if lineno < offset:
             continue
-        text = raw.decode("utf-8", "replace").rstrip("\n").removesuffix("\r")
+        text = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
         shown = cut_line(text)
-        if len(shown) != len(text):
-            cut += 1
         rendered = f"{lineno:>6}\t{shown}"
         cost = len(rendered.encode("utf-8")) + 1
         if lines and size + cost > MAX_BYTES:
             capped = True
             break
+        if len(shown) != len(text):
+            cut += 1
+            first_cut = first_cut or lineno
         lines.append(rendered)
         size += cost
         if len(lines) >= want:
             break
     total = lineno + _count_rest(f)
-    return _Page(lines, total, offset + len(lines) - 1, capped, cut)
+    return _Page(lines, total, offset + len(lines) - 1, capped, cut, first_cut)
 
 
 def _count_rest(f: IO[bytes]) -> int:
@@ -217,6 +225,8 @@ def _page_result(
     partial = page.last < page.total or page.cut > 0
     if page.last < page.total:
         text += "\n\n" + _more_hint(path, page, limit)
+    if page.cut:
+        text += "\n\n" + _cut_hint(path, page)
     if partial:
         size = target.stat().st_size
         meta["truncated"] = {
@@ -237,8 +247,16 @@ def _more_hint(path: str, page: _Page, limit: int) -> str:
     nxt = page.last + 1
     return (
         f"[Showing lines {page.last - len(page.lines) + 1}-{page.last} of {page.total}{why}. "
-        f"{page.total - page.last} more lines. Read more with "
+        f"{plural(page.total - page.last, 'more line')}. Read more with "
         f"{read_call(path, nxt, min(limit, MAX_LINES))}]"
+    )
+
+
+def _cut_hint(path: str, page: _Page) -> str:
+    first = page.first_cut
+    return (
+        f"[{plural(page.cut, 'line')} longer than {MAX_LINE_CHARS} characters cut; see one "
+        f"whole with shell, e.g. sed -n '{first}p' {shlex.quote(path)} | fold -w {MAX_LINE_CHARS}]"
     )
 
 
@@ -302,7 +320,7 @@ def write(path: str, content: str, context: ToolContext | None = None) -> ToolRe
     lines = count_lines(content)
     verb = "Overwrote" if existed else "Created"
     return ToolResult(
-        f"{verb} {shown}: {len(data)} bytes, {lines} lines.",
+        f"{verb} {shown}: {plural(len(data), 'byte')}, {plural(lines, 'line')}.",
         meta={"path": shown, "bytes": len(data), "lines": lines, "created": not existed},
     )
 
