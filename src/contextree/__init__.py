@@ -1,5 +1,6 @@
 """contextree: durable, branchable sessions for LLM agents, and context that fits the window."""
 
+from .compaction import CompactionPipeline, CompactionPolicy, CompactionResult
 from .context import SessionContext, build_context
 from .entries import (
     ActiveToolsChangeEntry,
@@ -20,51 +21,95 @@ from .entries import (
 )
 from .errors import CompactionError, ContextreeError, ModelError, SessionError, ToolError
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart, Usage
+from .overflow import OverflowStore
+from .runtime import (
+    Agent,
+    DefaultCompactionPipeline,
+    DefaultToolPipeline,
+    DoomLoop,
+    Env,
+    MaxIterations,
+    Retry,
+    SessionLog,
+    SessionTree,
+    SystemPrompt,
+    ToolResultLoop,
+    TurnResult,
+    agent,
+)
 from .session import Session, TreeNode
 from .stats import SessionStats, UsageStats
 from .storage import JsonlStorage, MemoryStorage, Storage, TornLineWarning
 from .storage.repair import RepairReport, repair
+from .tools import ALL, Tool, ToolContext, ToolResult, Workspace, make_tools, tool
+from .truncation import Truncation, truncate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL",
     "ActiveToolsChangeEntry",
+    "Agent",
     "AnyEntry",
     "BranchSummaryEntry",
     "CompactionEntry",
     "CompactionError",
+    "CompactionPipeline",
+    "CompactionPolicy",
+    "CompactionResult",
     "ContextreeError",
     "CustomEntry",
     "CustomMessageEntry",
+    "DefaultCompactionPipeline",
+    "DefaultToolPipeline",
+    "DoomLoop",
     "Entry",
+    "Env",
     "ImagePart",
     "JsonlStorage",
     "LabelEntry",
     "LeafEntry",
+    "MaxIterations",
     "MemoryStorage",
     "Message",
     "MessageEntry",
     "ModelChangeEntry",
     "ModelError",
+    "OverflowStore",
     "RepairReport",
+    "Retry",
     "Session",
     "SessionContext",
     "SessionError",
     "SessionHeader",
     "SessionInfoEntry",
+    "SessionLog",
     "SessionStats",
+    "SessionTree",
     "Storage",
+    "SystemPrompt",
     "TextPart",
     "ThinkingLevelChangeEntry",
     "ThinkingPart",
+    "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolError",
+    "ToolResult",
+    "ToolResultLoop",
     "TornLineWarning",
     "TreeNode",
+    "Truncation",
+    "TurnResult",
     "UnknownEntry",
     "UnknownPart",
     "Usage",
     "UsageStats",
+    "Workspace",
+    "agent",
     "build_context",
+    "make_tools",
     "repair",
+    "tool",
+    "truncate",
 ]

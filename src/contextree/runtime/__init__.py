@@ -1,0 +1,37 @@
+"""The agent runtime: a stack of middleware around a model call (Brute's design in Python).
+
+    agent = (contextree.agent()
+             .use(SessionTree, path="chat.jsonl")
+             .use(SystemPrompt, text="You are a coding agent.")
+             .use(ToolResultLoop)
+             .use(MaxIterations, limit=100)
+             .use(DefaultCompactionPipeline, window=200_000, summarizer=model)
+             .use(DefaultToolPipeline, tools=ALL)
+             .run(model))
+    agent.start("Fix the failing test")
+"""
+
+from .builder import Agent, ModelCall, agent
+from .compaction import DefaultCompactionPipeline
+from .env import Env, Events, TurnResult
+from .loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
+from .persistence import SessionLog, SessionTree
+from .tools import DefaultToolPipeline
+
+__all__ = [
+    "Agent",
+    "DefaultCompactionPipeline",
+    "DefaultToolPipeline",
+    "DoomLoop",
+    "Env",
+    "Events",
+    "MaxIterations",
+    "ModelCall",
+    "Retry",
+    "SessionLog",
+    "SessionTree",
+    "SystemPrompt",
+    "ToolResultLoop",
+    "TurnResult",
+    "agent",
+]

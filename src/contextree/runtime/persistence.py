@@ -1,0 +1,128 @@
+"""Middleware that owns the conversation on disk: a flat message log, or the entry tree."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import SessionError
+from ..messages import Message
+from ..session import Session
+from .builder import App
+from .env import Env
+
+
+def _persisted(m: Message) -> bool:
+    """System prompts are re-added every turn; compaction summaries are history."""
+    return m.role != "system" or (m.meta or {}).get("kind") is not None
+
+
+class SessionLog:
+    """Brute's flat JSONL log: one message per line, loaded on the way in.
+
+    Beyond the seed: new messages are appended (and synced) as they are produced, so a crash
+    or an exception loses nothing already said; after compaction the file is rewritten
+    atomically (temp file, fsync, rename).
+    """
+
+    def __init__(self, app: App, path: str | os.PathLike[str]) -> None:
+        self.app = app
+        self.path = Path(path)
+
+    def load(self) -> list[Message]:
+        if not self.path.exists():
+            return []
+        out = []
+        with open(self.path, "rb") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(Message.from_dict(orjson.loads(line)))
+                except Exception as e:
+                    if not line.endswith(b"\n"):
+                        break  # a torn last line from a crash: ignore it
+                    raise SessionError("corrupt_line", f"not a message ({e})", path=str(self.path),
+                                       line=n) from None
+        return out
+
+    def __call__(self, env: Env) -> Env:
+        history = self.load()
+        new = list(env.messages)
+        env.messages[:0] = history
+        env.turn_start = len(history)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._append(fd, new)
+            env.on_add(lambda m: self._append(fd, [m]))
+            env.on_replace(self._rewrite)
+            return self.app(env)
+        finally:
+            os.close(fd)
+
+    def _append(self, fd: int, messages: Sequence[Message]) -> None:
+        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
+        if data:
+            os.write(fd, data)
+            os.fsync(fd)
+
+    def _rewrite(self, messages: Sequence[Message]) -> None:
+        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+            os.close(fd)
+            os.replace(tmp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+class SessionTree:
+    """The session tree as the agent's memory: every message is appended as an entry when
+    it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
+
+    def __init__(self, app: App, path: str | os.PathLike[str] | None = None, *,
+                 session: Session | None = None, **create_options: Any) -> None:
+        if (path is None) == (session is None):
+            raise ValueError("give SessionTree a path or a session (one of them)")
+        self.app = app
+        self.path = path
+        self.session = session
+        self.create_options = create_options
+
+    def __call__(self, env: Env) -> Env:
+        session = self.session
+        owned = session is None
+        if session is None:
+            assert self.path is not None
+            session = Session.open_or_create(self.path, **self.create_options)
+        try:
+            new = list(env.messages)
+            env.messages[:0] = session.build_context().messages
+            env.turn_start = len(env.messages) - len(new)
+            env.session = session
+            for m in new:
+                session.append_message(m)
+            env.on_add(lambda m: self._record(session, m))
+            return self.app(env)
+        finally:
+            if owned:
+                session.close()
+
+    @staticmethod
+    def _record(session: Session, m: Message) -> None:
+        if not _persisted(m):
+            return
+        ctx_model = session.build_context().model if m.role == "assistant" and m.model else None
+        if m.role == "assistant" and m.model and m.provider and ctx_model != (m.provider, m.model):
+            session.append_model_change(m.provider, m.model)
+        session.append_message(m)
