@@ -7,6 +7,10 @@ import sys
 from collections.abc import Callable, Iterator
 
 import pytest
+
+from contextree.errors import ModelError
+from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from contextree.models import AnthropicMessages, Model
 from fakes.anthropic_server import (
     AnthropicServer,
     error,
@@ -16,10 +20,6 @@ from fakes.anthropic_server import (
     thinking,
     tool_use,
 )
-
-from contextree.errors import ModelError
-from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
-from contextree.models import AnthropicMessages, Model
 
 WEATHER = {
     "name": "weather",

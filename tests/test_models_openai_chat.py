@@ -7,12 +7,12 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from fakes import Reply
-from fakes.openai_server import OpenAIServer, completion, error, tool_call
 
 from contextree.errors import ModelError
 from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.models import Model, OpenAIChat
+from fakes import Reply
+from fakes.openai_server import OpenAIServer, completion, error, tool_call
 
 WEATHER = {
     "name": "weather",

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -54,7 +54,7 @@ class FakeServer:
         )
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 

@@ -72,7 +72,7 @@ def _leading_results(blocks: list[dict[str, Any]]) -> list[str]:
     for b in blocks:
         if b.get("type") != "tool_result":
             break
-        ids.append(b.get("tool_use_id"))
+        ids.append(str(b.get("tool_use_id")))
     return ids
 
 

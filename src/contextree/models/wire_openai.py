@@ -335,9 +335,10 @@ def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
             names.add(msg.tool_calls or ())
         elif role in ("tool", "function"):
             call_id = d.get("tool_call_id")
+            content = _content_from_chat(d.get("content"))
             msg = make_message(
                 "tool",
-                _content_from_chat(d.get("content")) or "",
+                content if content is not None else "",
                 tool_call_id=call_id or "",
                 name=d.get("name") or names.get(call_id),
             )
@@ -413,7 +414,7 @@ def to_openai_responses(messages: Iterable[Message]) -> list[Json]:
                 {
                     "type": "function_call_output",
                     "call_id": msg.tool_call_id or "",
-                    "output": _content_to_responses(msg.content, "input_text") or "",
+                    "output": _content_to_responses(msg.content, "input_text"),
                 }
             )
         else:
