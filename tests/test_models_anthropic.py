@@ -338,3 +338,14 @@ def test_options_unknown_to_the_sdk_go_in_the_body(
     model.complete([Message.user("x")], brand_new_param={"a": 1}, top_k=5)
     body = server.bodies[0]
     assert (body["brand_new_param"], body["top_k"]) == ({"a": 1}, 5)
+
+
+def test_given_client_is_used(server: AnthropicServer) -> None:
+    import anthropic
+
+    given = anthropic.Anthropic(api_key="sk-given", base_url=server.url, max_retries=0)
+    m = AnthropicMessages("c", client=given)
+    server.reply(message(text("a")), message(text("b")))
+    assert m.complete([Message.user("x")]).text == "a"
+    assert asyncio.run(m.acomplete([Message.user("x")])).text == "b"  # async made alike
+    assert [_key(r.headers) for r in server.requests] == ["sk-given"] * 2

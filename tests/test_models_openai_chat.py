@@ -314,3 +314,18 @@ def test_options_unknown_to_the_sdk_go_in_the_body(server: OpenAIServer, model: 
     model.complete([Message.user("x")], top_k=40, extra_body={"min_p": 0.1}, temperature=0.2)
     body = server.bodies[0]
     assert (body["top_k"], body["min_p"], body["temperature"]) == (40, 0.1, 0.2)
+
+
+def test_given_async_client_is_used_and_configures_sync(
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openai
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    given = openai.AsyncOpenAI(api_key="sk-async", base_url=server.base_url, max_retries=0)
+    m = OpenAIChat("m", async_client=given)
+    server.reply(completion("a"), completion("b"))
+    assert asyncio.run(m.acomplete([Message.user("x")])).text == "a"
+    assert m.complete([Message.user("x")]).text == "b"
+    assert [r.headers["authorization"] for r in server.requests] == ["Bearer sk-async"] * 2
+    assert repr(m) == f"OpenAIChat('m', base_url='{server.base_url}/')"

@@ -81,12 +81,17 @@ class AnthropicMessages:
             self._client_args["api_key"] = key
         if base_url is not None:
             self._client_args["base_url"] = base_url
+        if client is None and async_client is not None:  # same settings as the given one
+            self._client_args.update(api_key=async_client.api_key, base_url=async_client.base_url)
         self._client = client or self._make_client(anthropic.Anthropic)
         self._async_client = async_client
         self._async_clients: WeakKeyDictionary[
             asyncio.AbstractEventLoop, anthropic.AsyncAnthropic
         ] = WeakKeyDictionary()
         self.base_url = str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
 
     def _make_client(self, cls: Any) -> Any:
         try:

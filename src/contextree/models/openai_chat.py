@@ -80,12 +80,17 @@ class OpenAIChat:
         if key is None and is_local_url(base_url):
             key = LOCAL_API_KEY
         self._client_args: dict[str, Any] = {"api_key": key, "base_url": base_url, "max_retries": 0}
+        if client is None and async_client is not None:  # same settings as the given one
+            self._client_args.update(api_key=async_client.api_key, base_url=async_client.base_url)
         self._client = client or self._make_client(openai.OpenAI)
         self._async_client = async_client
         self._async_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
             WeakKeyDictionary()
         )
         self.base_url = str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
 
     def _make_client(self, cls: Any) -> Any:
         try:
