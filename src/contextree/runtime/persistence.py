@@ -58,14 +58,25 @@ class SessionLog:
         env.messages[:0] = history
         env.turn_start = len(history)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # One-element holder: the rewrite after compaction replaces the file, so later
+        # appends must go to a descriptor of the new file, not the unlinked old one.
+        fds = [self._open()]
+
+        def rewrite(messages: Sequence[Message]) -> None:
+            self._rewrite(messages)
+            os.close(fds[0])
+            fds[0] = self._open()
+
         try:
-            self._append(fd, new)
-            env.on_add(lambda m: self._append(fd, [m]))
-            env.on_replace(self._rewrite)
+            self._append(fds[0], new)
+            env.on_add(lambda m: self._append(fds[0], [m]))
+            env.on_replace(rewrite)
             return self.app(env)
         finally:
-            os.close(fd)
+            os.close(fds[0])
+
+    def _open(self) -> int:
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _append(self, fd: int, messages: Sequence[Message]) -> None:
         data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
