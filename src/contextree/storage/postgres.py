@@ -1,0 +1,950 @@
+"""PostgreSQL storage: many sessions in one database, shared by processes on many machines.
+
+Layout (created only by ``create_schema``, versioned in ``contextree_schema_version``):
+
+- ``contextree_sessions``: one row per session: the header line, ``created_at``, ``name``,
+  ``leaf_id``, ``entry_count`` and ``updated_at`` (indexed, so ``list_sessions`` is one query).
+- ``contextree_entries``: one row per entry: ``session_id``, ``id`` (primary key together, so
+  duplicate ids are impossible), ``seq`` (append order), ``parent_id`` and a leaf entry's
+  ``target_id`` (both foreign keys into the same session, so a missing parent is impossible),
+  ``type``, and ``line``: the entry's JSON line exactly as ``encode_line`` wrote it, so every
+  entry (an unknown type or field included) reads back unchanged.
+
+Writes: every ``append`` is one transaction that first locks the session row (``SELECT ...
+FOR UPDATE``), so appends to one session are serialized across processes and machines and
+``leaf_id`` in the session row always names the leaf of the last commit. Because ``Session``
+builds each entry with ``parent_id = storage.leaf_id``, a writer whose view of the leaf is
+stale would fork the conversation. ``append`` therefore *re-parents*: if the entry's parent is
+the leaf this object last saw, and another writer has moved the leaf since, the entry is
+stored as a child of the current leaf instead (a copy with the new ``parent_id``; read it back
+with ``get``). A caller that wants a fork to be an error passes ``expected_leaf=`` and gets
+``SessionError("conflict")`` when the leaf is not that entry at commit time. A connection
+lost mid-append is retried once on a fresh connection; the retry first checks (under the
+lock) whether the lost transaction committed, so an entry is never stored twice or in part.
+
+Reads: entries never change, so entries read once are cached by id for good. The leaf, name
+and length come from the session row (one small query per call, so they are always current);
+``path`` walks the cache and fetches what is missing with one recursive query; ``entries``,
+``labels`` and the like fetch only what was appended since their last call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, TypeVar
+
+import msgspec
+
+from ..entries import (
+    LINE_DECODER,
+    AnyEntry,
+    BranchSummaryEntry,
+    LabelEntry,
+    LeafEntry,
+    LineError,
+    SessionHeader,
+    SessionInfoEntry,
+    decode_line,
+    encode_line,
+    from_dict,
+    to_dict,
+)
+from ..errors import SessionError, missing_extra
+from .base import TreeIndex, verify_links
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg.pq import TransactionStatus
+except ImportError as _e:  # pragma: no cover - depends on the environment
+    raise missing_extra("postgres", "psycopg") from _e
+try:
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as _e:  # pragma: no cover - depends on the environment
+    raise missing_extra("postgres", "psycopg_pool") from _e
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresStorage",
+    "SessionSummary",
+    "create_schema",
+    "delete_session",
+    "list_sessions",
+    "schema_version",
+    "split_session_url",
+]
+
+Connection = psycopg.Connection[Any]
+Pool = ConnectionPool[Any]
+Target = str | Connection | Pool
+"""Where the database is: a libpq URL or conninfo string, a connection, or a pool."""
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+SESSIONS = "contextree_sessions"
+ENTRIES = "contextree_entries"
+
+# Each migration takes the schema from the version before it to its own number.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        f"""CREATE TABLE {SESSIONS} (
+            id text PRIMARY KEY,
+            header text NOT NULL,
+            created_at timestamptz NOT NULL,
+            name text,
+            leaf_id text,
+            entry_count bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        f"CREATE INDEX {SESSIONS}_updated_idx ON {SESSIONS} (updated_at DESC, id)",
+        f"""CREATE TABLE {ENTRIES} (
+            session_id text NOT NULL REFERENCES {SESSIONS} (id) ON DELETE CASCADE,
+            id text NOT NULL,
+            seq bigserial NOT NULL,
+            parent_id text,
+            type text NOT NULL,
+            target_id text,
+            line text NOT NULL,
+            CONSTRAINT {ENTRIES}_pkey PRIMARY KEY (session_id, id),
+            CONSTRAINT {ENTRIES}_parent_fkey FOREIGN KEY (session_id, parent_id)
+                REFERENCES {ENTRIES} (session_id, id),
+            CONSTRAINT {ENTRIES}_target_fkey FOREIGN KEY (session_id, target_id)
+                REFERENCES {ENTRIES} (session_id, id)
+        )""",
+        f"CREATE UNIQUE INDEX {ENTRIES}_seq_idx ON {ENTRIES} (session_id, seq)",
+        f"CREATE INDEX {ENTRIES}_parent_idx ON {ENTRIES} (session_id, parent_id)",
+        f"CREATE INDEX {ENTRIES}_type_idx ON {ENTRIES} (session_id, type, seq)",
+        f"CREATE INDEX {ENTRIES}_target_idx ON {ENTRIES} (session_id, target_id) "
+        "WHERE target_id IS NOT NULL",
+    ),
+}
+_MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema
+
+_NO_SCHEMA = "run contextree.storage.postgres.create_schema(url) first"
+
+
+class _Unset(enum.Enum):
+    UNSET = enum.auto()
+
+
+UNSET = _Unset.UNSET
+"""``append``'s default for ``expected_leaf``: no conflict check, re-parent when stale."""
+
+
+# -- connections -----------------------------------------------------------------------------
+
+class _Db:
+    """Hands out connections for one target; knows whether a lost one can be replaced."""
+
+    def __init__(self, target: Target, *, own_pool: bool) -> None:
+        self.owned = False
+        self.pool: Pool | None = None
+        self.conn: Connection | None = None
+        if isinstance(target, str):
+            if own_pool:
+                self.pool = ConnectionPool(target, min_size=1, max_size=4, open=False,
+                                           kwargs={"autocommit": True}, timeout=30.0)
+                self.owned = True
+            else:
+                self.conn = _connect(target)
+                self.owned = True
+        elif isinstance(target, ConnectionPool):
+            self.pool = target
+        elif isinstance(target, psycopg.Connection):
+            self.conn = target
+        else:
+            raise TypeError("expected a PostgreSQL URL, a psycopg.Connection or a "
+                            f"psycopg_pool.ConnectionPool, got {type(target).__name__}")
+
+    @property
+    def can_reconnect(self) -> bool:
+        return self.pool is not None
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        if self.conn is not None:
+            _autocommit(self.conn)
+            yield self.conn
+            return
+        assert self.pool is not None
+        with self.pool.connection() as conn:
+            _autocommit(conn)
+            yield conn
+
+    def open_pool(self) -> None:
+        if self.pool is not None and self.owned:
+            self.pool.open()
+
+    def discard_dead(self) -> None:
+        """Drop idle pooled connections that died with the one that failed (before a retry)."""
+        if self.pool is not None:
+            with contextlib.suppress(Exception):
+                self.pool.check()
+
+    def close(self) -> None:
+        if not self.owned:
+            return
+        if self.pool is not None:
+            self.pool.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _connect(conninfo: str) -> Connection:
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.Error as e:
+        raise SessionError("storage", f"could not connect to PostgreSQL ({_first_line(e)}); "
+                           "check the URL and that the server is running",
+                           path=_redact(conninfo)) from e
+
+
+def _autocommit(conn: Connection) -> None:
+    """contextree runs its own transactions, so the connections it uses are in autocommit."""
+    if conn.autocommit:
+        return
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise SessionError("storage", "the connection has a transaction in progress; commit or "
+                           "roll it back before contextree uses it (or pass a pool)")
+    conn.autocommit = True
+
+
+def _redact(conninfo: str) -> str:
+    """A conninfo without its password, for messages and ``location``."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "postgresql://?"
+    user = params.get("user")
+    host = params.get("host") or "localhost"
+    port = params.get("port")
+    db = params.get("dbname") or ""
+    auth = f"{user}@" if user else ""
+    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+
+
+def _describe(conn: Connection) -> str:
+    info = conn.info
+    return f"postgresql://{info.user}@{info.host}:{info.port}/{info.dbname}"
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _is_connection_lost(e: BaseException, conn: Connection | None) -> bool:
+    """A failure of the connection itself (killed backend, network), not of the statement."""
+    if isinstance(e, PoolTimeout):
+        return False
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    sqlstate = getattr(e, "sqlstate", None) or ""
+    return isinstance(e, psycopg.OperationalError) and (
+        sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+    )
+
+
+# -- schema -----------------------------------------------------------------------------------
+
+def create_schema(target: Target) -> int:
+    """Create or upgrade contextree's tables; idempotent, safe to run from many processes.
+
+    Nothing is created implicitly elsewhere: run this once per database (deploy step, or
+    ``contextree`` setup). Returns the schema version now in place.
+    """
+    db = _Db(target, own_pool=False)
+    try:
+        with db.connection() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+                    conn.execute(
+                        "CREATE TABLE IF NOT EXISTS contextree_schema_version ("
+                        " version integer PRIMARY KEY,"
+                        " applied_at timestamptz NOT NULL DEFAULT now())"
+                    )
+                    row = conn.execute(
+                        "SELECT coalesce(max(version), 0) FROM contextree_schema_version"
+                    ).fetchone()
+                    current = int(row[0]) if row else 0
+                    if current > SCHEMA_VERSION:
+                        raise SessionError("storage", _newer_schema(current),
+                                           path=_describe(conn))
+                    for version in range(current + 1, SCHEMA_VERSION + 1):
+                        for statement in MIGRATIONS[version]:
+                            conn.execute(statement)
+                        conn.execute("INSERT INTO contextree_schema_version (version) "
+                                     "VALUES (%s)", [version])
+            except psycopg.Error as e:
+                raise _storage_error(e, "could not create the schema") from e
+        return SCHEMA_VERSION
+    finally:
+        db.close()
+
+
+def schema_version(target: Target) -> int | None:
+    """The schema version in the database, or ``None`` when ``create_schema`` never ran."""
+    db = _Db(target, own_pool=False)
+    try:
+        with db.connection() as conn:
+            return _schema_version(conn)
+    finally:
+        db.close()
+
+
+def _schema_version(conn: Connection) -> int | None:
+    try:
+        row = conn.execute("SELECT to_regclass('contextree_schema_version') IS NOT NULL").fetchone()
+        if not row or not row[0]:
+            return None
+        row = conn.execute("SELECT max(version) FROM contextree_schema_version").fetchone()
+    except psycopg.Error as e:
+        raise _storage_error(e, "could not read the schema version") from e
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _require_schema(conn: Connection) -> None:
+    version = _schema_version(conn)
+    where = _describe(conn)
+    if version is None:
+        raise SessionError("storage", f"no contextree tables in this database; {_NO_SCHEMA}",
+                           path=where)
+    if version < SCHEMA_VERSION:
+        raise SessionError("storage", f"the contextree schema is at version {version}, this "
+                           f"version needs {SCHEMA_VERSION}; {_NO_SCHEMA} (it migrates)",
+                           path=where)
+    if version > SCHEMA_VERSION:
+        raise SessionError("storage", _newer_schema(version), path=where)
+
+
+def _newer_schema(version: int) -> str:
+    return (f"the contextree schema is at version {version}, newer than this contextree "
+            f"understands ({SCHEMA_VERSION}); upgrade contextree")
+
+
+# -- listing and deleting -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """One row of ``list_sessions``."""
+
+    id: str
+    name: str | None
+    created_at: datetime
+    updated_at: datetime
+    entry_count: int
+    leaf_id: str | None
+    header: SessionHeader
+
+
+def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSummary]:
+    """Sessions in the database, most recently updated first: one indexed query."""
+    db = _Db(target, own_pool=False)
+    try:
+        with db.connection() as conn:
+            _require_schema(conn)
+            try:
+                rows = conn.execute(
+                    f"SELECT id, name, created_at, updated_at, entry_count, leaf_id, header "
+                    f"FROM {SESSIONS} ORDER BY updated_at DESC, id LIMIT %s", [limit]
+                ).fetchall()
+            except psycopg.Error as e:
+                raise _storage_error(e, "could not list sessions") from e
+            where = _describe(conn)
+    finally:
+        db.close()
+    return [
+        SessionSummary(id=r[0], name=r[1], created_at=r[2], updated_at=r[3],
+                       entry_count=int(r[4]), leaf_id=r[5], header=_decode_header(r[6], where))
+        for r in rows
+    ]
+
+
+def delete_session(target: Target, session_id: str) -> bool:
+    """Delete a session and all its entries (the one exception to append-only); True if found."""
+    db = _Db(target, own_pool=False)
+    try:
+        with db.connection() as conn:
+            _require_schema(conn)
+            try:
+                with conn.transaction():
+                    cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s", [session_id])
+                    return cur.rowcount > 0
+            except psycopg.Error as e:
+                raise _storage_error(e, "could not delete the session") from e
+    finally:
+        db.close()
+
+
+def split_session_url(url: str) -> tuple[str, str | None]:
+    """``postgresql://host/db#SESSION_ID`` to the conninfo and the session id (if any)."""
+    base, sep, session_id = url.partition("#")
+    return base, (session_id or None) if sep else None
+
+
+def is_postgres_url(text: str) -> bool:
+    """True for ``postgresql://`` and ``postgres://`` URLs (as the CLI accepts for files)."""
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+# -- the storage --------------------------------------------------------------------------------
+
+_ROW = (f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s")
+_LOCK = (f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s FOR UPDATE")
+_INSERT = (f"INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line) "
+           "VALUES (%s, %s, %s, %s, %s, %s)")
+_UPDATE = (f"UPDATE {SESSIONS} SET leaf_id = %s, name = coalesce(%s, name), "
+           "entry_count = entry_count + %s, updated_at = now() WHERE id = %s")
+_PATH = f"""
+WITH RECURSIVE p (id, parent_id, line, depth) AS (
+    SELECT id, parent_id, line, 0 FROM {ENTRIES} WHERE session_id = %(s)s AND id = %(leaf)s
+  UNION ALL
+    SELECT e.id, e.parent_id, e.line, p.depth + 1
+    FROM p JOIN {ENTRIES} e ON e.session_id = %(s)s AND e.id = p.parent_id
+    WHERE p.depth <= (SELECT entry_count FROM {SESSIONS} WHERE id = %(s)s)
+)
+SELECT id, parent_id, line FROM p ORDER BY depth DESC"""
+
+
+class PostgresStorage:
+    """A session stored in PostgreSQL. Create with ``create``, open with ``open``.
+
+    Safe to use from several processes and machines at once (see the module docstring for
+    how concurrent appends are ordered). One object may be shared by threads.
+    """
+
+    def __init__(self, db: _Db, header: SessionHeader, location: str, *,
+                 readonly: bool, leaf_id: str | None, name: str | None, count: int) -> None:
+        self._db = db
+        self._header = header
+        self._id = header.id
+        self._location = location
+        self._readonly = readonly
+        self._leaf = leaf_id
+        self._name = name
+        self._count = count
+        self._closed = False
+        self._lock = threading.RLock()
+        self._cache: dict[str, AnyEntry] = {}
+        self._order: list[str] = []  # ids of every entry with seq <= _order_seq, in order
+        self._order_seq = 0
+        self._labels: dict[str, str] = {}
+        self._labels_seq = 0
+        # Test hooks: called inside the append transaction, before and after its commit.
+        self._before_commit: Callable[[Connection], None] | None = None
+        self._after_commit: Callable[[Connection], None] | None = None
+
+    # -- creating and opening ----------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        target: Target,
+        header: SessionHeader,
+        entries: Iterable[AnyEntry] = (),
+    ) -> PostgresStorage:
+        """Create a session (fails with ``exists`` if its id is taken), with optional entries.
+
+        The header and ``entries`` (checked like an append: unique ids, parents that exist)
+        are written in one transaction: the session appears complete or not at all. This is
+        how ``contextree import`` copies a JSONL session losslessly.
+        """
+        index = TreeIndex(header, "")
+        pending: list[tuple[AnyEntry, int | None]] = []
+        batch = list(entries)
+        for entry in batch:
+            forward = entry.parent_id is not None and entry.parent_id not in index.by_id
+            index.check(entry, forward_parent_ok=True)
+            if forward:
+                pending.append((entry, None))
+            index.add(entry)
+        verify_links(index, pending)
+        db = _Db(target, own_pool=True)
+        try:
+            with _setup_connection(db, target) as conn:
+                _require_schema(conn)
+                location = f"{_describe(conn)}#{header.id}"
+                try:
+                    with conn.transaction():
+                        cur = conn.execute(
+                            f"INSERT INTO {SESSIONS} (id, header, created_at, name, leaf_id, "
+                            "entry_count) VALUES (%s, %s, %s, %s, %s, %s) "
+                            "ON CONFLICT (id) DO NOTHING",
+                            [header.id, _text(header), _created_at(header), index.name,
+                             index.leaf_id, len(batch)],
+                        )
+                        if cur.rowcount != 1:
+                            raise SessionError("exists", f"a session with id {header.id!r} is "
+                                               "already in this database; open it or choose "
+                                               "another id", path=location)
+                        if batch:
+                            with conn.cursor().copy(
+                                f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
+                                "line) FROM STDIN"
+                            ) as copy:
+                                for entry in batch:
+                                    copy.write_row(_row(header.id, entry))
+                except psycopg.Error as e:
+                    raise _storage_error(e, "could not create the session",
+                                         location=location) from e
+            db.open_pool()
+        except BaseException:
+            db.close()
+            raise
+        storage = cls(db, header, location, readonly=False, leaf_id=index.leaf_id,
+                      name=index.name, count=len(batch))
+        for entry in batch:
+            storage._cache[entry.id] = entry
+        return storage
+
+    @classmethod
+    def open(cls, target: Target, session_id: str, *, readonly: bool = False) -> PostgresStorage:
+        """Open a session by id. Cheap: entries are read when first needed, then cached."""
+        db = _Db(target, own_pool=True)
+        try:
+            with _setup_connection(db, target) as conn:
+                _require_schema(conn)
+                location = f"{_describe(conn)}#{session_id}"
+                try:
+                    row = conn.execute(
+                        f"SELECT header, leaf_id, name, entry_count FROM {SESSIONS} "
+                        "WHERE id = %s", [session_id]
+                    ).fetchone()
+                except psycopg.Error as e:
+                    raise _storage_error(e, "could not open the session",
+                                         location=location) from e
+            if row is None:
+                raise SessionError("not_found", f"no session {session_id!r} in this database; "
+                                   "create it with PostgresStorage.create (or list them with "
+                                   "list_sessions)", path=location)
+            header = _decode_header(row[0], location)
+            db.open_pool()
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, header, location, readonly=readonly, leaf_id=row[1], name=row[2],
+                   count=int(row[3]))
+
+    def close(self) -> None:
+        """Release the connection pool if this object opened it (a given pool stays open)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    def __enter__(self) -> PostgresStorage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- identity -----------------------------------------------------------------------------
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def session_id(self) -> str:
+        return self._id
+
+    @property
+    def location(self) -> str:
+        """``postgresql://user@host:port/db#session_id`` (never the password)."""
+        return self._location
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly or self._closed
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The leaf as committed in the database now (one small query)."""
+        self._refresh_row()
+        return self._leaf
+
+    @property
+    def name(self) -> str | None:
+        self._refresh_row()
+        return self._name
+
+    def __len__(self) -> int:
+        self._refresh_row()
+        return self._count
+
+    # -- writing --------------------------------------------------------------------------------
+    def append(self, entry: AnyEntry, *, expected_leaf: str | _Unset | None = UNSET) -> None:
+        """Store one entry in its own transaction; it becomes the leaf (or moves it).
+
+        With ``expected_leaf`` the append fails with ``conflict`` unless the leaf is that
+        entry at commit time. Without it, an entry whose parent is the leaf this object last
+        saw is re-parented onto the current leaf if another writer moved it meanwhile.
+        """
+        if self.readonly:
+            raise SessionError("readonly", "this session was opened read-only (or is closed); "
+                               "open it with readonly=False to write", path=self._location)
+        eid = entry.id
+        if not isinstance(eid, str) or not eid:
+            raise SessionError("invalid_entry", "entry id must be a non-empty string",
+                               path=self._location)
+        with self._lock:
+            stored, leaf, name, count = self._run(
+                lambda conn, retry: self._append_tx(conn, entry, expected_leaf, retry),
+                "could not append the entry", entry=entry,
+            )
+            self._cache[stored.id] = stored
+            self._leaf, self._count = leaf, count
+            if name is not None:
+                self._name = name
+
+    def _append_tx(self, conn: Connection, entry: AnyEntry, expected: str | _Unset | None,
+                   retry: bool) -> tuple[AnyEntry, str | None, str | None, int]:
+        """The append transaction: lock the session row, decide the parent, insert, commit."""
+        with conn.transaction():
+            row = conn.execute(_LOCK, [self._id]).fetchone()
+            if row is None:
+                raise SessionError("not_found", "the session was deleted from the database",
+                                   path=self._location)
+            current, name, count = row[0], row[1], int(row[2])
+            if retry:
+                # The first attempt lost its connection: did it commit before that?
+                done = conn.execute(f"SELECT line FROM {ENTRIES} WHERE session_id = %s "
+                                    "AND id = %s", [self._id, entry.id]).fetchone()
+                if done is not None:
+                    return _decode(done[0], self._location), current, name, count
+            if not isinstance(expected, _Unset):
+                if current != expected:
+                    raise SessionError(
+                        "conflict",
+                        f"the leaf is {current!r}, not the expected {expected!r}: another "
+                        "writer appended first; read the new leaf and retry",
+                        path=self._location,
+                    )
+            elif (entry.parent_id == self._leaf and current != self._leaf
+                  and not _anchored(entry)):
+                entry = _reparent(entry, current)
+            new_leaf = entry.target_id if isinstance(entry, LeafEntry) else entry.id
+            new_name = entry.name if isinstance(entry, SessionInfoEntry) else None
+            conn.execute(_INSERT, _row(self._id, entry))
+            conn.execute(_UPDATE, [new_leaf, new_name, 1, self._id])
+            if self._before_commit is not None:
+                self._before_commit(conn)
+        if self._after_commit is not None:
+            self._after_commit(conn)
+        return entry, new_leaf, new_name if new_name is not None else name, count + 1
+
+    # -- reading --------------------------------------------------------------------------------
+    def get(self, entry_id: str) -> AnyEntry | None:
+        """An entry by id: from the cache, else one query (entries never change)."""
+        entry = self._cache.get(entry_id)
+        if entry is not None or not isinstance(entry_id, str):
+            return entry
+        with self._lock:
+            row = self._query(
+                lambda c: c.execute(f"SELECT line FROM {ENTRIES} WHERE session_id = %s "
+                                    "AND id = %s", [self._id, entry_id]).fetchone(),
+                "could not read the entry",
+            )
+            if row is None:
+                return None
+            return self._remember(entry_id, row[0])
+
+    def __contains__(self, entry_id: object) -> bool:
+        return isinstance(entry_id, str) and self.get(entry_id) is not None
+
+    def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        """Entries from the root to ``leaf_id``: the cached part, plus one recursive query."""
+        if leaf_id is None:
+            return []
+        with self._lock:
+            out: list[AnyEntry] = []
+            current: str | None = leaf_id
+            cache = self._cache
+            while current is not None:
+                entry = cache.get(current)
+                if entry is None:
+                    break
+                out.append(entry)
+                current = entry.parent_id
+                if len(out) > len(cache):
+                    raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle",
+                                       path=self._location)
+            if current is not None:
+                missing = current
+                rows = self._query(
+                    lambda c: c.execute(_PATH, {"s": self._id, "leaf": missing}).fetchall(),
+                    "could not read the path",
+                )
+                if not rows:
+                    raise SessionError("not_found", f"entry {missing!r} is not in this "
+                                       "session", path=self._location)
+                if rows[0][1] is not None:
+                    raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle "
+                                       "or reach a missing entry", path=self._location)
+                fetched = self._remember_many([(r[0], r[2]) for r in rows])
+                fetched.reverse()
+                out.extend(fetched)
+            out.reverse()
+            return out
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every entry in append order (fetching only those appended since the last call)."""
+        with self._lock:
+            rows = self._query(
+                lambda c: c.execute(f"SELECT seq, id, line FROM {ENTRIES} WHERE session_id = %s "
+                                    "AND seq > %s ORDER BY seq",
+                                    [self._id, self._order_seq]).fetchall(),
+                "could not read the entries",
+            )
+            if rows:
+                self._remember_many([(r[1], r[2]) for r in rows])
+                self._order.extend(r[1] for r in rows)
+                self._order_seq = int(rows[-1][0])
+            cache = self._cache
+            return iter([cache[i] for i in self._order])
+
+    def children(self, entry_id: str | None) -> Sequence[str]:
+        """Ids of the entries whose parent is ``entry_id``, oldest first (one indexed query)."""
+        with self._lock:
+            if entry_id is None:
+                sql = (f"SELECT id, line FROM {ENTRIES} WHERE session_id = %s "
+                       "AND parent_id IS NULL ORDER BY seq")
+                params: list[Any] = [self._id]
+            else:
+                sql = (f"SELECT id, line FROM {ENTRIES} WHERE session_id = %s "
+                       "AND parent_id = %s ORDER BY seq")
+                params = [self._id, entry_id]
+            rows = self._query(lambda c: c.execute(sql, params).fetchall(),
+                               "could not read the children")
+            self._remember_many([(r[0], r[1]) for r in rows])
+            return tuple(r[0] for r in rows)
+
+    def find(self, entry_type: str) -> list[AnyEntry]:
+        """Entries of one type, in append order (one indexed query)."""
+        with self._lock:
+            rows = self._query(
+                lambda c: c.execute(f"SELECT id, line FROM {ENTRIES} WHERE session_id = %s "
+                                    "AND type = %s ORDER BY seq",
+                                    [self._id, entry_type]).fetchall(),
+                "could not find entries",
+            )
+            return self._remember_many([(r[0], r[1]) for r in rows])
+
+    def label(self, entry_id: str) -> str | None:
+        return self.labels().get(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        """Current labels by entry id (reading only label entries new since the last call)."""
+        with self._lock:
+            rows = self._query(
+                lambda c: c.execute(f"SELECT seq, id, line FROM {ENTRIES} WHERE session_id = %s "
+                                    "AND type = 'label' AND seq > %s ORDER BY seq",
+                                    [self._id, self._labels_seq]).fetchall(),
+                "could not read the labels",
+            )
+            for entry in self._remember_many([(r[1], r[2]) for r in rows]):
+                if isinstance(entry, LabelEntry):
+                    if entry.label:
+                        self._labels[entry.target_id] = entry.label
+                    else:
+                        self._labels.pop(entry.target_id, None)
+            if rows:
+                self._labels_seq = int(rows[-1][0])
+            return dict(self._labels)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _refresh_row(self) -> None:
+        with self._lock:
+            row = self._query(lambda c: c.execute(_ROW, [self._id]).fetchone(),
+                              "could not read the session")
+            if row is None:
+                raise SessionError("not_found", "the session was deleted from the database",
+                                   path=self._location)
+            self._leaf, self._name, self._count = row[0], row[1], int(row[2])
+
+    def _remember(self, entry_id: str, line: str) -> AnyEntry:
+        entry = self._cache.get(entry_id)
+        if entry is None:
+            entry = _decode(line, self._location)
+            self._cache[entry_id] = entry
+        return entry
+
+    def _remember_many(self, rows: list[tuple[str, str]]) -> list[AnyEntry]:
+        """Decode the rows not cached yet (in one msgspec call when possible), cache them."""
+        cache = self._cache
+        new = [(i, line) for i, line in rows if i not in cache]
+        if new:
+            for (i, _), entry in zip(new, _decode_many([line for _, line in new],
+                                                       self._location), strict=True):
+                cache[i] = entry
+        return [cache[i] for i, _ in rows]
+
+    def _query(self, fn: Callable[[Connection], T], what: str) -> T:
+        """Run a read; a lost connection is retried once on a fresh one (reads are idempotent)."""
+        return self._run(lambda conn, _retry: fn(conn), what)
+
+    def _run(self, fn: Callable[[Connection, bool], T], what: str, *,
+             entry: AnyEntry | None = None) -> T:
+        """Run ``fn`` on a connection; retry once after a lost connection, map errors."""
+        if self._closed:
+            raise SessionError("storage", "the storage is closed; open the session again",
+                               path=self._location)
+        retry = False
+        while True:
+            used: Connection | None = None
+            try:
+                with self._db.connection() as conn:
+                    used = conn
+                    return fn(conn, retry)
+            except SessionError:
+                raise
+            except (psycopg.Error, PoolTimeout) as e:
+                lost = _is_connection_lost(e, used)
+                if lost and not retry and self._db.can_reconnect:
+                    retry = True
+                    self._db.discard_dead()
+                    continue
+                if lost and entry is not None:
+                    raise SessionError(
+                        "storage",
+                        f"{what}: the connection to PostgreSQL was lost ({_first_line(e)}). "
+                        "The transaction either committed whole or not at all: reopen the "
+                        f"session and check whether entry {entry.id!r} is there",
+                        path=self._location,
+                    ) from e
+                raise _storage_error(e, what, location=self._location, entry=entry) from e
+
+
+@contextlib.contextmanager
+def _setup_connection(db: _Db, target: Target) -> Iterator[Connection]:
+    """The connection used while creating or opening: a direct one when we own a pool.
+
+    Connecting directly gives the real error (refused, bad password) at once, where a pool
+    would retry in the background and time out.
+    """
+    if isinstance(target, str):
+        conn = _connect(target)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    else:
+        with db.connection() as conn:
+            yield conn
+
+
+# -- rows and lines -----------------------------------------------------------------------------
+
+def _text(line: SessionHeader | AnyEntry) -> str:
+    return encode_line(line)[:-1].decode()
+
+
+def _row(session_id: str, entry: AnyEntry) -> tuple[str, str, str | None, str, str | None, str]:
+    target = entry.target_id if isinstance(entry, LeafEntry) else None
+    return (session_id, entry.id, entry.parent_id, entry.type, target, _text(entry))
+
+
+def _created_at(header: SessionHeader) -> datetime:
+    try:
+        when = datetime.fromisoformat(header.created_at)
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def _anchored(entry: AnyEntry) -> bool:
+    """A branch summary's parent is its ``from_id`` by definition: never re-parent it."""
+    return isinstance(entry, BranchSummaryEntry) and entry.from_id == entry.parent_id
+
+
+def _reparent(entry: AnyEntry, parent: str | None) -> AnyEntry:
+    """A copy of ``entry`` with another parent (unknown fields kept)."""
+    data = to_dict(entry)
+    data["parent_id"] = parent
+    copy = from_dict(data)
+    assert not isinstance(copy, SessionHeader)
+    return copy
+
+
+def _decode(line: str, location: str) -> AnyEntry:
+    try:
+        entry = decode_line(line)
+    except LineError as e:
+        raise SessionError("invalid_entry", f"a stored entry does not decode ({e})",
+                           path=location) from None
+    if isinstance(entry, SessionHeader):
+        raise SessionError("invalid_entry", "a session header is stored as an entry",
+                           path=location)
+    return entry
+
+
+def _decode_many(lines: list[str], location: str) -> list[AnyEntry]:
+    """Decode lines in one msgspec call; lines of unknown types fall back one by one."""
+    try:
+        out: list[Any] = LINE_DECODER.decode_lines("\n".join(lines))
+    except msgspec.DecodeError:
+        return [_decode(line, location) for line in lines]
+    if len(out) != len(lines) or any(isinstance(e, SessionHeader) for e in out):
+        return [_decode(line, location) for line in lines]
+    return out
+
+
+def _decode_header(text: str, location: str) -> SessionHeader:
+    try:
+        header = decode_line(text)
+    except LineError as e:
+        raise SessionError("invalid_session", f"the stored session header does not decode ({e})",
+                           path=location) from None
+    if not isinstance(header, SessionHeader):
+        raise SessionError("invalid_session", "the stored session header is not a header",
+                           path=location)
+    return header
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+_ErrorCode = Literal["duplicate_id", "missing_parent", "not_found", "exists", "storage"]
+
+
+def _storage_error(e: BaseException, what: str, *, location: str | None = None,
+                   entry: AnyEntry | None = None) -> SessionError:
+    """A psycopg (or pool) error as a ``SessionError`` that says what to do."""
+    detail = _first_line(e)
+    constraint = getattr(getattr(e, "diag", None), "constraint_name", None) or ""
+    eid = repr(entry.id) if entry is not None else "an entry"
+    code: _ErrorCode = "storage"
+    if isinstance(e, pg_errors.UniqueViolation):
+        if constraint == f"{ENTRIES}_pkey":
+            code, message = "duplicate_id", (
+                f"entry id {eid} is already used in this session; every id must be unique")
+        elif constraint == f"{SESSIONS}_pkey":
+            code, message = "exists", "a session with this id is already in the database"
+        else:
+            message = f"{what}: {detail}"
+    elif isinstance(e, pg_errors.ForeignKeyViolation):
+        if constraint == f"{ENTRIES}_parent_fkey":
+            parent = repr(entry.parent_id) if entry is not None else "its parent"
+            code, message = "missing_parent", (
+                f"entry {eid} has parent {parent}, which is not an entry of this session")
+        elif constraint == f"{ENTRIES}_target_fkey":
+            target = repr(entry.target_id) if isinstance(entry, LeafEntry) else "its target"
+            code, message = "missing_parent", (
+                f"leaf entry {eid} moves to {target}, which does not exist")
+        else:
+            code, message = "not_found", "the session is not in the database (deleted?)"
+    elif isinstance(e, pg_errors.UndefinedTable):
+        message = f"{what}: the contextree tables are missing; {_NO_SCHEMA}"
+    elif isinstance(e, PoolTimeout):
+        message = (f"{what}: no database connection became available ({detail}); is the "
+                   "server up, or is the pool too small for the threads using it?")
+    elif isinstance(e, psycopg.OperationalError):
+        message = (f"{what}: the database connection failed ({detail}); nothing partial was "
+                   "stored — check the server and retry")
+    else:
+        message = f"{what}: PostgreSQL said: {detail}"
+    return SessionError(code, message, path=location)
