@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import tempfile
 import time
 import warnings
@@ -168,9 +169,15 @@ class JsonlStorage(IndexedStorage):
         except IsADirectoryError:
             raise SessionError("invalid_session", "this is a directory, not a session file",
                                path=str(target)) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # read-only opens of a directory succeed
+            os.close(fd)
+            raise SessionError("invalid_session", "this is not a regular file, not a session "
+                               "file", path=str(target))
+        locked = False
         try:
             if not readonly:
                 _lock(fd, target)
+                locked = True
             with os.fdopen(os.dup(fd), "rb") as f:
                 index, end, torn = load(f, str(target))
             if torn is not None:
@@ -180,6 +187,9 @@ class JsonlStorage(IndexedStorage):
                     os.truncate(fd, torn.offset)
                     os.fsync(fd)
         except BaseException:
+            if locked:  # a failed open leaves no lock info behind
+                with contextlib.suppress(OSError):
+                    lock_info_path(target).unlink()
             os.close(fd)
             raise
         if readonly:
@@ -358,17 +368,18 @@ def _load_block(
     except msgspec.DecodeError:
         return _load_block_slowly(index, block, offset, line_no, location, pending, last_block)
     by_id = index.by_id
-    for entry in entries:
+    for i, entry in enumerate(entries):
+        parent = entry.parent_id if not isinstance(entry, SessionHeader) else None
         if isinstance(entry, SessionHeader) or entry.id in by_id or (
+            parent is not None and parent not in by_id
+        ) or (
             isinstance(entry, LeafEntry) and entry.target_id not in by_id
             and entry.target_id is not None
         ):
-            # Rare: redo the block line by line to report the exact line.
+            # Rare: redo the rest of the block line by line, so that errors (and parents
+            # that come later in the file, checked at the end) carry their exact line.
             return _load_block_slowly(index, block, offset, line_no, location, pending,
-                                      last_block, start=entries.index(entry))
-        parent = entry.parent_id
-        if parent is not None and parent not in by_id:
-            pending.append((entry, None))
+                                      last_block, start=i)
         index.add(entry)
     return None
 

@@ -27,7 +27,7 @@ from ..entries import (
     now,
 )
 from ..errors import SessionError
-from .jsonl import _fsync_dir, _lock, _write_all, quarantine, quarantine_path
+from .jsonl import _fsync_dir, _lock, _write_all, lock_info_path, quarantine, quarantine_path
 
 
 @dataclass
@@ -51,8 +51,10 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairRepo
     if not target.is_file():
         raise SessionError("not_found", "no session file here", path=str(target))
     fd = os.open(target, os.O_RDWR)
+    locked = False
     try:
         _lock(fd, target)
+        locked = True
         with open(target, "rb") as f:
             raw_lines = f.read().split(b"\n")
         if raw_lines and raw_lines[-1] == b"":
@@ -85,6 +87,9 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairRepo
         report.quarantine_file = str(quarantine_path(target))
         return report
     finally:
+        if locked:  # repair leaves no lock info behind (and dry runs change nothing)
+            with contextlib.suppress(OSError):
+                lock_info_path(target).unlink()
         os.close(fd)
 
 
