@@ -1,0 +1,53 @@
+"""The offline demo (``contextree demo``) and the runnable OpenAI example."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from contextree import Session
+from contextree.demo import run_demo
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_runs_offline_and_reports_facts(tmp_path: Path) -> None:
+    out = io.StringIO()
+    facts = run_demo(tmp_path, console=Console(file=out, width=100))
+
+    assert facts["session_path"] == str(tmp_path / "session.jsonl")
+    assert facts["tests_pass"], facts["replies"]
+    assert facts["warning_found"] == "module_42.py"
+    assert facts["compactions"] == facts["compacted_events"] == 1
+    assert facts["truncations"] == 1
+    assert len(facts["overflow_files"]) == 1
+    assert Path(facts["overflow_files"][0]).is_relative_to(tmp_path / "overflow")
+    assert facts["branches"] == 2
+    assert facts["label"] == "tests-fixed"
+    assert facts["entries"] > 20
+    # The workspace really changed: the bug is fixed and multiply exists (the branch's work).
+    core = (tmp_path / "workspace" / "calc" / "core.py").read_text()
+    assert "return a + b" in core and "def multiply" in core
+
+    with Session.open(facts["session_path"]) as s:
+        assert s.stats().file.compactions == 1
+        context = s.build_context().messages
+    assert len(context) == facts["context_messages"]
+    assert any("returned here from another branch" in m.text for m in context)
+
+    printed = out.getvalue()
+    for heading in ("The session tree", "Stats", "What the model would see next",
+                    "tests-fixed", "compacted", "truncated"):
+        assert heading in printed
+
+
+def test_openai_example_parses_args_without_network() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "examples" / "openai_agent.py"),
+                             "--help"], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "OPENAI_BASE_URL" in result.stdout
