@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from contextree import Session
@@ -51,3 +53,31 @@ def test_openai_example_parses_args_without_network() -> None:
                             env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert "OPENAI_BASE_URL" in result.stdout
+
+
+def test_openai_example_runs_a_tool_round_against_a_local_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from fakes.openai_server import OpenAIServer, completion, tool_call
+
+    spec = importlib.util.spec_from_file_location("openai_agent",
+                                                  ROOT / "examples" / "openai_agent.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    (tmp_path / "hello.txt").write_text("hello from the workspace\n")
+    with OpenAIServer() as server:
+        server.reply(completion(tool_calls=[tool_call("c1", "read", {"path": "hello.txt"})]),
+                     completion("The file says hello."))
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("CONTEXTREE_MODEL", "gpt-test")
+        code = example.main(["--session", str(tmp_path / "s.jsonl"), "--workspace",
+                             str(tmp_path), "What", "does", "hello.txt", "say?"])
+        second = server.bodies[1]["messages"]
+    assert code == 0
+    assert "The file says hello." in capsys.readouterr().out
+    assert any("hello from the workspace" in str(m.get("content")) for m in second
+               if m["role"] == "tool")
+    with Session.open(tmp_path / "s.jsonl") as s:
+        assert s.build_context().messages[-1].text == "The file says hello."
