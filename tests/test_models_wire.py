@@ -615,3 +615,81 @@ def test_anthropic_image_urls() -> None:
     unknown_source = {"type": "image", "source": {"type": "file", "file_id": "f"}}
     (msg,) = from_anthropic(None, [{"role": "user", "content": [unknown_source]}])
     assert msg.content == [UnknownPart(unknown_source)]
+
+
+# -- malformed input -----------------------------------------------------------------------------
+
+WIRE_KEYS = [
+    "role",
+    "content",
+    "type",
+    "text",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "function",
+    "arguments",
+    "id",
+    "call_id",
+    "output",
+    "summary",
+    "encrypted_content",
+    "source",
+    "image_url",
+    "input",
+    "tool_use_id",
+    "is_error",
+    "thinking",
+    "signature",
+    "data",
+    "reasoning_content",
+    "refusal",
+]
+ROLES_AND_TYPES = st.sampled_from(
+    [
+        "user",
+        "assistant",
+        "system",
+        "tool",
+        "developer",
+        "message",
+        "text",
+        "image",
+        "image_url",
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "input_image",
+        "base64",
+        "url",
+    ]
+)
+wild = st.recursive(
+    json_scalar | ROLES_AND_TYPES,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(WIRE_KEYS), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), wild, max_size=6), max_size=4))
+def test_malformed_input_fails_cleanly_or_reads_into_valid_messages(items: list[Any]) -> None:
+    """Importers rely on this: bad input raises a plain error type, never anything else, and
+    whatever reads back is a valid message (it survives contextree's own JSON)."""
+    for read in (
+        from_openai_chat,
+        from_openai_responses,
+        lambda xs: from_anthropic(None, xs),
+    ):
+        try:
+            msgs = read(items)
+        except (AttributeError, TypeError, ValueError, KeyError):
+            continue
+        for m in msgs:
+            assert Message.from_dict(json.loads(json.dumps(m.to_dict()))) == m

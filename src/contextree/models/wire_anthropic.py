@@ -38,11 +38,17 @@ from contextree.messages import (
     TextPart,
     ThinkingPart,
     ToolCall,
-    UnknownPart,
     Usage,
 )
 from contextree.models.base import ToolSpec, tool_spec
-from contextree.models.wire_openai import ToolNames, make_message, parse_data_url
+from contextree.models.wire_openai import (
+    ToolNames,
+    make_message,
+    opt_str,
+    parse_data_url,
+    role_of,
+    unknown_part,
+)
 
 __all__ = [
     "assistant_from_anthropic",
@@ -206,14 +212,17 @@ def from_anthropic(
     out = _system_messages(system)
     names = ToolNames()
     for d in messages:
-        if d.get("role") == "assistant":
+        role = role_of(d)
+        if role == "assistant":
             msg = assistant_from_anthropic(_as_blocks(d.get("content")))
             names.add(msg.tool_calls or ())
             out.append(msg)
         elif isinstance(d.get("content"), list):
-            out.extend(_user_blocks_to_messages(str(d.get("role")), d["content"], names))
+            out.extend(_user_blocks_to_messages(role, d["content"], names))
+        elif isinstance(d.get("content"), str):
+            out.append(make_message(role, d["content"]))
         else:
-            out.append(make_message(str(d.get("role")), d.get("content")))
+            raise ValueError(f"`content` must be a string or a list, got {d.get('content')!r:.80}")
     return out
 
 
@@ -260,23 +269,26 @@ def _part_from_block(b: Mapping[str, Any]) -> AnyPart:
     if kind == "text" and isinstance(b.get("text"), str):
         return TextPart(text=b["text"])
     if kind == "thinking":
-        return ThinkingPart(thinking=str(b.get("thinking", "")), signature=b.get("signature"))
+        return ThinkingPart(
+            thinking=str(b.get("thinking", "")), signature=opt_str(b.get("signature"))
+        )
     if kind == "redacted_thinking":
-        return ThinkingPart(thinking="", signature=b.get("data"), redacted=True)
+        return ThinkingPart(thinking="", signature=opt_str(b.get("data")), redacted=True)
     if kind == "image":
         image = _image_from_source(b.get("source"))
         if image is not None:
             return image
-    return UnknownPart(dict(b))
+    return unknown_part(b)
 
 
 def _image_from_source(source: Any) -> ImagePart | None:
     if not isinstance(source, Mapping):
         return None
     if source.get("type") == "base64":
-        return ImagePart(data=source.get("data"), mime_type=source.get("media_type"))
+        data, mime = opt_str(source.get("data")), opt_str(source.get("media_type"))
+        return ImagePart(data=data, mime_type=mime)
     if source.get("type") == "url":
-        return ImagePart(url=source.get("url"))
+        return ImagePart(url=opt_str(source.get("url")))
     return None
 
 

@@ -136,6 +136,26 @@ def image_from_url(url: str) -> ImagePart:
     return ImagePart(data=parsed[1], mime_type=parsed[0])
 
 
+def opt_str(value: Any) -> str | None:
+    """``value`` as a string, None staying None (wire data is not trusted to be typed)."""
+    return None if value is None else str(value)
+
+
+def role_of(d: Mapping[str, Any]) -> str:
+    """A wire message's role, which must be a non-empty string."""
+    role = d.get("role")
+    if not isinstance(role, str) or not role:
+        raise ValueError(f"a message needs a string `role`, got {dict(d)!r:.120}")
+    return role
+
+
+def unknown_part(data: Mapping[str, Any]) -> UnknownPart:
+    """An ``UnknownPart`` for a wire part or item of a type contextree does not model."""
+    if not isinstance(data.get("type"), str):
+        raise ValueError(f"expected an object with a string `type`, got {dict(data)!r:.120}")
+    return UnknownPart(dict(data))
+
+
 def with_extra(obj: Any, extra: Mapping[str, Any]) -> Any:
     """Attach wire-specific fields to a struct's ``extra`` (kept when the struct is saved)."""
     if extra:
@@ -329,24 +349,24 @@ def from_openai_chat(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
     names = ToolNames()
     out: list[Message] = []
     for d in messages:
-        role = str(d.get("role", ""))
+        role = role_of(d)
         if role == "assistant":
             msg = assistant_from_openai_chat(d)
             names.add(msg.tool_calls or ())
         elif role in ("tool", "function"):
-            call_id = d.get("tool_call_id")
+            call_id = opt_str(d.get("tool_call_id"))
             content = _content_from_chat(d.get("content"))
             msg = make_message(
                 "tool",
                 content if content is not None else "",
                 tool_call_id=call_id or "",
-                name=d.get("name") or names.get(call_id),
+                name=opt_str(d.get("name")) or names.get(call_id),
             )
         else:
             msg = make_message(
                 "system" if role == "developer" else role,
                 _content_from_chat(d.get("content")),
-                name=d.get("name"),
+                name=opt_str(d.get("name")),
             )
         out.append(msg)
     return out
@@ -365,7 +385,7 @@ def assistant_from_openai_chat(d: Mapping[str, Any]) -> Message:
     legacy = d.get("function_call")
     if isinstance(legacy, Mapping):
         calls.append(_tool_call_from_chat({"id": "", "function": legacy}))
-    return make_message("assistant", content, tool_calls=calls or None, name=d.get("name"))
+    return make_message("assistant", content, tool_calls=calls or None, name=opt_str(d.get("name")))
 
 
 def _tool_call_from_chat(d: Mapping[str, Any]) -> ToolCall:
@@ -383,7 +403,7 @@ def _content_from_chat(content: Any) -> str | list[AnyPart] | None:
         return content
     if isinstance(content, list):
         return [_part_from_chat(p) for p in content]
-    return str(content)
+    raise ValueError(f"`content` must be a string, a list or null, got {content!r:.80}")
 
 
 def _part_from_chat(p: Any) -> AnyPart:
@@ -397,7 +417,7 @@ def _part_from_chat(p: Any) -> AnyPart:
         url = spec.get("url") if isinstance(spec, Mapping) else spec
         if isinstance(url, str):
             return image_from_url(url)
-    return UnknownPart(dict(p))
+    return unknown_part(p)
 
 
 # -- Responses: Message -> input items -----------------------------------------------------
@@ -553,7 +573,7 @@ def _non_assistant_item(item: Mapping[str, Any], names: ToolNames) -> Message:
         call_id = str(item.get("call_id") or "")
         content = _content_from_responses(item.get("output"))
         return make_message("tool", content, tool_call_id=call_id, name=names.get(call_id))
-    role = str(item.get("role"))
+    role = role_of(item)
     return make_message(
         "system" if role == "developer" else role, _content_from_responses(item.get("content"))
     )
@@ -577,14 +597,16 @@ def _add_assistant_item(
         group.calls.append(call)
         names.add([call])
     else:
-        group.add_content([UnknownPart(dict(item))])
+        group.add_content([unknown_part(item)])
 
 
 def _thinking_from_reasoning(item: Mapping[str, Any]) -> ThinkingPart:
     texts = [_text_of([s]) for s in item.get("summary") or ()]
     if not texts:
         texts = [_text_of([c]) for c in item.get("content") or ()]
-    part = ThinkingPart(thinking="\n\n".join(texts), signature=item.get("encrypted_content"))
+    part = ThinkingPart(
+        thinking="\n\n".join(texts), signature=opt_str(item.get("encrypted_content"))
+    )
     if item.get("id") is not None:
         with_extra(part, {"id": item["id"]})
     return part
@@ -595,7 +617,9 @@ def _content_from_responses(content: Any) -> str | list[AnyPart]:
         return ""
     if isinstance(content, str):
         return content
-    return [_part_from_responses(p) for p in content]
+    if isinstance(content, list):
+        return [_part_from_responses(p) for p in content]
+    raise ValueError(f"`content` must be a string, a list or null, got {content!r:.80}")
 
 
 def _part_from_responses(p: Mapping[str, Any]) -> AnyPart:
@@ -604,4 +628,4 @@ def _part_from_responses(p: Mapping[str, Any]) -> AnyPart:
         return TextPart(text=p["text"])
     if kind == "input_image" and isinstance(p.get("image_url"), str):
         return image_from_url(p["image_url"])
-    return UnknownPart(dict(p))
+    return unknown_part(p)
