@@ -1,0 +1,161 @@
+"""Import and export of other agents' session formats.
+
+``import_session(fmt, src, dest_path)`` reads ``src`` and writes a new contextree session file
+(atomically: complete or not at all); ``export_session(fmt, session, out_path)`` writes a
+session in another format. ``FORMATS`` lists what each format supports:
+
+=================  ======  ======  ==========================================================
+format             import  export  what
+=================  ======  ======  ==========================================================
+brute              yes     yes     Brute ``SessionLog`` JSONL (one message per line)
+pi                 yes     yes     pi coding agent session files (versions 1-3), whole tree
+openai-chat        yes     yes     OpenAI Chat Completions ``messages`` (JSON list)
+openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON list)
+anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
+claude-code        yes     no      Claude Code ``~/.claude/projects/*/*.jsonl``
+codex              yes     no      Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+=================  ======  ======  ==========================================================
+
+Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``).
+Malformed input raises ``SessionError`` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SessionError
+from ..session import Session
+from ..storage.jsonl import JsonlStorage
+from . import brute, claude_code, codex, pi, provider_lists
+from .base import Ids, Imported, Progress, UnknownFormatError, finish
+from .detect import detect_format
+
+Reader = Callable[[Path, Progress | None], Imported]
+Writer = Callable[[Any, str | None], bytes]
+
+
+@dataclass(frozen=True)
+class Format:
+    """A registered format: how to read it, how to write it, its usual file suffix."""
+
+    name: str
+    description: str
+    reader: Reader | None = None
+    writer: Writer | None = None
+    suffix: str = ".jsonl"
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("brute", "Brute SessionLog JSONL (one message per line)", brute.read, brute.write),
+    Format("pi", "pi coding agent session file (whole tree)", pi.read, pi.write),
+    Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
+           provider_lists.read_openai_chat, provider_lists.write_openai_chat, ".json"),
+    Format("openai-responses", "OpenAI Responses API input items (JSON list)",
+           provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json"),
+    Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
+           provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
+    Format("claude-code", "Claude Code session JSONL (import only)", claude_code.read),
+    Format("codex", "Codex CLI rollout JSONL (import only)", codex.read),
+)}
+
+_ALIASES = {"openai": "openai-chat", "responses": "openai-responses", "claude": "claude-code"}
+
+
+def get_format(name: str) -> Format:
+    """The registered format called ``name`` (case and ``_``/``-`` do not matter)."""
+    key = name.strip().lower().replace("_", "-")
+    fmt = FORMATS.get(_ALIASES.get(key, key))
+    if fmt is None:
+        raise UnknownFormatError(f"unknown format {name!r}; choose one of: "
+                                 f"{', '.join(FORMATS)} (or auto for import)")
+    return fmt
+
+
+def import_session(
+    fmt: str,
+    src: str | os.PathLike[str],
+    dest_path: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
+    durable: bool = True,
+) -> Session:
+    """Read ``src`` in format ``fmt`` (``"auto"`` to detect it) into a new session file.
+
+    Fails with ``exists`` if ``dest_path`` is already there; the new file appears complete or
+    not at all. Returns the session, open for writing.
+    """
+    source = Path(src)
+    if not source.is_file():
+        raise SessionError("not_found", "no such file to import", path=str(source))
+    name = detect_format(source) if fmt == "auto" else fmt
+    reader = get_format(name).reader
+    if reader is None:
+        raise UnknownFormatError(f"format {name!r} can be exported, not imported")
+    imported = reader(source, progress)
+    ids = Ids([e.id for e in imported.entries])
+    storage = JsonlStorage.create(dest_path, imported.header, finish(imported, ids),
+                                  durable=durable)
+    return Session(storage)
+
+
+def export_session(
+    fmt: str,
+    session: Session,
+    out_path: str | os.PathLike[str],
+    *,
+    at: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``session`` to ``out_path`` in format ``fmt``; returns the path written.
+
+    ``at`` picks the entry whose context is exported (default: the current leaf); for ``pi``
+    it is the entry pi resumes at. The file is replaced atomically; an existing file is an
+    ``exists`` error unless ``overwrite``.
+    """
+    writer = get_format(fmt).writer
+    if writer is None:
+        raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
+    if at is not None and session.get_entry(at) is None:
+        raise SessionError("not_found", f"no entry {at!r} in this session",
+                           path=session.location)
+    data = writer(session, at)
+    out = Path(out_path)
+    _write_atomic(out, data, overwrite)
+    return out
+
+
+def _write_atomic(out: Path, data: bytes, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise SessionError("exists", "a file is already there; choose another path or "
+                           "allow overwriting", path=str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+__all__ = [
+    "FORMATS",
+    "Format",
+    "Imported",
+    "Progress",
+    "UnknownFormatError",
+    "detect_format",
+    "export_session",
+    "get_format",
+    "import_session",
+]
