@@ -28,6 +28,8 @@ from .messages import Message
 Projector = Callable[[CustomEntry, int, Sequence[AnyEntry]], Sequence[Message]]
 
 INTERRUPTED = "[no result: the tool call was interrupted before it returned a result]"
+SUMMARY_PREFIX = ("Earlier parts of this conversation were compacted to fit the context window. "
+                  "Summary of what came before:\n\n")
 
 
 @dataclass
@@ -108,10 +110,7 @@ def summary_message(comp: CompactionEntry) -> Message:
     """The compaction summary as the model sees it: a system message marked in ``meta``."""
     return Message(
         role="system",
-        content=(
-            "Earlier parts of this conversation were compacted to fit the context window. "
-            "Summary of what came before:\n\n" + comp.summary
-        ),
+        content=SUMMARY_PREFIX + comp.summary,
         meta={"kind": "compaction_summary", "entry_id": comp.id,
               "tokens_before": comp.tokens_before},
     )

@@ -325,7 +325,10 @@ def convert(data: Any, cls: type[Any]) -> Any:
 
 def _convert_part(p: Any) -> Any:
     if isinstance(p, dict):
-        cls = _PART_TYPES.get(p.get("type", ""))
+        kind = p.get("type")
+        if not isinstance(kind, str):
+            raise msgspec.ValidationError(f"a content part needs a string `type`, got {kind!r:.40}")
+        cls = _PART_TYPES.get(kind)
         if cls is None:
             return UnknownPart(p)
         return convert(p, cls)

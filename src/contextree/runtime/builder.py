@@ -99,7 +99,7 @@ class Agent:
                 usage = usage + m.usage
         reply = next((m for m in reversed(env.messages) if m.role == "assistant"), None)
         return TurnResult(list(env.messages), reply, usage, env.iteration, env.stopped,
-                          list(env.notices))
+                          list(env.notices), list(env.handler_errors))
 
 
 def agent() -> Agent:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..compaction import CompactionPipeline, CompactionPolicy, default_pipeline, run_compaction
+from ..context import SUMMARY_PREFIX
 from ..session import Session
 from ..tokens import EstimateCounter, TokenCounter, count_context, find_anchor
 from .builder import App
@@ -42,13 +43,7 @@ class DefaultCompactionPipeline:
 
     def compact(self, env: Env) -> None:
         system = [m for m in env.messages if m.role == "system" and not (m.meta or {}).get("kind")]
-        session = env.session
-        in_memory = session is None
-        if in_memory:
-            session = Session.in_memory()
-            for m in env.messages:
-                session.append_message(m)
-        assert session is not None
+        session = env.session if env.session is not None else self._in_memory(env)
         result = run_compaction(session, self.policy, self.pipeline, self.counter,
                                 emit=lambda event, payload: env.emit(event, **payload))
         if result.entry_id is None:
@@ -56,8 +51,21 @@ class DefaultCompactionPipeline:
             env.emit("compaction_failed", reason=result.reason, tokens=result.tokens_before)
             return
         self._failed_at = None if result.reached_target else result.tokens_after
-        messages = session.build_context().messages
-        if in_memory:
-            env.replace(messages)
-        else:
-            env.replace([*system, *messages])
+        env.replace([*system, *session.build_context().messages])
+
+    @staticmethod
+    def _in_memory(env: Env) -> Session:
+        """A throwaway session holding the conversation (no SessionTree in the stack); an
+        earlier compaction summary becomes a compaction entry again, so summaries are updated
+        rather than piled up."""
+        session = Session.in_memory()
+        for m in env.messages:
+            kind = (m.meta or {}).get("kind")
+            if m.role == "system" and not kind:
+                continue  # the system prompt is put back in front afterwards
+            if kind == "compaction_summary":
+                text = m.text.removeprefix(SUMMARY_PREFIX)
+                session.append_compaction(text, None, int((m.meta or {}).get("tokens_before", 0)))
+            else:
+                session.append_message(m)
+        return session

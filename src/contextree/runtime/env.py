@@ -94,6 +94,7 @@ class TurnResult:
     iterations: int
     stopped: str | None = None
     notices: list[str] = field(default_factory=list)
+    handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
