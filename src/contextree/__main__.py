@@ -1,0 +1,22 @@
+"""``python -m contextree``: the offline demo (``demo``), or the command line for the rest."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["demo"]:
+        from .demo import run_demo
+
+        run_demo()
+        return
+    try:
+        from .cli import main as cli_main
+    except ImportError:
+        sys.exit("usage: python -m contextree demo")
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()
