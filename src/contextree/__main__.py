@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 
@@ -12,10 +13,10 @@ def main() -> None:
         run_demo()
         return
     try:
-        from .cli import main as cli_main
+        cli = importlib.import_module("contextree.cli")
     except ImportError:
         sys.exit("usage: python -m contextree demo")
-    cli_main()
+    cli.main()
 
 
 if __name__ == "__main__":
