@@ -10,17 +10,23 @@ Layout (created only by ``create_schema``, versioned in ``contextree_schema_vers
   ``type``, and ``line``: the entry's JSON line exactly as ``encode_line`` wrote it, so every
   entry (an unknown type or field included) reads back unchanged.
 
-Writes: every ``append`` is one transaction that first locks the session row (``SELECT ...
-FOR UPDATE``), so appends to one session are serialized across processes and machines and
-``leaf_id`` in the session row always names the leaf of the last commit. Because ``Session``
-builds each entry with ``parent_id = storage.leaf_id``, a writer whose view of the leaf is
-stale would fork the conversation. ``append`` therefore *re-parents*: if the entry's parent is
-the leaf this object last saw, and another writer has moved the leaf since, the entry is
-stored as a child of the current leaf instead (a copy with the new ``parent_id``; read it back
-with ``get``). A caller that wants a fork to be an error passes ``expected_leaf=`` and gets
+Writes: every ``append`` is one call of the ``contextree_append`` SQL function (created by
+the migration), so one statement, one transaction and one round trip. It locks the session
+row first (``SELECT ... FOR UPDATE``), so appends to one session are serialized across
+processes and machines, and ``leaf_id`` in the session row always names the leaf of the last
+commit; the lock is held only while the server runs the function. Because ``Session`` builds
+each entry with ``parent_id = storage.leaf_id``, a writer whose view of the leaf is stale
+would fork the conversation. ``append`` therefore *re-parents*: if the entry's parent is the
+leaf the calling thread last read through this object (``leaf_id``, or its own last append),
+and another writer has moved the leaf since, the entry is stored as a child of the current
+leaf instead (the server fills the parent into the line under the lock; ``get`` returns the
+stored entry). A branch summary, whose parent is by definition its ``from_id``, is never
+re-parented. A caller that wants a fork to be an error passes ``expected_leaf=`` and gets
 ``SessionError("conflict")`` when the leaf is not that entry at commit time. A connection
 lost mid-append is retried once on a fresh connection; the retry first checks (under the
 lock) whether the lost transaction committed, so an entry is never stored twice or in part.
+A client killed mid-append leaves the server to finish or abort that one statement: the
+entry is then stored whole or not at all.
 
 Reads: entries never change, so entries read once are cached by id for good. The leaf, name
 and length come from the session row (one small query per call, so they are always current);
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -122,6 +129,77 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"CREATE INDEX {ENTRIES}_type_idx ON {ENTRIES} (session_id, type, seq)",
         f"CREATE INDEX {ENTRIES}_target_idx ON {ENTRIES} (session_id, target_id) "
         "WHERE target_id IS NOT NULL",
+        # One append = one statement = one transaction and one round trip; the session row
+        # stays locked only while the server runs this, not while a client thinks.
+        f"""CREATE FUNCTION contextree_append(
+            p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
+            p_target text, p_line text, p_name text,
+            p_check_expected boolean, p_expected text,
+            p_reparent boolean, p_seen text, p_placeholder text,
+            p_retry boolean, p_hold float8
+        ) RETURNS TABLE (r_status text, r_leaf text, r_parent text, r_name text,
+                         r_count bigint, r_line text)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_leaf text; v_name text; v_count bigint; v_line text;
+            v_parent text := p_parent; v_new_leaf text;
+        BEGIN
+            -- Serialize appends to this session: every writer takes the row lock first.
+            SELECT s.leaf_id, s.name, s.entry_count INTO v_leaf, v_name, v_count
+            FROM {SESSIONS} s WHERE s.id = p_session FOR UPDATE;
+            IF NOT FOUND THEN
+                RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::text,
+                                    NULL::bigint, NULL::text;
+                RETURN;
+            END IF;
+            SELECT e.line INTO v_line FROM {ENTRIES} e
+            WHERE e.session_id = p_session AND e.id = p_id;
+            IF FOUND THEN  -- a retry finds its own lost commit; otherwise a duplicate id
+                RETURN QUERY SELECT CASE WHEN p_retry THEN 'done' ELSE 'duplicate_id' END,
+                                    v_leaf, NULL::text, v_name, v_count, v_line;
+                RETURN;
+            END IF;
+            IF p_check_expected AND v_leaf IS DISTINCT FROM p_expected THEN
+                RETURN QUERY SELECT 'conflict', v_leaf, NULL::text, v_name, v_count,
+                                    NULL::text;
+                RETURN;
+            END IF;
+            IF p_reparent AND v_parent IS NOT DISTINCT FROM p_seen
+               AND v_leaf IS DISTINCT FROM p_seen THEN
+                v_parent := v_leaf;  -- the writer's view was stale: go after the real leaf
+            END IF;
+            v_line := p_line;
+            IF p_placeholder IS NOT NULL THEN
+                v_line := replace(v_line, p_placeholder,
+                                  coalesce(to_json(v_parent)::text, 'null'));
+            END IF;
+            IF v_parent IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = v_parent
+            ) THEN
+                RETURN QUERY SELECT 'missing_parent', v_leaf, v_parent, v_name, v_count,
+                                    NULL::text;
+                RETURN;
+            END IF;
+            IF p_target IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = p_target
+            ) THEN
+                RETURN QUERY SELECT 'missing_target', v_leaf, v_parent, v_name, v_count,
+                                    NULL::text;
+                RETURN;
+            END IF;
+            INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line)
+            VALUES (p_session, p_id, v_parent, p_type, p_target, v_line);
+            v_new_leaf := CASE WHEN p_is_leaf THEN p_target ELSE p_id END;
+            UPDATE {SESSIONS} SET leaf_id = v_new_leaf, name = coalesce(p_name, name),
+                entry_count = entry_count + 1, updated_at = now()
+            WHERE id = p_session;
+            IF p_hold > 0 THEN
+                PERFORM pg_sleep(p_hold);  -- fault-injection tests only
+            END IF;
+            RETURN QUERY SELECT 'ok', v_new_leaf, v_parent, coalesce(p_name, v_name),
+                                v_count + 1, NULL::text;
+        END
+        $fn$""",
     ),
 }
 _MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema
@@ -396,12 +474,9 @@ def is_postgres_url(text: str) -> bool:
 
 # -- the storage --------------------------------------------------------------------------------
 
-_ROW = (f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s")
-_LOCK = (f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s FOR UPDATE")
-_INSERT = (f"INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line) "
-           "VALUES (%s, %s, %s, %s, %s, %s)")
-_UPDATE = (f"UPDATE {SESSIONS} SET leaf_id = %s, name = coalesce(%s, name), "
-           "entry_count = entry_count + %s, updated_at = now() WHERE id = %s")
+_ROW = f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s"
+_APPEND = ("SELECT r_status, r_leaf, r_parent, r_name, r_count, r_line FROM contextree_append("
+           + ", ".join(["%s"] * 15) + ")")
 _PATH = f"""
 WITH RECURSIVE p (id, parent_id, line, depth) AS (
     SELECT id, parent_id, line, 0 FROM {ENTRIES} WHERE session_id = %(s)s AND id = %(leaf)s
@@ -428,6 +503,8 @@ class PostgresStorage:
         self._location = location
         self._readonly = readonly
         self._leaf = leaf_id
+        self._opened_leaf = leaf_id
+        self._seen = threading.local()  # .leaf: the leaf this thread last read or wrote
         self._name = name
         self._count = count
         self._closed = False
@@ -437,8 +514,8 @@ class PostgresStorage:
         self._order_seq = 0
         self._labels: dict[str, str] = {}
         self._labels_seq = 0
-        # Test hooks: called inside the append transaction, before and after its commit.
-        self._before_commit: Callable[[Connection], None] | None = None
+        # Fault-injection hooks for tests.
+        self._hold_seconds = 0.0  # keep the append transaction open this long (pg_sleep)
         self._after_commit: Callable[[Connection], None] | None = None
 
     # -- creating and opening ----------------------------------------------------------------
@@ -565,8 +642,15 @@ class PostgresStorage:
     @property
     def leaf_id(self) -> str | None:
         """The leaf as committed in the database now (one small query)."""
-        self._refresh_row()
-        return self._leaf
+        with self._lock:
+            self._refresh_row()
+            self._seen.leaf = leaf = self._leaf
+        return leaf
+
+    def _seen_leaf(self) -> str | None:
+        """The leaf this thread last read (``leaf_id``) or made (``append``), else at open."""
+        leaf: str | None = getattr(self._seen, "leaf", self._opened_leaf)
+        return leaf
 
     @property
     def name(self) -> str | None:
@@ -582,7 +666,7 @@ class PostgresStorage:
         """Store one entry in its own transaction; it becomes the leaf (or moves it).
 
         With ``expected_leaf`` the append fails with ``conflict`` unless the leaf is that
-        entry at commit time. Without it, an entry whose parent is the leaf this object last
+        entry at commit time. Without it, an entry whose parent is the leaf this thread last
         saw is re-parented onto the current leaf if another writer moved it meanwhile.
         """
         if self.readonly:
@@ -599,44 +683,71 @@ class PostgresStorage:
             )
             self._cache[stored.id] = stored
             self._leaf, self._count = leaf, count
+            self._seen.leaf = leaf
             if name is not None:
                 self._name = name
 
     def _append_tx(self, conn: Connection, entry: AnyEntry, expected: str | _Unset | None,
                    retry: bool) -> tuple[AnyEntry, str | None, str | None, int]:
-        """The append transaction: lock the session row, decide the parent, insert, commit."""
-        with conn.transaction():
-            row = conn.execute(_LOCK, [self._id]).fetchone()
-            if row is None:
-                raise SessionError("not_found", "the session was deleted from the database",
-                                   path=self._location)
-            current, name, count = row[0], row[1], int(row[2])
-            if retry:
-                # The first attempt lost its connection: did it commit before that?
-                done = conn.execute(f"SELECT line FROM {ENTRIES} WHERE session_id = %s "
-                                    "AND id = %s", [self._id, entry.id]).fetchone()
-                if done is not None:
-                    return _decode(done[0], self._location), current, name, count
-            if not isinstance(expected, _Unset):
-                if current != expected:
-                    raise SessionError(
-                        "conflict",
-                        f"the leaf is {current!r}, not the expected {expected!r}: another "
-                        "writer appended first; read the new leaf and retry",
-                        path=self._location,
-                    )
-            elif (entry.parent_id == self._leaf and current != self._leaf
-                  and not _anchored(entry)):
-                entry = _reparent(entry, current)
-            new_leaf = entry.target_id if isinstance(entry, LeafEntry) else entry.id
-            new_name = entry.name if isinstance(entry, SessionInfoEntry) else None
-            conn.execute(_INSERT, _row(self._id, entry))
-            conn.execute(_UPDATE, [new_leaf, new_name, 1, self._id])
-            if self._before_commit is not None:
-                self._before_commit(conn)
+        """One call of ``contextree_append``: lock, decide the parent, insert, update, commit.
+
+        When the entry may be re-parented its line is sent with a placeholder for the
+        parent, which the server fills in under the lock.
+        """
+        check = not isinstance(expected, _Unset)
+        seen = self._seen_leaf()
+        reparent = not check and entry.parent_id == seen and not _anchored(entry)
+        placeholder: str | None = None
+        line = ""
+        if reparent:
+            token = f"contextree-parent-{secrets.token_hex(12)}"
+            line = _text(_reparent(entry, token))
+            placeholder = f'"{token}"'
+            if line.count(placeholder) != 1:  # pragma: no cover - 96 random bits
+                reparent, placeholder = False, None
+        if not reparent:
+            line = _text(entry)
+        is_leaf = isinstance(entry, LeafEntry)
+        row = conn.execute(_APPEND, [
+            self._id, entry.id, entry.parent_id, entry.type, is_leaf,
+            entry.target_id if isinstance(entry, LeafEntry) else None, line,
+            entry.name if isinstance(entry, SessionInfoEntry) else None,
+            check, None if isinstance(expected, _Unset) else expected,
+            reparent, seen, placeholder, retry, 0.0 if retry else self._hold_seconds,
+        ]).fetchone()
         if self._after_commit is not None:
             self._after_commit(conn)
-        return entry, new_leaf, new_name if new_name is not None else name, count + 1
+        assert row is not None
+        status, leaf, parent, name, count, stored_line = row
+        if status == "ok":
+            stored = entry if parent == entry.parent_id else _reparent(entry, parent)
+            return stored, leaf, name, int(count)
+        if status == "done":  # the lost first attempt had committed
+            return _decode(stored_line, self._location), leaf, name, int(count)
+        raise self._refusal(status, entry, leaf, parent, expected)
+
+    def _refusal(self, status: str, entry: AnyEntry, leaf: str | None, parent: str | None,
+                 expected: str | _Unset | None) -> SessionError:
+        where = self._location
+        if status == "duplicate_id":
+            return SessionError("duplicate_id", f"entry id {entry.id!r} is already used in "
+                                "this session; every id must be unique (use a new id)",
+                                path=where)
+        if status == "conflict":
+            return SessionError("conflict", f"the leaf is {leaf!r}, not the expected "
+                                f"{expected!r}: another writer appended first; read the new "
+                                "leaf and retry", path=where)
+        if status == "missing_parent":
+            return SessionError("missing_parent", f"entry {entry.id!r} has parent {parent!r}, "
+                                "which is not an entry of this session", path=where)
+        if status == "missing_target":
+            target = entry.target_id if isinstance(entry, LeafEntry) else None
+            return SessionError("missing_parent", f"leaf entry {entry.id!r} moves to "
+                                f"{target!r}, which does not exist", path=where)
+        if status == "not_found":
+            return SessionError("not_found", "the session was deleted from the database",
+                                path=where)
+        return SessionError("storage", f"unexpected append status {status!r}", path=where)
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, entry_id: str) -> AnyEntry | None:
