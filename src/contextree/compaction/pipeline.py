@@ -36,7 +36,7 @@ class CompactionPolicy:
     compact_to: float = 0.4
 
     def __post_init__(self) -> None:
-        if not isinstance(self.window, int) or self.window <= 0:
+        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0:
             raise ValueError(f"window must be a positive number of tokens, got {self.window!r}")
         if not 0 < self.compact_to < self.compact_at <= 1:
             raise ValueError(
@@ -110,6 +110,8 @@ class CompactionResult:
             "summarized": list(self.summarized),
             "summary": self.summary,
             "entry_id": self.entry_id,
+            "reached_target": self.reached_target,
+            "reason": self.reason,
         }
 
 
@@ -130,6 +132,10 @@ class CompactionState:
         self.policy = policy
         self.counter = counter
         self.index = {e.id: i for i, e in enumerate(self.branch)}
+        # Token counts are cached by object id, only for the messages of the branch's
+        # entries: ``self.branch`` keeps them alive, so their ids cannot be reused by the
+        # short-lived messages a render creates (placeholders, the summary).
+        self._stable = {id(e.message) for e in self.branch if isinstance(e, MessageEntry)}
         self._counts: dict[int, int] = {}
         self.tokens_before = 0
         self.base: CompactionEntry | None = None
@@ -185,17 +191,23 @@ class CompactionState:
         return build_context([*self.branch, self.entry_for(plan)])
 
     def estimate(self, messages: Sequence[Message]) -> int:
+        return sum(self.sizes(messages))
+
+    def sizes(self, messages: Sequence[Message]) -> list[int]:
+        """The unscaled estimate of each message (cached for the branch's own messages)."""
         counts = self._counts
-        total = 0
+        stable = self._stable
+        out = []
         for m in messages:
             key = id(m)
+            if key not in stable:
+                out.append(self.counter.count_message(m))
+                continue
             n = counts.get(key)
             if n is None:
-                n = self.counter.count_message(m)
-                if m.meta is None or "kind" not in m.meta:  # stable objects only
-                    counts[key] = n
-            total += n
-        return total
+                n = counts[key] = self.counter.count_message(m)
+            out.append(n)
+        return out
 
     def count(self, message: Message) -> int:
         return round(self.estimate((message,)) * self.scale)

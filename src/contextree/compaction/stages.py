@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 import orjson
@@ -9,6 +10,43 @@ import orjson
 from ..messages import Message, ToolCall
 from ..truncation import is_truncated
 from .pipeline import CompactionState, Plan
+
+_EXIT = re.compile(r"exit code[:= ]+(-?\d+)", re.IGNORECASE)
+_ERROR_LINE = re.compile(
+    r"error|exception|traceback|fail|fatal|panic|assert|denied|not found|no such|invalid|"
+    r"cannot|can't|unable|refused|timed out|timeout",
+    re.IGNORECASE,
+)
+
+
+def cap(text: str, n: int) -> str:
+    """``text`` in at most about ``n`` characters: its start and end, with the cut marked."""
+    text = text.strip()
+    if len(text) <= n:
+        return text
+    head = n * 3 // 4
+    return f"{text[:head]} … [{len(text) - n} chars omitted] … {text[len(text) - (n - head):]}"
+
+
+def exit_code(result: Message) -> int | None:
+    """The exit code of a command's result: from its meta, or stated in its text."""
+    meta = result.meta or {}
+    code = meta.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    m = _EXIT.search(result.text[-400:]) or _EXIT.search(result.text[:400])
+    return int(m.group(1)) if m else None
+
+
+def error_excerpt(text: str, n: int = 800) -> str:
+    """The lines of an error output that say what went wrong, and its last line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    picked = [line for line in lines if _ERROR_LINE.search(line)][-6:]
+    if lines[-1] not in picked:
+        picked.append(lines[-1])
+    return cap(" | ".join(dict.fromkeys(cap(line, 300) for line in picked)), n)
 
 
 class ToolResults:
@@ -72,9 +110,15 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
     if is_truncated(meta):
         saved = meta["truncated"].get("saved_path")
         if saved:
-            how = (f'The full output is saved at {saved}; read it with '
-                   f'read(path="{saved}", offset=1, limit=2000).')
-    return f"[Cleared to save context: result of {name}({args}), {size}. {how}]"
+            how = (f"The full output is saved at {saved}; read it with "
+                   f"read(path={orjson.dumps(saved).decode()}, offset=1, limit=2000).")
+    code = exit_code(result)
+    error = ""
+    if result.is_error or (code is not None and code != 0):
+        excerpt = error_excerpt(text, 300)
+        status = f"exit code {code}" if code is not None else "an error"
+        error = f" It ended with {status}: {excerpt}." if excerpt else f" It ended with {status}."
+    return f"[Cleared to save context: result of {name}({args}), {size}.{error} {how}]"
 
 
 @dataclass(frozen=True)
@@ -88,74 +132,84 @@ class Cut:
 
 
 def choose_cut(state: CompactionState, plan: Plan, budget: int, *,
-               reserve: int = 0) -> Cut | None:
+               reserve: int = 0, steps: bool = True) -> Cut | None:
     """The earliest cut that brings the context to ``budget`` tokens (or the latest possible).
 
-    Cuts fall before a user message (a whole turn) when one reaches the budget, else before
-    an assistant message (a whole step: a call is never separated from its results). The
-    system prompt and the current task (the last user message) are pinned, never dropped.
+    Cuts fall before a user message (a whole turn) when one reaches the budget, else (when
+    ``steps``) before an assistant message (a whole step: a call is never separated from its
+    results). The system prompt and the current task (the last user message) are pinned,
+    never dropped, and so are the entries ``plan`` already pins.
     """
     ctx = state.render(plan)
     messages, ids = ctx.messages, ctx.entry_ids
-    base_id = state.base.id if state.base is not None else None
-    total = state.tokens(plan) + reserve
     last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
     last_step = max((i for i, m in enumerate(messages) if m.role in ("user", "assistant")),
                     default=None)
     if last_step is None:
         return None
     candidates: list[tuple[int, bool]] = []  # (position, is turn start)
-    for i, m in enumerate(messages):
-        eid = ids[i]
-        if eid is None or eid == base_id or i == 0 or i > last_step:
+    for i in range(1, last_step + 1):
+        m, eid = messages[i], ids[i]
+        if eid is None or m.role not in ("user", "assistant"):
             continue
-        if m.role in ("user", "assistant") and state.index.get(eid, -1) >= plan.first_kept:
+        if state.index.get(eid, -1) >= plan.first_kept and (steps or m.role == "user"):
             candidates.append((i, m.role == "user"))
     if not candidates:
         return None
-    pins_always = [i for i, m in enumerate(messages) if m.role == "system" and ids[i] not in
-                   (None, base_id)]
-    best: Cut | None = None
+    # Messages that stay whatever the cut: system messages (the prompt, the summary) and
+    # pins. Everything else before a cut is dropped, with the results of its calls.
+    plan_pins = set(plan.pinned)
+    keep = [
+        (m.role == "system" and ids[i] is not None) or ids[i] in plan_pins or i == last_user
+        for i, m in enumerate(messages)
+    ]
+    sizes = state.sizes(messages)
+    scale = state.scale
+    total = round(sum(sizes) * scale) + reserve
+    # dropped[k]: estimated tokens dropped by a cut before message k (a prefix sum)
+    dropped = [0.0] * (len(messages) + 1)
+    for j, n in enumerate(sizes):
+        dropped[j + 1] = dropped[j] + (0 if keep[j] else n)
+    chosen: int | None = None
     for turns_only in (True, False):
-        dropped = 0
-        prev = 0
         for pos, is_turn in candidates:
-            dropped += sum(state.count(messages[j]) for j in range(prev, pos)
-                           if _droppable(messages[j], ids[j], base_id))
-            prev = pos
             if turns_only and not is_turn:
                 continue
-            pins = [ids[i] for i in pins_always if i < pos]
-            pin_tokens = sum(state.count(messages[i]) for i in pins_always if i < pos)
-            if last_user is not None and last_user < pos:
-                pins.append(ids[last_user])
-                pin_tokens += state.count(messages[last_user])
-            cut = Cut(
-                first_kept=state.index[ids[pos] or ""],
-                pins=tuple(p for p in pins if p is not None),
-                dropped_tokens=dropped - pin_tokens,
-                dropped_ids=tuple(ids[j] or "" for j in range(pos)
-                                  if _droppable(messages[j], ids[j], base_id)
-                                  and j not in pins_always and j != last_user),
-            )
-            best = cut
-            if total - cut.dropped_tokens <= budget:
-                return cut
-    return best
-
-
-def _droppable(m: Message, eid: str | None, base_id: str | None) -> bool:
-    return eid is not None and eid != base_id
+            if total - round(dropped[pos] * scale) <= budget:
+                chosen = pos
+                break
+        if chosen is not None:
+            break
+    if chosen is None:
+        chosen = candidates[-1][0]
+    pos = chosen
+    return Cut(
+        first_kept=state.index[ids[pos] or ""],
+        pins=tuple(eid for j in range(pos) if keep[j]
+                   and (eid := ids[j]) is not None and eid in state.index),
+        dropped_tokens=round(dropped[pos] * scale),
+        dropped_ids=tuple(eid for j in range(pos) if not keep[j] and (eid := ids[j]) is not None),
+    )
 
 
 class SlidingWindow:
-    """Drop the oldest whole turns, leaving a note that says how much was dropped."""
+    """Drop the oldest whole turns, leaving a note that says how much was dropped.
+
+    By default only whole turns before the current task go: when the current turn alone is
+    over the target, the ladder goes on to a stage that summarizes its older steps (so a
+    long autonomous run does not silently forget what it did). With ``within_turn=True`` the
+    oldest steps of the current turn are dropped too (never the task, never the last step).
+    """
 
     name = "sliding_window"
 
+    def __init__(self, *, within_turn: bool = False) -> None:
+        self.within_turn = within_turn
+
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
         note_reserve = 40
-        cut = choose_cut(state, plan, state.policy.target, reserve=note_reserve)
+        cut = choose_cut(state, plan, state.policy.target, reserve=note_reserve,
+                         steps=self.within_turn)
         if cut is None or cut.first_kept <= plan.first_kept:
             return None
         note = (f"[{len(cut.dropped_ids)} earlier messages (about {cut.dropped_tokens} tokens) "

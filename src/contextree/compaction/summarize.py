@@ -47,18 +47,26 @@ class Summarize:
     """Summarize the dropped history with ``model`` (any object with ``complete(messages)``).
 
     Input larger than ``max_input_tokens`` (the summarizer's own budget) is summarized in
-    chunks, each updating the summary so far.
+    chunks, each updating the summary so far. The model is asked to stay within the room the
+    cut leaves under the target, and is not called when that room is below
+    ``min_summary_tokens`` (a summary could not make the context smaller).
     """
 
     name = "summarize"
 
     def __init__(self, model: Any, *, keep_ratio: float = 0.5,
-                 max_input_tokens: int = 60_000, **options: Any) -> None:
+                 max_input_tokens: int = 60_000, min_summary_tokens: int = 256,
+                 **options: Any) -> None:
         if not hasattr(model, "complete"):
             raise TypeError("Summarize needs a model with a complete(messages) method")
+        if not 0 < keep_ratio <= 1:
+            raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio!r}")
+        if max_input_tokens <= 0:
+            raise ValueError(f"max_input_tokens must be positive, got {max_input_tokens!r}")
         self.model = model
         self.keep_ratio = keep_ratio
         self.max_input_tokens = max_input_tokens
+        self.min_summary_tokens = min_summary_tokens
         self.options = options
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
@@ -68,12 +76,19 @@ class Summarize:
         items = dropped_items(state, first_kept, pins)
         if not items:
             return None
+        new = replace(plan, first_kept=first_kept, pinned=pins)
+        # The summary only pays off if it is smaller than what it replaces: when there is no
+        # room for one (the cut gains nothing over ``plan``), the model is not called at all.
+        floor = state.tokens(replace(new, summary=""))
+        room = state.tokens(plan) - floor - 1
+        if room < self.min_summary_tokens:
+            return None
+        limit = min(room, max(state.policy.target - floor, self.min_summary_tokens))
         summary = state.initial_plan.summary
         usage = Usage()
         for chunk in self._chunks(state, items):
-            summary, used = self._summarize(summary, chunk)
+            summary, used = self._summarize(summary, chunk, limit)
             usage = usage + used
-        new = replace(plan, first_kept=first_kept, pinned=pins)
         return with_summary(new, summary, [eid for _, eid in items if eid], usage)
 
     def _chunks(self, state: CompactionState,
@@ -89,13 +104,14 @@ class Summarize:
             size += n
         return chunks
 
-    def _summarize(self, previous: str,
-                   chunk: list[tuple[Message, str | None]]) -> tuple[str, Usage]:
+    def _summarize(self, previous: str, chunk: list[tuple[Message, str | None]],
+                   limit: int) -> tuple[str, Usage]:
         request = (
             (f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous else "")
             + f"<conversation>\n{render_transcript(chunk)}\n</conversation>\n\n"
             + ("Update the previous summary with this conversation." if previous
                else "Summarize this conversation.")
+            + f" Keep the summary under about {limit} tokens."
         )
         reply = self.model.complete(
             [Message.system(SYSTEM_PROMPT), Message.user(request)], **self.options

@@ -1,0 +1,200 @@
+"""Benchmark: compacting a ~1M-token coding-agent session down to a 200k window.
+
+Run: ``python bench/bench_compaction.py [--tokens 1000000] [--window 200000] [--repeat 5]``.
+
+The session is generated in memory (many turns; assistant steps with 1-3 tool calls; tool
+results whose sizes are heavy-tailed, capped like level-one truncation) and counted with
+``EstimateCounter``. Each pipeline is timed with ``dry_run=True`` (the ladder, the token
+counts and the plan, nothing written) and once for real (appending the compaction entry).
+Model time is excluded: the summarizer is a ``ScriptedModel`` that answers instantly.
+
+Printed: seconds per stage and in total (target < 0.5 s), and a baseline measured in the
+same run: ``build_context`` of the branch plus counting every message once, with the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import contextree as ct
+from contextree.compaction import (
+    CompactionPipeline,
+    CompactionState,
+    Digest,
+    Plan,
+    SlidingWindow,
+    Summarize,
+    ToolResults,
+)
+from contextree.messages import Message, ToolCall, Usage
+from contextree.models.scripted import ScriptedModel
+from contextree.tokens import EstimateCounter
+
+WORDS = ("the", "config", "loader", "returns", "a", "dict", "of", "settings", "parser",
+         "token", "cache", "when", "value", "is", "missing", "we", "fall", "back", "to",
+         "default", "test", "fails", "because", "error", "handler", "module", "import")
+CODE_LINE = ("    result = {k: int(v) for k, v in (line.split('=') for line in fh)}",
+             "def load(path: str) -> dict[str, int]:", "    if not path.exists():",
+             "        raise FileNotFoundError(path)", "class Loader(Base):", "    return out",
+             "import os, sys  # noqa", "    for item in self.items: yield item.value")
+MAX_RESULT_BYTES = 51_200  # level-one truncation caps every result before it is logged
+
+
+def prose(rnd: random.Random, n_words: int) -> str:
+    return " ".join(rnd.choice(WORDS) for _ in range(n_words)).capitalize() + "."
+
+
+def tool_output(rnd: random.Random) -> str:
+    """A heavy-tailed size: most results are small, a few hit the truncation cap."""
+    size = min(MAX_RESULT_BYTES, int(rnd.paretovariate(1.1) * 300))
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        line = rnd.choice(CODE_LINE)
+        lines.append(line)
+        total += len(line) + 1
+    return "\n".join(lines)
+
+
+def build_session(tokens: int, seed: int = 1) -> tuple[ct.Session, int]:
+    """An in-memory coding-agent session of about ``tokens`` estimated tokens."""
+    rnd = random.Random(seed)
+    counter = EstimateCounter()
+    session = ct.Session.in_memory()
+    total = 0
+
+    def add(m: Message) -> None:
+        nonlocal total
+        session.append_message(m)
+        total += counter.count_message(m)
+
+    add(Message.system("You are a coding agent working in a Python repository. " * 20))
+    n = 0
+    turn = 0
+    while total < tokens:
+        turn += 1
+        add(Message.user(f"Turn {turn}: " + prose(rnd, rnd.randint(10, 120))))
+        for _ in range(rnd.randint(1, 12)):
+            calls = []
+            for _ in range(rnd.choice((1, 1, 1, 2, 3))):
+                n += 1
+                name = rnd.choice(("read", "read", "grep", "edit", "shell"))
+                args: dict[str, Any] = (
+                    {"command": f"pytest tests/test_{n % 50}.py -q"} if name == "shell"
+                    else {"path": f"src/pkg/module_{n % 300}.py"})
+                calls.append(ToolCall(id=f"call_{n}", name=name, arguments=args))
+            add(Message.assistant(prose(rnd, rnd.randint(0, 40)), tool_calls=calls,
+                                  usage=Usage(input=total, output=50)))
+            for c in calls:
+                add(Message.tool(tool_output(rnd), tool_call_id=c.id, name=c.name,
+                                 is_error=rnd.random() < 0.05))
+        add(Message.assistant(prose(rnd, rnd.randint(5, 80)), usage=Usage(input=total, output=80)))
+    return session, total
+
+
+class Timed:
+    """A stage wrapper that records how long the wrapped stage took."""
+
+    def __init__(self, stage: Any) -> None:
+        self.stage = stage
+        self.name: str = stage.name
+        self.seconds: list[float] = []
+
+    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
+        t = time.perf_counter()
+        try:
+            out: Plan | None = self.stage(state, plan)
+            return out
+        finally:
+            self.seconds.append(time.perf_counter() - t)
+
+
+def timeit(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times = []
+    out = None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tokens", type=int, default=1_000_000)
+    ap.add_argument("--window", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="cProfile the default pipeline")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    session, total = build_session(args.tokens)
+    branch = session.branch()
+    print(f"session: {len(branch)} entries, ~{total:,} estimated tokens "
+          f"(built in {time.perf_counter() - t:.1f} s); window {args.window:,}")
+
+    counter = EstimateCounter()
+
+    def baseline() -> int:
+        ctx = ct.build_context(session.branch())
+        return counter.count_messages(ctx.messages)
+
+    base_s, n = timeit(baseline, args.repeat)
+    print(f"baseline: build_context + count all messages once ({n:,} tokens): {base_s:.3f} s")
+
+    model = ScriptedModel(lambda msgs: "## Objective\nbench summary" for _ in iter(int, 1))
+    pipelines: dict[str, Callable[[], list[Any]]] = {
+        "default (no model)": lambda: [ToolResults(), SlidingWindow(), Digest()],
+        "default + Summarize(instant model)": lambda: [ToolResults(), SlidingWindow(),
+                                                       Summarize(model), Digest()],
+        "SlidingWindow only": lambda: [SlidingWindow()],
+        "Digest only": lambda: [Digest()],
+        "Summarize(instant model) only": lambda: [Summarize(model)],
+    }
+    worst = 0.0
+    for label, make in pipelines.items():
+        stages = [Timed(s) for s in make()]
+        pipeline = CompactionPipeline(stages)
+        secs, result = timeit(lambda p=pipeline: session.compact(  # type: ignore[misc]
+            args.window, pipeline=p, counter=counter, dry_run=True), args.repeat)
+        worst = max(worst, secs)
+        per_stage = ", ".join(
+            f"{s.name} {statistics.median(s.seconds):.3f} s" for s in stages if s.seconds)
+        print(f"\n{label}: total {secs:.3f} s (x{secs / base_s:.1f} baseline) "
+              f"{'OK' if secs < 0.5 else 'OVER 0.5 s'}")
+        print(f"  stages: {per_stage}")
+        print(f"  tokens {result.tokens_before:,} -> {result.tokens_after:,} "
+              f"(target {result.target:,}); applied {result.applied}"
+              + (f"; reason: {result.reason}" if result.reason else ""))
+
+    # One real run, writing the compaction entry (in memory), then the next context.
+    t = time.perf_counter()
+    result = session.compact(args.window, counter=counter)
+    write_s = time.perf_counter() - t
+    t = time.perf_counter()
+    after = counter.count_messages(session.build_context().messages)
+    print(f"\nreal run (default, entry appended): {write_s:.3f} s; "
+          f"context after: {after:,} tokens; applied {result.applied}")
+    print(f"\nworst dry-run total: {worst:.3f} s (target < 0.5 s): "
+          f"{'PASS' if worst < 0.5 else 'FAIL'}")
+
+    if args.profile:
+        import cProfile
+        import pstats
+
+        session2, _ = build_session(args.tokens)
+        prof = cProfile.Profile()
+        prof.enable()
+        session2.compact(args.window, pipeline=CompactionPipeline([SlidingWindow(), Digest()]),
+                         counter=counter, dry_run=True)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

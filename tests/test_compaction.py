@@ -1,0 +1,941 @@
+"""The compaction ladder: policy, each stage, the ladder's guards, history and events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import contextree as ct
+from contextree.compaction import (
+    CompactionPipeline,
+    CompactionPolicy,
+    CompactionState,
+    Digest,
+    Plan,
+    SlidingWindow,
+    Summarize,
+    ToolResults,
+    default_pipeline,
+    run_compaction,
+)
+from contextree.compaction.summarize import SYSTEM_PROMPT
+from contextree.entries import CompactionEntry, MessageEntry
+from contextree.errors import ModelError
+from contextree.messages import Message, ToolCall, Usage
+from contextree.models.scripted import ScriptedModel
+from contextree.tokens import EstimateCounter
+
+COUNTER = EstimateCounter()
+SYSTEM = "You are a careful coding agent."
+
+
+# -- building conversations ---------------------------------------------------------------
+
+
+class Convo:
+    """Appends a coding-agent conversation to a session and remembers the entry ids."""
+
+    def __init__(self, session: ct.Session, system: str | None = SYSTEM) -> None:
+        self.s = session
+        self.n = 0
+        self.users: list[str] = []
+        self.results: list[str] = []  # tool-result entry ids, oldest first
+        self.calls: list[ToolCall] = []
+        self.system_id = session.append_message(Message.system(system)) if system else None
+
+    def user(self, text: str) -> str:
+        eid = self.s.append_message(Message.user(text))
+        self.users.append(eid)
+        return eid
+
+    def step(self, text: str = "", *, tools: Sequence[tuple[str, dict[str, Any], str]] = (),
+             usage: Usage | None = None, **result_kw: Any) -> list[str]:
+        """An assistant message calling ``tools`` (name, args, output), then the results."""
+        calls = []
+        for name, args, _ in tools:
+            self.n += 1
+            calls.append(ToolCall(id=f"call_{self.n}", name=name, arguments=args))
+        self.s.append_message(Message.assistant(text, tool_calls=calls, usage=usage))
+        ids = []
+        for call, (_, _, out) in zip(calls, tools, strict=True):
+            ids.append(self.s.append_message(
+                Message.tool(out, tool_call_id=call.id, name=call.name, **result_kw)))
+            self.calls.append(call)
+        self.results.extend(ids)
+        return ids
+
+    def reads(self, k: int, size: int = 60) -> list[str]:
+        """``k`` steps each reading a file with a ``size``-line result."""
+        ids = []
+        for _ in range(k):
+            i = self.n + 1
+            ids += self.step(f"Reading module {i}.",
+                             tools=[("read", {"path": f"src/mod_{i}.py"}, big(size, i))])
+        return ids
+
+    def turn(self, task: str, steps: int = 3, size: int = 60) -> None:
+        self.user(task)
+        self.reads(steps, size)
+        self.step(f"Done with: {task}")
+
+
+def big(lines: int, seed: int = 0) -> str:
+    return "\n".join(f"line {seed}.{i}: value = compute({i}, {seed})" for i in range(lines))
+
+
+def tokens(messages: Sequence[Message]) -> int:
+    return COUNTER.count_messages(messages)
+
+
+def context(session: ct.Session) -> ct.SessionContext:
+    return session.build_context()
+
+
+def ctx_ids(session: ct.Session) -> list[str | None]:
+    return list(session.build_context().entry_ids)
+
+
+def check_pairing(messages: Sequence[Message]) -> None:
+    """Each tool result directly follows the assistant message that called it (after other
+    results of that message), each call has exactly one result, and no result is orphaned."""
+    pending: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            assert m.tool_call_id in pending, f"orphan or misplaced result {m.tool_call_id}"
+            pending.remove(m.tool_call_id)
+            continue
+        assert not pending, f"calls without results: {pending}"
+        if m.role == "assistant" and m.tool_calls:
+            ids = [c.id for c in m.tool_calls]
+            assert len(set(ids)) == len(ids)
+            pending = ids
+    assert not pending, f"calls without results: {pending}"
+
+
+def interrupted(messages: Sequence[Message]) -> set[str | None]:
+    return {m.tool_call_id for m in messages if (m.meta or {}).get("kind") == "interrupted"}
+
+
+def pipeline(*stages: Any) -> CompactionPipeline:
+    return CompactionPipeline(list(stages))
+
+
+def long_session(session: ct.Session | None = None, turns: int = 8) -> tuple[ct.Session, Convo]:
+    s = session or ct.Session.in_memory()
+    c = Convo(s)
+    for t in range(turns):
+        c.turn(f"Task {t}: refactor module {t} and keep the public API stable.")
+    return s, c
+
+
+def long_task(session: ct.Session | None = None, steps: int = 20) -> tuple[ct.Session, Convo]:
+    """Two short old turns, then one current task that runs for many steps."""
+    s = session or ct.Session.in_memory()
+    c = Convo(s)
+    c.turn("Old task A: rename the config loader.", steps=1)
+    c.turn("Old task B: update the changelog.", steps=1)
+    c.user("Current task: migrate every module to the new logging API.")
+    c.reads(steps, size=60)
+    return s, c
+
+
+# -- policy -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"window": 0}, "window"),
+        ({"window": -100}, "window"),
+        ({"window": 1.5}, "window"),
+        ({"window": True}, "window"),
+        ({"window": 1000, "compact_at": 0.4, "compact_to": 0.4}, "compact_to"),
+        ({"window": 1000, "compact_at": 0.3, "compact_to": 0.5}, "compact_to"),
+        ({"window": 1000, "compact_at": 1.5}, "compact_at"),
+        ({"window": 1000, "compact_to": 0}, "compact_to"),
+        ({"window": 1000, "compact_to": -0.1}, "compact_to"),
+        ({"window": 1000, "compact_at": float("nan")}, "compact_at"),
+    ],
+)
+def test_invalid_policy_raises_with_a_clear_message(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        CompactionPolicy(**kwargs)
+
+
+def test_policy_trigger_and_target() -> None:
+    p = CompactionPolicy(200_000)
+    assert (p.trigger, p.target) == (140_000, 80_000)
+    assert CompactionPolicy(1000, compact_at=1.0, compact_to=0.9).target == 900
+
+
+def test_invalid_stage_options_raise() -> None:
+    with pytest.raises(ValueError, match="keep_recent"):
+        ToolResults(keep_recent=-1)
+    with pytest.raises(ValueError, match="keep_ratio"):
+        Digest(keep_ratio=0)
+    with pytest.raises(ValueError, match="keep_ratio"):
+        Summarize(ScriptedModel([]), keep_ratio=1.5)
+    with pytest.raises(ValueError, match="max_input_tokens"):
+        Summarize(ScriptedModel([]), max_input_tokens=0)
+    with pytest.raises(TypeError, match="complete"):
+        Summarize(object())
+    with pytest.raises(ValueError, match="at least one stage"):
+        CompactionPipeline([])
+
+
+def test_session_compact_validates_the_policy() -> None:
+    s, _ = long_session(turns=1)
+    with pytest.raises(ValueError, match="compact_to"):
+        s.compact(10_000, compact_at=0.5, compact_to=0.6)
+
+
+def test_empty_session_cannot_be_compacted() -> None:
+    with pytest.raises(ct.CompactionError, match="empty"):
+        ct.Session.in_memory().compact(1000)
+
+
+def test_nothing_happens_under_the_target() -> None:
+    s, _ = long_session(turns=1)
+    before = s.branch()
+    r = s.compact(1_000_000)
+    assert r.entry_id is None and r.stages == [] and "under the target" in r.reason
+    assert r.tokens_before == r.tokens_after == tokens(context(s).messages)
+    assert s.branch() == before
+
+
+# -- ToolResults --------------------------------------------------------------------------
+
+
+def test_tool_results_clears_oldest_first_until_the_target() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Read all the modules.")
+    ids = c.reads(8, size=200)
+    c.step("All read.")
+    one = tokens([context(s).messages[3]])  # each result costs about the same
+    total = tokens(context(s).messages)
+    window = int((total - 2.5 * one) / 0.4) + 1  # target needs about three results cleared
+    r = s.compact(window, pipeline=pipeline(ToolResults(keep_recent=2)))
+    assert r.applied == ["tool_results"] and r.reached_target
+    assert r.cleared == ids[: len(r.cleared)]  # a prefix: oldest first
+    assert 3 <= len(r.cleared) <= 4
+    ctx = context(s)
+    shown = dict(zip(ctx.entry_ids, ctx.messages, strict=True))
+    for eid in ids:
+        kind = (shown[eid].meta or {}).get("kind")
+        assert (kind == "cleared_tool_result") == (eid in r.cleared)
+    assert r.dropped == [] and r.summary == ""
+
+
+def test_tool_results_never_clears_the_newest_steps() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Read all the modules.")
+    ids = []
+    for i in range(6):  # six steps, the third calls two tools
+        tools = [("read", {"path": f"a{i}.py"}, big(200, i))]
+        if i == 2:
+            tools.append(("grep", {"pattern": "x"}, big(200, 99)))
+        ids.append(c.step(tools=tools))
+    r = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=3)))
+    assert not r.reached_target and r.reason
+    assert r.cleared == [*ids[0], *ids[1], *ids[2]]
+    kept = {m.tool_call_id for m in context(s).messages
+            if m.role == "tool" and not (m.meta or {}).get("kind")}
+    assert kept == {"call_5", "call_6", "call_7"}
+    assert ToolResults(keep_recent=0)  # zero keeps nothing back
+    r0 = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=0)))
+    assert r0.cleared == [*ids[3], *ids[4], *ids[5]]
+
+
+def test_placeholder_names_the_tool_its_arguments_and_how_to_rerun() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Look around.")
+    c.step(tools=[("grep", {"pattern": "def load", "path": "src"}, big(300))])
+    c.step(tools=[("read", {"path": "x.py"}, "short")])
+    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    text = context(s).messages[3].text
+    assert 'grep({"pattern":"def load","path":"src"})' in text
+    assert "300 lines" in text and "Run the tool again with the same arguments" in text
+    assert "value = compute" not in text
+
+
+def test_placeholder_of_a_truncated_result_points_to_the_overflow_file() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Run the tests.")
+    saved = '/data/tool-output/2024 "x"/shell-abc.txt'
+    c.step(tools=[("shell", {"command": "pytest -x"}, big(400))],
+           meta={"truncated": {"saved_path": saved, "total_lines": 90_000}})
+    c.step(tools=[("read", {"path": "x.py"}, "short")])
+    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    text = context(s).messages[3].text
+    assert 'shell({"command":"pytest -x"})' in text
+    assert saved in text
+    assert 'read(path="/data/tool-output/2024 \\"x\\"/shell-abc.txt", offset=1, limit=2000)' in text
+
+
+def test_placeholder_of_a_failed_command_keeps_the_error() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Run the tests.")
+    c.step(tools=[("shell", {"command": "pytest"}, big(300) + "\nE   KeyError: 'tz'\n1 failed")],
+           meta={"exit_code": 1}, is_error=True)
+    c.step(tools=[("read", {"path": "x.py"}, "short")])
+    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    text = context(s).messages[3].text
+    assert "exit code 1" in text and "KeyError: 'tz'" in text and len(text) < 800
+
+
+def test_tool_results_counts_each_placeholder_on_its_own() -> None:
+    """Regression: counts were cached by ``id()`` of short-lived messages, so a placeholder
+    or the summary could be given the count of another message that had died at the same
+    address, and ``tokens_after`` did not match the context that was built."""
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Read everything.")
+    for i in range(12):  # results and placeholders of very different sizes
+        c.step(tools=[("read", {"path": "p" * (i * 40)}, big(20 + 60 * i, i))])
+    for window in (20_000, 8_000, 3_000):
+        r = s.compact(window, dry_run=True, force=True)
+        fresh = ct.Session.in_memory()
+        for e in s.branch():
+            fresh.append(e)
+        real = fresh.compact(window, force=True)
+        assert real.tokens_after == r.tokens_after == tokens(context(fresh).messages)
+
+
+def test_tool_results_has_nothing_to_do_without_old_results() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("x " * 2000)
+    c.step(tools=[("read", {"path": "a"}, big(50))])
+    r = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    assert r.stages[0].note == "nothing to do" and not r.stages[0].applied
+    assert r.entry_id is None and r.reason
+
+
+# -- SlidingWindow ------------------------------------------------------------------------
+
+
+def test_sliding_window_drops_whole_oldest_turns_with_a_note() -> None:
+    s, c = long_session(turns=8)
+    before = context(s)
+    r = s.compact(int(tokens(before.messages) * 0.5 / 0.4),
+                  pipeline=pipeline(SlidingWindow()))
+    assert r.applied == ["sliding_window"] and r.reached_target
+    after = context(s)
+    check_pairing(after.messages)
+    assert not interrupted(after.messages)
+    # summary note, the system prompt, then a whole turn starting with its user message
+    assert after.messages[0].meta is not None
+    assert after.messages[0].meta["kind"] == "compaction_summary"
+    assert after.messages[0].role == "system"
+    assert after.entry_ids[1] == c.system_id
+    assert after.messages[2].role == "user"
+    first = before.entry_ids.index(after.entry_ids[2])
+    assert after.entry_ids[2:] == before.entry_ids[first:]  # a suffix, nothing else lost
+    assert r.dropped == [i for i in before.entry_ids[1:first] if i is not None]
+    note = after.messages[0].text
+    dropped_tokens = tokens([m for m, i in zip(before.messages, before.entry_ids, strict=True)
+                             if i in r.dropped])
+    assert f"{len(r.dropped)} earlier messages" in note
+    import re
+
+    about = int(re.search(r"about (\d+) tokens", note).group(1))  # type: ignore[union-attr]
+    assert abs(about - dropped_tokens) <= 0.05 * dropped_tokens
+
+
+def test_sliding_window_pins_system_prompt_and_task_when_one_turn_is_huge() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.turn("Old task.", steps=2)
+    task = c.user("Current task: port the parser to the new API.")
+    c.reads(10, size=300)
+    window = 3000
+    r = s.compact(window, pipeline=pipeline(SlidingWindow(within_turn=True)))
+    assert r.applied == ["sliding_window"]
+    after = context(s)
+    check_pairing(after.messages)
+    assert not interrupted(after.messages)
+    assert c.system_id in after.entry_ids and task in after.entry_ids
+    assert after.entry_ids.index(c.system_id) < after.entry_ids.index(task)
+    # the cut fell inside the current turn, before an assistant step
+    i = after.entry_ids.index(task)
+    assert after.messages[i + 1].role == "assistant"
+    assert task not in r.dropped and c.system_id not in r.dropped
+
+
+def test_sliding_window_never_separates_calls_from_results() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Do everything in one turn.")
+    for i in range(12):
+        c.step(f"step {i}", tools=[("read", {"path": f"{i}.{k}"}, big(40 + 10 * k, i))
+                                   for k in range(3)])
+    total = tokens(context(s).messages)
+    within = pipeline(SlidingWindow(within_turn=True))
+    for fraction in (0.9, 0.6, 0.3, 0.1, 0.01):
+        r = s.compact(int(total * fraction / 0.4) + 1, pipeline=within, dry_run=True)
+        assert r.applied == ["sliding_window"]
+    r = s.compact(int(total * 0.5 / 0.4), pipeline=within)
+    after = context(s).messages
+    check_pairing(after)
+    assert not interrupted(after)
+    assert sum(1 for m in after if m.role == "tool") % 3 == 0
+
+
+def test_sliding_window_keeps_the_current_turn_whole_by_default() -> None:
+    s, c = long_task(steps=12)
+    before = context(s)
+    r = s.compact(2000, pipeline=pipeline(SlidingWindow()))
+    assert r.applied == ["sliding_window"] and not r.reached_target
+    after = context(s)
+    task = c.users[-1]
+    # every old turn went, the current one is untouched and starts the kept part
+    assert after.entry_ids[2] == task
+    assert after.entry_ids[2:] == before.entry_ids[before.entry_ids.index(task):]
+    # nothing more to drop: it declines instead of dropping steps of the current task
+    again = s.compact(2000, pipeline=pipeline(SlidingWindow()))
+    assert again.stages[0].note == "nothing to do" and again.entry_id is None
+
+
+def test_a_later_window_keeps_earlier_pins_and_counts_them_as_kept() -> None:
+    """Regression: entries pinned by an earlier compaction (an old task) were counted as
+    dropped when choosing the next cut, so the note and the cut were wrong."""
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.turn("Old turn.")
+    first_task = c.user("First task: " + "details " * 300)
+    c.reads(8)
+    one = s.compact(2000, pipeline=pipeline(SlidingWindow(within_turn=True)))
+    assert one.entry_id is not None
+    assert first_task in ctx_ids(s)
+    c.user("Second task.")
+    c.reads(6)
+    two = s.compact(2500, pipeline=pipeline(SlidingWindow()))
+    assert two.applied == ["sliding_window"]
+    ids = ctx_ids(s)
+    assert first_task in ids and first_task not in two.dropped
+    note = context(s).messages[0].text.split("\n\n")[-1]
+    assert note.startswith(f"[{len(two.dropped)} earlier messages")
+    dropped_tokens = sum(
+        tokens([e.message]) for e in s.branch()
+        if isinstance(e, MessageEntry) and e.id in two.dropped)
+    about = int(note.split("about ")[1].split(" tokens")[0])
+    assert abs(about - dropped_tokens) <= 0.1 * dropped_tokens + 20
+
+
+# -- Digest -------------------------------------------------------------------------------
+
+
+def coding_history(s: ct.Session) -> Convo:
+    c = Convo(s)
+    c.user("Fix the failing date parser; do not touch the public API of dates.py.")
+    c.step("Let me look at the parser.",
+           tools=[("read", {"path": "src/dates.py"}, big(120, 1))])
+    c.step("I will switch to datetime.fromisoformat instead of the regex.",
+           tools=[("edit", {"path": "src/dates.py", "old": "re.match", "new": "fromisoformat"},
+                   "Edited src/dates.py (1 replacement)")])
+    c.step(tools=[("shell", {"command": "pytest tests/test_dates.py -q"},
+                   "F.\nE   ValueError: Invalid isoformat string: '2024-13-01'\n"
+                   "1 failed, 1 passed")], meta={"exit_code": 1}, is_error=True)
+    c.step(tools=[("write", {"path": "tests/test_dates.py", "content": "..."}, "Wrote 40 lines")])
+    c.step(tools=[("shell", {"command": "ruff check src"}, "All checks passed!\n[exit code 0]")])
+    c.step("Plan: 1) validate the month range first, 2) rerun the tests, 3) update CHANGELOG.")
+    c.user("Also add a regression test for month 13.")
+    c.reads(6, size=200)
+    c.step("Done.")
+    return c
+
+
+def test_digest_keeps_requests_files_commands_errors_and_plan() -> None:
+    s = ct.Session.in_memory()
+    c = coding_history(s)
+    r = s.compact(1500, pipeline=pipeline(Digest()))
+    assert r.applied == ["digest"]
+    summary = context(s).messages[0]
+    assert summary.role == "system" and summary.meta
+    assert summary.meta["kind"] == "compaction_summary"
+    text = summary.text
+    assert "Fix the failing date parser; do not touch the public API of dates.py." in text
+    def section(title: str) -> str:
+        return text.split(f"\n{title}:\n")[1].split("\n\n")[0]
+
+    changed = section("Files changed")
+    assert "src/dates.py (edit)" in changed and "tests/test_dates.py (write)" in changed
+    assert "src/dates.py" not in section("Files read")  # read, then changed: listed once
+    assert "src/mod_" in section("Files read")
+    assert "`pytest tests/test_dates.py -q` -> exit code 1" in section("Commands that failed")
+    assert "`ruff check src` -> exit code 0" in section("Commands that succeeded")
+    assert "Invalid isoformat string: '2024-13-01'" in section("Errors seen")
+    assert "validate the month range first" in text.split("Last assistant plan:\n")[1]
+    assert "fromisoformat instead of the regex" in section("Assistant decisions")
+    assert set(r.summarized) <= set(r.dropped) | {c.users[0]}
+    assert c.users[1] in context(s).entry_ids  # the current task is kept
+
+
+def test_digest_lists_repeats_once_and_fits_its_budget() -> None:
+    from contextree.compaction import digest_messages
+
+    items: list[tuple[Message, str | None]] = []
+    for t in range(200):
+        items.append((Message.user(f"Request {t}: " + "please keep going " * 20), None))
+        call = ToolCall(id=f"c{t}", name="shell", arguments={"command": "make test"})
+        items.append((Message.assistant("", tool_calls=[call]), None))
+        items.append((Message.tool("ok", tool_call_id=f"c{t}", meta={"exit_code": 0}), None))
+    full = digest_messages("", items)
+    assert full.count("`make test` -> exit code 0") == 1
+    small = digest_messages("PREVIOUS", items, max_chars=6000)
+    assert len(small) <= 6000 and small.startswith("PREVIOUS")
+    assert "Request 0: please" in small  # the first request is always kept
+    assert "Request 199: please" in small and "Request 100: please" not in small
+    assert "earlier items not shown" in small
+    assert "`make test` -> exit code 0" in small
+
+
+def test_digest_stage_fits_the_room_under_the_target() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    for t in range(60):
+        c.user(f"Request {t}: " + "with a long explanation " * 40)
+        c.step(f"I decided to handle request {t} with approach {t}.",
+               tools=[("edit", {"path": f"src/file_{t}.py"}, "ok")])
+    r = s.compact(6000, pipeline=pipeline(Digest()))
+    assert r.applied == ["digest"] and r.reached_target
+    text = context(s).messages[0].text
+    kept = context(s).entry_ids
+    last = max(t for t in range(60) if c.users[t] not in kept)  # the newest one dropped
+    assert "Request 0:" in text and f"Request {last}:" in text
+    assert f"src/file_{last}.py" in text and f"approach {last}." in text
+
+
+def test_digest_is_deterministic() -> None:
+    a, b = ct.Session.in_memory(), ct.Session.in_memory()
+    coding_history(a), coding_history(b)
+    ra, rb = (x.compact(1500, pipeline=pipeline(Digest()), dry_run=True) for x in (a, b))
+    assert ra.summary == rb.summary and ra.tokens_after == rb.tokens_after
+
+
+# -- Summarize ----------------------------------------------------------------------------
+
+
+def test_summarize_sends_a_structured_prompt_and_marks_the_summary() -> None:
+    s, _ = long_session(turns=6)
+    model = ScriptedModel(["## Objective\nRefactor modules 0-5."])
+    r = s.compact(4000, pipeline=pipeline(Summarize(model)))
+    assert r.applied == ["summarize"] and len(model.calls) == 1
+    sent = model.calls[0]
+    assert [m.role for m in sent] == ["system", "user"]
+    assert sent[0].text == SYSTEM_PROMPT
+    for section in ("Objective", "Decisions", "Identifiers", "Outstanding work", "verbatim"):
+        assert section in sent[0].text
+    assert "<conversation>" in sent[1].text and "<previous-summary>" not in sent[1].text
+    assert "Task 0: refactor module 0" in sent[1].text
+    assert "src/mod_1.py" in sent[1].text  # tool call arguments are in the transcript
+    after = context(s)
+    summary = after.messages[0]
+    assert summary.role == "system" and summary.meta == {
+        "kind": "compaction_summary", "entry_id": r.entry_id, "tokens_before": r.tokens_before}
+    assert "Refactor modules 0-5." in summary.text
+    assert not any("Refactor modules 0-5." in m.text for m in after.messages if m.role == "user")
+    assert r.summary == "## Objective\nRefactor modules 0-5."
+    entry = s.get_entry(r.entry_id or "")
+    assert isinstance(entry, CompactionEntry) and entry.usage is not None
+    assert entry.usage.input > 0  # the summarizer's usage is recorded
+    assert set(r.summarized) == set(r.dropped)
+
+
+def test_a_second_summary_updates_the_first() -> None:
+    s, c = long_session(turns=6)
+    model = ScriptedModel(["FIRST SUMMARY: modules 0-4 refactored.", "SECOND SUMMARY"])
+    s.compact(4000, pipeline=pipeline(Summarize(model)))
+    for t in range(6, 10):
+        c.turn(f"Task {t}: more work")
+    r = s.compact(4000, pipeline=pipeline(Summarize(model)))
+    assert r.applied == ["summarize"] and len(model.calls) == 2
+    request = model.calls[1][1].text
+    assert "<previous-summary>\nFIRST SUMMARY: modules 0-4 refactored.\n</previous-summary>" in request
+    assert "Update the previous summary" in request
+    assert "Task 0: refactor" not in request  # already summarized: not sent again
+    assert "Task 6: more work" in request
+    assert context(s).messages[0].text.endswith("SECOND SUMMARY")
+
+
+def test_summarize_chunks_input_larger_than_its_own_window() -> None:
+    s, c = long_session(turns=8)
+    seen: list[str] = []
+
+    def reply(msgs: Sequence[Message]) -> str:
+        seen.append(msgs[1].text)
+        return f"summary after chunk {len(seen)}"
+
+    model = ScriptedModel([reply] * 50)
+    r = s.compact(3000, pipeline=pipeline(Summarize(model, max_input_tokens=2500)))
+    assert r.applied == ["summarize"]
+    assert len(model.calls) >= 3
+    assert "<previous-summary>" not in seen[0]
+    for k in range(1, len(seen)):  # each chunk updates the summary so far
+        assert f"<previous-summary>\nsummary after chunk {k}\n</previous-summary>" in seen[k]
+    assert r.summary == f"summary after chunk {len(seen)}"
+    # every dropped message went to the summarizer exactly once
+    for t in range(8):
+        n = sum(f"[user]\nTask {t}: refactor module {t} " in x for x in seen)
+        assert n == (1 if c.users[t] in r.summarized else 0)
+
+
+def test_summarize_passes_options_to_the_model() -> None:
+    s, _ = long_session(turns=4)
+    model = ScriptedModel(["s"])
+    s.compact(3000, pipeline=pipeline(Summarize(model, max_tokens=500)))
+    assert model.options[0] == {"max_tokens": 500}
+
+
+# -- the ladder ---------------------------------------------------------------------------
+
+
+def test_the_ladder_stops_at_the_first_stage_that_reaches_the_target() -> None:
+    s, _ = long_session(turns=8)
+    model = ScriptedModel([])  # would raise if it were called
+    cleared = s.compact(1000, pipeline=pipeline(ToolResults()), dry_run=True).tokens_after
+    r = s.compact(int(cleared * 0.7 / 0.4), model=model)
+    assert r.reached_target
+    assert [x.name for x in r.stages] == ["tool_results", "sliding_window"]
+    assert r.applied == ["tool_results", "sliding_window"]
+    assert model.calls == []
+    # with a generous target, tool results alone are enough
+    fresh, _ = long_session(turns=8)
+    r2 = fresh.compact(int(tokens(context(fresh).messages) * 0.9 / 0.4), model=model)
+    assert [x.name for x in r2.stages] == ["tool_results"] and r2.reached_target
+
+
+def test_default_pipeline_order() -> None:
+    names = [st.name for st in default_pipeline().stages]
+    assert names == ["tool_results", "sliding_window", "digest"]
+    names = [st.name for st in default_pipeline(ScriptedModel([])).stages]
+    assert names == ["tool_results", "sliding_window", "summarize", "digest"]
+
+
+def test_stage_reports_chain_their_before_and_after() -> None:
+    s, _ = long_session(turns=10)
+    r = s.compact(1200, model=ScriptedModel(["short summary"]))
+    assert len(r.stages) >= 2
+    for a, b in zip(r.stages, r.stages[1:], strict=False):
+        assert b.tokens_before == (a.tokens_after if a.applied else a.tokens_before)
+    for st in r.stages:
+        assert (st.tokens_after < st.tokens_before) == st.applied
+    assert r.tokens_after == r.stages[-1].tokens_after
+
+
+def snapshot(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = ct.Session.create(path)
+    long_session(s, turns=8)
+    original = [e for e in s.branch()]
+    on_disk = snapshot(path)
+    model = ScriptedModel([ModelError("provider down", retryable=True)])
+    events: list[tuple[str, dict[str, Any]]] = []
+    r = run_compaction(s, CompactionPolicy(2000),
+                       pipeline(SlidingWindow(), Summarize(model), Digest()),
+                       emit=lambda name, payload: events.append((name, payload)))
+    assert len(model.calls) == 1
+    summ = next(x for x in r.stages if x.name == "summarize")
+    assert not summ.applied and "provider down" in summ.note
+    assert r.applied[-1] == "digest"
+    assert ("compaction_failed", {"stage": "summarize",
+                                  "error": repr(ModelError("provider down", retryable=True))}) \
+        in events
+    # history untouched: the old entries unchanged, one compaction entry appended
+    branch = s.branch()
+    assert branch[: len(original)] == original
+    assert len(branch) == len(original) + 1 and isinstance(branch[-1], CompactionEntry)
+    assert snapshot(path).startswith(on_disk)
+    s.close()
+    again = ct.Session.open(path)
+    assert again.branch()[: len(original)] == original
+
+
+def test_a_failing_ladder_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = ct.Session.create(path)
+    long_session(s, turns=6)
+    on_disk = snapshot(path)
+    original = s.branch()
+    events: list[tuple[str, dict[str, Any]]] = []
+    r = run_compaction(s, CompactionPolicy(2000),
+                       pipeline(Summarize(ScriptedModel([RuntimeError("boom")]))),
+                       emit=lambda name, payload: events.append((name, payload)))
+    assert r.entry_id is None and r.applied == [] and not r.reached_target and r.reason
+    assert snapshot(path) == on_disk and s.branch() == original
+    assert [e[0] for e in events] == ["compaction_start", "compaction_failed"]
+    assert events[-1][1]["stage"] == "summarize" and "boom" in events[-1][1]["error"]
+
+
+def test_an_empty_summary_counts_as_a_failure() -> None:
+    s, _ = long_session(turns=6)
+    r = s.compact(2000, model=ScriptedModel(["   "]), pipeline=pipeline(
+        Summarize(ScriptedModel(["  "])), Digest()))
+    assert r.applied == ["digest"]
+    assert "empty summary" in r.stages[0].note
+
+
+class Bigger:
+    """A misbehaving stage: returns a plan that is larger than the one it got."""
+
+    name = "bigger"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
+        self.calls += 1
+        return replace(plan, summary=plan.summary + "padding " * 5000)
+
+
+def test_a_stage_that_does_not_shrink_is_rejected() -> None:
+    s, _ = long_session(turns=6)
+    bigger = Bigger()
+    r = s.compact(3000, pipeline=pipeline(bigger, SlidingWindow()))
+    assert bigger.calls == 1
+    assert r.stages[0].name == "bigger" and not r.stages[0].applied
+    assert "rejected" in r.stages[0].note and r.stages[0].tokens_after > r.stages[0].tokens_before
+    assert r.applied == ["sliding_window"]
+    assert "padding" not in context(s).messages[0].text
+    only = s.compact(3000, pipeline=pipeline(Bigger()), force=True)
+    assert only.entry_id is None and only.applied == []
+
+
+def test_an_unreachable_target_says_why() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.turn("Old task.")
+    c.user("Current task: " + "very long instructions " * 2000)  # ~10k tokens on its own
+    c.step("ok")
+    r = s.compact(5000)
+    assert not r.reached_target and r.tokens_after > r.target
+    assert "above the target" in r.reason and str(r.target) in r.reason
+    assert r.entry_id is not None  # what could be done was done
+    ctx = context(s)
+    assert c.users[-1] in ctx.entry_ids and c.system_id in ctx.entry_ids
+
+
+def test_no_model_call_when_a_summary_cannot_help() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    for t in range(4):
+        c.turn(f"Task {t}")
+    c.user("Current task: " + "very long instructions " * 2000)
+    c.step("ok")
+    model = ScriptedModel(["summary one", "summary two"])
+    first = s.compact(5000, model=model)
+    # dropping every old turn is all that can be done; a summary of them would only add
+    assert not first.reached_target and first.entry_id is not None
+    assert model.calls == []
+    assert next(x for x in first.stages if x.name == "summarize").note == "nothing to do"
+    second = s.compact(5000, model=model)
+    assert model.calls == [] and second.entry_id is None and second.reason
+
+
+def test_the_ladder_summarizes_a_long_current_task_once() -> None:
+    s, c = long_task(steps=20)
+    model = ScriptedModel(["## Objective\nMigrate logging.", "never used"])
+    first = s.compact(3000, model=model)
+    assert first.applied == ["tool_results", "sliding_window", "summarize"]
+    assert first.reached_target and len(model.calls) == 1
+    sent = model.calls[0][1].text
+    assert "Old task A" in sent and "Current task: migrate" not in sent  # the task is pinned
+    assert "Keep the summary under about" in sent
+    ctx = context(s)
+    assert ctx.messages[0].text.endswith("## Objective\nMigrate logging.")
+    assert c.users[-1] in ctx.entry_ids and c.system_id in ctx.entry_ids
+    check_pairing(ctx.messages)
+    again = s.compact(3000, model=model)
+    assert again.entry_id is None and len(model.calls) == 1
+
+
+# -- history, reopening and composition ---------------------------------------------------
+
+
+def test_history_is_preserved_and_reopening_rebuilds_the_same_context(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = ct.Session.create(path)
+    long_session(s, turns=8)
+    original = s.branch()
+    r = s.compact(3000)
+    assert r.entry_id is not None
+    right_after = context(s)
+    # no reported usage: the ladder's count is exactly the estimate of what is built
+    assert tokens(right_after.messages) == r.tokens_after
+    s.close()
+    with ct.Session.open(path) as again:
+        branch = again.branch()
+        assert branch[: len(original)] == original
+        assert all(isinstance(e, MessageEntry) for e in branch[: len(original)])
+        reopened = again.build_context()
+        assert [m.to_dict() for m in reopened.messages] == \
+            [m.to_dict() for m in right_after.messages]
+        assert reopened.entry_ids == right_after.entry_ids
+
+
+def test_dry_run_predicts_the_real_run_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = ct.Session.create(path)
+    long_session(s, turns=8)
+    on_disk = snapshot(path)
+    dry = s.compact(10_000, dry_run=True)
+    assert dry.entry_id is None and snapshot(path) == on_disk
+    p = dry.payload()
+    assert set(p) >= {"tokens_before", "tokens_after", "target", "stages", "cleared",
+                      "dropped", "summarized", "summary", "entry_id", "reason"}
+    assert p["stages"] and set(p["stages"][0]) >= {"name", "tokens_before", "tokens_after",
+                                                    "applied"}
+    assert p["cleared"] and p["dropped"] and p["summary"]
+    real = s.compact(10_000)
+    assert real.entry_id is not None
+    assert {**real.payload(), "entry_id": None} == p
+    assert tokens(context(s).messages) == real.tokens_after
+
+
+def test_repeated_compactions_compose() -> None:
+    s, c = long_session(turns=6)
+    first = s.compact(6000, pipeline=pipeline(ToolResults(keep_recent=2), Digest()))
+    assert first.applied[0] == "tool_results"
+    ctx1 = context(s)
+    ids1 = [i for i in ctx1.entry_ids if i is not None]
+    cleared1 = {i: m.text for m, i in zip(ctx1.messages, ctx1.entry_ids, strict=True)
+                if (m.meta or {}).get("kind") == "cleared_tool_result"}
+    summary1 = s.get_entry(first.entry_id or "").summary  # type: ignore[union-attr]
+    for t in range(6, 9):
+        c.turn(f"Task {t}: follow-up work")
+    second = s.compact(6000, pipeline=pipeline(ToolResults(keep_recent=2), Digest()))
+    assert second.entry_id is not None
+    ctx2 = context(s)
+    check_pairing(ctx2.messages)
+    ids2 = set(ctx2.entry_ids)
+    # what the first kept is still there unless the second dropped it
+    for i in ids1:
+        if i == first.entry_id:
+            continue
+        assert i in ids2 or i in second.dropped, i
+    # cleared placeholders persist for kept results
+    shown = dict(zip(ctx2.entry_ids, ctx2.messages, strict=True))
+    for i, text in cleared1.items():
+        if i in ids2:
+            assert shown[i].text == text and shown[i].meta
+            assert shown[i].meta["kind"] == "cleared_tool_result"
+    # the first summary carries forward into the second
+    if summary1:
+        assert summary1 in ctx2.messages[0].text
+    assert c.users[-1] in ids2 and c.system_id in ids2
+
+
+def test_repeated_sliding_windows_keep_the_notes() -> None:
+    s, c = long_session(turns=6)
+    s.compact(4000, pipeline=pipeline(SlidingWindow()))
+    note1 = context(s).messages[0].text
+    for t in range(6, 12):
+        c.turn(f"Task {t}")
+    s.compact(4000, pipeline=pipeline(SlidingWindow()))
+    text = context(s).messages[0].text
+    assert note1.split("\n\n", 1)[1] in text and text.count("earlier messages") == 2
+
+
+def test_compaction_only_uses_the_current_branch() -> None:
+    s, c = long_session(turns=4)
+    fork_at = s.leaf_id
+    for t in range(3):
+        c.turn(f"Branch A task {t}")
+    s.move_to(fork_at)
+    c.turn("Branch B task")
+    r = s.compact(3000, pipeline=pipeline(Digest()))
+    assert "Branch A" not in r.summary
+    ctx = context(s)
+    assert not any("Branch A" in m.text for m in ctx.messages)
+    check_pairing(ctx.messages)
+
+
+# -- token anchoring ----------------------------------------------------------------------
+
+
+def test_reported_usage_anchors_the_count() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Hello")
+    c.step("Hi", usage=Usage(input=150_000, output=100))
+    c.user("Next question")
+    estimate_after = tokens([Message.user("Next question")])
+    r = s.compact(1_000_000, dry_run=True, force=True)
+    assert r.tokens_before == 150_100 + estimate_after
+
+
+def test_usage_from_before_a_compaction_is_not_used() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    for t in range(4):
+        c.turn(f"Task {t}")
+    c.step("checked", usage=Usage(input=900_000, output=10))  # a huge, stale report
+    r = s.compact(1_200_000, compact_to=0.5)
+    assert r.tokens_before > 900_000 and r.entry_id is not None
+    estimate = tokens(context(s).messages)
+    assert estimate < 20_000
+    again = s.compact(1_200_000, dry_run=True, force=True)
+    assert again.tokens_before == estimate  # the stale report no longer counts
+    c.user("New question")
+    c.step("Answer", usage=Usage(input=50_000, cache_read=5_000, output=20))
+    c.user("And another")
+    later = s.compact(1_200_000, dry_run=True, force=True)
+    assert later.tokens_before == 55_020 + tokens([Message.user("And another")])
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def test_compacted_event_payload() -> None:
+    s, _ = long_task(steps=20)
+    events: list[tuple[str, dict[str, Any]]] = []
+    model = ScriptedModel(["THE SUMMARY"])
+    r = run_compaction(s, CompactionPolicy(3000),
+                       pipeline(ToolResults(keep_recent=1), SlidingWindow(),
+                                Summarize(model, keep_ratio=0.9), Digest()),
+                       emit=lambda n, p: events.append((n, p)))
+    names = [e[0] for e in events]
+    assert names == ["compaction_start", "compacted"]
+    start = events[0][1]
+    assert start["window"] == 3000 and start["leaf_id"] is not None
+    p = events[1][1]
+    assert p == r.payload()
+    assert p["entry_id"] == s.leaf_id
+    assert p["summary"] == "THE SUMMARY"
+    assert [st["name"] for st in p["stages"]] == ["tool_results", "sliding_window", "summarize"]
+    for st in p["stages"]:
+        assert st["tokens_after"] < st["tokens_before"]
+    assert p["tokens_before"] > p["tokens_after"]
+    assert p["cleared"] and p["dropped"] and p["summarized"]
+    assert p["reached_target"] is True and p["reason"] == ""
+    branch_ids = {e.id for e in s.branch()}
+    assert set(p["cleared"]) <= branch_ids and set(p["dropped"]) <= branch_ids
+    assert set(p["summarized"]) <= branch_ids
+    # cleared ids are still in the context (as placeholders); dropped ones are not
+    ctx_ids_now = set(context(s).entry_ids)
+    assert set(p["cleared"]) <= ctx_ids_now
+    assert not set(p["dropped"]) & ctx_ids_now
+    import orjson
+
+    orjson.dumps(p)  # JSON-ready for archiving
+
+
+def test_no_compacted_event_on_dry_run() -> None:
+    s, _ = long_session(turns=6)
+    events: list[str] = []
+    run_compaction(s, CompactionPolicy(2000), default_pipeline(), dry_run=True,
+                   emit=lambda n, p: events.append(n))
+    assert events == ["compaction_start"]
