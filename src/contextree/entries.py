@@ -8,7 +8,8 @@ unchanged.
 
 from __future__ import annotations
 
-import secrets
+import os
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,14 +23,24 @@ FORMAT_VERSION = 1
 _CFG = dict(tag_field="type", omit_defaults=True, forbid_unknown_fields=True, dict=True)
 
 
+_second: tuple[int, str] = (-1, "")
+
+
 def now() -> str:
     """An ISO 8601 UTC timestamp with milliseconds, as written in every entry."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    # Same text as datetime.now(UTC).isoformat(timespec="milliseconds") with a "Z", at a
+    # fraction of the cost (it runs on every append): the date part is cached per second.
+    global _second
+    ns = time.time_ns()
+    sec, ms = ns // 1_000_000_000, (ns // 1_000_000) % 1000
+    if _second[0] != sec:
+        _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{_second[1]}.{ms:03d}Z"
 
 
 def new_id() -> str:
     """A short random entry id (8 hex digits); sessions check it is unused before use."""
-    return secrets.token_hex(4)
+    return os.urandom(4).hex()  # what secrets.token_hex(4) does, without its overhead
 
 
 class SessionHeader(

@@ -25,7 +25,8 @@ class _Extras:
     @property
     def extra(self) -> dict[str, Any]:
         """Unknown fields read from JSON (empty when there were none)."""
-        d: dict[str, Any] | None = self.__dict__.get("_extra")
+        # getattr, not self.__dict__: reading __dict__ would allocate one per struct
+        d: dict[str, Any] | None = getattr(self, "_extra", None)
         return d if d is not None else {}
 
 
@@ -244,14 +245,20 @@ def enc_hook(obj: Any) -> Any:
 
 
 def has_extras(obj: Any) -> bool:
-    """True when ``obj`` or anything nested in it carries unknown fields."""
+    """True when ``obj`` or anything nested in it carries unknown fields.
+
+    This runs on every append, so it is kept lean: ``getattr`` with a default (which neither
+    raises nor allocates an instance ``__dict__``) and no calls for absent values.
+    """
     if isinstance(obj, msgspec.Struct):
-        if obj.__dict__.get("_extra") if hasattr(obj, "__dict__") else False:
+        if getattr(obj, "_extra", None):
             return True
-        nested = NESTED.get(type(obj), {})
-        for name in nested:
-            if has_extras(getattr(obj, name)):
-                return True
+        nested = NESTED.get(type(obj))
+        if nested is not None:
+            for name in nested:
+                value = getattr(obj, name)
+                if value is not None and has_extras(value):
+                    return True
         if isinstance(obj, Message) and isinstance(obj.content, list):
             return any(has_extras(p) for p in obj.content)
         return False
@@ -273,7 +280,7 @@ def to_builtins(obj: Any) -> Any:
                 out[name] = to_builtins(value)
         if isinstance(obj, Message) and isinstance(obj.content, list):
             out["content"] = [to_builtins(p) for p in obj.content]
-        extra = obj.__dict__.get("_extra") if hasattr(obj, "__dict__") else None
+        extra = getattr(obj, "_extra", None)
         if extra:
             for k, v in extra.items():
                 out.setdefault(k, v)
