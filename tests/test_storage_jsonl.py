@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 import contextree as ct
+from contextree.entries import to_dict
 
 
 def lines(path: Path) -> list[bytes]:
@@ -205,3 +206,66 @@ def test_appending_a_duplicate_or_parentless_entry_is_refused(tmp_path: Path) ->
     with pytest.raises(ct.SessionError) as info:
         mem.append(orphan)
     assert info.value.code == "missing_parent"
+
+
+# -- the loader's block boundaries (tiny read blocks force every edge case) -------------------
+
+
+def build_varied(path: Path) -> list[bytes]:
+    with ct.Session.create(path, cwd="/") as s:
+        a = s.append_message(ct.Message.user("short"))
+        s.append_message(ct.Message.tool("x" * 5000 + "é\n" * 100, tool_call_id="c"))
+        s.label(a, "lbl")
+        s.move_to(a)
+        s.append_custom("ext", {"k": ["v"] * 50})
+    return path.read_bytes().splitlines(keepends=True)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 333, 4096])
+def test_tiny_read_blocks_load_the_same_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    path = tmp_path / "s.jsonl"
+    build_varied(path)
+    with ct.Session.open(path, readonly=True) as s:
+        expected = [to_dict(e) for e in s.storage.entries()]
+        leaf = s.leaf_id
+    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
+    with ct.Session.open(path) as s:
+        assert [to_dict(e) for e in s.storage.entries()] == expected
+        assert s.leaf_id == leaf
+
+
+@pytest.mark.parametrize("chunk", [1, 16, 50, 100, 200, 1000, 1 << 20])
+def test_error_lines_are_exact_at_any_block_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    path = tmp_path / "s.jsonl"
+    good = build_varied(path)
+    unknown = orjson.dumps({"type": "future", "id": "u1", "parent_id": None,
+                            "timestamp": "t"}) + b"\n"
+    # header, 6 entries, a blank line, an unknown type, a corrupt line, then a good one
+    body = [*good, b"\n", unknown, b'{"type":"mess\n',
+            orjson.dumps({"type": "session_info", "id": "z", "parent_id": None,
+                          "timestamp": "t", "name": "n"}) + b"\n"]
+    path.write_bytes(b"".join(body))
+    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
+    with pytest.raises(ct.SessionError) as info:
+        ct.Session.open(path, readonly=True)
+    assert (info.value.code, info.value.line) == ("corrupt_line", len(good) + 3)
+
+
+@pytest.mark.parametrize("chunk", [1, 50, 4096])
+def test_torn_tail_is_found_at_any_block_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    path = tmp_path / "s.jsonl"
+    good = build_varied(path)
+    with open(path, "ab") as f:
+        f.write(b'{"type":"message","id":"t')
+    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
+    with pytest.warns(ct.TornLineWarning, match=rf"s\.jsonl:{len(good) + 1}:"):
+        s = ct.Session.open(path)
+    with s:
+        assert path.read_bytes() == b"".join(good)
+        assert len(s.storage) == len(good) - 1
