@@ -188,7 +188,8 @@ def finish(imported: Imported, ids: Ids) -> list[AnyEntry]:
     entries = parents_first(imported.entries)
     want = imported.leaf_id
     if want is not None and entries and entries[-1].id != want:
-        entries.append(LeafEntry(ids.new(), entries[-1].id, now(), target_id=want))
+        last = entries[-1]
+        entries.append(LeafEntry(ids.new(), last.id, last.timestamp, target_id=want))
     return entries
 
 

@@ -259,7 +259,8 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     info = reader.info
     name = reader.name()
     if name is not None and leaf is not None:
-        entries.append(SessionInfoEntry(f"{leaf}.name", leaf, now(), name=name))
+        stamp = entries[-1].timestamp if entries else now()
+        entries.append(SessionInfoEntry(f"{leaf}.name", leaf, stamp, name=name))
         leaf = None
     meta = imported_metadata("claude-code", path, claude_code_version=info.get("version"))
     sid, cwd, ts = info.get("sessionId"), info.get("cwd"), info.get("timestamp")

@@ -259,7 +259,8 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     meta = b.meta or {}
     leaf = b.leaf
     if b.name is not None:
-        b.entries.append(SessionInfoEntry(b.ids.new(), leaf, now(), name=b.name))
+        stamp = b.entries[-1].timestamp if b.entries else now()
+        b.entries.append(SessionInfoEntry(b.ids.new(), leaf, stamp, name=b.name))
         leaf = b.entries[-1].id
     info = imported_metadata("codex", path, cli_version=meta.get("cli_version"),
                              forked_from_id=meta.get("forked_from_id"))

@@ -117,6 +117,8 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
         body.append((n, obj))
     if version < 2:
         _migrate_v1(body)
+    if version < 3:
+        _migrate_v2(body)
     entries: list[AnyEntry] = []
     seen: set[str] = set()
     for n, obj in body:
@@ -149,6 +151,15 @@ def _migrate_v1(body: list[tuple[int, Json]]) -> None:
         index = obj.pop("firstKeptEntryIndex", None)
         if obj["type"] == "compaction" and isinstance(index, int) and 1 <= index <= len(body):
             obj["firstKeptEntryId"] = assigned[index - 1] if index - 1 < len(assigned) else None
+
+
+def _migrate_v2(body: list[tuple[int, Json]]) -> None:
+    """v2 -> v3: the ``hookMessage`` message role is now ``custom``."""
+    for _, obj in body:
+        message = obj.get("message")
+        if obj["type"] == "message" and isinstance(message, dict) \
+                and message.get("role") == "hookMessage":
+            message["role"] = "custom"
 
 
 def _orphans_to_roots(entries: list[AnyEntry]) -> None:
@@ -300,7 +311,7 @@ def message_from_pi(m: Json, entry_ms: int | None = None) -> Message | None:
         text = _llm_text(m)
         if text is None:
             return None
-        kind = {"custom": "custom_message", "hookMessage": "custom_message"}.get(str(role), "pi")
+        kind = "custom_message" if role == "custom" else "pi"
         msg = Message(role="user", content=text,
                       meta={"kind": kind, "pi_role": role, **({"custom_type": m["customType"]}
                             if isinstance(m.get("customType"), str) else {})})
@@ -418,7 +429,7 @@ def _text_of_blocks(content: Any) -> str:
 def _llm_text(m: Json) -> str | None:
     """The user text pi sends to the model for one of its own message kinds."""
     role = m.get("role")
-    if role in ("custom", "hookMessage"):
+    if role == "custom":
         return _text_of_blocks(m.get("content", ""))
     if role == "branchSummary":
         return BRANCH_PREFIX + str(m.get("summary", "")) + BRANCH_SUFFIX

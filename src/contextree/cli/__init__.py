@@ -1,0 +1,10 @@
+"""The ``contextree`` command line (``contextree --help``); ``main`` is the console script."""
+
+# The imports register the commands; their order is the order of ``--help``.
+# isort: off
+from . import commands_read, commands_edit, commands_compact, commands_interop
+from .app import app, main
+
+# isort: on
+
+__all__ = ["app", "commands_compact", "commands_edit", "commands_interop", "commands_read", "main"]

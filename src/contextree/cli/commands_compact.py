@@ -1,0 +1,116 @@
+"""``compact``: run the compaction ladder on a session file, offline or with a model.
+
+Without a model the last rung is the offline digest. A model is named with ``--model
+PROVIDER:MODEL`` (``openai:gpt-4o-mini``, ``anthropic:claude-haiku-4-5``; also any
+OpenAI-compatible server with ``--base-url``) or the ``CONTEXTREE_MODEL`` and
+``CONTEXTREE_BASE_URL`` environment variables; API keys come from the providers' usual
+variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from ..compaction import CompactionResult
+from .app import command
+from .output import Out, UsageProblem, emit_json, short_id, stderr_is_terminal
+from .sessions import open_session
+
+FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
+                                        show_default=False)]
+
+
+@command("compact")
+def compact_command(
+    file: FileArg,
+    window: Annotated[int, typer.Option("--window", help="The model's context window in "
+                                        "tokens.")] = 200_000,
+    compact_at: Annotated[float, typer.Option("--compact-at", help="Compact when the "
+                                              "context fills this fraction of the window.")]
+    = 0.7,
+    compact_to: Annotated[float, typer.Option("--compact-to", help="Compact down to this "
+                                              "fraction of the window.")] = 0.4,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show each stage's before and "
+                                          "after; write nothing.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compact even when under the "
+                                        "target.")] = False,
+    model: Annotated[str | None, typer.Option("--model", help="PROVIDER:MODEL that writes "
+                                              "the summary (default: $CONTEXTREE_MODEL, else "
+                                              "the offline digest).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="An OpenAI-compatible "
+                                                 "server (default: $CONTEXTREE_BASE_URL).")]
+    = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+    = False,
+) -> None:
+    """Compact the current branch: clear old tool results, drop old turns, summarize. The
+    history stays in the file; one compaction entry changes what the model sees."""
+    summarizer = make_model(model or os.environ.get("CONTEXTREE_MODEL"),
+                            base_url or os.environ.get("CONTEXTREE_BASE_URL"))
+    with open_session(file, readonly=dry_run) as session, _busy("compacting"):
+        result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
+                                 model=summarizer, dry_run=dry_run, force=force)
+    if as_json:
+        emit_json({**result.payload(), "dry_run": dry_run, "reason": result.reason,
+                   "reached_target": result.reached_target})
+        return
+    _report(Out(), result, dry_run, window)
+
+
+def make_model(spec: str | None, base_url: str | None) -> Any:
+    """The summarizing model for ``PROVIDER:MODEL`` (``None``: use the offline digest)."""
+    if not spec:
+        return None
+    provider, sep, name = spec.partition(":")
+    if not sep:
+        provider, name = ("anthropic" if spec.startswith("claude") else "openai"), spec
+    if not name:
+        raise UsageProblem(f"--model {spec!r}: name the model, e.g. openai:gpt-4o-mini")
+    if provider == "anthropic":
+        from ..models import AnthropicMessages
+
+        return AnthropicMessages(name, base_url=base_url)
+    if provider == "openai":
+        from ..models import OpenAIChat
+
+        return OpenAIChat(name, base_url=base_url)
+    raise UsageProblem(f"--model {spec!r}: unknown provider {provider!r} (openai or "
+                       "anthropic; OpenAI-compatible servers use openai: and --base-url)")
+
+
+@contextlib.contextmanager
+def _busy(what: str) -> Iterator[None]:
+    """A spinner on stderr while a model call may take a while (terminal only)."""
+    if not stderr_is_terminal():
+        yield
+        return
+    with Console(stderr=True).status(what):
+        yield
+
+
+def _report(out: Out, result: CompactionResult, dry_run: bool, window: int) -> None:
+    out.line(f"context: {result.tokens_before} tokens; target {result.target} "
+             f"(window {window})")
+    if result.stages:
+        out.table(["stage", "before", "after", "applied", "note"],
+                  [[s.name, str(s.tokens_before), str(s.tokens_after),
+                    "yes" if s.applied else "no", s.note] for s in result.stages],
+                  right=(1, 2))
+    if result.entry_id is None and not result.applied:
+        out.line(f"nothing to do: {result.reason or 'no stage could make it smaller'}"
+                 + ("" if result.reason != "already under the target"
+                    else " (--force compacts anyway)"))
+        return
+    counts = (f"{len(result.cleared)} tool results cleared, {len(result.dropped)} entries "
+              f"dropped, {len(result.summarized)} summarized")
+    out.line(f"{result.tokens_before} -> {result.tokens_after} tokens ({counts})")
+    if dry_run:
+        out.line("dry run: nothing was written")
+    else:
+        out.line(f"wrote compaction entry {short_id(result.entry_id)}")

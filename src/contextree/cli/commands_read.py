@@ -1,0 +1,328 @@
+"""Read-only commands: ``ls``, ``tree``, ``show``, ``stats``, ``verify`` (each with ``--json``)."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..entries import MessageEntry, to_dict
+from ..errors import SessionError
+from ..formats import Progress as ProgressFn
+from ..messages import Message
+from ..session import Session, TreeNode
+from ..stats import SessionStats, UsageStats
+from ..storage.jsonl import load
+from ..tokens import EstimateCounter, count_context, find_anchor
+from . import listing
+from .app import command
+from .output import Out, clip, emit_json, human_size, progress_bar, short_id
+from .render import entry_summary, message_body, message_title, tree_lines
+from .sessions import open_session, resolve_entry
+
+VERIFY_PROGRESS_BYTES = 50 << 20
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
+                                         show_default=False)]
+
+
+# -- ls ------------------------------------------------------------------------------------
+
+@command("ls")
+def ls_command(
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to look "
+                                              "(recursively).")] = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """List the sessions under DIRECTORY, newest activity first (reads only each file's
+    header and tail, so it is fast on thousands of sessions)."""
+    if not directory.is_dir():
+        raise SessionError("not_found", "no such directory", path=str(directory))
+    found, other = listing.scan(directory)
+    if as_json:
+        emit_json([s.to_dict() for s in found])
+        return
+    out = Out()
+    if not found:
+        out.line(f"no contextree sessions under {directory}")
+    else:
+        out.table(["path", "name", "id", "created", "last activity", "entries", "size"],
+                  listing.rows(found, directory), right=(5, 6))
+    if other:
+        out.line(f"({len(other)} other .jsonl files are not contextree sessions; "
+                 "`contextree import auto FILE` converts other agents' sessions)", "dim")
+
+
+# -- tree ----------------------------------------------------------------------------------
+
+@command("tree")
+def tree_command(
+    file: FileArg,
+    expand: Annotated[bool, typer.Option("--all", help="Show every entry (no collapsing).")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the entry tree: branch points, labels, compactions, branch summaries, and the
+    current leaf (<- leaf). Entries on the current branch are marked with *."""
+    with open_session(file, readonly=True) as session:
+        roots = session.tree()
+        if as_json:
+            emit_json(_tree_json(session, roots))
+            return
+        out = Out()
+        if not roots:
+            out.line("(empty session)")
+            return
+        for line in tree_lines(roots, expand=expand):
+            _print_tree_line(out, line.prefix, line.node, line.hidden)
+
+
+def _print_tree_line(out: Out, prefix: str, node: TreeNode | None, hidden: int) -> None:
+    if node is None:
+        out.styled([("  " + prefix, "dim"), (f"… {hidden} entries …", "dim italic")])
+        return
+    eid = short_id(node.entry.id)
+    marker = "* " if node.on_branch else "  "
+    tail = ""
+    if node.label:
+        tail += f"  [{node.label}]"
+    if node.is_leaf:
+        tail += "  <- leaf"
+    room = max(out.width - len(marker) - len(prefix) - len(eid) - len(tail) - 2, 20)
+    text = clip(entry_summary(node.entry), room)
+    style = "bold" if node.on_branch else None
+    out.styled([(marker, "green" if node.on_branch else None), (prefix, "dim"),
+                (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold")])
+
+
+def _tree_json(session: Session, roots: list[TreeNode]) -> dict[str, Any]:
+    entries: list[dict[str, Any]] = []
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        entries.append({
+            "id": node.entry.id,
+            "parent_id": node.entry.parent_id,
+            "type": node.entry.type,
+            "timestamp": node.entry.timestamp,
+            "summary": entry_summary(node.entry),
+            "label": node.label,
+            "on_branch": node.on_branch,
+            "is_leaf": node.is_leaf,
+            "children": [c.entry.id for c in node.children],
+        })
+        stack.extend(reversed(node.children))
+    return {"session_id": session.id, "name": session.name, "leaf_id": session.leaf_id,
+            "roots": [r.entry.id for r in roots], "entries": entries}
+
+
+# -- show ----------------------------------------------------------------------------------
+
+@command("show")
+def show_command(
+    file: FileArg,
+    at: Annotated[str | None, typer.Option("--at", help="Entry id, id prefix or label "
+                                           "(default: the current leaf).")] = None,
+    context: Annotated[bool, typer.Option("--context", help="Show the exact messages the "
+                                          "model would see there, with token counts.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show the path from the root to an entry, or (--context) what the model sees there."""
+    with open_session(file, readonly=True) as session:
+        leaf = resolve_entry(session, at) if at is not None else session.leaf_id
+        if context:
+            _show_context(session, leaf, as_json)
+        else:
+            _show_path(session, leaf, as_json)
+
+
+def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
+    path = session.branch(leaf)
+    labels = session.storage.labels()
+    if as_json:
+        emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
+        return
+    out = Out()
+    for i, entry in enumerate(path):
+        label = f"  [{labels[entry.id]}]" if entry.id in labels else ""
+        if isinstance(entry, MessageEntry):
+            head = message_title(entry.message)
+            body = message_body(entry.message)
+        else:
+            head, body = entry.type, _entry_body(entry)
+        out.styled([(f"#{i} ", "dim"), (entry.id, "cyan"), (f"  {head}", "bold"),
+                    (f"  {entry.timestamp}", "dim"), (label, "yellow bold")])
+        for text in body:
+            out.line("    " + text)
+    if not path:
+        out.line("(empty: the leaf is before the first entry)")
+
+
+def _entry_body(entry: Any) -> list[str]:
+    summary = entry_summary(entry)
+    full = getattr(entry, "summary", None)
+    if isinstance(full, str) and full:
+        return [summary.split(":", 1)[0] + ":", *full.splitlines()]
+    return [summary]
+
+
+def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
+    ctx = session.build_context(leaf)
+    counter = EstimateCounter()
+    counts = [counter.count_message(m) for m in ctx.messages]
+    anchor = find_anchor(ctx.messages)
+    total = count_context(ctx.messages, counter, anchor=anchor)
+    model = "/".join(ctx.model) if ctx.model else None
+    if as_json:
+        emit_json({
+            "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
+            "active_tools": ctx.active_tools,
+            "compaction_id": ctx.compaction.id if ctx.compaction else None,
+            "total_tokens": total, "total_is_estimate": anchor is None,
+            "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
+                         for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids,
+                                                             counts, strict=True))],
+        })
+        return
+    out = Out()
+    for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
+        _print_message(out, i, m, eid, n)
+    how = ("estimated" if anchor is None
+           else f"provider-reported at message [{anchor}] plus estimates after it")
+    out.line()
+    out.fields([
+        ("messages", str(len(ctx.messages))),
+        ("tokens", f"{total} ({how})"),
+        ("model", model or "-"),
+        ("thinking", ctx.thinking_level or "-"),
+        ("tools", ", ".join(ctx.active_tools) if ctx.active_tools is not None else "-"),
+        ("compaction", short_id(ctx.compaction.id) if ctx.compaction else "none"),
+    ])
+
+
+def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -> None:
+    source = f"entry {eid}" if eid else "added by contextree"
+    out.styled([(f"[{i}] ", "dim"), (message_title(m), "bold magenta"),
+                (f"  {source}  ~{tokens} tokens", "dim")])
+    for text in message_body(m):
+        out.line("    " + text)
+
+
+# -- stats ---------------------------------------------------------------------------------
+
+@command("stats")
+def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Messages, tokens and cost for the current branch and the whole file."""
+    with open_session(file, readonly=True) as session:
+        stats = session.stats()
+    if as_json:
+        emit_json(stats.to_dict())
+        return
+    _print_stats(Out(), stats, os.path.getsize(file))
+
+
+def _print_stats(out: Out, s: SessionStats, size: int) -> None:
+    out.fields([
+        ("session", s.session_id),
+        ("name", s.name or "-"),
+        ("leaf", s.leaf_id or "-"),
+        ("entries", str(s.entry_count)),
+        ("branches", str(s.branch_count)),
+        ("size", human_size(size)),
+        ("quarantined", str(s.quarantined_lines)),
+    ])
+    out.line()
+    names = ["messages", "user", "assistant", "tool", "system", "tokens", "input", "output",
+             "cache read", "cache write", "cost $", "compactions"]
+    table = [[n, _stat(s.branch, n), _stat(s.file, n)] for n in names]
+    out.table(["", "current branch", "whole file"], table, right=(1, 2))
+    models = sorted(set(s.file.by_model))
+    if models:
+        out.line()
+        out.table(["model", "input", "output", "cost $"],
+                  [[k, str(s.file.by_model[k].input), str(s.file.by_model[k].output),
+                    f"{s.file.by_model[k].cost:.4f}"] for k in models], right=(1, 2, 3))
+
+
+def _stat(u: UsageStats, name: str) -> str:
+    values: dict[str, str] = {
+        "messages": str(u.message_count),
+        "tokens": str(u.total_tokens),
+        "input": str(u.usage.input),
+        "output": str(u.usage.output),
+        "cache read": str(u.usage.cache_read),
+        "cache write": str(u.usage.cache_write),
+        "cost $": f"{u.cost_total:.4f}",
+        "compactions": str(u.compactions),
+    }
+    return values.get(name, str(u.by_role.get(name, 0)))
+
+
+# -- verify --------------------------------------------------------------------------------
+
+class _Reporting(io.BufferedReader):
+    """A buffered file that reports how far it has been read (for the progress bar)."""
+
+    def __init__(self, path: Path, report: ProgressFn) -> None:
+        super().__init__(io.FileIO(path, "rb"), buffer_size=1 << 20)
+        self._report = report
+        self._total = os.fstat(self.fileno()).st_size
+
+    def _progress(self) -> None:
+        self._report(self.tell(), self._total)
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = super().read(size)
+        self._progress()
+        return data
+
+    def readinto(self, buffer: Any, /) -> int:
+        n = super().readinto(buffer)
+        self._progress()
+        return n
+
+    def readline(self, size: int | None = -1, /) -> bytes:
+        data = super().readline(size)
+        self._progress()
+        return data
+
+
+@command("verify")
+def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
+    """Check that a session file loads cleanly (read-only). Exit 1 names the problem line."""
+    path = Path(file)
+    if not path.is_file():
+        raise SessionError("not_found", "no such session file", path=file)
+    size = path.stat().st_size
+    report: dict[str, Any] = {"path": file, "ok": True, "size": size}
+    try:
+        with progress_bar("verifying", size) as bar, (
+            _Reporting(path, bar) if bar is not None else open(path, "rb")
+        ) as f:
+            index, _, torn = load(f, file)
+        report.update(entries=len(index.by_id), leaf_id=index.leaf_id,
+                      session_id=index.header.id)
+        if torn is not None:
+            report.update(ok=False, code="torn_line", line=torn.line,
+                          message=f"{file}:{torn.line}: the last line is incomplete (a write "
+                          "was cut short or is in progress); `contextree repair` moves it to "
+                          "the quarantine file")
+    except SessionError as e:
+        report.update(ok=False, code=e.code, line=e.line, message=str(e))
+    if as_json:
+        emit_json(report)
+    else:
+        out = Out()
+        if report["ok"]:
+            out.styled([("OK ", "bold green"),
+                        (f"{file}: {report['entries']} entries, leaf "
+                         f"{short_id(report['leaf_id'])}", None)])
+        else:
+            out.styled([("PROBLEM ", "bold red"), (f"[{report['code']}] ", "red"),
+                        (report["message"], None)])
+    if not report["ok"]:
+        raise typer.Exit(1)

@@ -1,0 +1,148 @@
+"""Output for the command line: rich on a terminal, stable plain text when piped, JSON on request.
+
+Everything a command prints goes through ``Out``: on a terminal it styles lines and draws
+tables with rich; when stdout is a pipe or a file it writes plain lines (no colour, no
+wrapping, columns separated by spaces), so scripts and tests see the same text every time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from ..formats import Progress as ProgressFn
+
+PLAIN_WIDTH = 100  # characters a one-line summary may take when the output is piped
+PROGRESS_MIN_BYTES = 8 << 20
+
+
+class UsageProblem(Exception):
+    """A mistake in how the command was called (exit code 2), said in one line."""
+
+
+class Out:
+    """Where a command writes: styled lines and tables on a terminal, plain ones otherwise."""
+
+    def __init__(self) -> None:
+        self.console = Console(highlight=False, soft_wrap=True)
+        self.rich = self.console.is_terminal
+
+    @property
+    def width(self) -> int:
+        """Characters available for one line."""
+        return self.console.width if self.rich else PLAIN_WIDTH
+
+    def line(self, text: str = "", style: str | None = None) -> None:
+        if self.rich:
+            self.console.print(Text(text, style=style or ""))
+        else:
+            typer.echo(text)
+
+    def styled(self, parts: Sequence[tuple[str, str | None]]) -> None:
+        """One line made of differently styled pieces."""
+        if self.rich:
+            text = Text()
+            for piece, style in parts:
+                text.append(piece, style=style or "")
+            self.console.print(text)
+        else:
+            typer.echo("".join(piece for piece, _ in parts))
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
+              right: Sequence[int] = ()) -> None:
+        """Rows under headers; ``right`` lists the columns aligned to the right."""
+        if self.rich:
+            table = Table(show_edge=False, box=None, pad_edge=False, header_style="bold")
+            for i, h in enumerate(headers):
+                table.add_column(h, justify="right" if i in right else "left",
+                                 overflow="fold")
+            for row in rows:
+                table.add_row(*row)
+            self.console.print(table)
+            return
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+        for row in [list(headers), *rows]:
+            cells = [c.rjust(w) if i in right else c.ljust(w)
+                     for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+            typer.echo("  ".join(cells).rstrip())
+
+    def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """``key: value`` lines, keys aligned."""
+        width = max((len(k) for k, _ in pairs), default=0)
+        for key, value in pairs:
+            self.styled([(f"{key + ':':<{width + 1}} ", "bold"), (value, None)])
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup)."""
+    data = orjson.dumps(value, default=str,
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    typer.echo(data.decode())
+
+
+def one_line(message: str) -> str:
+    return " ".join(str(message).split())
+
+
+def warn(message: str) -> None:
+    typer.echo(f"warning: {one_line(message)}", err=True)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print ``error: <message>`` on stderr; return the ``Exit`` to raise."""
+    typer.echo(f"error: {one_line(message)}", err=True)
+    return typer.Exit(code)
+
+
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty() and os.environ.get("TERM") != "dumb"
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, total: int) -> Iterator[ProgressFn | None]:
+    """A progress callback ``(done, total)`` drawing a bar on stderr, for work on ``total``
+    bytes; ``None`` (no bar) when stderr is not a terminal or the work is small."""
+    if total < PROGRESS_MIN_BYTES or not stderr_is_terminal():
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+               TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def update(done: int, whole: int) -> None:
+            bar.update(task, completed=done, total=whole or total)
+
+        yield update
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"  # pragma: no cover
+
+
+def short_id(eid: str | None) -> str:
+    """An entry id as shown in tables: ids longer than 10 characters are cut to 8 and ``…``."""
+    if eid is None:
+        return "-"
+    return eid if len(eid) <= 10 else eid[:8] + "…"
+
+
+def clip(text: str, width: int) -> str:
+    """The first line of ``text``, cut to ``width`` characters with ``…``."""
+    first = text.strip().split("\n", 1)
+    line = first[0] + (" …" if len(first) > 1 else "")
+    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
