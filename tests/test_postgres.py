@@ -523,6 +523,28 @@ def test_list_sessions_and_delete(url: str) -> None:
         drop()
 
 
+def test_lookups_use_the_keys_for_a_session_newer_than_the_statistics(
+    url: str, storages: Callable[..., PostgresStorage]
+) -> None:
+    for _ in range(3):
+        storages(entries=[msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(300)])
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("ANALYZE contextree_entries")
+    s = storages(entries=[msg(f"e{i}", f"e{i - 1}" if i else None) for i in range(3000)])
+
+    def plan(sql: str, params: Any) -> str:
+        with psycopg.connect(url, autocommit=True) as c:
+            return "\n".join(r[0] for r in c.execute(f"EXPLAIN {sql}", params))
+
+    path_plan = plan(pg._PATH, {"s": s.session_id, "leaf": "e2999"})
+    assert "Index Cond: ((session_id = " in path_plan and "(id = p_1.parent_id)" in path_plan
+    get_plan = plan("SELECT line FROM contextree_entries WHERE session_id = %s AND id = %s",
+                    [s.session_id, "e5"])
+    assert "contextree_entries_pkey" in get_plan
+    with PostgresStorage.open(url, s.session_id) as again:
+        assert len(again.path("e2999")) == 3000
+
+
 def test_create_existing_session_fails_with_exists(
     url: str, storages: Callable[..., PostgresStorage]
 ) -> None:

@@ -124,6 +124,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             CONSTRAINT {ENTRIES}_target_fkey FOREIGN KEY (session_id, target_id)
                 REFERENCES {ENTRIES} (session_id, id)
         )""",
+        # No statistics on session_id: a session created after the last ANALYZE (every
+        # session being written) would otherwise be estimated at ~1 row, and lookups by
+        # (session_id, id) would use any index on session_id and filter, scanning the whole
+        # session per step of a path. The default estimate keeps the planner on the keys.
+        f"ALTER TABLE {ENTRIES} ALTER COLUMN session_id SET STATISTICS 0",
         f"CREATE UNIQUE INDEX {ENTRIES}_seq_idx ON {ENTRIES} (session_id, seq)",
         f"CREATE INDEX {ENTRIES}_parent_idx ON {ENTRIES} (session_id, parent_id)",
         f"CREATE INDEX {ENTRIES}_type_idx ON {ENTRIES} (session_id, type, seq)",
@@ -477,6 +482,8 @@ def is_postgres_url(text: str) -> bool:
 _ROW = f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s"
 _APPEND = ("SELECT r_status, r_leaf, r_parent, r_name, r_count, r_line FROM contextree_append("
            + ", ".join(["%s"] * 15) + ")")
+# The path from an entry to the root, one index lookup per step; the depth bound stops a
+# cycle (impossible through this module, but the table could be edited by hand).
 _PATH = f"""
 WITH RECURSIVE p (id, parent_id, line, depth) AS (
     SELECT id, parent_id, line, 0 FROM {ENTRIES} WHERE session_id = %(s)s AND id = %(leaf)s
@@ -485,7 +492,7 @@ WITH RECURSIVE p (id, parent_id, line, depth) AS (
     FROM p JOIN {ENTRIES} e ON e.session_id = %(s)s AND e.id = p.parent_id
     WHERE p.depth <= (SELECT entry_count FROM {SESSIONS} WHERE id = %(s)s)
 )
-SELECT id, parent_id, line FROM p ORDER BY depth DESC"""
+SELECT id, parent_id, line, depth FROM p"""  # sorted in Python: cheaper than sorting wide rows
 
 
 class PostgresStorage:
@@ -794,6 +801,7 @@ class PostgresStorage:
                 if not rows:
                     raise SessionError("not_found", f"entry {missing!r} is not in this "
                                        "session", path=self._location)
+                rows.sort(key=lambda r: r[3], reverse=True)  # root first; O(n) when in order
                 if rows[0][1] is not None:
                     raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle "
                                        "or reach a missing entry", path=self._location)
