@@ -203,7 +203,7 @@ def test_pi_sample_imports_every_kind_of_entry(tmp_path: Path) -> None:
     s = import_session("pi", DATA / "pi_v3.jsonl", tmp_path / "s.jsonl")
     assert s.header.id == "5f0c7a9e-2b41-4c3e-9d1a-8e6f4b2c1d00"
     assert s.header.cwd == "/home/dev/parser"
-    assert s.header.metadata["imported_from"]["format"] == "pi"
+    assert (s.header.metadata or {})["imported_from"]["format"] == "pi"
     assert len(s.storage) == 20
     assert s.leaf_id == "b0c1d2e3"
     assert s.name == "tokenizer empty input"
@@ -317,7 +317,7 @@ def test_codex_sample(tmp_path: Path) -> None:
     s = import_session("codex", DATA / "codex_rollout.jsonl", tmp_path / "s.jsonl")
     entries = list(s.storage.entries())
     assert s.header.id == "0199a2d7-41c4-78b1-b7cc-a45d62a89cd5"
-    assert s.header.metadata["imported_from"]["cli_version"] == "0.50.0"
+    assert (s.header.metadata or {})["imported_from"]["cli_version"] == "0.50.0"
     assert s.name == "cli --version flag"
     messages = [e.message for e in entries if isinstance(e, MessageEntry)]
     assert messages[0].text.startswith("<environment_context>")

@@ -8,7 +8,14 @@ from typing import Annotated
 import typer
 
 from ..errors import SessionError
-from ..formats import FORMATS, detect_format, export_session, get_format, import_session
+from ..formats import (
+    FORMATS,
+    UnknownFormatError,
+    detect_format,
+    export_session,
+    get_format,
+    import_session,
+)
 from .app import command
 from .output import Out, progress_bar
 from .sessions import open_session, resolve_entry
@@ -53,6 +60,8 @@ def export_command(
     """Write a session in another format (pi: the whole tree; others: the context the model
     sees at the leaf)."""
     spec = get_format(fmt)
+    if spec.writer is None:
+        raise UnknownFormatError(f"format {spec.name!r} can be imported, not exported")
     with open_session(file, readonly=True) as session:
         entry = resolve_entry(session, at) if at is not None else None
         stem = Path(file).name.removesuffix(".jsonl")
