@@ -414,3 +414,13 @@ def test_pairing_check_rejects_broken_contexts() -> None:
     orphan = ct.SessionContext(messages=[U("u"), result("x")], entry_ids=["e0", "e2"])
     with pytest.raises(AssertionError):
         check_pairing(orphan, [(U("u"), "e0"), (result("x"), "e2")])
+
+
+def test_pinned_entries_before_the_kept_range_come_right_after_the_summary() -> None:
+    s = ct.Session.in_memory()
+    task = s.append_message(U("the task"))
+    s.append_message(A("old work"))
+    k = s.append_message(U("recent"))
+    s.append_compaction("sum", k, 10, pinned=[task])
+    s.append_message(A("after"))
+    assert texts(s.build_context())[1:] == ["the task", "recent", "after"]

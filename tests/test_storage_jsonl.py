@@ -269,3 +269,28 @@ def test_torn_tail_is_found_at_any_block_size(
     with s:
         assert path.read_bytes() == b"".join(good)
         assert len(s.storage) == len(good) - 1
+
+
+def test_failed_write_leaves_no_partial_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path, cwd="/") as s:
+        a = s.append_message(ct.Message.user("a"))
+        before = path.read_bytes()
+        real_write = os.write
+
+        def half_then_enospc(fd: int, data: bytes) -> int:
+            real_write(fd, bytes(data)[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr("contextree.storage.jsonl.os.write", half_then_enospc)
+        with pytest.raises(ct.SessionError) as info:
+            s.append_message(ct.Message.user("b" * 1000))
+        assert info.value.code == "storage"
+        assert path.read_bytes() == before  # cut back to the last whole line
+        assert s.leaf_id == a and len(s.storage) == 1
+        monkeypatch.undo()
+        c = s.append_message(ct.Message.user("c"))
+    with ct.Session.open(path) as s:
+        assert [e.id for e in s.branch()] == [a, c]
