@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +258,59 @@ def test_pi_to_contextree_to_pi_gives_back_the_same_lines(tmp_path: Path) -> Non
     out = export_session("pi", s, tmp_path / "again.jsonl")
     original = [json.loads(x) for x in (DATA / "pi_v3.jsonl").read_text().splitlines()]
     assert [json.loads(x) for x in out.read_text().splitlines()] == original
+
+
+def test_a_file_written_by_pi_round_trips_exactly(tmp_path: Path) -> None:
+    """``pi_written_by_pi.jsonl`` was written by pi's own SessionManager (pi-coding-agent
+    0.73.1, ``pi_node/make_pi_session.mjs``)."""
+    src = DATA / "pi_written_by_pi.jsonl"
+    s = import_session("pi", src, tmp_path / "s.jsonl")
+    assert s.name == "calc sign bug" and len(s.storage.labels()) == 1
+    assert any(isinstance(e, BranchSummaryEntry) for e in s.storage.entries())
+    out = export_session("pi", s, tmp_path / "again.jsonl")
+    assert [json.loads(x) for x in out.read_text().splitlines()] == \
+        [json.loads(x) for x in src.read_text().splitlines()]
+
+
+PI_PACKAGE = os.environ.get("PI_CODING_AGENT")  # node_modules/@mariozechner/pi-coding-agent
+
+
+def pi_reads(path: Path) -> dict[str, Any]:
+    """What pi's own SessionManager makes of a session file (needs node and pi installed)."""
+    script = DATA / "pi_node" / "read_pi_session.mjs"
+    done = subprocess.run(["node", str(script), str(path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PI_CODING_AGENT": PI_PACKAGE or ""},
+                          check=True)
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+needs_pi = pytest.mark.skipif(
+    not PI_PACKAGE or shutil.which("node") is None,
+    reason="set PI_CODING_AGENT to an installed @mariozechner/pi-coding-agent (npm install) "
+           "to check exports against pi itself")
+
+
+@needs_pi
+def test_pi_itself_opens_the_export(session: Session, tmp_path: Path) -> None:
+    seen = pi_reads(export_session("pi", session, tmp_path / "p.jsonl"))
+    assert {tuple(e) for e in seen["entries"]} == {
+        (e.id, e.parent_id, e.type) for e in session.storage.entries()
+        if not isinstance(e, LeafEntry)}
+    assert seen["leafId"] == session.leaf_id
+    assert seen["labels"] == session.storage.labels()
+    assert seen["name"] == "parser fix"
+    assert seen["thinkingLevel"] == "high"
+    assert seen["model"] == {"provider": "anthropic", "modelId": "claude-sonnet-4-5"}
+    roles = {"custom": "system", "toolResult": "tool"}
+    assert [roles.get(r, r) for r in seen["context"]] == \
+        [m.role for m in session.build_context().messages]
+
+
+@needs_pi
+def test_pi_sees_the_same_session_after_a_round_trip(tmp_path: Path) -> None:
+    src = DATA / "pi_written_by_pi.jsonl"
+    s = import_session("pi", src, tmp_path / "s.jsonl")
+    assert pi_reads(export_session("pi", s, tmp_path / "p.jsonl")) == pi_reads(src)
 
 
 def test_pi_version_1_is_migrated_like_pi_does(tmp_path: Path) -> None:

@@ -318,7 +318,7 @@ def message_from_pi(m: Json, entry_ms: int | None = None) -> Message | None:
         return set_extra(msg, {"piMessage": m})
     if isinstance(meta, dict):
         msg.meta = meta
-    _drop_derived(msg, d, entry_ms)
+    _drop_derived(msg, d, entry_ms, _str(m.get("provider")))
     return set_extra(msg, d)
 
 
@@ -332,11 +332,14 @@ def _simplify(content: Any) -> Any:
     return content
 
 
-def _drop_derived(msg: Message, d: Json, entry_ms: int | None) -> None:
-    """Forget pi fields that export derives anyway, so contextree -> pi -> contextree is exact."""
+def _drop_derived(msg: Message, d: Json, entry_ms: int | None, provider: str | None) -> None:
+    """Forget pi fields that export derives anyway, so contextree -> pi -> contextree is exact.
+
+    ``provider`` is the one the pi message named (before a contextree extension reset it).
+    """
     if d.get("timestamp") == entry_ms:
         d.pop("timestamp")
-    if msg.role == "assistant" and d.get("api") == _default_api(msg.provider or "unknown"):
+    if msg.role == "assistant" and d.get("api") == _default_api(provider or "unknown"):
         d.pop("api")
     if msg.usage is not None:
         cost = msg.usage.extra.get("piCost")
@@ -464,6 +467,7 @@ def write(session: Any, at: str | None = None) -> bytes:
     if hdr.parent_session:
         head["parentSession"] = hdr.parent_session
     entries = [e for e in session.storage.entries() if not isinstance(e, LeafEntry)]
+    models = _models_in_force(entries)
     leaf = at if at is not None else session.leaf_id
     entries = _leaf_last(entries, leaf)
     names: dict[str, str] = {}
@@ -472,8 +476,26 @@ def write(session: Any, at: str | None = None) -> bytes:
         if isinstance(entry, MessageEntry):
             for call in entry.message.tool_calls or ():
                 names[call.id] = call.name
-        out.append(entry_to_pi(entry, names))
+        out.append(entry_to_pi(entry, names, models.get(entry.parent_id or "")))
     return dump_lines(out)
+
+
+def _models_in_force(entries: list[AnyEntry]) -> dict[str, tuple[str, str]]:
+    """For each entry, the (provider, model) in force after it on its path.
+
+    pi takes the model to resume with from the last assistant message, so an assistant
+    message contextree stored without one is written with the model in force there.
+    """
+    models: dict[str, tuple[str, str]] = {}
+    for e in entries:  # parents come before children in a session's append order
+        current = models.get(e.parent_id or "")
+        if isinstance(e, ModelChangeEntry):
+            current = (e.provider, e.model_id)
+        elif isinstance(e, MessageEntry) and e.message.provider and e.message.model:
+            current = (e.message.provider, e.message.model)
+        if current is not None:
+            models[e.id] = current
+    return models
 
 
 def _leaf_last(entries: list[AnyEntry], leaf: str | None) -> list[AnyEntry]:
@@ -483,23 +505,25 @@ def _leaf_last(entries: list[AnyEntry], leaf: str | None) -> list[AnyEntry]:
     return [e for e in entries if e.id != leaf] + moved
 
 
-def entry_to_pi(entry: AnyEntry, names: dict[str, str] | None = None) -> Json:
-    """One contextree entry as a pi entry line."""
+def entry_to_pi(entry: AnyEntry, names: dict[str, str] | None = None,
+                model: tuple[str, str] | None = None) -> Json:
+    """One contextree entry as a pi entry line (``model``: the one in force before it)."""
     if isinstance(entry, UnknownEntry):
         data = dict(entry.data)
         data["parentId"] = data.pop("parent_id", None)
         return data
     out: Json = {"type": entry.type, "id": entry.id, "parentId": entry.parent_id,
                  "timestamp": entry.timestamp}
-    out.update(_fields_to_pi(entry, names or {}))
+    out.update(_fields_to_pi(entry, names or {}, model))
     for k, v in entry.extra.items():
         out.setdefault(k, v)
     return out
 
 
-def _fields_to_pi(entry: AnyEntry, names: dict[str, str]) -> Json:
+def _fields_to_pi(entry: AnyEntry, names: dict[str, str],
+                  model: tuple[str, str] | None) -> Json:
     if isinstance(entry, MessageEntry):
-        return {"message": message_to_pi(entry.message, entry.timestamp, names)}
+        return {"message": message_to_pi(entry.message, entry.timestamp, names, model)}
     if isinstance(entry, ThinkingLevelChangeEntry):
         return {"thinkingLevel": entry.thinking_level}
     if isinstance(entry, ModelChangeEntry):
@@ -566,8 +590,12 @@ def _usage_dict(u: Usage) -> Json:
             "cache_write": u.cache_write, "total": u.total, "cost": u.cost}
 
 
-def message_to_pi(m: Message, entry_timestamp: str, names: dict[str, str]) -> Json:
-    """A contextree message as the pi message of a ``message`` entry."""
+def message_to_pi(m: Message, entry_timestamp: str, names: dict[str, str],
+                  model: tuple[str, str] | None = None) -> Json:
+    """A contextree message as the pi message of a ``message`` entry.
+
+    ``model`` (provider, model id) fills in an assistant message that names none.
+    """
     original = m.extra.get("piMessage")
     if isinstance(original, dict):
         return original
@@ -576,7 +604,7 @@ def message_to_pi(m: Message, entry_timestamp: str, names: dict[str, str]) -> Js
         ts = iso_to_ms(entry_timestamp) or 0
     extra = {k: v for k, v in m.extra.items() if k not in ("piMessage", "timestamp")}
     if m.role == "assistant":
-        out = _assistant_to_pi(m, extra)
+        out = _assistant_to_pi(m, extra, model)
     elif m.role == "tool":
         out = {"role": "toolResult", "toolCallId": m.tool_call_id or "",
                "toolName": m.name or names.get(m.tool_call_id or "", ""),
@@ -594,18 +622,18 @@ def message_to_pi(m: Message, entry_timestamp: str, names: dict[str, str]) -> Js
     return out
 
 
-def _assistant_to_pi(m: Message, extra: Json) -> Json:
+def _assistant_to_pi(m: Message, extra: Json, model: tuple[str, str] | None) -> Json:
     blocks = _blocks_to_pi(m.content)
     for call in m.tool_calls or ():
         block: Json = {"type": "toolCall", "id": call.id, "name": call.name,
                        "arguments": call.arguments}
         block.update({k: v for k, v in call.extra.items() if k not in block})
         blocks.append(block)
-    provider = m.provider or "unknown"
+    provider = m.provider or (model[0] if model else "unknown")
     api = extra.pop("api", None) or _default_api(provider)
     out: Json = {"role": "assistant", "content": blocks, "api": api, "provider": provider,
-                 "model": m.model or "unknown", "usage": _usage_to_pi(m.usage),
-                 "stopReason": _stop_reason(m)}
+                 "model": m.model or (model[1] if model else "unknown"),
+                 "usage": _usage_to_pi(m.usage), "stopReason": _stop_reason(m)}
     # What pi requires but contextree did not have: the originals, so import restores them.
     invented: Json = {k: None for k, v in (("provider", m.provider), ("model", m.model),
                                            ("usage", m.usage)) if v is None}
