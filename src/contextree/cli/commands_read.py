@@ -300,7 +300,7 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
     size = path.stat().st_size
     report: dict[str, Any] = {"path": file, "ok": True, "size": size}
     try:
-        with progress_bar("verifying", size) as bar, (
+        with progress_bar("verifying", size, VERIFY_PROGRESS_BYTES) as bar, (
             _Reporting(path, bar) if bar is not None else open(path, "rb")
         ) as f:
             index, _, torn = load(f, file)

@@ -109,10 +109,11 @@ def stderr_is_terminal() -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: int) -> Iterator[ProgressFn | None]:
+def progress_bar(description: str, total: int,
+                 minimum: int = PROGRESS_MIN_BYTES) -> Iterator[ProgressFn | None]:
     """A progress callback ``(done, total)`` drawing a bar on stderr, for work on ``total``
-    bytes; ``None`` (no bar) when stderr is not a terminal or the work is small."""
-    if total < PROGRESS_MIN_BYTES or not stderr_is_terminal():
+    bytes; ``None`` (no bar) when stderr is not a terminal or ``total`` is under ``minimum``."""
+    if total < minimum or not stderr_is_terminal():
         yield None
         return
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),

@@ -168,6 +168,8 @@ def _orphans_to_roots(entries: list[AnyEntry]) -> None:
     for e in entries:
         if e.parent_id is not None and (e.parent_id not in known or e.parent_id == e.id):
             e.parent_id = None
+            if isinstance(e, UnknownEntry):
+                e.data["parent_id"] = None
 
 
 def _str(value: Any) -> str | None:
