@@ -225,18 +225,14 @@ UNSET = _Unset.UNSET
 class _Db:
     """Hands out connections for one target; knows whether a lost one can be replaced."""
 
-    def __init__(self, target: Target, *, own_pool: bool) -> None:
+    def __init__(self, target: Target) -> None:
         self.owned = False
         self.pool: Pool | None = None
         self.conn: Connection | None = None
-        if isinstance(target, str):
-            if own_pool:
-                self.pool = ConnectionPool(target, min_size=1, max_size=4, open=False,
-                                           kwargs={"autocommit": True}, timeout=30.0)
-                self.owned = True
-            else:
-                self.conn = _connect(target)
-                self.owned = True
+        if isinstance(target, str):  # a URL: our own pool, closed with us
+            self.pool = ConnectionPool(target, min_size=1, max_size=4, open=False,
+                                       kwargs={"autocommit": True}, timeout=30.0)
+            self.owned = True
         elif isinstance(target, ConnectionPool):
             self.pool = target
         elif isinstance(target, psycopg.Connection):
@@ -322,6 +318,15 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+@contextlib.contextmanager
+def _mapped(what: str, location: str | None = None) -> Iterator[None]:
+    """Turn psycopg (and pool) errors raised inside into a ``SessionError``."""
+    try:
+        yield
+    except psycopg.Error as e:
+        raise _storage_error(e, what, location=location) from e
+
+
 def _is_connection_lost(e: BaseException, conn: Connection | None) -> bool:
     """A failure of the connection itself (killed backend, network), not of the statement."""
     if isinstance(e, PoolTimeout):
@@ -342,54 +347,36 @@ def create_schema(target: Target) -> int:
     Nothing is created implicitly elsewhere: run this once per database (deploy step, or
     ``contextree`` setup). Returns the schema version now in place.
     """
-    db = _Db(target, own_pool=False)
-    try:
-        with db.connection() as conn:
-            try:
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS contextree_schema_version ("
-                        " version integer PRIMARY KEY,"
-                        " applied_at timestamptz NOT NULL DEFAULT now())"
-                    )
-                    row = conn.execute(
-                        "SELECT coalesce(max(version), 0) FROM contextree_schema_version"
-                    ).fetchone()
-                    current = int(row[0]) if row else 0
-                    if current > SCHEMA_VERSION:
-                        raise SessionError("storage", _newer_schema(current),
-                                           path=_describe(conn))
-                    for version in range(current + 1, SCHEMA_VERSION + 1):
-                        for statement in MIGRATIONS[version]:
-                            conn.execute(statement)
-                        conn.execute("INSERT INTO contextree_schema_version (version) "
-                                     "VALUES (%s)", [version])
-            except psycopg.Error as e:
-                raise _storage_error(e, "could not create the schema") from e
-        return SCHEMA_VERSION
-    finally:
-        db.close()
+    with (_mapped("could not create the schema"), _short_lived(target) as conn,
+          conn.transaction()):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+        conn.execute("CREATE TABLE IF NOT EXISTS contextree_schema_version ("
+                     " version integer PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")
+        row = conn.execute(
+            "SELECT coalesce(max(version), 0) FROM contextree_schema_version").fetchone()
+        current = int(row[0]) if row else 0
+        if current > SCHEMA_VERSION:
+            raise SessionError("storage", _newer_schema(current), path=_describe(conn))
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO contextree_schema_version (version) VALUES (%s)",
+                         [version])
+    return SCHEMA_VERSION
 
 
 def schema_version(target: Target) -> int | None:
     """The schema version in the database, or ``None`` when ``create_schema`` never ran."""
-    db = _Db(target, own_pool=False)
-    try:
-        with db.connection() as conn:
-            return _schema_version(conn)
-    finally:
-        db.close()
+    with _mapped("could not read the schema version"), _short_lived(target) as conn:
+        return _schema_version(conn)
 
 
 def _schema_version(conn: Connection) -> int | None:
-    try:
-        row = conn.execute("SELECT to_regclass('contextree_schema_version') IS NOT NULL").fetchone()
-        if not row or not row[0]:
-            return None
-        row = conn.execute("SELECT max(version) FROM contextree_schema_version").fetchone()
-    except psycopg.Error as e:
-        raise _storage_error(e, "could not read the schema version") from e
+    row = conn.execute("SELECT to_regclass('contextree_schema_version') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return None
+    row = conn.execute("SELECT max(version) FROM contextree_schema_version").fetchone()
     return int(row[0]) if row and row[0] is not None else None
 
 
@@ -429,20 +416,13 @@ class SessionSummary:
 
 def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSummary]:
     """Sessions in the database, most recently updated first: one indexed query."""
-    db = _Db(target, own_pool=False)
-    try:
-        with db.connection() as conn:
-            _require_schema(conn)
-            try:
-                rows = conn.execute(
-                    f"SELECT id, name, created_at, updated_at, entry_count, leaf_id, header "
-                    f"FROM {SESSIONS} ORDER BY updated_at DESC, id LIMIT %s", [limit]
-                ).fetchall()
-            except psycopg.Error as e:
-                raise _storage_error(e, "could not list sessions") from e
-            where = _describe(conn)
-    finally:
-        db.close()
+    with _mapped("could not list sessions"), _short_lived(target) as conn:
+        _require_schema(conn)
+        rows = conn.execute(
+            f"SELECT id, name, created_at, updated_at, entry_count, leaf_id, header "
+            f"FROM {SESSIONS} ORDER BY updated_at DESC, id LIMIT %s", [limit]
+        ).fetchall()
+        where = _describe(conn)
     return [
         SessionSummary(id=r[0], name=r[1], created_at=r[2], updated_at=r[3],
                        entry_count=int(r[4]), leaf_id=r[5], header=_decode_header(r[6], where))
@@ -452,18 +432,10 @@ def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSu
 
 def delete_session(target: Target, session_id: str) -> bool:
     """Delete a session and all its entries (the one exception to append-only); True if found."""
-    db = _Db(target, own_pool=False)
-    try:
-        with db.connection() as conn:
-            _require_schema(conn)
-            try:
-                with conn.transaction():
-                    cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s", [session_id])
-                    return cur.rowcount > 0
-            except psycopg.Error as e:
-                raise _storage_error(e, "could not delete the session") from e
-    finally:
-        db.close()
+    with _mapped("could not delete the session"), _short_lived(target) as conn:
+        _require_schema(conn)
+        cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s", [session_id])
+        return cur.rowcount > 0
 
 
 def split_session_url(url: str) -> tuple[str, str | None]:
@@ -497,6 +469,12 @@ SELECT id, parent_id, line, depth FROM p"""  # sorted in Python: cheaper than so
 
 class PostgresStorage:
     """A session stored in PostgreSQL. Create with ``create``, open with ``open``.
+
+    ``target`` is a URL/conninfo (the storage then owns a small connection pool and closes
+    it in ``close``), a ``psycopg_pool.ConnectionPool`` or a ``psycopg.Connection`` (both left
+    open). Connections are switched to autocommit: every statement contextree sends is its
+    own transaction. A lost connection is replaced and the call retried once when there is a
+    pool to take a fresh one from; with a bare connection it is reported as ``storage``.
 
     Safe to use from several processes and machines at once (see the module docstring for
     how concurrent appends are ordered). One object may be shared by threads.
@@ -549,34 +527,30 @@ class PostgresStorage:
                 pending.append((entry, None))
             index.add(entry)
         verify_links(index, pending)
-        db = _Db(target, own_pool=True)
+        db = _Db(target)
         try:
-            with _setup_connection(db, target) as conn:
+            with _mapped("could not create the session"), _setup_connection(db, target) as conn:
                 _require_schema(conn)
                 location = f"{_describe(conn)}#{header.id}"
-                try:
-                    with conn.transaction():
-                        cur = conn.execute(
-                            f"INSERT INTO {SESSIONS} (id, header, created_at, name, leaf_id, "
-                            "entry_count) VALUES (%s, %s, %s, %s, %s, %s) "
-                            "ON CONFLICT (id) DO NOTHING",
-                            [header.id, _text(header), _created_at(header), index.name,
-                             index.leaf_id, len(batch)],
-                        )
-                        if cur.rowcount != 1:
-                            raise SessionError("exists", f"a session with id {header.id!r} is "
-                                               "already in this database; open it or choose "
-                                               "another id", path=location)
-                        if batch:
-                            with conn.cursor().copy(
-                                f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
-                                "line) FROM STDIN"
-                            ) as copy:
-                                for entry in batch:
-                                    copy.write_row(_row(header.id, entry))
-                except psycopg.Error as e:
-                    raise _storage_error(e, "could not create the session",
-                                         location=location) from e
+                with conn.transaction():
+                    cur = conn.execute(
+                        f"INSERT INTO {SESSIONS} (id, header, created_at, name, leaf_id, "
+                        "entry_count) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "ON CONFLICT (id) DO NOTHING",
+                        [header.id, _text(header), _created_at(header), index.name,
+                         index.leaf_id, len(batch)],
+                    )
+                    if cur.rowcount != 1:
+                        raise SessionError("exists", f"a session with id {header.id!r} is "
+                                           "already in this database; open it or choose "
+                                           "another id", path=location)
+                    if batch:
+                        with conn.cursor().copy(
+                            f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
+                            "line) FROM STDIN"
+                        ) as copy:
+                            for entry in batch:
+                                copy.write_row(_row(header.id, entry))
             db.open_pool()
         except BaseException:
             db.close()
@@ -590,19 +564,15 @@ class PostgresStorage:
     @classmethod
     def open(cls, target: Target, session_id: str, *, readonly: bool = False) -> PostgresStorage:
         """Open a session by id. Cheap: entries are read when first needed, then cached."""
-        db = _Db(target, own_pool=True)
+        db = _Db(target)
         try:
-            with _setup_connection(db, target) as conn:
+            with _mapped("could not open the session"), _setup_connection(db, target) as conn:
                 _require_schema(conn)
                 location = f"{_describe(conn)}#{session_id}"
-                try:
-                    row = conn.execute(
-                        f"SELECT header, leaf_id, name, entry_count FROM {SESSIONS} "
-                        "WHERE id = %s", [session_id]
-                    ).fetchone()
-                except psycopg.Error as e:
-                    raise _storage_error(e, "could not open the session",
-                                         location=location) from e
+                row = conn.execute(
+                    f"SELECT header, leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s",
+                    [session_id],
+                ).fetchone()
             if row is None:
                 raise SessionError("not_found", f"no session {session_id!r} in this database; "
                                    "create it with PostgresStorage.create (or list them with "
@@ -937,6 +907,17 @@ class PostgresStorage:
                         path=self._location,
                     ) from e
                 raise _storage_error(e, what, location=self._location, entry=entry) from e
+
+
+@contextlib.contextmanager
+def _short_lived(target: Target) -> Iterator[Connection]:
+    """A connection for one call: a new one for a URL (closed after), else the given one."""
+    if isinstance(target, str):
+        with _connect(target) as conn:
+            yield conn
+        return
+    with _Db(target).connection() as conn:
+        yield conn
 
 
 @contextlib.contextmanager
