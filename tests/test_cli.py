@@ -118,6 +118,22 @@ def test_ls_estimates_entries_of_big_files_from_the_tail(tmp_path: Path) -> None
     assert "≈" in run("ls", tmp_path).stdout
 
 
+def test_ls_reads_only_header_and_tail(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, durable=False) as s, s.batch():
+        for i in range(4000):
+            s.append_message(Message.user(f"message number {i}"))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[2000] = b"this line is not JSON and would stop any full parse\n"
+    path.write_bytes(b"".join(lines))
+    for i in range(300):
+        make_session(tmp_path / "many" / f"{i}.jsonl", turns=1)
+    started = time.perf_counter()
+    listed = run_json("ls", tmp_path)
+    assert time.perf_counter() - started < 20
+    assert len(listed) == 301 and str(path) in {s["path"] for s in listed}
+
+
 def test_ls_of_a_missing_directory(tmp_path: Path) -> None:
     one_line_error(run("ls", tmp_path / "nope", code=1), "no such directory")
 
