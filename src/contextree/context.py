@@ -154,7 +154,8 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
             ctx.thinking_level = entry.thinking_level
         elif isinstance(entry, ActiveToolsChangeEntry):
             ctx.active_tools = list(entry.active_tool_names)
-        elif isinstance(entry, MessageEntry) and ctx.model is None:
+        elif isinstance(entry, MessageEntry):
+            # A reply names the model that wrote it: the latest one is in force.
             m = entry.message
             if m.role == "assistant" and m.model and m.provider:
                 ctx.model = (m.provider, m.model)

@@ -282,8 +282,10 @@ class Session:
         ``from_hook``) a branch summary entry is appended as a child of ``entry_id`` and
         becomes the leaf, in one write; its id is returned.
         """
-        if entry_id is not None:
-            self._require(entry_id)
+        if entry_id is not None and isinstance(self._require(entry_id), LeafEntry):
+            raise SessionError("invalid_fork_target", f"{entry_id!r} is a leaf move, not a "
+                               "point in the conversation; move to the entry it points at",
+                               path=self.location)
         if summary is not None:
             if entry_id is None:
                 raise SessionError("invalid_fork_target", "a branch summary needs an entry to "

@@ -29,6 +29,7 @@ from pathlib import Path
 import msgspec
 
 from ..entries import (
+    FORMAT_VERSION,
     LINE_DECODER,
     AnyEntry,
     LeafEntry,
@@ -104,6 +105,7 @@ class JsonlStorage(IndexedStorage):
         self._readonly = fd is None
         self._size = size
         self._durable = durable
+        self._failed: str | None = None
         self._batch_depth = 0
         self._buffer = bytearray()
         self.torn = torn
@@ -204,17 +206,30 @@ class JsonlStorage(IndexedStorage):
         if self._fd is None:
             raise SessionError("readonly", "this session was opened read-only; open it with "
                                "readonly=False to write", path=str(self.file))
+        if self._failed is not None:
+            raise SessionError("storage", f"an earlier write failed ({self._failed}), so this "
+                               "session may differ from the file; close it and open it again "
+                               "(reopening reads what is really on disk)", path=str(self.file))
         self._index.check(entry)
         data = encode_line(entry)
         if self._batch_depth:
             self._buffer += data
             if len(self._buffer) >= BATCH_BUFFER:
-                self._flush()
+                self._guarded(self._flush)
         else:
             self._write(data)
             if self._durable:
-                self._sync()
+                self._guarded(self._sync)
         self._index.add(entry)
+
+    def _guarded(self, action: Callable[[], None]) -> None:
+        """Run a write or sync after which memory and file could disagree if it fails;
+        a failure puts the storage in a failed state that refuses further appends."""
+        try:
+            action()
+        except SessionError as e:
+            self._failed = str(e.__cause__ or e)
+            raise
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -228,10 +243,10 @@ class JsonlStorage(IndexedStorage):
             yield
         finally:
             self._batch_depth -= 1
-            if not self._batch_depth and self._fd is not None:
-                self._flush()
+            if not self._batch_depth and self._fd is not None and self._failed is None:
+                self._guarded(self._flush)
                 if self._durable:
-                    self._sync()
+                    self._guarded(self._sync)
 
     def _flush(self) -> None:
         if self._buffer:
@@ -401,6 +416,11 @@ def _decode_header(line: bytes, location: str) -> SessionHeader:
         raise SessionError("invalid_session", "the first line must be the session header "
                            '({"type":"session",...}); is this a contextree session file? '
                            "(`contextree import` reads other formats)", path=location, line=1)
+    if header.version > FORMAT_VERSION:
+        raise SessionError("invalid_session", f"the file is in session format version "
+                           f"{header.version}, newer than this contextree understands "
+                           f"({FORMAT_VERSION}); upgrade contextree to open it",
+                           path=location, line=1)
     return header
 
 
@@ -421,7 +441,7 @@ def _load_block(
     by_id = index.by_id
     add = index.add
     for i, entry in enumerate(entries):
-        if isinstance(entry, SessionHeader) or entry.id in by_id or (
+        if isinstance(entry, SessionHeader) or not entry.id or entry.id in by_id or (
             entry.parent_id is not None and entry.parent_id not in by_id
         ) or (
             isinstance(entry, LeafEntry) and entry.target_id is not None

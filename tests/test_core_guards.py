@@ -1,0 +1,98 @@
+"""Guards added after review: failed writes, newer formats, leaf-move targets, model in force."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+import contextree as ct
+from contextree.storage import jsonl
+
+
+def test_a_failed_sync_refuses_further_appends_until_reopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    session = ct.Session.create(path)
+    session.append_message(ct.Message.user("kept"))
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(jsonl.os, "fdatasync", broken)
+    with pytest.raises(ct.SessionError) as first:
+        session.append_message(ct.Message.user("maybe written"))
+    assert first.value.code == "storage"
+    monkeypatch.undo()
+    with pytest.raises(ct.SessionError, match="close it and open it again") as second:
+        session.append_message(ct.Message.user("refused"))
+    assert second.value.code == "storage"
+    session.close()
+    with ct.Session.open(path) as again:  # reopening reads what is really on disk
+        texts = [e.message.text for e in again.branch() if isinstance(e, ct.MessageEntry)]
+        assert texts[0] == "kept" and "refused" not in texts
+        again.append_message(ct.Message.user("writable again"))
+
+
+def test_a_failed_batch_flush_refuses_further_appends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = ct.Session.create(tmp_path / "s.jsonl")
+
+    def full(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(ct.SessionError), session.batch():
+        session.append_message(ct.Message.user("buffered"))
+        monkeypatch.setattr(jsonl.os, "write", full)
+    monkeypatch.undo()
+    with pytest.raises(ct.SessionError, match="earlier write failed"):
+        session.append_message(ct.Message.user("after"))
+    session.close()
+
+
+def test_a_newer_format_version_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "future.jsonl"
+    path.write_bytes(orjson.dumps({"type": "session", "id": "s", "created_at": "t",
+                                   "version": 99}) + b"\n")
+    with pytest.raises(ct.SessionError, match="upgrade contextree") as err:
+        ct.Session.open(path, readonly=True)
+    assert err.value.code == "invalid_session" and err.value.line == 1
+
+
+def test_move_to_a_leaf_move_entry_is_refused() -> None:
+    session = ct.Session.in_memory()
+    first = session.append_message(ct.Message.user("a"))
+    session.append_message(ct.Message.user("b"))
+    session.move_to(first)
+    leaf_move = next(e.id for e in session.storage.entries() if isinstance(e, ct.LeafEntry))
+    with pytest.raises(ct.SessionError) as err:
+        session.move_to(leaf_move)
+    assert err.value.code == "invalid_fork_target"
+
+
+def test_the_latest_replying_model_is_in_force_without_model_changes() -> None:
+    session = ct.Session.in_memory()
+    session.append_message(ct.Message.user("hi"))
+    session.append_message(ct.Message.assistant("a", model="m1", provider="p"))
+    session.append_message(ct.Message.assistant("b", model="m2", provider="p"))
+    assert session.build_context().model == ("p", "m2")
+
+
+def test_an_empty_entry_id_in_a_file_is_an_invalid_entry(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    lines = [
+        {"type": "session", "id": "s", "created_at": "t", "version": 1},
+        {"type": "message", "id": "", "parent_id": None, "timestamp": "t",
+         "message": {"role": "user", "content": "x"}},
+        {"type": "message", "id": "b", "parent_id": None, "timestamp": "t",
+         "message": {"role": "user", "content": "y"}},
+    ]
+    path.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    with pytest.raises(ct.SessionError) as err:
+        ct.Session.open(path, readonly=True)
+    assert err.value.code == "invalid_entry" and err.value.line == 2
+    assert os.path.getsize(path) > 0
