@@ -81,3 +81,13 @@ def test_openai_example_runs_a_tool_round_against_a_local_server(
                if m["role"] == "tool")
     with Session.open(tmp_path / "s.jsonl") as s:
         assert s.build_context().messages[-1].text == "The file says hello."
+
+
+def test_the_demo_command_runs_offline_and_leaves_a_valid_session(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "contextree", "demo", "--dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    verify = subprocess.run([sys.executable, "-m", "contextree", "verify",
+                             str(tmp_path / "session.jsonl")],
+                            capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0, verify.stdout + verify.stderr

@@ -151,8 +151,8 @@ def _reachable(entries: dict[str, tuple[int, AnyEntry, bytes]]) -> dict[str, str
         while current is not None:
             if current in verdict:
                 reason = verdict[current]
-                if reason is not None:
-                    reason = f"an ancestor was quarantined ({reason})"
+                if reason is not None and not reason.startswith("ancestor "):
+                    reason = f"ancestor {current!r} was quarantined: {reason}"
                 break
             if current in on_chain:
                 reason = "parent links form a cycle"
