@@ -99,17 +99,34 @@ def chain(n: int) -> list[AnyEntry]:
     return out
 
 
-def time_load(open_storage: Callable[[], Any], repeat: int, n: int) -> tuple[float, float]:
+def branched(total: int, path_len: int) -> tuple[list[AnyEntry], str]:
+    """A main branch of ``path_len`` entries plus side branches, ``total`` entries in all."""
+    main = chain(path_len)
+    out = list(main)
+    k = 0
+    while len(out) < total:
+        parent = main[k % path_len].id
+        for i in range(min(path_len, total - len(out))):
+            e = MessageEntry(f"s{k}-{i}", parent, now(),
+                             message=Message(role="user", content=f"side {k} {i} {TEXT}"))
+            out.append(e)
+            parent = e.id
+        k += 1
+    return out, main[-1].id
+
+
+def time_load(open_storage: Callable[[], Any], repeat: int, n: int,
+              leaf: str | None = None) -> tuple[float, float]:
     """Median seconds for open + build_context (cold), and for build_context again (warm)."""
     cold, warm = [], []
     for _ in range(repeat):
         start = time.perf_counter()
         session = Session(open_storage())
-        ctx = session.build_context()
+        ctx = session.build_context(leaf)
         cold.append(time.perf_counter() - start)
         assert len(ctx.messages) == n
         start = time.perf_counter()
-        session.build_context()
+        session.build_context(leaf)
         warm.append(time.perf_counter() - start)
         session.close()
     return statistics.median(cold), statistics.median(warm)
@@ -124,6 +141,10 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=8)
     ap.add_argument("--per-writer", type=int, default=500)
     ap.add_argument("--branch", type=int, default=10_000, help="entries on the loaded branch")
+    ap.add_argument("--big", type=int, default=100_000,
+                    help="entries in the many-branch session (0: skip)")
+    ap.add_argument("--big-branch", type=int, default=1_000,
+                    help="entries on its loaded branch")
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     if not args.url:
@@ -190,6 +211,19 @@ def main() -> None:
                         pg_cold * 1e3, js_cold * 1e3, float("nan")))
         results.append(("ms, build_context again (cached)", pg_warm * 1e3, js_warm * 1e3,
                         float("nan")))
+
+        # A short branch of a big session: PostgreSQL reads the path, JSONL the whole file.
+        if args.big:
+            entries, leaf = branched(args.big, args.big_branch)
+            big = PostgresStorage.create(url, header(), entries)
+            big.close()
+            JsonlStorage.create(tmp / "big.jsonl", header(), entries).close()
+            pg_cold, _ = time_load(lambda: PostgresStorage.open(url, big.session_id),
+                                   args.repeat, args.big_branch, leaf)
+            js_cold, _ = time_load(lambda: JsonlStorage.open(tmp / "big.jsonl"),
+                                   args.repeat, args.big_branch, leaf)
+            results.append((f"ms, open + build_context, {args.big_branch} of {args.big}",
+                            pg_cold * 1e3, js_cold * 1e3, float("nan")))
     finally:
         with psycopg.connect(args.url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")

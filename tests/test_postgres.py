@@ -7,6 +7,7 @@ run, and skip (loudly) only when neither is possible.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -543,6 +544,36 @@ def test_lookups_use_the_keys_for_a_session_newer_than_the_statistics(
     assert "contextree_entries_pkey" in get_plan
     with PostgresStorage.open(url, s.session_id) as again:
         assert len(again.path("e2999")) == 3000
+
+
+def test_jsonl_to_postgres_and_back_is_byte_identical(
+    url: str, storages: Callable[..., PostgresStorage], tmp_path: Any
+) -> None:
+    from contextree.entries import decode_line
+    from contextree.storage import JsonlStorage
+
+    src = Session.create(tmp_path / "a.jsonl", metadata={"k": 1})
+    a = src.append_message({"role": "user", "content": "héllo", "x_new": [1, {"y": None}]})
+    src.append_message({"role": "assistant", "content": [{"type": "text", "text": "hi"},
+                                                         {"type": "future_part", "z": 1}]})
+    src.label(a, "first")
+    src.set_name("copied")
+    src.move_to(a, summary="other way")
+    future = {"type": "future", "id": "fut1", "parent_id": src.leaf_id, "timestamp": "t",
+              "q": [1.5]}
+    src.append(decode_line(json.dumps(future)))  # type: ignore[arg-type]
+    src.close()
+    original = (tmp_path / "a.jsonl").read_bytes()
+    js = JsonlStorage.open(tmp_path / "a.jsonl", readonly=True)
+    pgs = storages(js.header, entries=list(js.entries()))
+    again = PostgresStorage.open(url, pgs.session_id)
+    try:
+        JsonlStorage.create(tmp_path / "b.jsonl", again.header, list(again.entries())).close()
+        assert (tmp_path / "b.jsonl").read_bytes() == original
+        assert again.name == "copied" and again.labels() == {a: "first"}
+        assert again.leaf_id == "fut1"
+    finally:
+        again.close()
 
 
 def test_create_existing_session_fails_with_exists(

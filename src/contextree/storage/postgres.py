@@ -529,6 +529,7 @@ class PostgresStorage:
         verify_links(index, pending)
         db = _Db(target)
         try:
+            db.open_pool()  # it connects in the background while we check the schema
             with _mapped("could not create the session"), _setup_connection(db, target) as conn:
                 _require_schema(conn)
                 location = f"{_describe(conn)}#{header.id}"
@@ -551,7 +552,6 @@ class PostgresStorage:
                         ) as copy:
                             for entry in batch:
                                 copy.write_row(_row(header.id, entry))
-            db.open_pool()
         except BaseException:
             db.close()
             raise
@@ -566,6 +566,7 @@ class PostgresStorage:
         """Open a session by id. Cheap: entries are read when first needed, then cached."""
         db = _Db(target)
         try:
+            db.open_pool()  # it connects in the background while we check the schema
             with _mapped("could not open the session"), _setup_connection(db, target) as conn:
                 _require_schema(conn)
                 location = f"{_describe(conn)}#{session_id}"
@@ -578,7 +579,6 @@ class PostgresStorage:
                                    "create it with PostgresStorage.create (or list them with "
                                    "list_sessions)", path=location)
             header = _decode_header(row[0], location)
-            db.open_pool()
         except BaseException:
             db.close()
             raise
