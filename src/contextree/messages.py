@@ -241,7 +241,7 @@ def enc_hook(obj: Any) -> Any:
     """msgspec encoder hook: unknown content parts are written back as they were read."""
     if isinstance(obj, UnknownPart):
         return obj.data
-    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
 
 
 def has_extras(obj: Any) -> bool:

@@ -7,23 +7,14 @@ maps its errors to ``ModelError``.
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import msgspec
 
-from contextree.errors import ModelError, missing_extra
 from contextree.messages import Message
-from contextree.models.base import (
-    ToolSpec,
-    is_local_url,
-    map_sdk_error,
-    merge_options,
-    sdk_kwargs,
-)
+from contextree.models.base import ToolSpec, merge_options
+from contextree.models.sdk import SdkModel
 from contextree.models.wire_anthropic import (
     SYSTEM_SEPARATOR,
     assistant_from_anthropic,
@@ -37,10 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AnthropicMessages"]
 
-_LOCAL_API_KEY = "not-needed"
-
-
-class AnthropicMessages:
+class AnthropicMessages(SdkModel):
     """A Claude model (or an Anthropic-compatible server) behind the Messages API.
 
     ``default_options`` (``temperature``, ``thinking``, ``tool_choice``...) go to every
@@ -50,6 +38,13 @@ class AnthropicMessages:
     local ``base_url`` needs none. The SDK does not retry (``max_retries=0``): failures raise
     ``ModelError`` saying whether to retry.
     """
+
+    sdk_module = "anthropic"
+    sync_client = "Anthropic"
+    async_client_class = "AsyncAnthropic"
+    sdk_error = "AnthropicError"
+    key_env = "ANTHROPIC_API_KEY"
+    url_env = "ANTHROPIC_BASE_URL"
 
     def __init__(
         self,
@@ -63,83 +58,13 @@ class AnthropicMessages:
         provider: str = "anthropic",
         **default_options: Any,
     ) -> None:
-        try:
-            import anthropic
-        except ImportError:
-            raise missing_extra("anthropic", "anthropic") from None
-        self._sdk: Any = anthropic
-        self.name = model
-        self.provider = provider
         self.max_tokens = max_tokens
-        self.default_options: dict[str, Any] = dict(default_options)
-        base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
-        if key is None and is_local_url(base_url):
-            key = _LOCAL_API_KEY
-        self._client_args: dict[str, Any] = {"max_retries": 0}
-        if key is not None:
-            self._client_args["api_key"] = key
-        if base_url is not None:
-            self._client_args["base_url"] = base_url
-        if client is None and async_client is not None:  # same settings as the given one
-            self._client_args.update(api_key=async_client.api_key, base_url=async_client.base_url)
-        self._client = client or self._make_client(anthropic.Anthropic)
-        self._async_client = async_client
-        self._async_clients: WeakKeyDictionary[
-            asyncio.AbstractEventLoop, anthropic.AsyncAnthropic
-        ] = WeakKeyDictionary()
-        self.base_url = str(self._client.base_url)
+        super().__init__(model, base_url=base_url, api_key=api_key, client=client,
+                         async_client=async_client, provider=provider,
+                         default_options=default_options)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
-
-    def _make_client(self, cls: Any) -> Any:
-        try:
-            return cls(**self._client_args)
-        except self._sdk.AnthropicError as e:
-            raise ModelError(
-                f"{self.provider}: cannot create the client: {e} "
-                "(pass api_key= or set ANTHROPIC_API_KEY)"
-            ) from e
-
-    def _aclient(self) -> anthropic.AsyncAnthropic:
-        """The async client: ``async_client``, or one per event loop (an async HTTP client
-        cannot outlive its loop, e.g. across ``asyncio.run`` calls) made with the same
-        settings; pass ``async_client`` to control headers or transport."""
-        if self._async_client is not None:
-            return self._async_client
-        loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
-        if client is None:
-            self._client_args["base_url"] = self._client.base_url
-            if self._client.api_key is not None:
-                self._client_args["api_key"] = self._client.api_key
-            client = self._async_clients[loop] = self._make_client(self._sdk.AsyncAnthropic)
-        return client
-
-    def complete(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> Message:
-        """One Messages API call; returns the assistant message with usage and stop_reason."""
-        request = self._request(messages, tools, options)
-        try:
-            create = self._client.messages.create
-            response = create(**sdk_kwargs(create, request))
-        except self._sdk.AnthropicError as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        return self._parse(response)
-
-    async def acomplete(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> Message:
-        """Async ``complete`` (``anthropic.AsyncAnthropic``)."""
-        request = self._request(messages, tools, options)
-        try:
-            acreate = self._aclient().messages.create
-            response = await acreate(**sdk_kwargs(acreate, request))
-        except self._sdk.AnthropicError as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        return self._parse(response)
+    def _endpoint(self, client: Any) -> Any:
+        return client.messages.create
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], options: Mapping[str, Any]

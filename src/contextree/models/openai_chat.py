@@ -7,23 +7,15 @@ llama.cpp server, OpenRouter, DeepSeek...) via ``base_url``. Message conversion 
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 import msgspec
 
-from contextree.errors import ModelError, missing_extra
+from contextree.errors import ModelError
 from contextree.messages import Message
-from contextree.models.base import (
-    ToolSpec,
-    is_local_url,
-    map_sdk_error,
-    merge_options,
-    sdk_kwargs,
-)
+from contextree.models.base import ToolSpec, merge_options
+from contextree.models.sdk import LOCAL_API_KEY, SdkModel
 from contextree.models.wire_openai import (
     assistant_from_openai_chat,
     to_openai_chat,
@@ -36,11 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_API_KEY", "OpenAIChat"]
 
-LOCAL_API_KEY = "not-needed"
-"""The key sent to a local server (localhost, a private address) when none is configured."""
-
-
-class OpenAIChat:
+class OpenAIChat(SdkModel):
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     ``default_options`` (``temperature``, ``max_completion_tokens``, ``reasoning_effort``,
@@ -54,6 +42,13 @@ class OpenAIChat:
     the server returns (``reasoning_content`` or ``reasoning``) is always read.
     """
 
+    sdk_module = "openai"
+    sync_client = "OpenAI"
+    async_client_class = "AsyncOpenAI"
+    sdk_error = "OpenAIError"
+    key_env = "OPENAI_API_KEY"
+    url_env = "OPENAI_BASE_URL"
+
     def __init__(
         self,
         model: str,
@@ -66,77 +61,13 @@ class OpenAIChat:
         reasoning_field: str | None = None,
         **default_options: Any,
     ) -> None:
-        try:
-            import openai
-        except ImportError:
-            raise missing_extra("openai", "openai") from None
-        self._sdk: Any = openai
-        self.name = model
-        self.provider = provider
         self.reasoning_field = reasoning_field
-        self.default_options: dict[str, Any] = dict(default_options)
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        key = api_key or os.environ.get("OPENAI_API_KEY") or None
-        if key is None and is_local_url(base_url):
-            key = LOCAL_API_KEY
-        self._client_args: dict[str, Any] = {"api_key": key, "base_url": base_url, "max_retries": 0}
-        if client is None and async_client is not None:  # same settings as the given one
-            self._client_args.update(api_key=async_client.api_key, base_url=async_client.base_url)
-        self._client = client or self._make_client(openai.OpenAI)
-        self._async_client = async_client
-        self._async_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
-            WeakKeyDictionary()
-        )
-        self.base_url = str(self._client.base_url)
+        super().__init__(model, base_url=base_url, api_key=api_key, client=client,
+                         async_client=async_client, provider=provider,
+                         default_options=default_options)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
-
-    def _make_client(self, cls: Any) -> Any:
-        try:
-            return cls(**self._client_args)
-        except self._sdk.OpenAIError as e:
-            raise ModelError(
-                f"{self.provider}: cannot create the client: {e} "
-                "(pass api_key= or set OPENAI_API_KEY)"
-            ) from e
-
-    def _aclient(self) -> openai.AsyncOpenAI:
-        """The async client: ``async_client``, or one per event loop (an async HTTP client
-        cannot outlive its loop, e.g. across ``asyncio.run`` calls) made with the sync
-        client's key and base_url; pass ``async_client`` to control headers or transport."""
-        if self._async_client is not None:
-            return self._async_client
-        loop = asyncio.get_running_loop()
-        client = self._async_clients.get(loop)
-        if client is None:
-            self._client_args.update(api_key=self._client.api_key, base_url=self._client.base_url)
-            client = self._async_clients[loop] = self._make_client(self._sdk.AsyncOpenAI)
-        return client
-
-    def complete(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> Message:
-        """One chat completion; returns the assistant message with usage and stop_reason."""
-        request = self._request(messages, tools, options)
-        try:
-            create = self._client.chat.completions.create
-            response = create(**sdk_kwargs(create, request))
-        except self._sdk.OpenAIError as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        return self._parse(response)
-
-    async def acomplete(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> Message:
-        """Async ``complete`` (``openai.AsyncOpenAI``)."""
-        request = self._request(messages, tools, options)
-        try:
-            acreate = self._aclient().chat.completions.create
-            response = await acreate(**sdk_kwargs(acreate, request))
-        except self._sdk.OpenAIError as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        return self._parse(response)
+    def _endpoint(self, client: Any) -> Any:
+        return client.chat.completions.create
 
     def _request(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], options: Mapping[str, Any]
