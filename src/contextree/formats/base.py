@@ -130,6 +130,16 @@ def set_extra(obj: T, extra: Json) -> T:
     return obj
 
 
+def text_of_blocks(content: Any) -> str:
+    """The text of a string, or of the ``{"type": "text"}`` blocks of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content
+                       if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
 def message_entry(eid: str, parent: str | None, timestamp: str, message: Message) -> MessageEntry:
     return MessageEntry(eid, parent, timestamp or now(), message=message)
 

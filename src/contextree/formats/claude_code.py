@@ -44,6 +44,7 @@ from .base import (
     input_error,
     message_entry,
     read_json_lines,
+    text_of_blocks,
 )
 
 _CONVERSATION = ("user", "assistant", "system")
@@ -148,7 +149,7 @@ class _Reader:
             if node.kind == "compact_summary":
                 target = self._node_of(node.parent)
                 if target is not None and target.kind == "boundary" and target.summary is None:
-                    target.summary = _text(node.first["message"].get("content"))
+                    target.summary = text_of_blocks(node.first["message"].get("content"))
                     node.absorbed_by = target
                     continue
             try:
@@ -230,7 +231,7 @@ class _Reader:
         line = node.first
         raw = line.get("compactMetadata")
         meta: Json = raw if isinstance(raw, dict) else {}
-        summary = node.summary if node.summary is not None else _text(line.get("content"))
+        summary = node.summary if node.summary is not None else text_of_blocks(line.get("content"))
         return CompactionEntry(
             node.ids[0], parent, node.timestamp, summary=summary, first_kept_entry_id=None,
             tokens_before=int(meta.get("preTokens") or 0),
@@ -293,10 +294,3 @@ def _assistant(lines: list[Json]) -> Message:
     return msg
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text", "")) for b in content
-                       if isinstance(b, dict) and b.get("type") == "text")
-    return ""

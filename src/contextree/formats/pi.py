@@ -72,6 +72,7 @@ from .base import (
     iso_to_ms,
     read_json_lines,
     set_extra,
+    text_of_blocks,
 )
 
 PI_VERSION = 3
@@ -270,7 +271,7 @@ def _custom_message_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> A
     content = d.pop("content", "")
     entry = CustomMessageEntry(
         eid, parent, ts, custom_type=_pop_str(d, "customType"),
-        content=content if isinstance(content, str) else _text_of_blocks(content),
+        content=content if isinstance(content, str) else text_of_blocks(content),
         details=d.pop("details", None), display=bool(d.pop("display", True)),
     )
     if not isinstance(content, str):
@@ -308,7 +309,7 @@ def message_from_pi(m: Json, entry_ms: int | None = None) -> Message | None:
     elif role == "custom" and m.get("customType") == SYSTEM_TYPE:
         d.pop("customType")
         d.pop("display", None)
-        msg = Message(role="system", content=_text_of_blocks(d.pop("content", "")))
+        msg = Message(role="system", content=text_of_blocks(d.pop("content", "")))
     else:
         text = _llm_text(m)
         if text is None:
@@ -422,20 +423,13 @@ def _usage_from_pi(u: Json) -> Usage:
     return set_extra(usage, {"piCost": cost} if isinstance(cost, dict) else {})
 
 
-def _text_of_blocks(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text", "")) for b in content
-                       if isinstance(b, dict) and b.get("type") == "text")
-    return ""
 
 
 def _llm_text(m: Json) -> str | None:
     """The user text pi sends to the model for one of its own message kinds."""
     role = m.get("role")
     if role == "custom":
-        return _text_of_blocks(m.get("content", ""))
+        return text_of_blocks(m.get("content", ""))
     if role == "branchSummary":
         return BRANCH_PREFIX + str(m.get("summary", "")) + BRANCH_SUFFIX
     if role == "compactionSummary":
