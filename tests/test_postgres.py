@@ -388,16 +388,18 @@ def test_idle_connections_killed_between_calls_are_replaced(
     app = f"ctx-{uuid.uuid4().hex[:8]}"
     s = storages(target=with_app_name(url, app), entries=[msg("a", None)])
     assert s.leaf_id == "a"
-    with psycopg.connect(url, autocommit=True) as c:
-        pids = [r[0] for r in c.execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app])]
-    assert pids
-    for pid in pids:
-        terminate(url, pid)
+
+    def kill_all() -> None:
+        with psycopg.connect(url, autocommit=True) as c:
+            pids = [r[0] for r in c.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app])]
+        assert pids
+        for pid in pids:
+            terminate(url, pid)
+
+    kill_all()
     assert s.leaf_id == "a"  # a read, retried on a fresh connection
-    for pid in [r[0] for r in psycopg.connect(url, autocommit=True).execute(
-            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app])]:
-        terminate(url, pid)
+    kill_all()
     s.append(msg("b", "a"))  # a write, likewise
     assert [e.id for e in s.path(s.leaf_id)] == ["a", "b"]
 
