@@ -7,7 +7,7 @@ from typing import Any
 from ..compaction import CompactionPipeline, CompactionPolicy, default_pipeline, run_compaction
 from ..context import SUMMARY_PREFIX
 from ..session import Session
-from ..tokens import EstimateCounter, TokenCounter, count_context, find_anchor
+from ..tokens import EstimateCounter, TokenCounter, count_context
 from .builder import App
 from .env import Env
 
@@ -33,7 +33,7 @@ class DefaultCompactionPipeline:
         self._failed_at: int | None = None
 
     def __call__(self, env: Env) -> Env:
-        tokens = count_context(env.messages, self.counter, anchor=find_anchor(env.messages))
+        tokens = count_context(env.messages, self.counter, anchor=env.usage_anchor())
         if tokens >= self.policy.trigger and not self._recently_failed(tokens):
             self.compact(env)
         return self.app(env)

@@ -48,6 +48,9 @@ class Env:
     handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
     session: Any = None  # the Session, when SessionTree is in the stack
     turn_start: int = 0  # index in ``messages`` where this turn's new messages begin
+    # Messages whose reported usage describes a context that no longer exists (it was
+    # compacted since), by object id: they cannot anchor a token count.
+    stale_usage: set[int] = field(default_factory=set)
     _listeners: list[Listener] = field(default_factory=list, repr=False)
     _replace_listeners: list[Callable[[Sequence[Message]], None]] = field(
         default_factory=list, repr=False)
@@ -62,6 +65,7 @@ class Env:
         """Replace the conversation (after compaction); listeners decide how to persist it."""
         self.messages[:] = list(messages)
         self.turn_start = 0
+        self.stale_usage = {id(m) for m in self.messages}
         for listener in self._replace_listeners:
             listener(self.messages)
 
@@ -78,6 +82,15 @@ class Env:
         """End the turn early with a notice for the user (not sent to the model, not saved)."""
         self.stopped = reason
         self.notices.append(notice)
+
+    def usage_anchor(self) -> int | None:
+        """Index of the last assistant message whose reported usage describes this very
+        conversation (it was produced after the latest compaction), or ``None``."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            m = self.messages[i]
+            if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
+                return None if id(m) in self.stale_usage else i
+        return None
 
     @property
     def last(self) -> Message | None:

@@ -14,6 +14,7 @@ import orjson
 from ..errors import SessionError
 from ..messages import Message
 from ..session import Session
+from ..tokens import COMPACTED_KINDS
 from .builder import App
 from .env import Env
 
@@ -57,6 +58,10 @@ class SessionLog:
         new = list(env.messages)
         env.messages[:0] = history
         env.turn_start = len(history)
+        if any((m.meta or {}).get("kind") in COMPACTED_KINDS for m in history):
+            # The file was rewritten by a compaction: which replies came after it is not
+            # recorded, so none of the loaded usage anchors a token count.
+            env.stale_usage.update(id(m) for m in history)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -118,22 +123,29 @@ class SessionTree:
             session = Session.open_or_create(self.path, **self.create_options)
         try:
             new = list(env.messages)
-            env.messages[:0] = session.build_context().messages
-            env.turn_start = len(env.messages) - len(new)
+            ctx = session.build_context()
+            env.messages[:0] = ctx.messages
+            env.turn_start = len(ctx.messages)
+            if ctx.compaction is not None:  # usage from before it describes another view
+                fresh = ctx.usage_anchor if ctx.usage_anchor is not None else len(ctx.messages)
+                env.stale_usage.update(id(m) for m in ctx.messages[:fresh])
             env.session = session
             for m in new:
                 session.append_message(m)
-            env.on_add(lambda m: self._record(session, m))
+            model = [ctx.model]  # the model in force, updated as replies name theirs
+
+            def record(m: Message) -> None:
+                if not _persisted(m):
+                    return
+                if m.role == "assistant" and m.model and m.provider and (
+                    model[0] != (m.provider, m.model)
+                ):
+                    session.append_model_change(m.provider, m.model)
+                    model[0] = (m.provider, m.model)
+                session.append_message(m)
+
+            env.on_add(record)
             return self.app(env)
         finally:
             if owned:
                 session.close()
-
-    @staticmethod
-    def _record(session: Session, m: Message) -> None:
-        if not _persisted(m):
-            return
-        ctx_model = session.build_context().model if m.role == "assistant" and m.model else None
-        if m.role == "assistant" and m.model and m.provider and ctx_model != (m.provider, m.model):
-            session.append_model_change(m.provider, m.model)
-        session.append_message(m)
