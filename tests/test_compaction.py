@@ -807,34 +807,38 @@ def test_dry_run_predicts_the_real_run_and_writes_nothing(tmp_path: Path) -> Non
 
 def test_repeated_compactions_compose() -> None:
     s, c = long_session(turns=6)
-    first = s.compact(6000, pipeline=pipeline(ToolResults(keep_recent=2), Digest()))
-    assert first.applied[0] == "tool_results"
+
+    def ladder() -> CompactionPipeline:
+        return pipeline(ToolResults(keep_recent=1), SlidingWindow(), Digest(keep_ratio=0.9))
+
+    first = s.compact(5000, pipeline=ladder())
+    assert first.applied == ["tool_results", "sliding_window"]
     ctx1 = context(s)
     ids1 = [i for i in ctx1.entry_ids if i is not None]
     cleared1 = {i: m.text for m, i in zip(ctx1.messages, ctx1.entry_ids, strict=True)
                 if (m.meta or {}).get("kind") == "cleared_tool_result"}
     summary1 = s.get_entry(first.entry_id or "").summary  # type: ignore[union-attr]
+    assert cleared1 and summary1
     for t in range(6, 9):
         c.turn(f"Task {t}: follow-up work")
-    second = s.compact(6000, pipeline=pipeline(ToolResults(keep_recent=2), Digest()))
-    assert second.entry_id is not None
+    second = s.compact(5000, pipeline=ladder())
+    assert second.entry_id is not None and second.dropped
     ctx2 = context(s)
     check_pairing(ctx2.messages)
     ids2 = set(ctx2.entry_ids)
     # what the first kept is still there unless the second dropped it
     for i in ids1:
-        if i == first.entry_id:
-            continue
-        assert i in ids2 or i in second.dropped, i
-    # cleared placeholders persist for kept results
+        if i != first.entry_id:  # its summary is carried by the second one
+            assert i in ids2 or i in second.dropped, i
+    # cleared placeholders persist for the results that are still kept
     shown = dict(zip(ctx2.entry_ids, ctx2.messages, strict=True))
-    for i, text in cleared1.items():
-        if i in ids2:
-            assert shown[i].text == text and shown[i].meta
-            assert shown[i].meta["kind"] == "cleared_tool_result"
+    still = [i for i in cleared1 if i in ids2]
+    assert still
+    for i in still:
+        assert shown[i].text == cleared1[i] and shown[i].meta
+        assert shown[i].meta["kind"] == "cleared_tool_result"
     # the first summary carries forward into the second
-    if summary1:
-        assert summary1 in ctx2.messages[0].text
+    assert summary1 in ctx2.messages[0].text
     assert c.users[-1] in ids2 and c.system_id in ids2
 
 
@@ -861,6 +865,45 @@ def test_compaction_only_uses_the_current_branch() -> None:
     ctx = context(s)
     assert not any("Branch A" in m.text for m in ctx.messages)
     check_pairing(ctx.messages)
+
+
+def test_a_retained_tail_compaction_is_counted_as_shown_then_digested() -> None:
+    """Imported sessions (Codex) hold compactions that carry their kept messages inline."""
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.turn("Imported task.")
+    tail = [Message.user("Retained request: keep the CLI flags."),
+            Message.assistant("Retained answer " + "with detail " * 300)]
+    s.append_compaction("Imported summary.", None, 50_000, retained_tail=tail)
+    c.turn("New task after the import.", steps=6)
+    before = context(s)
+    assert "Retained answer" in before.messages[1].text + before.messages[2].text
+    r = s.compact(4000, pipeline=pipeline(SlidingWindow(), Digest()))
+    assert r.tokens_before == tokens(before.messages)
+    after = context(s)
+    check_pairing(after.messages)
+    assert tokens(after.messages) == r.tokens_after
+    summary = after.messages[0].text
+    assert "Imported summary." in summary and "Retained request: keep the CLI flags." in summary
+    assert not any(m.text.startswith("Retained answer") for m in after.messages)
+
+
+def test_projected_custom_entries_are_counted() -> None:
+    def project(entry: Any, index: int, entries: Any) -> list[Message]:
+        return [Message.user(f"[note] {entry.data['text']}")]
+
+    s = ct.Session(ct.MemoryStorage(ct.SessionHeader(id="p", created_at="2024-01-01")),
+                   projectors={"note": project})
+    c = Convo(s)
+    c.turn("First task.")
+    s.append_custom("note", {"text": "remember this " * 500})
+    c.turn("Second task.")
+    shown = context(s)
+    assert any(m.text.startswith("[note]") for m in shown.messages)
+    r = s.compact(1_000_000, dry_run=True, force=True)
+    assert r.tokens_before == tokens(shown.messages)  # the projected note is counted
+    r = s.compact(3000)
+    assert tokens(context(s).messages) == r.tokens_after
 
 
 # -- token anchoring ----------------------------------------------------------------------
@@ -894,6 +937,35 @@ def test_usage_from_before_a_compaction_is_not_used() -> None:
     c.user("And another")
     later = s.compact(1_200_000, dry_run=True, force=True)
     assert later.tokens_before == 55_020 + tokens([Message.user("And another")])
+
+
+def test_reported_overhead_is_kept_out_of_the_room() -> None:
+    """Usage above the estimate is overhead outside the messages (system prompt, tool
+    definitions): it stays whatever is dropped, so the messages must make room for it."""
+    s, c = long_session(turns=8)
+    estimate = tokens(context(s).messages)
+    c.step("checked", usage=Usage(input=estimate + 20_000, output=0))
+    before = tokens(context(s).messages)
+    r = s.compact(100_000, compact_to=0.3)
+    assert r.tokens_before == estimate + 20_000  # the report anchors the count
+    offset = r.tokens_before - before  # the overhead: 20k, less the last message's estimate
+    assert r.reached_target and r.tokens_after <= 30_000
+    after = tokens(context(s).messages)
+    assert r.tokens_after == after + offset
+    assert after <= 30_000 - offset  # the messages left room for the overhead
+
+
+def test_usage_below_the_estimate_scales_it_down() -> None:
+    s, c = long_session(turns=8)
+    estimate = tokens(context(s).messages)
+    c.step("checked", usage=Usage(input=estimate // 2, output=0))
+    before = tokens(context(s).messages)
+    r = s.compact(10_000, dry_run=True)
+    assert r.tokens_before == estimate // 2
+    assert r.stages[0].tokens_before == r.tokens_before  # the ladder starts from the report
+    full = s.compact(10_000)
+    assert full.tokens_after == pytest.approx(
+        tokens(context(s).messages) * r.tokens_before / before, abs=2)
 
 
 # -- events -------------------------------------------------------------------------------

@@ -22,12 +22,8 @@ import orjson
 
 from ..messages import Message, ToolCall
 from .pipeline import CompactionState, Plan, with_summary
-from .stages import cap, choose_cut, error_excerpt, exit_code
+from .stages import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, cap, choose_cut, error_excerpt, exit_code
 
-READ_TOOLS = frozenset({"read", "grep", "glob", "view", "cat", "ls", "list"})
-WRITE_TOOLS = frozenset({"write", "edit", "create", "apply_patch", "str_replace", "patch",
-                         "multi_edit", "delete", "move", "rename"})
-SHELL_TOOLS = frozenset({"shell", "bash", "exec", "run", "sh", "terminal"})
 _DECISION = re.compile(
     r"\b(?:decid\w*|decision|instead of|going with|go with|chose|choose|opt(?:ed)? for|"
     r"switch(?:ed|ing)? to|will use|won't|will not|must not|should not|prefer\w*|"
@@ -54,6 +50,8 @@ def _path_of(call: ToolCall) -> str | None:
 
 def _decision_excerpt(text: str, n: int = 600) -> str:
     """The sentences of an assistant message that announce a decision."""
+    if not _DECISION.search(text):
+        return ""
     sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()]
     return cap(" ".join(s for s in sentences if _DECISION.search(s)), n)
 
@@ -125,8 +123,7 @@ def digest_messages(
     decisions: list[str] = []
     notes: list[str] = []
     calls: dict[str, ToolCall] = {}
-    last_text = ""
-    last_plan = ""
+    texts: list[str] = []
     for m, _ in items:
         kind = (m.meta or {}).get("kind")
         if m.role == "user" and kind is None:
@@ -135,9 +132,7 @@ def digest_messages(
         elif m.role == "assistant":
             text = m.text.strip()
             if text:
-                last_text = text
-                if _PLAN.search(text):
-                    last_plan = text
+                texts.append(text)
                 decision = _decision_excerpt(text)
                 if decision:
                     decisions.append(decision)
@@ -156,7 +151,7 @@ def digest_messages(
         elif m.role == "tool":
             call = calls.get(m.tool_call_id or "")
             name = call.name if call else (m.name or "tool")
-            code = exit_code(m)
+            code = exit_code(m, scan_text=call is None or call.name in SHELL_TOOLS)
             failing = m.is_error or (code is not None and code != 0)
             if call is not None and call.name in SHELL_TOOLS:
                 cmd = call.arguments.get("command")
@@ -175,8 +170,7 @@ def digest_messages(
                     key = f"{name}{args}: {excerpt}"
                     errors.pop(key, None)
                     errors[key] = key
-    if last_text and not last_plan:
-        last_plan = last_text
+    last_plan = next((t for t in reversed(texts) if _PLAN.search(t)), texts[-1] if texts else "")
     sections = [
         _Section("User requests (verbatim)", 30, requests, keep_first=True),
         _Section("Files changed", 12, _ordered(changes)),

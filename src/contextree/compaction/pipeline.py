@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..context import SessionContext, build_context, latest_compaction
+from ..context import Projector, SessionContext, build_context, latest_compaction
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
 from ..errors import CompactionError
 from ..messages import Message, Usage
@@ -127,8 +127,10 @@ class CompactionState:
     """The branch being compacted, with cached token counts and the rendering of plans."""
 
     def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
-                 counter: TokenCounter) -> None:
+                 counter: TokenCounter, projectors: Mapping[str, Projector] | None = None
+                 ) -> None:
         self.branch = list(branch)
+        self.projectors = dict(projectors) if projectors else None
         self.policy = policy
         self.counter = counter
         self.index = {e.id: i for i, e in enumerate(self.branch)}
@@ -137,6 +139,11 @@ class CompactionState:
         # short-lived messages a render creates (placeholders, the summary).
         self._stable = {id(e.message) for e in self.branch if isinstance(e, MessageEntry)}
         self._counts: dict[int, int] = {}
+        # Other messages (placeholders, summaries) are rebuilt by every render: their counts
+        # are cached by what is counted.
+        self._text_counts: dict[tuple[str, str, str | None], int] = {}
+        self._renders: dict[int, tuple[Plan, SessionContext]] = {}
+        self._tokens: dict[int, tuple[Plan, int]] = {}
         self.tokens_before = 0
         self.base: CompactionEntry | None = None
         ci = latest_compaction(self.branch)
@@ -146,13 +153,38 @@ class CompactionState:
             self.base = base
         self.initial_plan = self._initial_plan(ci)
         initial = self.render(self.initial_plan)
-        estimate = self.estimate(initial.messages)
-        current = build_context(self.branch)
-        self.tokens_before = count_context(current.messages, counter,
-                                           anchor=current.usage_anchor)
-        # Estimates are scaled so they agree with what the provider last reported.
-        self.scale = min(3.0, max(0.33, self.tokens_before / estimate)) if estimate else 1.0
+        if self.base is not None and self.base.retained_tail:
+            # The initial plan digests the retained messages: count what is shown now.
+            current = build_context(self.branch, projectors=projectors)
+            estimate = self.estimate(current.messages)
+            self.tokens_before = count_context(current.messages, _Cached(self),
+                                               anchor=current.usage_anchor)
+        else:
+            # The initial view shows the same messages as the current context; only usage
+            # reported after the latest compaction can anchor the count (as in build_context).
+            estimate = self.estimate(initial.messages)
+            self.tokens_before = count_context(initial.messages, _Cached(self),
+                                               anchor=self._anchor(initial, ci))
+        # Plans are counted so that the current view counts exactly what the provider last
+        # reported (plus the estimate of what came after). When it reported more than the
+        # estimate, the excess is taken as overhead outside the messages (a system prompt or
+        # tool definitions the runtime adds), the same whatever is dropped; when it reported
+        # less, the estimate is scaled down (it overestimates this content).
+        self.scale = 1.0
+        self.offset = 0
+        if estimate and self.tokens_before < estimate:
+            self.scale = self.tokens_before / estimate
+        else:
+            self.offset = self.tokens_before - estimate
         self.initial_ids = [i for i in initial.entry_ids if i is not None]
+
+    def _anchor(self, ctx: SessionContext, ci: int | None) -> int | None:
+        for i in range(len(ctx.messages) - 1, -1, -1):
+            m = ctx.messages[i]
+            if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
+                fresh = ci is None or self.index.get(ctx.entry_ids[i] or "", -1) > ci
+                return i if fresh else None
+        return None
 
     def _initial_plan(self, ci: int | None) -> Plan:
         base = self.base
@@ -187,8 +219,17 @@ class CompactionState:
         )
 
     def render(self, plan: Plan) -> SessionContext:
-        """The context the model would see after appending ``plan``'s compaction entry."""
-        return build_context([*self.branch, self.entry_for(plan)])
+        """The context the model would see after appending ``plan``'s compaction entry.
+
+        Cached per plan object (plans are immutable): the stages and the ladder ask for the
+        same plans several times. The result is shared: do not modify it.
+        """
+        hit = self._renders.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
+        self._renders[id(plan)] = (plan, ctx)
+        return ctx
 
     def estimate(self, messages: Sequence[Message]) -> int:
         return sum(self.sizes(messages))
@@ -197,15 +238,22 @@ class CompactionState:
         """The unscaled estimate of each message (cached for the branch's own messages)."""
         counts = self._counts
         stable = self._stable
+        by_text = self._text_counts
+        count = self.counter.count_message
         out = []
         for m in messages:
             key = id(m)
-            if key not in stable:
-                out.append(self.counter.count_message(m))
-                continue
-            n = counts.get(key)
-            if n is None:
-                n = counts[key] = self.counter.count_message(m)
+            if key in stable:
+                n = counts.get(key)
+                if n is None:
+                    n = counts[key] = count(m)
+            elif isinstance(m.content, str) and not m.tool_calls:
+                tkey = (m.role, m.content, m.name)
+                n = by_text.get(tkey)
+                if n is None:
+                    n = by_text[tkey] = count(m)
+            else:
+                n = count(m)
             out.append(n)
         return out
 
@@ -213,7 +261,13 @@ class CompactionState:
         return round(self.estimate((message,)) * self.scale)
 
     def tokens(self, plan: Plan) -> int:
-        return round(self.estimate(self.render(plan).messages) * self.scale)
+        """The tokens of the context ``plan`` describes, as the ladder counts them."""
+        hit = self._tokens.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        n = round(self.estimate(self.render(plan).messages) * self.scale) + self.offset
+        self._tokens[id(plan)] = (plan, n)
+        return n
 
     def original(self, entry_id: str) -> Message | None:
         """A message as first written (before any placeholder replaced it)."""
@@ -222,6 +276,22 @@ class CompactionState:
             return None
         entry = self.branch[i]
         return entry.message if isinstance(entry, MessageEntry) else None
+
+
+class _Cached:
+    """The state's cached estimates, as a ``TokenCounter``."""
+
+    def __init__(self, state: CompactionState) -> None:
+        self.state = state
+
+    def count_text(self, text: str) -> int:
+        return self.state.counter.count_text(text)
+
+    def count_message(self, msg: Message) -> int:
+        return self.state.sizes((msg,))[0]
+
+    def count_messages(self, msgs: Sequence[Message]) -> int:
+        return self.state.estimate(msgs)
 
 
 class CompactionPipeline:
@@ -240,12 +310,14 @@ class CompactionPipeline:
         emit: Emit | None = None,
         *,
         force: bool = False,
+        projectors: Mapping[str, Projector] | None = None,
     ) -> tuple[CompactionState, Plan | None, CompactionResult]:
         """Run the ladder on ``branch`` without writing anything.
 
         Unless ``force``, nothing is done when the context is already at or under target.
+        ``projectors`` turn custom entries into messages, as in ``build_context``.
         """
-        state = CompactionState(branch, policy, counter or EstimateCounter())
+        state = CompactionState(branch, policy, counter or EstimateCounter(), projectors)
         target = policy.target
         result = CompactionResult(state.tokens_before, state.tokens_before, target)
         if state.tokens_before <= target and not force:
@@ -277,9 +349,10 @@ class CompactionPipeline:
                 break
         result.tokens_after = tokens
         if tokens > target:
+            stages = "; ".join(f"{s.name}: {s.note or 'applied'}" for s in result.stages)
             result.reason = (f"the ladder reached {tokens} tokens, above the target of {target}; "
-                             "the remaining messages cannot be compacted further without "
-                             "dropping the current task")
+                             "no stage could drop or shrink more of what is left (the system "
+                             f"prompt, the current task and its newest steps) ({stages})")
         return state, best, result
 
 
@@ -313,7 +386,8 @@ def run_compaction(
     started = time.perf_counter()
     if emit is not None:
         emit("compaction_start", {"leaf_id": session.leaf_id, "window": policy.window})
-    state, plan, result = pipeline.plan(branch, policy, counter, emit, force=force)
+    state, plan, result = pipeline.plan(branch, policy, counter, emit, force=force,
+                                        projectors=getattr(session, "projectors", None))
     if plan is None:
         if not result.reason:
             result.reason = "no stage could make the context smaller"

@@ -11,6 +11,10 @@ from ..messages import Message, ToolCall
 from ..truncation import is_truncated
 from .pipeline import CompactionState, Plan
 
+READ_TOOLS = frozenset({"read", "grep", "glob", "view", "cat", "ls", "list"})
+WRITE_TOOLS = frozenset({"write", "edit", "create", "apply_patch", "str_replace", "patch",
+                         "multi_edit", "delete", "move", "rename"})
+SHELL_TOOLS = frozenset({"shell", "bash", "exec", "run", "sh", "terminal"})
 _EXIT = re.compile(r"exit code[:= ]+(-?\d+)", re.IGNORECASE)
 _ERROR_LINE = re.compile(
     r"error|exception|traceback|fail|fatal|panic|assert|denied|not found|no such|invalid|"
@@ -28,12 +32,15 @@ def cap(text: str, n: int) -> str:
     return f"{text[:head]} … [{len(text) - n} chars omitted] … {text[len(text) - (n - head):]}"
 
 
-def exit_code(result: Message) -> int | None:
-    """The exit code of a command's result: from its meta, or stated in its text."""
+def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
+    """The exit code of a command's result: from its meta, or (``scan_text``) stated in its
+    text."""
     meta = result.meta or {}
     code = meta.get("exit_code")
     if isinstance(code, int) and not isinstance(code, bool):
         return code
+    if not scan_text:
+        return None
     m = _EXIT.search(result.text[-400:]) or _EXIT.search(result.text[:400])
     return int(m.group(1)) if m else None
 
@@ -83,7 +90,9 @@ class ToolResults:
                 continue
             call = calls.get(m.tool_call_id or "")
             text = placeholder(m, call)
-            saving = state.count(m) - state.count(Message.tool(text, tool_call_id="x"))
+            # (the same text and name as the placeholder will have: its count is cached)
+            saving = state.count(m) - state.count(Message.tool(text, tool_call_id="x",
+                                                               name=m.name))
             if saving <= 0:
                 continue
             cleared[eid] = text
@@ -112,7 +121,7 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
         if saved:
             how = (f"The full output is saved at {saved}; read it with "
                    f"read(path={orjson.dumps(saved).decode()}, offset=1, limit=2000).")
-    code = exit_code(result)
+    code = exit_code(result, scan_text=call is None or call.name in SHELL_TOOLS)
     error = ""
     if result.is_error or (code is not None and code != 0):
         excerpt = error_excerpt(text, 300)
@@ -165,7 +174,7 @@ def choose_cut(state: CompactionState, plan: Plan, budget: int, *,
     ]
     sizes = state.sizes(messages)
     scale = state.scale
-    total = round(sum(sizes) * scale) + reserve
+    total = round(sum(sizes) * scale) + state.offset + reserve
     # dropped[k]: estimated tokens dropped by a cut before message k (a prefix sum)
     dropped = [0.0] * (len(messages) + 1)
     for j, n in enumerate(sizes):
