@@ -425,7 +425,7 @@ def test_missing_or_invalid_files_are_one_line_errors(tmp_path: Path) -> None:
     not_session.write_text('{"role": "user"}\n')
     one_line_error(run("stats", not_session, code=1), f"{not_session}:1:",
                    "not a session header")
-    one_line_error(run("show", "postgresql://host/db", code=2), "looks like a URL")
+    one_line_error(run("show", "postgresql://host/db", code=2), "add #SESSION_ID")
 
 
 def test_plain_output_when_piped_is_stable(sess: tuple[Path, dict[str, str]]) -> None:

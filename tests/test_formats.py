@@ -498,7 +498,7 @@ def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
 
 def test_registry() -> None:
     assert set(FORMATS) == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
-                            "claude-code", "codex"}
+                            "claude-code", "codex", "contextree"}
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
     with pytest.raises(UnknownFormatError, match="unknown format 'nope'"):

@@ -35,8 +35,8 @@ from .entries import (
 from .errors import SessionError
 from .messages import Message, Usage
 from .stats import SessionStats, compute_stats
+from .storage import create_storage, is_url, open_storage
 from .storage.base import HIDDEN_IN_TREE, Storage
-from .storage.jsonl import JsonlStorage
 from .storage.memory import MemoryStorage
 
 if TYPE_CHECKING:
@@ -73,14 +73,17 @@ class Session:
         metadata: dict[str, Any] | None = None,
         durable: bool = True,
     ) -> Session:
-        """Create a new session file (fails with ``exists`` if there is one already)."""
+        """Create a new session: a JSONL file (fails with ``exists`` if there is one), or in
+        PostgreSQL for a ``postgresql://host/db`` URL (optionally ``#SESSION_ID``)."""
+        if session_id is None and is_url(path):
+            session_id = str(path).partition("#")[2] or None
         header = SessionHeader(
             id=session_id or new_session_id(),
             created_at=now(),
             cwd=cwd if cwd is not None else os.getcwd(),
             metadata=metadata,
         )
-        return cls(JsonlStorage.create(path, header, durable=durable))
+        return cls(create_storage(path, header, durable=durable))
 
     @classmethod
     def open(
@@ -90,12 +93,20 @@ class Session:
         readonly: bool = False,
         durable: bool = True,
     ) -> Session:
-        """Open a session file; read-only sessions need no lock and change nothing."""
-        return cls(JsonlStorage.open(path, readonly=readonly, durable=durable))
+        """Open a session file, or a ``postgresql://host/db#SESSION_ID`` URL; read-only
+        sessions need no lock and change nothing."""
+        return cls(open_storage(path, readonly=readonly, durable=durable))
 
     @classmethod
     def open_or_create(cls, path: str | os.PathLike[str], **kwargs: Any) -> Session:
         """Open the session at ``path``, creating it first if there is none."""
+        if is_url(path):
+            try:
+                return cls.open(path, durable=kwargs.get("durable", True))
+            except SessionError as e:
+                if e.code != "not_found":
+                    raise
+            return cls.create(path, **kwargs)
         if Path(path).exists():
             return cls.open(path, durable=kwargs.get("durable", True))
         try:
@@ -378,7 +389,7 @@ class Session:
             parent_session=self.location if self.location != "memory" else self.id,
             metadata={"forked_from": {"session_id": self.id, "entry_id": at}},
         )
-        return Session(JsonlStorage.create(new_path, header, [*path, *extra]),
+        return Session(create_storage(new_path, header, [*path, *extra]),
                        projectors=self.projectors)
 
     # -- reading -------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..formats import (
     import_session,
 )
 from .app import command
-from .output import Out, progress_bar
+from .output import Out, UsageProblem, progress_bar
 from .sessions import open_session, resolve_entry
 
 _FORMAT_HELP = "One of: " + ", ".join(FORMATS) + "."
@@ -27,14 +27,24 @@ _FORMAT_HELP = "One of: " + ", ".join(FORMATS) + "."
 def import_command(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=_FORMAT_HELP + " Or auto.",
                                        show_default=False)],
-    src: Annotated[Path, typer.Argument(metavar="SRC", help="The file to read.",
-                                        show_default=False)],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="The new session "
-                                                "file (default: <src>.contextree.jsonl).")]
+    source: Annotated[str, typer.Argument(metavar="SRC", help="The file to read (for the "
+                                          "contextree format: a file or a postgresql:// "
+                                          "URL with #SESSION_ID).", show_default=False)],
+    output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
+                                               "file (default: <src>.contextree.jsonl) or a "
+                                               "postgresql:// URL.")]
     = None,
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session file."""
     name = None if fmt == "auto" else get_format(fmt).name
+    if name is not None and get_format(name).copy:
+        if output is None:
+            raise UsageProblem("say where the copy goes with -o FILE or -o postgresql://...")
+        with import_session(name, source, output) as session:
+            count, leaf, where = len(session.storage), session.leaf_id, session.location
+        Out().line(f"copied {source} -> {where}: {count} entries, leaf {leaf}")
+        return
+    src = Path(source)
     if not src.is_file():
         raise SessionError("not_found", "no such file to import", path=str(src))
     name = name or detect_format(src)
@@ -51,8 +61,10 @@ def export_command(
                                        show_default=False)],
     file: Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
                                         show_default=False)],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Where to write "
-                                                "(default: <file>.<format>.<ext>).")] = None,
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Where to write "
+                                               "(default: <file>.<format>.<ext>; for the "
+                                               "contextree format also a postgresql:// URL)."
+                                               )] = None,
     at: Annotated[str | None, typer.Option("--at", help="Export the context at this entry "
                                            "(default: the current leaf).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT.")] = False,
@@ -60,11 +72,11 @@ def export_command(
     """Write a session in another format (pi: the whole tree; others: the context the model
     sees at the leaf)."""
     spec = get_format(fmt)
-    if spec.writer is None:
+    if spec.writer is None and not spec.copy:
         raise UnknownFormatError(f"format {spec.name!r} can be imported, not exported")
     with open_session(file, readonly=True) as session:
         entry = resolve_entry(session, at) if at is not None else None
         stem = Path(file).name.removesuffix(".jsonl")
-        target = output or Path(file).with_name(f"{stem}.{spec.name}{spec.suffix}")
+        target = output or str(Path(file).with_name(f"{stem}.{spec.name}{spec.suffix}"))
         written = export_session(spec.name, session, target, at=entry, overwrite=force)
     Out().line(f"exported {file} ({spec.name}) -> {written}")

@@ -15,6 +15,7 @@ from ..formats import Progress as ProgressFn
 from ..messages import Message
 from ..session import Session, TreeNode
 from ..stats import SessionStats, UsageStats
+from ..storage import is_url
 from ..storage.jsonl import load
 from ..tokens import EstimateCounter, count_context, find_anchor
 from . import listing
@@ -34,12 +35,16 @@ FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
 
 @command("ls")
 def ls_command(
-    directory: Annotated[Path, typer.Argument(metavar="DIR", help="Where to look "
-                                              "(recursively).")] = Path("."),
+    where: Annotated[str, typer.Argument(metavar="DIR", help="Where to look (recursively), "
+                                         "or a postgresql:// URL.")] = ".",
     as_json: JsonOpt = False,
 ) -> None:
-    """List the sessions under DIRECTORY, newest activity first (reads only each file's
-    header and tail, so it is fast on thousands of sessions)."""
+    """List the sessions under DIRECTORY (or in a PostgreSQL database), newest activity first
+    (reads only each file's header and tail, so it is fast on thousands of sessions)."""
+    if is_url(where):
+        _ls_database(where, as_json)
+        return
+    directory = Path(where)
     if not directory.is_dir():
         raise SessionError("not_found", "no such directory", path=str(directory))
     found, other = listing.scan(directory)
@@ -55,6 +60,26 @@ def ls_command(
     if other:
         out.line(f"({len(other)} other .jsonl files are not contextree sessions; "
                  "`contextree import auto FILE` converts other agents' sessions)", "dim")
+
+
+def _ls_database(url: str, as_json: bool) -> None:
+    from ..storage.postgres import list_sessions
+
+    base = url.partition("#")[0]
+    rows = list_sessions(base)
+    if as_json:
+        emit_json([{"url": f"{base}#{r.id}", "id": r.id, "name": r.name,
+                    "created": r.created_at.isoformat(), "last_activity": r.updated_at.isoformat(),
+                    "entries": r.entry_count, "leaf_id": r.leaf_id} for r in rows])
+        return
+    out = Out()
+    if not rows:
+        out.line(f"no contextree sessions in {base}")
+        return
+    out.table(["id", "name", "created", "last activity", "entries"],
+              [[r.id, r.name or "", r.created_at.strftime("%Y-%m-%d %H:%M"),
+                r.updated_at.strftime("%Y-%m-%d %H:%M"), str(r.entry_count)] for r in rows],
+              right=(4,))
 
 
 # -- tree ----------------------------------------------------------------------------------
@@ -294,11 +319,22 @@ class _Reporting(io.BufferedReader):
 @command("verify")
 def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
     """Check that a session file loads cleanly (read-only). Exit 1 names the problem line."""
+    if is_url(file):
+        with open_session(file, readonly=True) as session:
+            report: dict[str, Any] = {"path": file, "ok": True,
+                                      "entries": len(session.storage),
+                      "leaf_id": session.leaf_id, "session_id": session.id}
+        if as_json:
+            emit_json(report)
+        else:
+            Out().styled([("OK ", "bold green"), (f"{file}: {report['entries']} entries, "
+                                                  f"leaf {short_id(report['leaf_id'])}", None)])
+        return
     path = Path(file)
     if not path.is_file():
         raise SessionError("not_found", "no such session file", path=file)
     size = path.stat().st_size
-    report: dict[str, Any] = {"path": file, "ok": True, "size": size}
+    report = {"path": file, "ok": True, "size": size}
     try:
         with progress_bar("verifying", size, VERIFY_PROGRESS_BYTES) as bar, (
             _Reporting(path, bar) if bar is not None else open(path, "rb")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..errors import SessionError
 from ..session import Session
+from ..storage import is_url
 from ..storage.jsonl import TornLineWarning
 from .output import UsageProblem, warn
 
@@ -14,14 +15,16 @@ MIN_PREFIX = 4
 
 
 def open_session(target: str, *, readonly: bool = False) -> Session:
-    """The session named by ``target``: today a session file path.
+    """The session named by ``target``: a session file, or ``postgresql://...#SESSION_ID``.
 
-    Every command opens sessions through this one function, so other storage backends (a
-    database URL) plug in here. A torn last line is reported as a warning on stderr.
+    Every command opens sessions through this one function. A torn last line is reported as
+    a warning on stderr.
     """
-    if "://" in target:
-        raise UsageProblem(f"{target!r} looks like a URL; the command line reads session "
-                           "files only in this version")
+    if is_url(target):
+        if "#" not in target:
+            raise UsageProblem(f"{target!r} names a database, not a session: add #SESSION_ID "
+                               f"(`contextree ls {target}` lists them)")
+        return Session.open(target, readonly=readonly)
     path = Path(target)
     if path.is_dir():
         raise UsageProblem(f"{target} is a directory; pass a session file "

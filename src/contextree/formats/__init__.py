@@ -14,6 +14,8 @@ openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON li
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
 claude-code        yes     no      Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     no      Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+contextree         yes     yes     another contextree store: a JSONL file or a
+                                   ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``).
@@ -32,7 +34,7 @@ from typing import Any
 
 from ..errors import SessionError
 from ..session import Session
-from ..storage.jsonl import JsonlStorage
+from ..storage import create_storage
 from . import brute, claude_code, codex, pi, provider_lists
 from .base import Ids, Imported, Progress, UnknownFormatError, finish
 from .detect import detect_format
@@ -50,6 +52,7 @@ class Format:
     reader: Reader | None = None
     writer: Writer | None = None
     suffix: str = ".jsonl"
+    copy: bool = False  # contextree to contextree: every entry as it is, any storage
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
@@ -63,6 +66,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
     Format("claude-code", "Claude Code session JSONL (import only)", claude_code.read),
     Format("codex", "Codex CLI rollout JSONL (import only)", codex.read),
+    Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
+           copy=True),
 )}
 
 _ALIASES = {"openai": "openai-chat", "responses": "openai-responses", "claude": "claude-code"}
@@ -91,18 +96,30 @@ def import_session(
     Fails with ``exists`` if ``dest_path`` is already there; the new file appears complete or
     not at all. Returns the session, open for writing.
     """
+    if fmt != "auto" and get_format(fmt).copy:
+        return copy_session(src, dest_path, durable=durable)
     source = Path(src)
     if not source.is_file():
         raise SessionError("not_found", "no such file to import", path=str(source))
     name = detect_format(source) if fmt == "auto" else fmt
+    if get_format(name).copy:
+        return copy_session(src, dest_path, durable=durable)
     reader = get_format(name).reader
     if reader is None:
         raise UnknownFormatError(f"format {name!r} can be exported, not imported")
     imported = reader(source, progress)
     ids = Ids([e.id for e in imported.entries])
-    storage = JsonlStorage.create(dest_path, imported.header, finish(imported, ids),
-                                  durable=durable)
-    return Session(storage)
+    return Session(create_storage(dest_path, imported.header, finish(imported, ids),
+                                  durable=durable))
+
+
+def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
+                 durable: bool = True) -> Session:
+    """Copy a session between stores (JSONL file <-> PostgreSQL URL) entry for entry: same
+    header, ids, tree, labels and leaf. Returns the new session, open for writing."""
+    with Session.open(src, readonly=True) as source:
+        entries = list(source.storage.entries())
+        return Session(create_storage(dest, source.header, entries, durable=durable))
 
 
 def export_session(
@@ -119,7 +136,11 @@ def export_session(
     it is the entry pi resumes at. The file is replaced atomically; an existing file is an
     ``exists`` error unless ``overwrite``.
     """
-    writer = get_format(fmt).writer
+    spec = get_format(fmt)
+    if spec.copy:
+        create_storage(out_path, session.header, list(session.storage.entries())).close()
+        return Path(out_path)
+    writer = spec.writer
     if writer is None:
         raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
     if at is not None and session.get_entry(at) is None:

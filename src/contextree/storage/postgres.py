@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
+from urllib.parse import quote
 
 import msgspec
 
@@ -295,22 +296,28 @@ def _autocommit(conn: Connection) -> None:
 
 
 def _redact(conninfo: str) -> str:
-    """A conninfo without its password, for messages and ``location``."""
+    """A conninfo as a ``postgresql://`` URL without its password, for messages and
+    ``location``; other parameters (``options``, ``sslmode``...) are kept so the location
+    can be opened again."""
     try:
         params = psycopg.conninfo.conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
         return "postgresql://?"
-    user = params.get("user")
-    host = params.get("host") or "localhost"
-    port = params.get("port")
-    db = params.get("dbname") or ""
-    auth = f"{user}@" if user else ""
-    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+    for noise in ("password", "hostaddr", "sslcertmode"):  # secret, or libpq's own defaults
+        params.pop(noise, None)
+    user = params.pop("user", None)
+    host = params.pop("host", None) or "localhost"
+    port = params.pop("port", None)
+    db = params.pop("dbname", None) or ""
+    auth = f"{quote(str(user), safe='')}@" if user else ""
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in sorted(params.items()))
+    return (f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+            + (f"?{query}" if query else ""))
 
 
 def _describe(conn: Connection) -> str:
-    info = conn.info
-    return f"postgresql://{info.user}@{info.host}:{info.port}/{info.dbname}"
+    """Where ``conn`` points, as a URL that opens the same database (no password)."""
+    return _redact(conn.info.dsn)
 
 
 def _first_line(e: BaseException) -> str:

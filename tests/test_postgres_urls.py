@@ -1,0 +1,87 @@
+"""PostgreSQL URLs wherever a session file is accepted: Session, fork, the CLI, import/export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+import contextree as ct
+from conformance import postgres_error, postgres_skip_reason, postgres_url
+from contextree.storage.postgres import create_schema
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(scope="module")
+def url() -> str:
+    u = postgres_url()
+    if postgres_error():
+        pytest.fail(postgres_error())
+    if u is None:
+        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
+    create_schema(u)
+    return as_url(u)
+
+
+def as_url(conninfo: str) -> str:
+    """The scratch-schema conninfo of the test run as a ``postgresql://`` URL."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(conninfo)
+    user = quote(str(d.pop("user", "postgres")))
+    host, port = d.pop("host", "127.0.0.1"), d.pop("port", "5432")
+    db = d.pop("dbname", "postgres")
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in d.items())
+    return f"postgresql://{user}@{host}:{port}/{db}" + (f"?{query}" if query else "")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_session_create_open_and_fork_by_url(url: str, tmp_path: Path) -> None:
+    with ct.Session.create(url, cwd="/w") as s:
+        first = s.append_message(ct.Message.user("hi"))
+        s.append_message(ct.Message.assistant("hello"))
+        s.label(first, "start")
+        s.move_to(first, summary="went elsewhere")
+        where, leaf = s.location, s.leaf_id
+    assert "#" in where
+    with ct.Session.open(where) as again:
+        assert again.leaf_id == leaf and again.get_label(first) == "start"
+        copy = again.fork(tmp_path / "fork.jsonl", at=first)
+        assert next(e.id for e in copy.branch()) == first
+        copy.close()
+
+
+def test_a_url_without_a_session_id_is_a_clear_error(url: str) -> None:
+    with pytest.raises(ct.SessionError, match="#SESSION_ID"):
+        ct.Session.open(url)
+    out = cli("stats", url)
+    assert out.returncode == 2 and "#SESSION_ID" in out.stderr
+
+
+def test_jsonl_to_postgres_and_back_is_byte_identical(url: str, tmp_path: Path) -> None:
+    assert cli("demo", "--dir", str(tmp_path / "demo")).returncode == 0
+    original = tmp_path / "demo" / "session.jsonl"
+    session_id = json.loads(original.read_text().splitlines()[0])["id"]
+    copied = cli("import", "contextree", str(original), "-o", url)
+    assert copied.returncode == 0, copied.stderr
+    target = f"{url}#{session_id}"
+    assert session_id in cli("ls", url).stdout
+    assert cli("verify", target).returncode == 0
+    tree = cli("tree", target, "--json")
+    assert tree.returncode == 0, tree.stderr
+    back = tmp_path / "back.jsonl"
+    exported = cli("export", "contextree", target, "-o", str(back))
+    assert exported.returncode == 0, exported.stderr
+    assert back.read_bytes() == original.read_bytes()
