@@ -46,6 +46,15 @@ from .truncation import Truncation, truncate
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # PostgreSQL support needs the optional psycopg (contextree[postgres]): load it on use.
+    if name in ("PostgresStorage", "create_schema", "list_sessions"):
+        from .storage import postgres
+
+        return getattr(postgres, name)
+    raise AttributeError(f"module 'contextree' has no attribute {name!r}")
+
 __all__ = [
     "ALL",
     "ActiveToolsChangeEntry",
@@ -76,6 +85,7 @@ __all__ = [
     "ModelChangeEntry",
     "ModelError",
     "OverflowStore",
+    "PostgresStorage",
     "RepairReport",
     "Retry",
     "Session",
@@ -108,6 +118,7 @@ __all__ = [
     "Workspace",
     "agent",
     "build_context",
+    "create_schema",
     "make_tools",
     "repair",
     "tool",
