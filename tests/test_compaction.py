@@ -280,6 +280,19 @@ def test_placeholder_of_a_truncated_result_points_to_the_overflow_file() -> None
     assert 'read(path="/data/tool-output/2024 \\"x\\"/shell-abc.txt", offset=1, limit=2000)' in text
 
 
+def test_placeholders_do_not_tell_to_repeat_side_effects() -> None:
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Change things.")
+    c.step(tools=[("edit", {"path": "src/a.py", "old": "x", "new": "y"}, "Edited " * 200)])
+    c.step(tools=[("shell", {"command": "git commit -am wip"}, "done " * 200)])
+    c.step(tools=[("read", {"path": "x.py"}, "short")])
+    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    edit, shell = context(s).messages[3].text, context(s).messages[5].text
+    assert "do not run it again; read src/a.py" in edit and "Run the tool again" not in edit
+    assert "safe to repeat" in shell
+
+
 def test_placeholder_of_a_failed_command_keeps_the_error() -> None:
     s = ct.Session.in_memory()
     c = Convo(s)
@@ -429,6 +442,17 @@ def test_a_later_window_keeps_earlier_pins_and_counts_them_as_kept() -> None:
         if isinstance(e, MessageEntry) and e.id in two.dropped)
     about = int(note.split("about ")[1].split(" tokens")[0])
     assert abs(about - dropped_tokens) <= 0.1 * dropped_tokens + 20
+
+
+def test_sliding_window_with_nothing_to_drop_declines() -> None:
+    """Regression: with one turn it cut before the task, dropped nothing, and offered a plan
+    with only a "0 earlier messages" note (then rejected as not smaller)."""
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("The only task.")
+    c.reads(6)
+    r = s.compact(500, pipeline=pipeline(SlidingWindow()))
+    assert r.stages[0].note == "nothing to do" and r.entry_id is None
 
 
 # -- Digest -------------------------------------------------------------------------------
@@ -583,10 +607,24 @@ def test_summarize_chunks_input_larger_than_its_own_window() -> None:
     for k in range(1, len(seen)):  # each chunk updates the summary so far
         assert f"<previous-summary>\nsummary after chunk {k}\n</previous-summary>" in seen[k]
     assert r.summary == f"summary after chunk {len(seen)}"
+    for call in model.calls:  # each request fits the summarizer's own window
+        assert tokens(call) <= 2500
     # every dropped message went to the summarizer exactly once
     for t in range(8):
         n = sum(f"[user]\nTask {t}: refactor module {t} " in x for x in seen)
         assert n == (1 if c.users[t] in r.summarized else 0)
+
+
+def test_summarize_packs_chunks_by_what_is_sent() -> None:
+    """Long outputs are shortened in the transcript, so chunks are sized by the transcript,
+    not by the full messages (which took more calls than needed)."""
+    s = ct.Session.in_memory()
+    c = Convo(s)
+    c.user("Read the logs.")
+    c.reads(12, size=2000)  # ~25k tokens each, ~2k once shortened for the transcript
+    model = ScriptedModel(["summary"] * 50)
+    s.compact(20_000, pipeline=pipeline(Summarize(model, max_input_tokens=40_000)))
+    assert len(model.calls) == 1 and tokens(model.calls[0]) <= 40_000
 
 
 def test_summarize_passes_options_to_the_model() -> None:

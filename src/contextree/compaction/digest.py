@@ -260,13 +260,13 @@ class Digest:
         ids = [eid for _, eid in items if eid]
         # The room under the target, in characters: start from a conservative guess of the
         # characters a token, then shrink if the rendered digest still overruns.
-        room = state.policy.target - state.tokens(replace(new, summary=""))
+        room = state.policy.target - state.bare_tokens(new)
         chars = max(self.min_chars, min(self.max_chars, room * 3))
         previous = state.initial_plan.summary
         for _ in range(4):
             summary = digest_messages(previous, items, max_chars=chars)
             candidate = with_summary(new, summary, ids)
-            over = state.tokens(candidate) - state.policy.target
+            over = state.tokens_with_summary(candidate) - state.policy.target
             if over <= 0 or chars <= self.min_chars:
                 return candidate
             used = state.count(Message.system(summary)) or 1

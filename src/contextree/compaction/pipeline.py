@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from ..context import Projector, SessionContext, build_context, latest_compaction
+from ..context import (
+    Projector,
+    SessionContext,
+    build_context,
+    latest_compaction,
+    summary_message,
+)
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
 from ..errors import CompactionError
 from ..messages import Message, Usage
@@ -144,6 +150,7 @@ class CompactionState:
         self._text_counts: dict[tuple[str, str, str | None], int] = {}
         self._renders: dict[int, tuple[Plan, SessionContext]] = {}
         self._tokens: dict[int, tuple[Plan, int]] = {}
+        self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
         self.tokens_before = 0
         self.base: CompactionEntry | None = None
         ci = latest_compaction(self.branch)
@@ -266,6 +273,27 @@ class CompactionState:
         if hit is not None and hit[0] is plan:
             return hit[1]
         n = round(self.estimate(self.render(plan).messages) * self.scale) + self.offset
+        self._tokens[id(plan)] = (plan, n)
+        return n
+
+    def bare_tokens(self, plan: Plan) -> int:
+        """The tokens of ``plan`` without its summary (cached by cut, pins and cleared)."""
+        key = (plan.first_kept, plan.pinned, id(plan.cleared))
+        hit = self._bare.get(key)
+        if hit is not None and hit[0] is plan.cleared:
+            return hit[1]
+        n = self.tokens(replace(plan, summary="") if plan.summary else plan)
+        self._bare[key] = (plan.cleared, n)
+        return n
+
+    def tokens_with_summary(self, plan: Plan) -> int:
+        """``tokens(plan)`` without rendering it: the tokens of the same plan with no summary
+        plus its summary message (which comes first and pairs with nothing). Stages that try
+        several summaries for one cut use it; the count is cached for the ladder."""
+        n = self.bare_tokens(plan)
+        if plan.summary:
+            message = summary_message(self.entry_for(plan))
+            n += round(self.sizes((message,))[0] * self.scale)
         self._tokens[id(plan)] = (plan, n)
         return n
 

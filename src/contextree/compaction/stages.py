@@ -84,6 +84,7 @@ class ToolResults:
         total = state.tokens(plan)
         target = state.policy.target
         cleared = dict(plan.cleared)
+        sizes = state.sizes(messages)
         for i, m in enumerate(messages[:protected_from]):
             eid = ids[i]
             if m.role != "tool" or eid is None or eid in cleared or (m.meta or {}).get("kind"):
@@ -91,8 +92,8 @@ class ToolResults:
             call = calls.get(m.tool_call_id or "")
             text = placeholder(m, call)
             # (the same text and name as the placeholder will have: its count is cached)
-            saving = state.count(m) - state.count(Message.tool(text, tool_call_id="x",
-                                                               name=m.name))
+            after = state.sizes((Message.tool(text, tool_call_id="x", name=m.name),))[0]
+            saving = round((sizes[i] - after) * state.scale)
             if saving <= 0:
                 continue
             cleared[eid] = text
@@ -114,7 +115,15 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
             args = args[:200] + "…"
     text = result.text
     size = f"{text.count(chr(10)) + 1} lines, {len(text.encode())} bytes"
-    how = "Run the tool again with the same arguments if you need it."
+    if call is not None and call.name in WRITE_TOOLS:
+        path = next((v for k in ("path", "file_path", "filename", "file")
+                     if isinstance(v := call.arguments.get(k), str)), None)
+        how = ("It changed files: do not run it again; read "
+               + (f"{path}" if path else "the file") + " to see its current content.")
+    elif call is not None and call.name in SHELL_TOOLS:
+        how = "Run the command again if you need its output and it is safe to repeat."
+    else:
+        how = "Run the tool again with the same arguments if you need it."
     meta = result.meta or {}
     if is_truncated(meta):
         saved = meta["truncated"].get("saved_path")
@@ -219,7 +228,7 @@ class SlidingWindow:
         note_reserve = 40
         cut = choose_cut(state, plan, state.policy.target, reserve=note_reserve,
                          steps=self.within_turn)
-        if cut is None or cut.first_kept <= plan.first_kept:
+        if cut is None or cut.first_kept <= plan.first_kept or not cut.dropped_ids:
             return None
         note = (f"[{len(cut.dropped_ids)} earlier messages (about {cut.dropped_tokens} tokens) "
                 "were dropped from the context to fit the window; the full history is kept in "

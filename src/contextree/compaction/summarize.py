@@ -48,15 +48,15 @@ class Summarize:
 
     Input larger than ``max_input_tokens`` (the summarizer's own budget) is summarized in
     chunks, each updating the summary so far. The model is asked to stay within the room the
-    cut leaves under the target, and is not called when that room is below
-    ``min_summary_tokens`` (a summary could not make the context smaller).
+    cut leaves under the target (at most ``max_summary_tokens``), and is not called when
+    that room is below ``min_summary_tokens`` (a summary could not make the context smaller).
     """
 
     name = "summarize"
 
     def __init__(self, model: Any, *, keep_ratio: float = 0.5,
                  max_input_tokens: int = 60_000, min_summary_tokens: int = 256,
-                 **options: Any) -> None:
+                 max_summary_tokens: int = 8_000, **options: Any) -> None:
         if not hasattr(model, "complete"):
             raise TypeError("Summarize needs a model with a complete(messages) method")
         if not 0 < keep_ratio <= 1:
@@ -67,6 +67,7 @@ class Summarize:
         self.keep_ratio = keep_ratio
         self.max_input_tokens = max_input_tokens
         self.min_summary_tokens = min_summary_tokens
+        self.max_summary_tokens = max(max_summary_tokens, min_summary_tokens)
         self.options = options
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
@@ -79,36 +80,45 @@ class Summarize:
         new = replace(plan, first_kept=first_kept, pinned=pins)
         # The summary only pays off if it is smaller than what it replaces: when there is no
         # room for one (the cut gains nothing over ``plan``), the model is not called at all.
-        floor = state.tokens(replace(new, summary=""))
+        floor = state.bare_tokens(new)
         room = state.tokens(plan) - floor - 1
         if room < self.min_summary_tokens:
             return None
-        limit = min(room, max(state.policy.target - floor, self.min_summary_tokens))
+        limit = min(room, self.max_summary_tokens,
+                    max(state.policy.target - floor, self.min_summary_tokens))
         summary = state.initial_plan.summary
         usage = Usage()
-        for chunk in self._chunks(state, items):
-            summary, used = self._summarize(summary, chunk, limit)
+        # Each request holds the summary so far, up to ``limit`` tokens, and the prompt.
+        reserve = (state.counter.count_text(SYSTEM_PROMPT)
+                   + max(limit, state.counter.count_text(summary)) + 100)
+        for chunk in self._chunks(state, items, max(self.max_input_tokens - reserve,
+                                                    self.max_input_tokens // 4)):
+            summary, used = self._summarize(summary, "\n\n".join(chunk), limit)
             usage = usage + used
-        return with_summary(new, summary, [eid for _, eid in items if eid], usage)
+        candidate = with_summary(new, summary, [eid for _, eid in items if eid], usage)
+        state.tokens_with_summary(candidate)  # counted without rendering it again
+        return candidate
 
-    def _chunks(self, state: CompactionState,
-                items: list[tuple[Message, str | None]]) -> list[list[tuple[Message, str | None]]]:
-        chunks: list[list[tuple[Message, str | None]]] = [[]]
+    def _chunks(self, state: CompactionState, items: list[tuple[Message, str | None]],
+                budget: int) -> list[list[str]]:
+        """The transcript (as sent: long outputs shortened), one piece a message, in
+        consecutive chunks that fit ``budget`` tokens."""
+        chunks: list[list[str]] = [[]]
         size = 0
         for item in items:
-            n = min(state.count(item[0]), self.max_input_tokens)
-            if chunks[-1] and size + n > self.max_input_tokens:
+            piece = render_transcript([item])
+            n = state.counter.count_text(piece) + 2
+            if chunks[-1] and size + n > budget:
                 chunks.append([])
                 size = 0
-            chunks[-1].append(item)
+            chunks[-1].append(piece)
             size += n
         return chunks
 
-    def _summarize(self, previous: str, chunk: list[tuple[Message, str | None]],
-                   limit: int) -> tuple[str, Usage]:
+    def _summarize(self, previous: str, transcript: str, limit: int) -> tuple[str, Usage]:
         request = (
             (f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous else "")
-            + f"<conversation>\n{render_transcript(chunk)}\n</conversation>\n\n"
+            + f"<conversation>\n{transcript}\n</conversation>\n\n"
             + ("Update the previous summary with this conversation." if previous
                else "Summarize this conversation.")
             + f" Keep the summary under about {limit} tokens."
