@@ -6,9 +6,10 @@ Each seed generates a long coding-agent session (many turns of reads, edits, she
 and chatter) with facts planted in its first 60%: files the agent changed, constraints the
 user stated, failing commands and their error text, and decisions the assistant announced.
 The session is compacted so the target is 20% of its tokens (``compact_to`` 0.4 of a window
-of half its size) with ``[Digest()]``, with ``[SlidingWindow()]`` alone (the baseline) and with
-the default pipeline, and the fraction of facts still present in the text of the resulting
-context (message text and tool-call arguments) is printed per kind and overall.
+of half its size; ``--fraction`` changes it) with ``[Digest()]``, with ``[SlidingWindow()]``
+alone (the baseline; also with ``within_turn=True``) and with the default pipeline, and the
+fraction of facts still present in the text of the resulting context (message text and
+tool-call arguments) is printed per kind and overall, with the worst seed ("min").
 Target: >= 90% for Digest.
 """
 
