@@ -230,6 +230,19 @@ def dropped_items(state: CompactionState, first_kept: int,
     return out
 
 
+def summary_cut(state: CompactionState, plan: Plan, keep_ratio: float
+                ) -> tuple[Plan, list[tuple[Message, str | None]]] | None:
+    """For the summarizing stages: the plan that keeps about ``keep_ratio`` of the target of
+    recent messages, and the messages it removes (``None`` when it removes nothing)."""
+    cut = choose_cut(state, plan, int(state.policy.target * keep_ratio))
+    first_kept = max(cut.first_kept, plan.first_kept) if cut else plan.first_kept
+    pins = tuple(dict.fromkeys([*plan.pinned, *(cut.pins if cut else ())]))
+    items = dropped_items(state, first_kept, pins)
+    if not items:
+        return None
+    return replace(plan, first_kept=first_kept, pinned=pins), items
+
+
 class Digest:
     """Summarize everything before a cut with ``digest_messages``; keep recent steps whole.
 
@@ -250,13 +263,10 @@ class Digest:
         self.max_chars = max_chars
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
-        cut = choose_cut(state, plan, int(state.policy.target * self.keep_ratio))
-        first_kept = max(cut.first_kept, plan.first_kept) if cut else plan.first_kept
-        pins = tuple(dict.fromkeys([*plan.pinned, *(cut.pins if cut else ())]))
-        items = dropped_items(state, first_kept, pins)
-        if not items:
+        found = summary_cut(state, plan, self.keep_ratio)
+        if found is None:
             return None
-        new = replace(plan, first_kept=first_kept, pinned=pins)
+        new, items = found
         ids = [eid for _, eid in items if eid]
         # The room under the target, in characters: start from a conservative guess of the
         # characters a token, then shrink if the rendered digest still overruns.

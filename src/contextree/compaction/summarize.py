@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from ..errors import CompactionError
 from ..messages import Message, Usage
-from .digest import dropped_items
+from .digest import summary_cut
 from .pipeline import CompactionState, Plan, with_summary
-from .stages import choose_cut
 
 SYSTEM_PROMPT = """\
 You compact the history of an AI agent's conversation so the agent can continue without it.
@@ -71,13 +69,10 @@ class Summarize:
         self.options = options
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
-        cut = choose_cut(state, plan, int(state.policy.target * self.keep_ratio))
-        first_kept = max(cut.first_kept, plan.first_kept) if cut else plan.first_kept
-        pins = tuple(dict.fromkeys([*plan.pinned, *(cut.pins if cut else ())]))
-        items = dropped_items(state, first_kept, pins)
-        if not items:
+        found = summary_cut(state, plan, self.keep_ratio)
+        if found is None:
             return None
-        new = replace(plan, first_kept=first_kept, pinned=pins)
+        new, items = found
         # The summary only pays off if it is smaller than what it replaces: when there is no
         # room for one (the cut gains nothing over ``plan``), the model is not called at all.
         floor = state.bare_tokens(new)
