@@ -11,7 +11,6 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .context import Projector, SessionContext, build_context
@@ -99,22 +98,23 @@ class Session:
 
     @classmethod
     def open_or_create(cls, path: str | os.PathLike[str], **kwargs: Any) -> Session:
-        """Open the session at ``path``, creating it first if there is none."""
-        if is_url(path):
-            try:
-                return cls.open(path, durable=kwargs.get("durable", True))
-            except SessionError as e:
-                if e.code != "not_found":
-                    raise
-            return cls.create(path, **kwargs)
-        if Path(path).exists():
-            return cls.open(path, durable=kwargs.get("durable", True))
+        """Open the session at ``path`` (a file, or a URL with ``#SESSION_ID``), creating it
+        first if there is none; safe when several processes race to create it."""
+        if is_url(path) and "#" not in str(path):
+            raise SessionError("not_found", "add #SESSION_ID to the URL: the session with that "
+                               "id is opened, or created if there is none")
+        durable = kwargs.get("durable", True)
+        try:
+            return cls.open(path, durable=durable)
+        except SessionError as e:
+            if e.code != "not_found":
+                raise
         try:
             return cls.create(path, **kwargs)
-        except SessionError as e:
-            if e.code != "exists":
+        except SessionError as err:
+            if err.code != "exists":
                 raise
-            return cls.open(path, durable=kwargs.get("durable", True))
+            return cls.open(path, durable=durable)  # another process created it first
 
     @classmethod
     def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:
