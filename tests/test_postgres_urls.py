@@ -85,3 +85,16 @@ def test_jsonl_to_postgres_and_back_is_byte_identical(url: str, tmp_path: Path) 
     exported = cli("export", "contextree", target, "-o", str(back))
     assert exported.returncode == 0, exported.stderr
     assert back.read_bytes() == original.read_bytes()
+
+
+def test_session_tree_on_a_url_resumes_the_same_session(url: str) -> None:
+    from contextree.models import ScriptedModel
+
+    target = f"{url}#tree-{id(url)}"
+    model = ScriptedModel(["Nice to meet you.", "Your name is Nathan."])
+    agent = ct.agent().use(ct.SessionTree, path=target).run(model)
+    agent.start("My name is Nathan.")
+    agent.start("What's my name?")
+    assert "My name is Nathan." in [m.text for m in model.calls[1]]
+    with pytest.raises(ct.SessionError, match="#SESSION_ID"):
+        ct.Session.open_or_create(url)
