@@ -96,3 +96,14 @@ def test_an_empty_entry_id_in_a_file_is_an_invalid_entry(tmp_path: Path) -> None
         ct.Session.open(path, readonly=True)
     assert err.value.code == "invalid_entry" and err.value.line == 2
     assert os.path.getsize(path) > 0
+
+
+def test_a_random_id_that_is_taken_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextree.session as session_module
+
+    session = ct.Session.in_memory()
+    taken = session.append_message(ct.Message.user("a"))
+    ids = iter([taken, taken, "fresh001"])
+    monkeypatch.setattr(session_module, "new_id", lambda: next(ids))
+    assert session.append_message(ct.Message.user("b")) == "fresh001"
+    assert [e.id for e in session.branch()] == [taken, "fresh001"]

@@ -163,18 +163,25 @@ class Session:
         return self.storage.location
 
     # -- appending -----------------------------------------------------------------------
-    def _next_id(self) -> str:
-        for _ in range(100):
-            eid = new_id()
-            if eid not in self.storage:
-                return eid
-        raise SessionError("storage", "could not find an unused entry id")  # pragma: no cover
-
     def _append(self, cls: type[Any], parent_id: str | None = None, **fields: Any) -> str:
-        entry = cls(self._next_id(), self.leaf_id if parent_id is None else parent_id, now(),
-                    **fields)
-        self.storage.append(entry)
-        return entry.id  # type: ignore[no-any-return]
+        """Build an entry under the leaf (or ``parent_id``) with a fresh id and store it.
+
+        Every backend refuses a duplicate id, so a random id that happens to be taken is
+        replaced and tried again rather than checked beforehand (one round trip fewer on a
+        database).
+        """
+        parent = self.leaf_id if parent_id is None else parent_id
+        for _ in range(8):
+            entry = cls(new_id(), parent, now(), **fields)
+            try:
+                self.storage.append(entry)
+            except SessionError as e:
+                if e.code == "duplicate_id":
+                    continue
+                raise
+            return entry.id  # type: ignore[no-any-return]
+        raise SessionError("storage", "could not find an unused entry id after 8 tries",
+                           path=self.location)  # pragma: no cover - 2**-256 odds
 
     def append(self, entry: AnyEntry) -> str:
         """Append a ready-made entry (its id, parent and timestamp are used as given)."""
