@@ -107,3 +107,13 @@ def test_a_random_id_that_is_taken_is_replaced(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(session_module, "new_id", lambda: next(ids))
     assert session.append_message(ct.Message.user("b")) == "fresh001"
     assert [e.id for e in session.branch()] == [taken, "fresh001"]
+
+
+def test_set_name_none_clears_the_name_and_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        s.set_name("first")
+        s.set_name(None)
+        assert s.name is None
+    with ct.Session.open(path, readonly=True) as again:
+        assert again.name is None and again.stats().name is None

@@ -156,7 +156,7 @@ class Session:
 
     @property
     def name(self) -> str | None:
-        return self.storage.name
+        return self.storage.name or None
 
     @property
     def location(self) -> str:
@@ -275,7 +275,12 @@ class Session:
         return self._append(LabelEntry, target_id=target_id, label=label)
 
     def set_name(self, name: str | None) -> str:
-        return self._append(SessionInfoEntry, name=name)
+        """Set the session's display name; ``None`` (or ``""``) clears it.
+
+        A clear is written as an empty name, as pi does: a ``session_info`` entry without a
+        name only records other metadata and leaves the name alone.
+        """
+        return self._append(SessionInfoEntry, name=name or "")
 
     # -- navigation ----------------------------------------------------------------------
     def get_entry(self, entry_id: str) -> AnyEntry | None:
