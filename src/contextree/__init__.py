@@ -21,6 +21,7 @@ from .entries import (
 )
 from .errors import CompactionError, ContextreeError, ModelError, SessionError, ToolError
 from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart, Usage
+from .models import AnthropicMessages, Model, OpenAIChat, ScriptedModel
 from .overflow import OverflowStore
 from .runtime import (
     Agent,
@@ -59,6 +60,7 @@ __all__ = [
     "ALL",
     "ActiveToolsChangeEntry",
     "Agent",
+    "AnthropicMessages",
     "AnyEntry",
     "BranchSummaryEntry",
     "CompactionEntry",
@@ -82,12 +84,15 @@ __all__ = [
     "MemoryStorage",
     "Message",
     "MessageEntry",
+    "Model",
     "ModelChangeEntry",
     "ModelError",
+    "OpenAIChat",
     "OverflowStore",
     "PostgresStorage",
     "RepairReport",
     "Retry",
+    "ScriptedModel",
     "Session",
     "SessionContext",
     "SessionError",
