@@ -117,3 +117,36 @@ def test_set_name_none_clears_the_name_and_survives_reopen(tmp_path: Path) -> No
         assert s.name is None
     with ct.Session.open(path, readonly=True) as again:
         assert again.name is None and again.stats().name is None
+
+
+def test_delete_removes_the_session_and_its_spills_but_not_backups(tmp_path: Path) -> None:
+    store = ct.OverflowStore(tmp_path / "spill")
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        s.append_message(ct.Message.user("hi"))
+        session_id = s.id
+    spilled = ct.truncate("x\n" * 5000, store=store, session_id=session_id)
+    other = ct.truncate("y\n" * 5000, store=store, session_id="someone-else")
+    (tmp_path / "s.jsonl.bak-1").write_text("kept")
+    with ct.Session.open(path), pytest.raises(ct.SessionError) as busy:
+        ct.Session.delete(path, store=store)  # open for writing elsewhere: refused
+    assert busy.value.code == "locked" and path.exists()
+    assert ct.Session.delete(path, store=store) == 1
+    assert not path.exists() and not Path(str(spilled.saved_path)).exists()
+    assert Path(str(other.saved_path)).exists() and (tmp_path / "s.jsonl.bak-1").exists()
+
+
+def test_rm_command_deletes_after_yes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("CONTEXTREE_HOME", str(tmp_path / "home"))
+    path = tmp_path / "s.jsonl"
+    ct.Session.create(path).close()
+    refused = subprocess.run([sys.executable, "-m", "contextree", "rm", str(path)],
+                             input="n\n", capture_output=True, text=True)
+    assert refused.returncode == 1 and path.exists()
+    done = subprocess.run([sys.executable, "-m", "contextree", "rm", str(path), "--yes"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not path.exists()

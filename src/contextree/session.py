@@ -11,6 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .context import Projector, SessionContext, build_context
@@ -36,10 +37,12 @@ from .messages import Message, Usage
 from .stats import SessionStats, compute_stats
 from .storage import create_storage, is_url, open_storage
 from .storage.base import HIDDEN_IN_TREE, Storage
+from .storage.jsonl import quarantine_path
 from .storage.memory import MemoryStorage
 
 if TYPE_CHECKING:
     from .compaction import CompactionPipeline, CompactionResult
+    from .overflow import OverflowStore
     from .tokens import TokenCounter
 
 
@@ -115,6 +118,26 @@ class Session:
             if err.code != "exists":
                 raise
             return cls.open(path, durable=durable)  # another process created it first
+
+    @staticmethod
+    def delete(target: str | os.PathLike[str], *, store: OverflowStore | None = None) -> int:
+        """Delete a session (file or URL) with its quarantine file and the tool outputs it
+        spilled to the overflow store (``store``, default the user's); returns how many spill
+        files went. A session open for writing elsewhere is not deleted (``locked``)."""
+        from .overflow import OverflowStore
+
+        if is_url(target):
+            from .storage.postgres import delete_session, split_session_url
+
+            with Session.open(target, readonly=True) as doomed:
+                session_id = doomed.id
+            delete_session(split_session_url(str(target))[0], session_id)
+        else:
+            with Session.open(target) as doomed:  # takes the writer's lock: nobody writes
+                session_id = doomed.id
+                for path in (Path(target), quarantine_path(target)):
+                    path.unlink(missing_ok=True)
+        return (store or OverflowStore.default()).delete_session(session_id)
 
     @classmethod
     def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:

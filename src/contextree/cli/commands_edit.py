@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ..overflow import OverflowStore
+from ..session import Session
 from ..storage.repair import repair
 from .app import command
 from .output import Out, UsageProblem, clip, emit_json, human_size, short_id
@@ -72,6 +73,20 @@ def name_command(
     with open_session(file) as session:
         session.set_name(text)
     Out().line(f"{file}: named {text!r}")
+
+
+@command("rm")
+def rm_command(
+    file: FileArg,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+    = False,
+) -> None:
+    """Delete a session (file or postgresql:// URL), its quarantine file and the tool outputs
+    it spilled to the overflow store. Backups written by `repair` are kept."""
+    if not yes and not typer.confirm(f"Delete {file} and its saved tool outputs?"):
+        raise typer.Exit(1)
+    spills = Session.delete(file)
+    Out().line(f"deleted {file} and {spills} saved tool outputs")
 
 
 @command("checkout")
