@@ -154,18 +154,7 @@ def _name_from_line(raw: bytes) -> str | None:
 
 def _name(tail: bytes) -> str | None:
     """The name set by the last ``session_info`` line in ``tail``."""
-    end = len(tail)
-    for _ in range(MAX_NAME_PROBES):
-        hit = tail.rfind(NAME_TAG, 0, end)
-        if hit < 0:
-            return None
-        lo = tail.rfind(b"\n", 0, hit) + 1
-        hi = tail.find(b"\n", hit)
-        name = _name_from_line(tail[lo : hi if hi >= 0 else len(tail)])
-        if name is not None:
-            return name
-        end = lo
-    return None
+    return _last_name(tail, len(tail))
 
 
 def _name_by_search(f: Any, end: int) -> str | None:
@@ -173,17 +162,21 @@ def _name_by_search(f: Any, end: int) -> str | None:
     if end <= 0:
         return None
     with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        stop = end
-        for _ in range(MAX_NAME_PROBES):
-            hit = mm.rfind(NAME_TAG, 0, stop)
-            if hit < 0:
-                return None
-            lo = mm.rfind(b"\n", 0, hit) + 1
-            hi = mm.find(b"\n", hit)
-            name = _name_from_line(mm[lo : hi if hi >= 0 else len(mm)])
-            if name is not None:
-                return name
-            stop = lo
+        return _last_name(mm, end)
+
+
+def _last_name(buf: bytes | mmap.mmap, end: int) -> str | None:
+    """The name of the last ``session_info`` line that starts before ``end`` in ``buf``."""
+    for _ in range(MAX_NAME_PROBES):
+        hit = buf.rfind(NAME_TAG, 0, end)
+        if hit < 0:
+            return None
+        lo = buf.rfind(b"\n", 0, hit) + 1
+        hi = buf.find(b"\n", hit)
+        name = _name_from_line(buf[lo : hi if hi >= 0 else len(buf)])
+        if name is not None:
+            return name
+        end = lo
     return None
 
 
