@@ -187,9 +187,15 @@ def _decorated(msgs: list[Message]) -> list[Message]:
 
 
 def _no_internal_fields(wire: Any) -> None:
-    dumped = json.dumps(wire)
-    for key in ('"meta"', '"usage"', '"provider"', '"stop_reason"'):
-        assert key not in dumped
+    """No object anywhere in the wire data has a contextree-only key (text may say anything)."""
+    stack = [wire]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            assert not {"meta", "usage", "provider", "stop_reason"} & item.keys(), item
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 # -- property round trips ----------------------------------------------------------------------
