@@ -24,7 +24,7 @@ from contextree.compaction import (
 )
 from contextree.compaction.summarize import SYSTEM_PROMPT
 from contextree.entries import CompactionEntry, MessageEntry
-from contextree.errors import ModelError
+from contextree.errors import ModelUnavailable
 from contextree.messages import Message, ToolCall, Usage
 from contextree.models.scripted import ScriptedModel
 from contextree.tokens import EstimateCounter
@@ -680,7 +680,7 @@ def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: P
     long_session(s, turns=8)
     original = [e for e in s.branch()]
     on_disk = snapshot(path)
-    model = ScriptedModel([ModelError("provider down", retryable=True)])
+    model = ScriptedModel([ModelUnavailable("provider down")])
     events: list[tuple[str, dict[str, Any]]] = []
     r = run_compaction(s, CompactionPolicy(2000),
                        pipeline(SlidingWindow(), Summarize(model), Digest()),
@@ -690,7 +690,7 @@ def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: P
     assert not summ.applied and "provider down" in summ.note
     assert r.applied[-1] == "digest"
     assert ("compaction_failed", {"stage": "summarize",
-                                  "error": repr(ModelError("provider down", retryable=True))}) \
+                                  "error": repr(ModelUnavailable("provider down"))}) \
         in events
     # history untouched: the old entries unchanged, one compaction entry appended
     branch = s.branch()

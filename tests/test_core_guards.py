@@ -69,9 +69,9 @@ def test_move_to_a_leaf_move_entry_is_refused() -> None:
     session.append_message(ct.Message.user("b"))
     session.move_to(first)
     leaf_move = next(e.id for e in session.storage.entries() if isinstance(e, ct.LeafEntry))
-    with pytest.raises(ct.SessionError) as err:
+    with pytest.raises(ct.InvalidArgument) as err:
         session.move_to(leaf_move)
-    assert err.value.code == "invalid_fork_target"
+    assert err.value.code == "invalid_argument"
 
 
 def test_the_latest_replying_model_is_in_force_without_model_changes() -> None:

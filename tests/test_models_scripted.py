@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextree.errors import ModelError
+from contextree.errors import ModelError, ModelRateLimited
 from contextree.messages import Message, ToolCall, Usage
 from contextree.models import Model, ScriptedModel
 
@@ -66,7 +66,7 @@ def test_callable_replies_see_the_input() -> None:
 
 
 def test_exceptions_are_raised() -> None:
-    m = ScriptedModel([ModelError("busy", status=429, retryable=True, retry_after=1.0), "ok"])
+    m = ScriptedModel([ModelRateLimited("busy", status=429, retry_after=1.0), "ok"])
     with pytest.raises(ModelError) as info:
         m.complete([Message.user("x")])
     assert info.value.retryable

@@ -75,7 +75,7 @@ CASES: dict[str, Case] = {
                                            "timestamp": TS, "target_id": "ghost"}), CHAIN[3]],
         "missing_parent", 5, ["e1", "e2", "e3", "e4"], 1),
     "second_header": Case(
-        with_line(4, HEADER), "invalid_entry", 4, ["e1", "e2", "e3", "e4", "e5"], 1),
+        with_line(4, HEADER), "invalid_session", 4, ["e1", "e2", "e3", "e4", "e5"], 1),
     "first_line_not_a_header": Case(
         list(CHAIN), "invalid_session", 1, ["e1", "e2", "e3", "e4", "e5"], 0),
     "not_json_at_all": Case(

@@ -27,6 +27,7 @@ import contextree as ct
 from contextree import Message, ModelError, OverflowStore, Session, ToolCall
 from contextree.context import INTERRUPTED
 from contextree.entries import CompactionEntry, MessageEntry
+from contextree.errors import ModelRateLimited, ModelRequestRejected, ModelUnavailable
 from contextree.models.scripted import ScriptedModel
 from contextree.runtime import (
     DefaultCompactionPipeline,
@@ -359,7 +360,7 @@ def test_killed_mid_turn_resumes_from_what_was_persisted(
 def test_turn_that_raises_keeps_what_it_produced(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "s.jsonl"
     model = ScriptedModel([call("c1", "echo", text="saved"),
-                           ModelError("HTTP 400: bad request", status=400, retryable=False)])
+                           ModelRequestRejected("HTTP 400: bad request", status=400)])
     layer, options = persistence(kind, path)
     agent = (ct.agent().use(layer, **options).use(SystemPrompt, text="sys")
              .use(ToolResultLoop).use(Retry, sleep=lambda s: None)
@@ -437,8 +438,8 @@ def retry_agent(model: Any, sleeps: list[float], attempts: int = 4) -> ct.Agent:
 
 def test_retry_honours_retry_after_then_backs_off() -> None:
     model = ScriptedModel([
-        ModelError("429", status=429, retryable=True, retry_after=2.5),
-        ModelError("503", status=503, retryable=True),
+        ModelRateLimited("429", status=429, retry_after=2.5),
+        ModelUnavailable("503", status=503),
         "ok",
     ])
     sleeps: list[float] = []
@@ -453,12 +454,12 @@ def test_retry_honours_retry_after_then_backs_off() -> None:
 
 def test_retry_gives_up_on_non_retryable_and_after_attempts() -> None:
     sleeps: list[float] = []
-    model = ScriptedModel([ModelError("401", status=401, retryable=False), "never"])
+    model = ScriptedModel([ModelRequestRejected("401", status=401), "never"])
     with pytest.raises(ModelError, match="401"):
         retry_agent(model, sleeps).start("hi")
     assert sleeps == [] and len(model.calls) == 1
 
-    model = ScriptedModel([ModelError("500", status=500, retryable=True)] * 3)
+    model = ScriptedModel([ModelUnavailable("500", status=500)] * 3)
     with pytest.raises(ModelError, match="500"):
         retry_agent(model, sleeps, attempts=2).start("hi")
     assert len(sleeps) == 1 and len(model.calls) == 2

@@ -220,17 +220,17 @@ def test_move_to_with_summary_writes_one_branch_summary_line(tmp_path: Path) -> 
 
 def test_move_to_unknown_entry_raises_not_found() -> None:
     s = ct.Session.in_memory()
-    with pytest.raises(ct.SessionError) as info:
+    with pytest.raises(ct.EntryNotFound) as info:
         s.move_to("missing")
-    assert info.value.code == "not_found"
+    assert info.value.code == "entry_not_found"
 
 
 def test_move_to_none_with_summary_is_rejected() -> None:
     s = ct.Session.in_memory()
     s.append_message(ct.Message.user("a"))
-    with pytest.raises(ct.SessionError) as info:
+    with pytest.raises(ct.InvalidArgument) as info:
         s.move_to(None, "summary")
-    assert info.value.code == "invalid_fork_target"
+    assert info.value.code == "invalid_argument"
 
 
 def test_label_set_and_clear_and_unknown_target() -> None:
@@ -240,9 +240,9 @@ def test_label_set_and_clear_and_unknown_target() -> None:
     assert s.get_label(a) == "checkpoint"
     s.label(a, None)
     assert s.get_label(a) is None
-    with pytest.raises(ct.SessionError) as info:
+    with pytest.raises(ct.EntryNotFound) as info:
         s.label("missing", "x")
-    assert info.value.code == "not_found"
+    assert info.value.code == "entry_not_found"
 
 
 def test_set_name_keeps_latest() -> None:
@@ -261,9 +261,9 @@ def test_compaction_first_kept_must_be_on_branch() -> None:
     c = s.append_message(ct.Message.user("c"))
     s.move_to(a)
     s.append_message(ct.Message.user("d"))
-    with pytest.raises(ct.SessionError) as info:
+    with pytest.raises(ct.InvalidArgument) as info:
         s.append_compaction("x", c, 10)
-    assert info.value.code == "invalid_entry"
+    assert info.value.code == "invalid_argument"
 
 
 def test_appending_to_readonly_session_raises_readonly(tmp_path: Path) -> None:
@@ -349,13 +349,13 @@ def test_fork_onto_existing_path_fails_and_keeps_file(tmp_path: Path) -> None:
 
 def test_fork_at_unknown_id_or_empty_session_is_invalid_fork_target(tmp_path: Path) -> None:
     with ct.Session.create(tmp_path / "s.jsonl", cwd="/") as s:
-        with pytest.raises(ct.SessionError) as info:
+        with pytest.raises(ct.InvalidArgument) as info:
             s.fork(tmp_path / "f.jsonl")
-        assert info.value.code == "invalid_fork_target"
+        assert info.value.code == "invalid_argument"
         s.append_message(ct.Message.user("a"))
-        with pytest.raises(ct.SessionError) as info:
+        with pytest.raises(ct.EntryNotFound) as info:
             s.fork(tmp_path / "f.jsonl", at="nope")
-        assert info.value.code == "invalid_fork_target"
+        assert info.value.code == "entry_not_found"
     assert not (tmp_path / "f.jsonl").exists()
 
 

@@ -178,9 +178,9 @@ def test_open_or_create(tmp_path: Path) -> None:
 
 
 def test_directory_is_not_a_session(tmp_path: Path) -> None:
-    with pytest.raises(ct.SessionError) as info:
+    with pytest.raises(ct.InvalidArgument) as info:
         ct.Session.open(tmp_path, readonly=True)
-    assert info.value.code == "invalid_session"
+    assert info.value.code == "invalid_argument"
 
 
 def test_appending_a_duplicate_or_parentless_entry_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from .errors import CorruptLine, InvalidEntry, SessionError
 from .messages import NESTED, Message, Usage, _Extras, convert, enc_hook, has_extras, to_builtins
 
 FORMAT_VERSION = 1
@@ -225,10 +226,11 @@ _ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
 
 
 class LineError(ValueError):
-    """A line that is not valid JSON or not a valid entry; ``code`` says which."""
+    """A line that is not valid JSON or not a valid entry; ``kind`` is the error to raise
+    (``CorruptLine`` or ``InvalidEntry``) once the caller knows the file and line."""
 
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
+    def __init__(self, kind: type[SessionError], message: str) -> None:
+        self.kind = kind
         super().__init__(message)
 
 
@@ -244,29 +246,29 @@ def decode_line(line: bytes | str) -> Line:
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError as e:
-        raise LineError("corrupt_line", f"not valid JSON ({e})") from None
+        raise LineError(CorruptLine, f"not valid JSON ({e})") from None
     return from_dict(data)
 
 
 def from_dict(data: Any) -> Line:
     """A parsed JSON object to a header or entry, keeping unknown fields and types."""
     if not isinstance(data, dict):
-        raise LineError("invalid_entry", f"a line must be a JSON object, got {type(data).__name__}")
+        raise LineError(InvalidEntry, f"a line must be a JSON object, got {type(data).__name__}")
     kind = data.get("type")
     if not isinstance(kind, str):
-        raise LineError("invalid_entry", "the line has no string `type` field")
+        raise LineError(InvalidEntry, "the line has no string `type` field")
     if not isinstance(data.get("id"), str):
-        raise LineError("invalid_entry", f"the {kind!r} line has no string `id` field")
+        raise LineError(InvalidEntry, f"the {kind!r} line has no string `id` field")
     cls: type[Any] | None = SessionHeader if kind == "session" else ENTRY_TYPES.get(kind)
     if cls is None:
         parent = data.get("parent_id")
         if parent is not None and not isinstance(parent, str):
-            raise LineError("invalid_entry", f"`parent_id` must be a string or null, got {parent!r:.40}")
+            raise LineError(InvalidEntry, f"`parent_id` must be a string or null, got {parent!r:.40}")
         return UnknownEntry(data)
     try:
         return convert(data, cls)  # type: ignore[no-any-return]
     except msgspec.ValidationError as e:
-        raise LineError("invalid_entry", f"invalid {kind!r} entry: {e}") from None
+        raise LineError(InvalidEntry, f"invalid {kind!r} entry: {e}") from None
 
 
 def to_dict(line: Line) -> dict[str, Any]:

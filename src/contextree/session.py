@@ -32,7 +32,14 @@ from .entries import (
     new_id,
     now,
 )
-from .errors import SessionError
+from .errors import (
+    DuplicateId,
+    EntryNotFound,
+    InvalidArgument,
+    SessionExists,
+    SessionNotFound,
+    StorageFailure,
+)
 from .messages import Message, Usage
 from .stats import SessionStats, compute_stats
 from .storage import create_storage, is_url, open_storage
@@ -104,19 +111,16 @@ class Session:
         """Open the session at ``path`` (a file, or a URL with ``#SESSION_ID``), creating it
         first if there is none; safe when several processes race to create it."""
         if is_url(path) and "#" not in str(path):
-            raise SessionError("not_found", "add #SESSION_ID to the URL: the session with that "
+            raise InvalidArgument("add #SESSION_ID to the URL: the session with that "
                                "id is opened, or created if there is none")
         durable = kwargs.get("durable", True)
         try:
             return cls.open(path, durable=durable)
-        except SessionError as e:
-            if e.code != "not_found":
-                raise
+        except SessionNotFound:
+            pass
         try:
             return cls.create(path, **kwargs)
-        except SessionError as err:
-            if err.code != "exists":
-                raise
+        except SessionExists:
             return cls.open(path, durable=durable)  # another process created it first
 
     @staticmethod
@@ -198,12 +202,10 @@ class Session:
             entry = cls(new_id(), parent, now(), **fields)
             try:
                 self.storage.append(entry)
-            except SessionError as e:
-                if e.code == "duplicate_id":
-                    continue
-                raise
+            except DuplicateId:
+                continue
             return entry.id  # type: ignore[no-any-return]
-        raise SessionError("storage", "could not find an unused entry id after 8 tries",
+        raise StorageFailure("could not find an unused entry id after 8 tries",
                            path=self.location)  # pragma: no cover - 2**-256 odds
 
     def append(self, entry: AnyEntry) -> str:
@@ -246,15 +248,14 @@ class Session:
         """
         branch_ids = {e.id for e in self.branch()}
         if first_kept_entry_id is not None and first_kept_entry_id not in branch_ids:
-            raise SessionError(
-                "invalid_entry",
+            raise InvalidArgument(
                 f"first_kept_entry_id {first_kept_entry_id!r} is not on the current branch; "
                 "pass an entry from branch() (or None to keep nothing before the compaction)",
                 path=self.location,
             )
         for eid in [*(cleared or ()), *(pinned or ())]:
             if eid not in branch_ids:
-                raise SessionError("invalid_entry", f"cleared or pinned entry {eid!r} is not "
+                raise InvalidArgument(f"cleared or pinned entry {eid!r} is not "
                                    "on the current branch", path=self.location)
         return self._append(
             CompactionEntry,
@@ -315,7 +316,7 @@ class Session:
     def _require(self, entry_id: str) -> AnyEntry:
         entry = self.storage.get(entry_id)
         if entry is None:
-            raise SessionError("not_found", f"no entry {entry_id!r} in this session",
+            raise EntryNotFound(f"no entry {entry_id!r} in this session",
                                path=self.location)
         return entry
 
@@ -329,12 +330,12 @@ class Session:
         becomes the leaf, in one write; its id is returned.
         """
         if entry_id is not None and isinstance(self._require(entry_id), LeafEntry):
-            raise SessionError("invalid_fork_target", f"{entry_id!r} is a leaf move, not a "
+            raise InvalidArgument(f"{entry_id!r} is a leaf move, not a "
                                "point in the conversation; move to the entry it points at",
                                path=self.location)
         if summary is not None:
             if entry_id is None:
-                raise SessionError("invalid_fork_target", "a branch summary needs an entry to "
+                raise InvalidArgument("a branch summary needs an entry to "
                                    "branch from; pass an entry id", path=self.location)
             if isinstance(summary, str):
                 return self.append_branch_summary(entry_id, summary)
@@ -393,10 +394,10 @@ class Session:
         """
         at = self.leaf_id if at is None else at
         if at is None:
-            raise SessionError("invalid_fork_target", "the session is empty; there is nothing "
+            raise InvalidArgument("the session is empty; there is nothing "
                                "to fork", path=self.location)
         if self.storage.get(at) is None:
-            raise SessionError("invalid_fork_target", f"no entry {at!r} to fork at; pick an "
+            raise EntryNotFound(f"no entry {at!r} to fork at; pick an "
                                "id from `contextree tree`", path=self.location)
         path = [e for e in self.branch(at) if not isinstance(e, LeafEntry)]
         # A leaf move on the path would point outside the copy; they are not copied, and the

@@ -25,7 +25,7 @@ from contextree.entries import (
     encode_line,
     to_dict,
 )
-from contextree.errors import SessionError
+from contextree.errors import EntryNotFound, SessionError
 from contextree.messages import Message
 from contextree.storage import MemoryStorage, Storage
 
@@ -92,9 +92,9 @@ def test_append_get_path_children_find(backend: Backend) -> None:
 
 def test_path_to_unknown_entry_raises_not_found(backend: Backend) -> None:
     s = backend.make(entries=[msg("a", None)])
-    with pytest.raises(SessionError) as e:
+    with pytest.raises(EntryNotFound) as e:
         s.path("nope")
-    assert e.value.code == "not_found"
+    assert e.value.code == "entry_not_found"
 
 
 def test_labels_and_name(backend: Backend) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import SessionError
+from ..errors import SessionNotFound
 from ..formats import (
     FORMATS,
     UnknownFormatError,
@@ -46,7 +46,7 @@ def import_command(
         return
     src = Path(source)
     if not src.is_file():
-        raise SessionError("not_found", "no such file to import", path=str(src))
+        raise SessionNotFound("no such file to import", path=str(src))
     name = name or detect_format(src)
     target = output or src.with_name(src.name.removesuffix(src.suffix) + ".contextree.jsonl")
     with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from ..entries import MessageEntry, to_dict
-from ..errors import SessionError
+from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..messages import Message
 from ..session import Session, TreeNode
@@ -46,7 +46,7 @@ def ls_command(
         return
     directory = Path(where)
     if not directory.is_dir():
-        raise SessionError("not_found", "no such directory", path=str(directory))
+        raise SessionNotFound("no such directory", path=str(directory))
     found, other = listing.scan(directory)
     if as_json:
         emit_json([s.to_dict() for s in found])
@@ -332,7 +332,7 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
         return
     path = Path(file)
     if not path.is_file():
-        raise SessionError("not_found", "no such session file", path=file)
+        raise SessionNotFound("no such session file", path=file)
     size = path.stat().st_size
     report = {"path": file, "ok": True, "size": size}
     try:

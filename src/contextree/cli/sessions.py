@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from ..errors import SessionError
+from ..errors import EntryNotFound, SessionNotFound
 from ..session import Session
 from ..storage import is_url
 from ..storage.jsonl import TornLineWarning
@@ -30,7 +30,7 @@ def open_session(target: str, *, readonly: bool = False) -> Session:
         raise UsageProblem(f"{target} is a directory; pass a session file "
                            f"(`contextree ls {target}` lists them)")
     if not path.exists():
-        raise SessionError("not_found", "no such session file", path=target)
+        raise SessionNotFound("no such session file", path=target)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TornLineWarning)
         session = Session.open(path, readonly=readonly)
@@ -56,6 +56,6 @@ def resolve_entry(session: Session, ref: str) -> str:
             shown = ", ".join(matches[:5])
             raise UsageProblem(f"{ref!r} matches {len(matches)} entries ({shown}...); "
                                "type more of the id")
-    raise SessionError("not_found", f"no entry {ref!r} in {session.location} (give an id, "
+    raise EntryNotFound(f"no entry {ref!r} in {session.location} (give an id, "
                        f"an id prefix or a label; `contextree tree {session.location}` "
                        "shows them)")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SessionError
+from ..errors import EntryNotFound, SessionExists, SessionNotFound
 from ..session import Session
 from ..storage import create_storage
 from . import brute, claude_code, codex, pi, provider_lists
@@ -100,7 +100,7 @@ def import_session(
         return copy_session(src, dest_path, durable=durable)
     source = Path(src)
     if not source.is_file():
-        raise SessionError("not_found", "no such file to import", path=str(source))
+        raise SessionNotFound("no such file to import", path=str(source))
     name = detect_format(source) if fmt == "auto" else fmt
     if get_format(name).copy:
         return copy_session(src, dest_path, durable=durable)
@@ -144,7 +144,7 @@ def export_session(
     if writer is None:
         raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
     if at is not None and session.get_entry(at) is None:
-        raise SessionError("not_found", f"no entry {at!r} in this session",
+        raise EntryNotFound(f"no entry {at!r} in this session",
                            path=session.location)
     data = writer(session, at)
     out = Path(out_path)
@@ -154,7 +154,7 @@ def export_session(
 
 def _write_atomic(out: Path, data: bytes, overwrite: bool) -> None:
     if out.exists() and not overwrite:
-        raise SessionError("exists", "a file is already there; choose another path or "
+        raise SessionExists("a file is already there; choose another path or "
                            "allow overwriting", path=str(out))
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import orjson
 
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
-from ..errors import ContextreeError, SessionError
+from ..errors import ContextreeError, CorruptLine, InvalidEntry, SessionError, SessionNotFound
 from ..messages import Message
 from ..session import new_session_id
 
@@ -48,7 +48,7 @@ class Imported:
 
 def input_error(path: str | os.PathLike[str], line: int | None, message: str) -> SessionError:
     """The error for malformed input: ``path:line: message``."""
-    return SessionError("invalid_entry", message, path=os.fspath(path), line=line)
+    return InvalidEntry(message, path=os.fspath(path), line=line)
 
 
 def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
@@ -61,7 +61,7 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below; open errors are reported as is
     except FileNotFoundError:
-        raise SessionError("not_found", "no such file", path=str(path)) from None
+        raise SessionNotFound("no such file", path=str(path)) from None
     with f:
         for n, raw in enumerate(f, start=1):
             done += len(raw)
@@ -73,7 +73,7 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
             try:
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
-                raise SessionError("corrupt_line", f"not valid JSON ({e})",
+                raise CorruptLine(f"not valid JSON ({e})",
                                    path=str(path), line=n) from None
             yield n, value
     if progress is not None:
@@ -85,14 +85,14 @@ def read_json_document(path: Path) -> Any:
     try:
         text = path.read_bytes()
     except FileNotFoundError:
-        raise SessionError("not_found", "no such file", path=str(path)) from None
+        raise SessionNotFound("no such file", path=str(path)) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise SessionError("corrupt_line", f"not valid JSON ({e.msg}, column {e.colno})",
+        raise CorruptLine(f"not valid JSON ({e.msg}, column {e.colno})",
                            path=str(path), line=e.lineno) from None
     except UnicodeDecodeError as e:
-        raise SessionError("corrupt_line", f"not UTF-8 text ({e})", path=str(path)) from None
+        raise CorruptLine(f"not UTF-8 text ({e})", path=str(path)) from None
 
 
 def _size(path: Path) -> int:

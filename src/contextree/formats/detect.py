@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import SessionError
+from ..errors import SessionNotFound
 from .base import UnknownFormatError, read_json_document
 
 _HEAD_BYTES = 256 * 1024
@@ -23,7 +23,7 @@ def detect_format(path: Path) -> str:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
     except FileNotFoundError:
-        raise SessionError("not_found", "no such file", path=str(path)) from None
+        raise SessionNotFound("no such file", path=str(path)) from None
     raw_lines = [raw for raw in head.splitlines()[:50] if raw.strip()]
     first = _parse(raw_lines[0]) if raw_lines else None
     name = None

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
-from contextree.errors import ModelError
+from contextree.errors import ModelError, ModelUnavailable, model_error_for_status
 from contextree.messages import Message
 
 __all__ = [
@@ -122,7 +122,7 @@ def is_local_url(url: str | None) -> bool:
 
 def is_retryable_status(status: int) -> bool:
     """Rate limits (429), timeouts and conflicts (408, 409) and server errors (5xx)."""
-    return status in (408, 409, 429) or status >= 500
+    return model_error_for_status(status).retryable
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -167,10 +167,9 @@ def status_error(
     hint = _HINTS.get(status) or (
         "the provider failed; retry later" if status >= 500 else "check the request"
     )
-    return ModelError(
+    return model_error_for_status(status)(
         f"{provider}: HTTP {status}: {detail} ({hint})",
         status=status,
-        retryable=is_retryable_status(status),
         retry_after=parse_retry_after(headers),
     )
 
@@ -195,9 +194,8 @@ def map_sdk_error(provider: str, exc: BaseException, sdk: Any, base_url: str) ->
         headers = getattr(exc.response, "headers", None)
         return status_error(provider, int(exc.status_code), _api_detail(exc), headers)
     if isinstance(exc, sdk.APIConnectionError):
-        return ModelError(
+        return ModelUnavailable(
             f"{provider}: could not reach {base_url}: {exc} "
             "(check the base_url and the network; retrying may help)",
-            retryable=True,
         )
     return ModelError(f"{provider}: {type(exc).__name__}: {_api_detail(exc)}")

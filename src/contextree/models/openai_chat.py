@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from contextree.errors import ModelError
+from contextree.errors import ModelError, model_error_for_status
 from contextree.messages import Message
 from contextree.models.base import ToolSpec, merge_options
 from contextree.models.sdk import LOCAL_API_KEY, SdkModel
@@ -107,7 +107,6 @@ class OpenAIChat(SdkModel):
         if isinstance(err, Mapping):
             code = err.get("code")
             status = code if isinstance(code, int) else None
-            retryable = status is not None and (status == 429 or status >= 500)
             detail = err.get("message") or err
-            return ModelError(f"{self.provider}: {detail}", status=status, retryable=retryable)
+            return model_error_for_status(status)(f"{self.provider}: {detail}", status=status)
         return ModelError(f"{self.provider}: the response has no choices: {dict(data)!r:.300}")

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import SessionError
+from ..errors import CorruptLine
 from ..messages import Message
 from ..session import Session
 from ..tokens import COMPACTED_KINDS
@@ -49,7 +49,7 @@ class SessionLog:
                 except Exception as e:
                     if not line.endswith(b"\n"):
                         break  # a torn last line from a crash: ignore it
-                    raise SessionError("corrupt_line", f"not a message ({e})", path=str(self.path),
+                    raise CorruptLine(f"not a message ({e})", path=str(self.path),
                                        line=n) from None
         return out
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..entries import AnyEntry, SessionHeader
-from ..errors import SessionError
+from ..errors import InvalidArgument
 from .base import Storage, TreeIndex
 from .jsonl import JsonlStorage, TornLineWarning
 from .memory import MemoryStorage
@@ -33,7 +33,7 @@ def open_storage(target: Target, *, readonly: bool = False, durable: bool = True
 
         conninfo, session_id = split_session_url(str(target))
         if session_id is None:
-            raise SessionError("not_found", "the URL names no session: add #SESSION_ID "
+            raise InvalidArgument("the URL names no session: add #SESSION_ID "
                                "(`contextree ls URL` lists them)")
         return PostgresStorage.open(conninfo, session_id, readonly=readonly)
     return JsonlStorage.open(target, readonly=readonly, durable=durable)
@@ -50,7 +50,7 @@ def create_storage(target: Target, header: SessionHeader, entries: Iterable[AnyE
 
         conninfo, session_id = split_session_url(str(target))
         if session_id is not None and session_id != header.id:
-            raise SessionError("invalid_session", f"the URL names session {session_id!r} but "
+            raise InvalidArgument(f"the URL names session {session_id!r} but "
                                f"the session's id is {header.id!r}; leave #... off the URL "
                                f"and it is stored as {conninfo}#{header.id}")
         return PostgresStorage.create(conninfo, header, list(entries))

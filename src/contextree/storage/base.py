@@ -6,7 +6,13 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
-from ..errors import SessionError
+from ..errors import (
+    DuplicateId,
+    EntryNotFound,
+    InvalidEntry,
+    MissingParent,
+    ParentCycle,
+)
 
 # Entries that record a change of bookkeeping rather than of the conversation. They sit in
 # the tree like any entry, but ``tree()`` hides leaf moves.
@@ -90,19 +96,17 @@ class TreeIndex:
         """
         eid = entry.id
         if not isinstance(eid, str) or not eid:
-            raise SessionError("invalid_entry", "entry id must be a non-empty string",
+            raise InvalidEntry("entry id must be a non-empty string",
                                path=self.location, line=line)
         if eid in self.by_id:
-            raise SessionError(
-                "duplicate_id",
+            raise DuplicateId(
                 f"entry id {eid!r} is already used in this session; every id must be unique "
                 "(run `contextree repair` to quarantine the duplicate)",
                 path=self.location, line=line,
             )
         parent = entry.parent_id
         if parent is not None and parent not in self.by_id and not forward_parent_ok:
-            raise SessionError(
-                "missing_parent",
+            raise MissingParent(
                 f"entry {eid!r} has parent {parent!r}, which is not an earlier entry of this "
                 "session (run `contextree repair` to quarantine entries with no parent)",
                 path=self.location, line=line,
@@ -110,8 +114,7 @@ class TreeIndex:
         if isinstance(entry, LeafEntry) and entry.target_id is not None and (
             entry.target_id not in self.by_id
         ):
-            raise SessionError(
-                "missing_parent",
+            raise MissingParent(
                 f"leaf entry {eid!r} moves to {entry.target_id!r}, which does not exist",
                 path=self.location, line=line,
             )
@@ -141,12 +144,12 @@ class TreeIndex:
         while current is not None:
             entry = by_id.get(current)
             if entry is None:
-                raise SessionError("not_found", f"entry {current!r} is not in this session",
+                raise EntryNotFound(f"entry {current!r} is not in this session",
                                    path=self.location)
             out.append(entry)
             current = entry.parent_id
             if len(out) > limit:
-                raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle",
+                raise ParentCycle(f"parent links from {leaf_id!r} form a cycle",
                                    path=self.location)
         out.reverse()
         return out
@@ -172,8 +175,7 @@ def verify_links(index: TreeIndex, pending: list[tuple[AnyEntry, int | None]]) -
     by_id = index.by_id
     for entry, line in pending:
         if entry.parent_id not in by_id:
-            raise SessionError(
-                "missing_parent",
+            raise MissingParent(
                 f"entry {entry.id!r} has parent {entry.parent_id!r}, which does not exist "
                 "(run `contextree repair` to quarantine entries with no parent)",
                 path=index.location, line=line,
@@ -182,8 +184,7 @@ def verify_links(index: TreeIndex, pending: list[tuple[AnyEntry, int | None]]) -
         current = entry.parent_id
         while current is not None:
             if current in seen:
-                raise SessionError(
-                    "cycle",
+                raise ParentCycle(
                     f"entry {entry.id!r} is its own ancestor (parent links form a cycle); "
                     "run `contextree repair` to quarantine the cycle",
                     path=index.location, line=line,

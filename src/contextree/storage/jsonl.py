@@ -38,7 +38,16 @@ from ..entries import (
     decode_line,
     encode_line,
 )
-from ..errors import SessionError
+from ..errors import (
+    InvalidArgument,
+    InvalidHeader,
+    ReadOnlySession,
+    SessionError,
+    SessionExists,
+    SessionLocked,
+    SessionNotFound,
+    StorageFailure,
+)
 from .base import IndexedStorage, TreeIndex, verify_links
 
 CHUNK = 2 << 20  # bytes read and decoded per msgspec call when loading
@@ -141,8 +150,8 @@ class JsonlStorage(IndexedStorage):
             try:
                 os.link(tmp, target)  # atomic, and never replaces an existing file
             except FileExistsError:
-                raise SessionError(
-                    "exists", "a file is already there; choose another path or open it",
+                raise SessionExists(
+                    "a file is already there; choose another path or open it",
                     path=str(target),
                 ) from None
         finally:
@@ -166,16 +175,16 @@ class JsonlStorage(IndexedStorage):
         try:
             fd = os.open(target, os.O_RDONLY if readonly else os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
-            raise SessionError(
-                "not_found", "no session file here; create one with Session.create(path)",
+            raise SessionNotFound(
+                "no session file here; create one with Session.create(path)",
                 path=str(target),
             ) from None
         except IsADirectoryError:
-            raise SessionError("invalid_session", "this is a directory, not a session file",
+            raise InvalidArgument("this is a directory, not a session file",
                                path=str(target)) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # read-only opens of a directory succeed
             os.close(fd)
-            raise SessionError("invalid_session", "this is not a regular file, not a session "
+            raise InvalidArgument("this is not a regular file, not a session "
                                "file", path=str(target))
         locked = False
         try:
@@ -204,10 +213,10 @@ class JsonlStorage(IndexedStorage):
     # -- writing ---------------------------------------------------------------------------
     def append(self, entry: AnyEntry) -> None:
         if self._fd is None:
-            raise SessionError("readonly", "this session was opened read-only; open it with "
+            raise ReadOnlySession("this session was opened read-only; open it with "
                                "readonly=False to write", path=str(self.file))
         if self._failed is not None:
-            raise SessionError("storage", f"an earlier write failed ({self._failed}), so this "
+            raise StorageFailure(f"an earlier write failed ({self._failed}), so this "
                                "session may differ from the file; close it and open it again "
                                "(reopening reads what is really on disk)", path=str(self.file))
         self._index.check(entry)
@@ -262,7 +271,7 @@ class JsonlStorage(IndexedStorage):
             # Never leave a partial line behind: cut the file back to its last whole line.
             with contextlib.suppress(OSError):
                 os.truncate(self._fd, self._size)
-            raise SessionError("storage", f"could not write the entry ({e}); nothing was "
+            raise StorageFailure(f"could not write the entry ({e}); nothing was "
                                "written — free disk space or check permissions and retry",
                                path=str(self.file)) from e
         self._size += len(data)
@@ -272,7 +281,7 @@ class JsonlStorage(IndexedStorage):
         try:
             os.fdatasync(self._fd)
         except OSError as e:
-            raise SessionError("storage", f"could not sync the file to disk ({e})",
+            raise StorageFailure(f"could not sync the file to disk ({e})",
                                path=str(self.file)) from e
 
     def quarantined_lines(self) -> int:
@@ -327,7 +336,7 @@ def load(f: io.BufferedIOBase, location: str) -> tuple[TreeIndex, int, TornTail 
 def _load(f: io.BufferedIOBase, location: str) -> tuple[TreeIndex, int, TornTail | None]:
     first = f.readline()
     if not first:
-        raise SessionError("invalid_session", "the file is empty; delete it or create a new "
+        raise InvalidHeader("the file is empty; delete it or create a new "
                            "session", path=location)
     header = _decode_header(first, location)
     index = TreeIndex(header, location)
@@ -410,14 +419,14 @@ def _decode_header(line: bytes, location: str) -> SessionHeader:
     try:
         header = decode_line(line)
     except LineError as e:
-        raise SessionError("invalid_session", f"the first line is not a session header ({e}); "
+        raise InvalidHeader(f"the first line is not a session header ({e}); "
                            "is this a contextree session file?", path=location, line=1) from None
     if not isinstance(header, SessionHeader):
-        raise SessionError("invalid_session", "the first line must be the session header "
+        raise InvalidHeader("the first line must be the session header "
                            '({"type":"session",...}); is this a contextree session file? '
                            "(`contextree import` reads other formats)", path=location, line=1)
     if header.version > FORMAT_VERSION:
-        raise SessionError("invalid_session", f"the file is in session format version "
+        raise InvalidHeader(f"the file is in session format version "
                            f"{header.version}, newer than this contextree understands "
                            f"({FORMAT_VERSION}); upgrade contextree to open it",
                            path=location, line=1)
@@ -486,13 +495,12 @@ def _load_block_slowly(
         except LineError as e:
             if i == last_nonblank and is_last():
                 return TornTail(pos, here, b"\n".join(raw_lines[i:]) + b"\n")
-            raise SessionError(
-                "corrupt_line" if e.code == "corrupt_line" else "invalid_entry",
+            raise e.kind(
                 f"{e}; run `contextree repair` to quarantine bad lines (a backup is kept)",
                 path=location, line=here,
             ) from None
         if isinstance(entry, SessionHeader):
-            raise SessionError("invalid_entry", "a second session header in the middle of the "
+            raise InvalidHeader("a second session header in the middle of the "
                                "file (were two files concatenated?); run `contextree repair`",
                                path=location, line=here)
         forward = entry.parent_id is not None and entry.parent_id not in index.by_id
@@ -556,8 +564,7 @@ def _lock(fd: int, path: Path) -> None:
         with contextlib.suppress(OSError, ValueError):
             info = json.loads(lock_info_path(path).read_text())
             holder = f"pid {info['pid']} on {info['host']} (since {info['since']})"
-        raise SessionError(
-            "locked",
+        raise SessionLocked(
             f"the session is open for writing by {holder}; close it there first, or open it "
             "read-only with Session.open(path, readonly=True)",
             path=str(path),

@@ -43,7 +43,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -62,7 +62,21 @@ from ..entries import (
     from_dict,
     to_dict,
 )
-from ..errors import SessionError, missing_extra
+from ..errors import (
+    DuplicateId,
+    EntryNotFound,
+    InvalidEntry,
+    InvalidHeader,
+    LeafConflict,
+    MissingParent,
+    ParentCycle,
+    ReadOnlySession,
+    SessionError,
+    SessionExists,
+    SessionNotFound,
+    StorageFailure,
+    missing_extra,
+)
 from .base import TreeIndex, verify_links
 
 try:
@@ -280,7 +294,7 @@ def _connect(conninfo: str) -> Connection:
     try:
         return psycopg.connect(conninfo, autocommit=True)
     except psycopg.Error as e:
-        raise SessionError("storage", f"could not connect to PostgreSQL ({_first_line(e)}); "
+        raise StorageFailure(f"could not connect to PostgreSQL ({_first_line(e)}); "
                            "check the URL and that the server is running",
                            path=_redact(conninfo)) from e
 
@@ -290,7 +304,7 @@ def _autocommit(conn: Connection) -> None:
     if conn.autocommit:
         return
     if conn.info.transaction_status != TransactionStatus.IDLE:
-        raise SessionError("storage", "the connection has a transaction in progress; commit or "
+        raise StorageFailure("the connection has a transaction in progress; commit or "
                            "roll it back before contextree uses it (or pass a pool)")
     conn.autocommit = True
 
@@ -364,7 +378,7 @@ def create_schema(target: Target) -> int:
             "SELECT coalesce(max(version), 0) FROM contextree_schema_version").fetchone()
         current = int(row[0]) if row else 0
         if current > SCHEMA_VERSION:
-            raise SessionError("storage", _newer_schema(current), path=_describe(conn))
+            raise StorageFailure(_newer_schema(current), path=_describe(conn))
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version]:
                 conn.execute(statement)
@@ -391,14 +405,14 @@ def _require_schema(conn: Connection) -> None:
     version = _schema_version(conn)
     where = _describe(conn)
     if version is None:
-        raise SessionError("storage", f"no contextree tables in this database; {_NO_SCHEMA}",
+        raise StorageFailure(f"no contextree tables in this database; {_NO_SCHEMA}",
                            path=where)
     if version < SCHEMA_VERSION:
-        raise SessionError("storage", f"the contextree schema is at version {version}, this "
+        raise StorageFailure(f"the contextree schema is at version {version}, this "
                            f"version needs {SCHEMA_VERSION}; {_NO_SCHEMA} (it migrates)",
                            path=where)
     if version > SCHEMA_VERSION:
-        raise SessionError("storage", _newer_schema(version), path=where)
+        raise StorageFailure(_newer_schema(version), path=where)
 
 
 def _newer_schema(version: int) -> str:
@@ -549,7 +563,7 @@ class PostgresStorage:
                          index.leaf_id, len(batch)],
                     )
                     if cur.rowcount != 1:
-                        raise SessionError("exists", f"a session with id {header.id!r} is "
+                        raise SessionExists(f"a session with id {header.id!r} is "
                                            "already in this database; open it or choose "
                                            "another id", path=location)
                     if batch:
@@ -582,7 +596,7 @@ class PostgresStorage:
                     [session_id],
                 ).fetchone()
             if row is None:
-                raise SessionError("not_found", f"no session {session_id!r} in this database; "
+                raise SessionNotFound(f"no session {session_id!r} in this database; "
                                    "create it with PostgresStorage.create (or list them with "
                                    "list_sessions)", path=location)
             header = _decode_header(row[0], location)
@@ -654,11 +668,11 @@ class PostgresStorage:
         saw is re-parented onto the current leaf if another writer moved it meanwhile.
         """
         if self.readonly:
-            raise SessionError("readonly", "this session was opened read-only (or is closed); "
+            raise ReadOnlySession("this session was opened read-only (or is closed); "
                                "open it with readonly=False to write", path=self._location)
         eid = entry.id
         if not isinstance(eid, str) or not eid:
-            raise SessionError("invalid_entry", "entry id must be a non-empty string",
+            raise InvalidEntry("entry id must be a non-empty string",
                                path=self._location)
         with self._lock:
             stored, leaf, name, count = self._run(
@@ -714,24 +728,24 @@ class PostgresStorage:
                  expected: str | _Unset | None) -> SessionError:
         where = self._location
         if status == "duplicate_id":
-            return SessionError("duplicate_id", f"entry id {entry.id!r} is already used in "
+            return DuplicateId(f"entry id {entry.id!r} is already used in "
                                 "this session; every id must be unique (use a new id)",
                                 path=where)
         if status == "conflict":
-            return SessionError("conflict", f"the leaf is {leaf!r}, not the expected "
+            return LeafConflict(f"the leaf is {leaf!r}, not the expected "
                                 f"{expected!r}: another writer appended first; read the new "
                                 "leaf and retry", path=where)
         if status == "missing_parent":
-            return SessionError("missing_parent", f"entry {entry.id!r} has parent {parent!r}, "
+            return MissingParent(f"entry {entry.id!r} has parent {parent!r}, "
                                 "which is not an entry of this session", path=where)
         if status == "missing_target":
             target = entry.target_id if isinstance(entry, LeafEntry) else None
-            return SessionError("missing_parent", f"leaf entry {entry.id!r} moves to "
+            return MissingParent(f"leaf entry {entry.id!r} moves to "
                                 f"{target!r}, which does not exist", path=where)
         if status == "not_found":
-            return SessionError("not_found", "the session was deleted from the database",
+            return SessionNotFound("the session was deleted from the database",
                                 path=where)
-        return SessionError("storage", f"unexpected append status {status!r}", path=where)
+        return StorageFailure(f"unexpected append status {status!r}", path=where)
 
     # -- reading --------------------------------------------------------------------------------
     def get(self, entry_id: str) -> AnyEntry | None:
@@ -767,7 +781,7 @@ class PostgresStorage:
                 out.append(entry)
                 current = entry.parent_id
                 if len(out) > len(cache):
-                    raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle",
+                    raise ParentCycle(f"parent links from {leaf_id!r} form a cycle",
                                        path=self._location)
             if current is not None:
                 missing = current
@@ -776,11 +790,11 @@ class PostgresStorage:
                     "could not read the path",
                 )
                 if not rows:
-                    raise SessionError("not_found", f"entry {missing!r} is not in this "
+                    raise EntryNotFound(f"entry {missing!r} is not in this "
                                        "session", path=self._location)
                 rows.sort(key=lambda r: r[3], reverse=True)  # root first; O(n) when in order
                 if rows[0][1] is not None:
-                    raise SessionError("cycle", f"parent links from {leaf_id!r} form a cycle "
+                    raise ParentCycle(f"parent links from {leaf_id!r} form a cycle "
                                        "or reach a missing entry", path=self._location)
                 fetched = self._remember_many([(r[0], r[2]) for r in rows])
                 fetched.reverse()
@@ -859,7 +873,7 @@ class PostgresStorage:
             row = self._query(lambda c: c.execute(_ROW, [self._id]).fetchone(),
                               "could not read the session")
             if row is None:
-                raise SessionError("not_found", "the session was deleted from the database",
+                raise SessionNotFound("the session was deleted from the database",
                                    path=self._location)
             self._leaf, self._name, self._count = row[0], row[1], int(row[2])
 
@@ -888,7 +902,7 @@ class PostgresStorage:
              entry: AnyEntry | None = None) -> T:
         """Run ``fn`` on a connection; retry once after a lost connection, map errors."""
         if self._closed:
-            raise SessionError("storage", "the storage is closed; open the session again",
+            raise StorageFailure("the storage is closed; open the session again",
                                path=self._location)
         retry = False
         while True:
@@ -906,8 +920,7 @@ class PostgresStorage:
                     self._db.discard_dead()
                     continue
                 if lost and entry is not None:
-                    raise SessionError(
-                        "storage",
+                    raise StorageFailure(
                         f"{what}: the connection to PostgreSQL was lost ({_first_line(e)}). "
                         "The transaction either committed whole or not at all: reopen the "
                         f"session and check whether entry {entry.id!r} is there",
@@ -982,10 +995,10 @@ def _decode(line: str, location: str) -> AnyEntry:
     try:
         entry = decode_line(line)
     except LineError as e:
-        raise SessionError("invalid_entry", f"a stored entry does not decode ({e})",
+        raise InvalidEntry(f"a stored entry does not decode ({e})",
                            path=location) from None
     if isinstance(entry, SessionHeader):
-        raise SessionError("invalid_entry", "a session header is stored as an entry",
+        raise InvalidEntry("a session header is stored as an entry",
                            path=location)
     return entry
 
@@ -1005,18 +1018,15 @@ def _decode_header(text: str, location: str) -> SessionHeader:
     try:
         header = decode_line(text)
     except LineError as e:
-        raise SessionError("invalid_session", f"the stored session header does not decode ({e})",
+        raise InvalidHeader(f"the stored session header does not decode ({e})",
                            path=location) from None
     if not isinstance(header, SessionHeader):
-        raise SessionError("invalid_session", "the stored session header is not a header",
+        raise InvalidHeader("the stored session header is not a header",
                            path=location)
     return header
 
 
 # -- errors -------------------------------------------------------------------------------------
-
-_ErrorCode = Literal["duplicate_id", "missing_parent", "not_found", "exists", "storage"]
-
 
 def _storage_error(e: BaseException, what: str, *, location: str | None = None,
                    entry: AnyEntry | None = None) -> SessionError:
@@ -1024,26 +1034,26 @@ def _storage_error(e: BaseException, what: str, *, location: str | None = None,
     detail = _first_line(e)
     constraint = getattr(getattr(e, "diag", None), "constraint_name", None) or ""
     eid = repr(entry.id) if entry is not None else "an entry"
-    code: _ErrorCode = "storage"
+    kind: type[SessionError] = StorageFailure
     if isinstance(e, pg_errors.UniqueViolation):
         if constraint == f"{ENTRIES}_pkey":
-            code, message = "duplicate_id", (
+            kind, message = DuplicateId, (
                 f"entry id {eid} is already used in this session; every id must be unique")
         elif constraint == f"{SESSIONS}_pkey":
-            code, message = "exists", "a session with this id is already in the database"
+            kind, message = SessionExists, "a session with this id is already in the database"
         else:
             message = f"{what}: {detail}"
     elif isinstance(e, pg_errors.ForeignKeyViolation):
         if constraint == f"{ENTRIES}_parent_fkey":
             parent = repr(entry.parent_id) if entry is not None else "its parent"
-            code, message = "missing_parent", (
+            kind, message = MissingParent, (
                 f"entry {eid} has parent {parent}, which is not an entry of this session")
         elif constraint == f"{ENTRIES}_target_fkey":
             target = repr(entry.target_id) if isinstance(entry, LeafEntry) else "its target"
-            code, message = "missing_parent", (
+            kind, message = MissingParent, (
                 f"leaf entry {eid} moves to {target}, which does not exist")
         else:
-            code, message = "not_found", "the session is not in the database (deleted?)"
+            kind, message = SessionNotFound, "the session is not in the database (deleted?)"
     elif isinstance(e, pg_errors.UndefinedTable):
         message = f"{what}: the contextree tables are missing; {_NO_SCHEMA}"
     elif isinstance(e, PoolTimeout):
@@ -1054,4 +1064,4 @@ def _storage_error(e: BaseException, what: str, *, location: str | None = None,
                    "stored — check the server and retry")
     else:
         message = f"{what}: PostgreSQL said: {detail}"
-    return SessionError(code, message, path=location)
+    return kind(message, path=location)

@@ -26,7 +26,7 @@ from ..entries import (
     new_id,
     now,
 )
-from ..errors import SessionError
+from ..errors import SessionNotFound
 from .jsonl import _fsync_dir, _lock, _write_all, lock_info_path, quarantine, quarantine_path
 
 
@@ -49,7 +49,7 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairRepo
     """Repair a session file in place (after a backup); ``dry_run`` only reports."""
     target = Path(path)
     if not target.is_file():
-        raise SessionError("not_found", "no session file here", path=str(target))
+        raise SessionNotFound("no session file here", path=str(target))
     fd = os.open(target, os.O_RDWR)
     locked = False
     try:
