@@ -139,9 +139,20 @@ def test_unknown_fields_at_every_level_survive_round_trip() -> None:
 def test_with_content_keeps_unknown_fields() -> None:
     m = ct.Message.from_dict({"role": "tool", "content": "long", "tool_call_id": "c",
                               "x_keep": 1})
-    short = m.with_content("short", kind="cleared")
+    short = m.marked(ct.markers.Kind.CLEARED_TOOL_RESULT, content="short")
     assert short.to_dict() == {"role": "tool", "content": "short", "tool_call_id": "c",
-                               "meta": {"kind": "cleared"}, "x_keep": 1}
+                               "meta": {"kind": "cleared_tool_result"}, "x_keep": 1}
+
+
+def test_replace_keeps_unknown_fields() -> None:
+    m = ct.Message.from_dict({"role": "user", "content": "hi", "x_vendor": {"a": 1}})
+    copy = m.replace(content="bye")
+    assert copy.extra == {"x_vendor": {"a": 1}}
+    assert copy.to_dict() == {"role": "user", "content": "bye", "x_vendor": {"a": 1}}
+    call = ct.ToolCall.from_dict({"id": "c", "name": "n", "x": 2}) if hasattr(
+        ct.ToolCall, "from_dict") else ct.messages.convert({"id": "c", "name": "n", "x": 2},
+                                                           ct.ToolCall)
+    assert call.replace(name="m").extra == {"x": 2}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from contextree.errors import ModelError
+from contextree.markers import Kind
 from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.models import AnthropicMessages, Model
 from fakes.anthropic_server import (
@@ -83,9 +84,7 @@ def test_plain_reply_async(server: AnthropicServer, model: AnthropicMessages) ->
 def test_system_messages_concatenated_in_order(
     server: AnthropicServer, model: AnthropicMessages
 ) -> None:
-    summary = Message.system("Earlier: the user asked about Paris.").with_content(
-        "Earlier: the user asked about Paris.", kind="compaction_summary"
-    )
+    summary = Message.system("Earlier: the user asked about Paris.").marked(Kind.COMPACTION_SUMMARY)
     msgs = [
         Message.system("You are helpful."),
         Message.user("Hi"),

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from contextree.errors import ModelError
+from contextree.markers import Kind
 from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.models import Model, OpenAIChat
 from fakes import Reply
@@ -76,9 +77,7 @@ def test_default_options_and_overrides(server: OpenAIServer) -> None:
 
 
 def test_meta_and_system_messages_in_place(server: OpenAIServer, model: OpenAIChat) -> None:
-    summary = Message.system("Summary of earlier turns.").with_content(
-        "Summary of earlier turns.", kind="compaction_summary"
-    )
+    summary = Message.system("Summary of earlier turns.").marked(Kind.COMPACTION_SUMMARY)
     msgs = [
         Message.system("You are helpful."),
         summary,

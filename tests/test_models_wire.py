@@ -11,7 +11,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -179,8 +178,8 @@ anthropic_conversations = conversation(
 def _decorated(msgs: list[Message]) -> list[Message]:
     """The same messages with contextree-only fields set, which must never reach the wire."""
     return [
-        msgspec.structs.replace(
-            m, meta={"kind": "x"}, usage=Usage(input=1), model="m", provider="p", stop_reason="s"
+        m.replace(
+            meta={"kind": "x"}, usage=Usage(input=1), model="m", provider="p", stop_reason="s"
         )
         for m in msgs
     ]

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contextree.errors import ContextreeError
+from contextree.markers import Kind
 from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.tokens import (
     EstimateCounter,
@@ -160,16 +161,16 @@ def test_anchor_skips_assistants_without_usable_usage() -> None:
     assert find_anchor([]) is None
 
 
-@pytest.mark.parametrize("kind", ["compaction_summary", "cleared_tool_result", "window_note"])
-def test_compacted_view_has_no_anchor(kind: str) -> None:
+@pytest.mark.parametrize("kind", [Kind.COMPACTION_SUMMARY, Kind.CLEARED_TOOL_RESULT])
+def test_compacted_view_has_no_anchor(kind: Kind) -> None:
     msgs = convo()
-    msgs[1] = msgs[1].with_content("summary of earlier turns", kind=kind)
+    msgs[1] = msgs[1].marked(kind, content="summary of earlier turns")
     assert find_anchor(msgs) is None
 
 
 def test_other_meta_kinds_keep_the_anchor() -> None:
     msgs = convo()
-    msgs[3] = msgs[3].with_content("a.txt", truncated={"saved_path": None})
+    msgs[3] = msgs[3].replace(content="a.txt", meta={"truncated": {"saved_path": None}})
     assert find_anchor(msgs) == 2
 
 

@@ -22,6 +22,7 @@ from .entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
+from .markers import Kind
 from .messages import Message
 
 # A projector turns a custom entry into messages: (entry, index in context entries, entries).
@@ -99,7 +100,7 @@ def build_context(
     for index, entry in enumerate(entries):
         for m in _entry_messages(entry, index, entries, projectors):
             if entry.id in cleared and m.role == "tool":
-                m = m.with_content(cleared[entry.id], kind="cleared_tool_result")
+                m = m.marked(Kind.CLEARED_TOOL_RESULT, content=cleared[entry.id])
             raw.append((m, entry.id))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.usage_anchor = _usage_anchor(ctx, path)

@@ -7,9 +7,12 @@ round-trips exactly through JSON: fields this version does not know are kept and
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, Self
 
 import msgspec
+
+from .markers import Kind, TruncationRecord, kind_of, marker, truncation_of
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
@@ -28,6 +31,22 @@ class _Extras:
         # getattr, not self.__dict__: reading __dict__ would allocate one per struct
         d: dict[str, Any] | None = getattr(self, "_extra", None)
         return d if d is not None else {}
+
+    def set_extra(self, extra: Mapping[str, Any]) -> Self:
+        """Add fields to write back unchanged (importers keep another tool's fields so);
+        returns ``self``."""
+        if extra:
+            setattr(self, "_extra", {**self.extra, **extra})  # noqa: B010 (a dict=True struct)
+        return self
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` applied; unknown fields carry over (``msgspec.structs.
+        replace`` alone would drop them)."""
+        copy = msgspec.structs.replace(self, **changes)  # type: ignore[type-var]
+        extra = getattr(self, "_extra", None)
+        if extra:
+            setattr(copy, "_extra", dict(extra))  # noqa: B010
+        return copy
 
 
 class TextPart(msgspec.Struct, _Extras, tag="text", tag_field="type", **_STRUCT):
@@ -198,13 +217,23 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
             return []
         return [p for p in c if isinstance(p, ThinkingPart)]
 
-    def with_content(self, content: str, **meta: Any) -> Message:
-        """A copy with new content and extra ``meta`` keys; unknown fields carry over."""
-        new_meta = {**(self.meta or {}), **meta} if meta else self.meta
-        copy = msgspec.structs.replace(self, content=content, meta=new_meta)
-        if self.extra:
-            copy._extra = dict(self.extra)  # type: ignore[attr-defined]
-        return copy
+    @property
+    def kind(self) -> Kind | None:
+        """What synthetic message this is (see ``contextree.markers``), or ``None`` for one
+        that a person or a model wrote."""
+        return kind_of(self.meta)
+
+    @property
+    def truncation(self) -> TruncationRecord | None:
+        """How this tool result was cut, or ``None`` if it was not."""
+        return truncation_of(self.meta)
+
+    def marked(self, kind: Kind, *, content: str | None = None, **info: Any) -> Message:
+        """A copy marked as a synthetic message of ``kind`` (optionally with new content)."""
+        meta = {**(self.meta or {}), **marker(kind, **info)}
+        if content is None:
+            return self.replace(meta=meta)
+        return self.replace(content=content, meta=meta)
 
     # -- JSON ----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

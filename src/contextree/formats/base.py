@@ -123,13 +123,6 @@ class Ids:
         return True
 
 
-def set_extra(obj: T, extra: Json) -> T:
-    """Attach fields a struct does not know (they are written back with it)."""
-    if extra:
-        setattr(obj, "_extra", {**getattr(obj, "extra", {}), **extra})  # noqa: B010
-    return obj
-
-
 def text_of_blocks(content: Any) -> str:
     """The text of a string, or of the ``{"type": "text"}`` blocks of a content list."""
     if isinstance(content, str):

@@ -71,7 +71,6 @@ from .base import (
     input_error,
     iso_to_ms,
     read_json_lines,
-    set_extra,
     text_of_blocks,
 )
 
@@ -195,7 +194,9 @@ def _entry_from_pi(obj: Json, path: Path, n: int) -> AnyEntry:
     if entry is None:
         data = {"type": kind, "id": eid, "parent_id": parent, "timestamp": ts, **d}
         return UnknownEntry(data)
-    return set_extra(entry, d)
+    if not isinstance(entry, UnknownEntry):
+        entry.set_extra(d)
+    return entry
 
 
 def _pop_str(d: Json, key: str, default: str | None = None) -> str:
@@ -275,7 +276,7 @@ def _custom_message_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> A
         details=d.pop("details", None), display=bool(d.pop("display", True)),
     )
     if not isinstance(content, str):
-        set_extra(entry, {"piContent": content})
+        entry.set_extra({"piContent": content})
     return entry
 
 
@@ -318,11 +319,11 @@ def message_from_pi(m: Json, entry_ms: int | None = None) -> Message | None:
         msg = Message(role="user", content=text,
                       meta={"kind": kind, "pi_role": role, **({"custom_type": m["customType"]}
                             if isinstance(m.get("customType"), str) else {})})
-        return set_extra(msg, {"piMessage": m})
+        return msg.set_extra({"piMessage": m})
     if isinstance(meta, dict):
         msg.meta = meta
     _drop_derived(msg, d, entry_ms, _str(m.get("provider")))
-    return set_extra(msg, d)
+    return msg.set_extra(d)
 
 
 def _simplify(content: Any) -> Any:
@@ -363,7 +364,7 @@ def _assistant_from_pi(d: Json) -> Message:
             args = b.pop("arguments", None)
             call = ToolCall(id=str(b.pop("id", "")), name=str(b.pop("name", "")),
                             arguments=args if isinstance(args, dict) else arguments_from_json(args))
-            calls.append(set_extra(call, b))
+            calls.append(call.set_extra(b))
         else:
             parts.append(_part_from_pi(block))
     usage_raw = d.pop("usage", None)
@@ -398,15 +399,15 @@ def _part_from_pi(block: Any) -> AnyPart:
     b = dict(block)
     kind = b.pop("type", None)
     if kind == "text" and isinstance(b.get("text"), str):
-        return set_extra(TextPart(text=b.pop("text")), b)
+        return TextPart(text=b.pop("text")).set_extra(b)
     if kind == "thinking":
         part = ThinkingPart(thinking=str(b.pop("thinking", "")),
                             signature=_str(b.pop("thinkingSignature", None)),
                             redacted=bool(b.pop("redacted", False)))
-        return set_extra(part, b)
+        return part.set_extra(b)
     if kind == "image" and isinstance(b.get("data"), str):
         image = ImagePart(data=b.pop("data"), mime_type=_str(b.pop("mimeType", None)))
-        return set_extra(image, b)
+        return image.set_extra(b)
     return UnknownPart(dict(block))
 
 
@@ -420,7 +421,7 @@ def _usage_from_pi(u: Json) -> Usage:
         total=int(u.get("totalTokens") or 0),
         cost=float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0,
     )
-    return set_extra(usage, {"piCost": cost} if isinstance(cost, dict) else {})
+    return usage.set_extra({"piCost": cost} if isinstance(cost, dict) else {})
 
 
 

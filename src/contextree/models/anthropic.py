@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from contextree.messages import Message
 from contextree.models.base import ToolSpec, merge_options
 from contextree.models.sdk import SdkModel
@@ -87,8 +85,7 @@ class AnthropicMessages(SdkModel):
         """The assistant message, with usage, model and stop_reason."""
         data: dict[str, Any] = response.to_dict(mode="json")
         msg = assistant_from_anthropic(data.get("content") or [])
-        return msgspec.structs.replace(
-            msg,
+        return msg.replace(
             usage=usage_from_anthropic(data.get("usage")),
             model=data.get("model") or self.name,
             provider=self.provider,

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from contextree.errors import ModelError, model_error_for_status
 from contextree.messages import Message
 from contextree.models.base import ToolSpec, merge_options
@@ -93,8 +91,7 @@ class OpenAIChat(SdkModel):
             raise self._no_choices(data)
         choice = choices[0]
         msg = assistant_from_openai_chat(choice.get("message") or {})
-        return msgspec.structs.replace(
-            msg,
+        return msg.replace(
             usage=usage_from_openai_chat(data.get("usage")),
             model=data.get("model") or self.name,
             provider=self.provider,

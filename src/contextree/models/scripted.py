@@ -81,16 +81,12 @@ class ScriptedModel:
         msg = Message.assistant(reply) if isinstance(reply, str) else reply
         usage = msg.usage or self._usage(msg, messages, tools)
         stop = msg.stop_reason or ("tool_use" if msg.tool_calls else "end_turn")
-        out = msgspec.structs.replace(
-            msg,
+        return msg.replace(
             usage=usage,
             model=msg.model or self.name,
             provider=msg.provider or self.provider,
             stop_reason=stop,
         )
-        if msg.extra:
-            out._extra = dict(msg.extra)  # type: ignore[attr-defined]
-        return out
 
     @staticmethod
     def _usage(
@@ -100,6 +96,6 @@ class ScriptedModel:
         if tools:
             prompt.append([dict(t) for t in tools])
         inp = estimate_tokens(prompt)
-        reply = msgspec.structs.replace(msg, usage=None, meta=None).to_dict()
+        reply = msg.replace(usage=None, meta=None).to_dict()
         out = estimate_tokens({"content": reply.get("content"), "calls": reply.get("tool_calls")})
         return Usage(input=inp, output=out, total=inp + out)

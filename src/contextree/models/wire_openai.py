@@ -156,13 +156,6 @@ def unknown_part(data: Mapping[str, Any]) -> UnknownPart:
     return UnknownPart(dict(data))
 
 
-def with_extra(obj: Any, extra: Mapping[str, Any]) -> Any:
-    """Attach wire-specific fields to a struct's ``extra`` (kept when the struct is saved)."""
-    if extra:
-        obj._extra = {**obj.extra, **extra}
-    return obj
-
-
 def make_message(role: str, content: str | list[AnyPart] | None, **fields: Any) -> Message:
     """A ``Message``; content may hold ``UnknownPart`` items, which the type hint omits."""
     return Message(role=role, content=cast(Any, content), **fields)
@@ -395,7 +388,7 @@ def _tool_call_from_chat(d: Mapping[str, Any]) -> ToolCall:
         name=str(fn.get("name") or ""),
         arguments=arguments_from_json(fn.get("arguments")),
     )
-    return cast(ToolCall, with_extra(call, {k: d[k] for k in _CHAT_TOOL_CALL_EXTRAS if k in d}))
+    return call.set_extra({k: d[k] for k in _CHAT_TOOL_CALL_EXTRAS if k in d})
 
 
 def _content_from_chat(content: Any) -> str | list[AnyPart] | None:
@@ -593,7 +586,7 @@ def _add_assistant_item(
             arguments=arguments_from_json(item.get("arguments")),
         )
         if item.get("id") is not None:
-            with_extra(call, {"item_id": item["id"]})
+            call.set_extra({"item_id": item["id"]})
         group.calls.append(call)
         names.add([call])
     else:
@@ -608,7 +601,7 @@ def _thinking_from_reasoning(item: Mapping[str, Any]) -> ThinkingPart:
         thinking="\n\n".join(texts), signature=opt_str(item.get("encrypted_content"))
     )
     if item.get("id") is not None:
-        with_extra(part, {"id": item["id"]})
+        part.set_extra({"id": item["id"]})
     return part
 
 
