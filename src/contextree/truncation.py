@@ -22,8 +22,10 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_LINES",
     "DEFAULT_MAX_LINE_CHARS",
+    "LIMITS",
     "Direction",
     "Truncation",
+    "TruncationLimits",
     "is_truncated",
     "truncate",
 ]
@@ -31,9 +33,22 @@ __all__ = [
 Direction = Literal["head", "tail", "middle"]
 DIRECTIONS: frozenset[str] = frozenset(("head", "tail", "middle"))
 
-DEFAULT_MAX_LINES = 2000
-DEFAULT_MAX_BYTES = 50 * 1024
-DEFAULT_MAX_LINE_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationLimits:
+    """The caps on one tool result: ``max_lines`` lines or ``max_bytes`` UTF-8 bytes,
+    whichever comes first, and ``max_line_chars`` characters per line (the seed's figures)."""
+
+    max_lines: int = 2000
+    max_bytes: int = 50 * 1024
+    max_line_chars: int = 2000
+
+
+LIMITS = TruncationLimits()
+DEFAULT_MAX_LINES = LIMITS.max_lines
+DEFAULT_MAX_BYTES = LIMITS.max_bytes
+DEFAULT_MAX_LINE_CHARS = LIMITS.max_line_chars
 
 META_KEY = "truncated"
 _NL = 0x0A
