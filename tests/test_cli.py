@@ -58,7 +58,7 @@ def make_session(path: Path, *, turns: int = 3) -> dict[str, str]:
         ids["result"] = s.append_message(Message.tool("def add(a, b):\n    return a - b\n",
                                                       tool_call_id="c1", name="read"))
         ids["found"] = s.append_message(Message.assistant("add() subtracts; fixing it."))
-        s.label(ids["found"], "diagnosis")
+        s.set_label(ids["found"], "diagnosis")
         for i in range(turns):
             s.append_message(Message.user(f"step {i}"))
             s.append_message(Message.assistant(f"done {i}"))

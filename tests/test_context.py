@@ -38,7 +38,7 @@ def test_without_compaction_every_message_on_the_branch_in_order() -> None:
     s.move_to(a)
     s.append_message(A("two"))
     s.append_model_change("p", "m")  # state changes produce no messages
-    s.label(a, "x")
+    s.set_label(a, "x")
     s.set_name("n")
     s.append_message(U("three"))
     assert texts(s.build_context()) == ["one", "two", "three"]

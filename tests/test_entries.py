@@ -46,7 +46,7 @@ def build_every_entry_type(s: ct.Session) -> dict[str, str]:
     ids["custom"] = s.append_custom("ext.state", {"counter": 3, "nested": {"a": [1]}})
     ids["custom_message"] = s.append_custom_message("ext.note", "note text", {"d": 1},
                                                     display=False)
-    ids["label"] = s.label(ids["message"], "start")
+    ids["label"] = s.set_label(ids["message"], "start")
     ids["session_info"] = s.set_name("my session")
     ids["branch_summary"] = s.move_to(ids["message"], {"summary": "left a branch",
                                                        "details": {"why": "x"},

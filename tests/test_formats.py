@@ -70,7 +70,7 @@ def build_session(path: Path) -> Session:
     result = s.append_message(Message.tool("def parse(s):\n    return s[0]\n",
                                            tool_call_id="call_1", name="read"))
     found = s.append_message(Message.assistant("`s[0]` fails on empty input."))
-    s.label(found, "diagnosis")
+    s.set_label(found, "diagnosis")
     s.append_message(Message.user([TextPart(text="Screenshot of the failure:"),
                                    ImagePart(data="aGVsbG8=", mime_type="image/png")]))
     kept = s.append_message(Message.assistant("I'll return None for empty input."))

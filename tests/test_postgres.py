@@ -558,7 +558,7 @@ def test_jsonl_to_postgres_and_back_is_byte_identical(
     a = src.append_message({"role": "user", "content": "héllo", "x_new": [1, {"y": None}]})
     src.append_message({"role": "assistant", "content": [{"type": "text", "text": "hi"},
                                                          {"type": "future_part", "z": 1}]})
-    src.label(a, "first")
+    src.set_label(a, "first")
     src.set_name("copied")
     src.move_to(a, summary="other way")
     future = {"type": "future", "id": "fut1", "parent_id": src.leaf_id, "timestamp": "t",

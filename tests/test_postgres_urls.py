@@ -52,12 +52,12 @@ def test_session_create_open_and_fork_by_url(url: str, tmp_path: Path) -> None:
     with ct.Session.create(url, cwd="/w") as s:
         first = s.append_message(ct.Message.user("hi"))
         s.append_message(ct.Message.assistant("hello"))
-        s.label(first, "start")
+        s.set_label(first, "start")
         s.move_to(first, summary="went elsewhere")
         where, leaf = s.location, s.leaf_id
     assert "#" in where
     with ct.Session.open(where) as again:
-        assert again.leaf_id == leaf and again.get_label(first) == "start"
+        assert again.leaf_id == leaf and again.label_of(first) == "start"
         copy = again.fork(tmp_path / "fork.jsonl", at=first)
         assert next(e.id for e in copy.branch()) == first
         copy.close()

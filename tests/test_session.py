@@ -87,7 +87,7 @@ def apply_ops(s: ct.Session, ops: list[tuple[Any, ...]]) -> None:
         elif kind == "tools":
             ids.append(s.append_active_tools_change(op[1]))
         elif kind == "label" and ids:
-            ids.append(s.label(ids[op[1] % len(ids)], op[2]))
+            ids.append(s.set_label(ids[op[1] % len(ids)], op[2]))
         elif kind == "name":
             ids.append(s.set_name(op[1]))
         elif kind == "move" and ids:
@@ -236,12 +236,12 @@ def test_move_to_none_with_summary_is_rejected() -> None:
 def test_label_set_and_clear_and_unknown_target() -> None:
     s = ct.Session.in_memory()
     a = s.append_message(ct.Message.user("a"))
-    s.label(a, "checkpoint")
-    assert s.get_label(a) == "checkpoint"
-    s.label(a, None)
-    assert s.get_label(a) is None
+    s.set_label(a, "checkpoint")
+    assert s.label_of(a) == "checkpoint"
+    s.set_label(a, None)
+    assert s.label_of(a) is None
     with pytest.raises(ct.EntryNotFound) as info:
-        s.label("missing", "x")
+        s.set_label("missing", "x")
     assert info.value.code == "entry_not_found"
 
 
@@ -295,7 +295,7 @@ def test_tree_shows_branches_labels_and_hides_leaf_moves() -> None:
     b = s.append_message(ct.Message.user("b"))
     s.move_to(a)
     c = s.append_message(ct.Message.user("c"))
-    lab = s.label(a, "root")
+    lab = s.set_label(a, "root")
     roots = s.tree()
     assert len(roots) == 1 and roots[0].entry.id == a and roots[0].label == "root"
     assert [n.entry.id for n in roots[0].children] == [b, c]
@@ -315,8 +315,8 @@ def test_fork_copies_path_links_source_and_carries_labels(tmp_path: Path) -> Non
         a = s.append_message(ct.Message.user("a"))
         b = s.append_message(ct.Message.assistant("b"))
         s.append_message(ct.Message.user("c (not copied)"))
-        s.label(a, "first")
-        s.label(b, "second")
+        s.set_label(a, "first")
+        s.set_label(b, "second")
         s.move_to(b)
         forked = s.fork(tmp_path / "fork.jsonl", at=b)
         src_ctx = [m.to_dict() for m in s.build_context(b).messages]
@@ -326,13 +326,13 @@ def test_fork_copies_path_links_source_and_carries_labels(tmp_path: Path) -> Non
         assert forked.header.cwd == "/w"
         assert forked.id != s.id
         assert [e.id for e in forked.branch()][:2] == [a, b]
-        assert forked.get_label(a) == "first" and forked.get_label(b) == "second"
+        assert forked.label_of(a) == "first" and forked.label_of(b) == "second"
         assert [m.to_dict() for m in forked.build_context().messages] == src_ctx
         assert all(e.id in {a, b} or isinstance(e, ct.LabelEntry)
                    for e in forked.storage.entries())
         forked.append_message(ct.Message.user("continues"))  # the fork is writable
     with ct.Session.open(tmp_path / "fork.jsonl") as again:
-        assert again.get_label(a) == "first"
+        assert again.label_of(a) == "first"
 
 
 def test_fork_onto_existing_path_fails_and_keeps_file(tmp_path: Path) -> None:

@@ -215,7 +215,7 @@ def build_varied(path: Path) -> list[bytes]:
     with ct.Session.create(path, cwd="/") as s:
         a = s.append_message(ct.Message.user("short"))
         s.append_message(ct.Message.tool("x" * 5000 + "é\n" * 100, tool_call_id="c"))
-        s.label(a, "lbl")
+        s.set_label(a, "lbl")
         s.move_to(a)
         s.append_custom("ext", {"k": ["v"] * 50})
     return path.read_bytes().splitlines(keepends=True)

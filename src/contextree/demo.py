@@ -271,7 +271,7 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
     with Session.open(path) as s:
         fixed_at = s.leaf_id
         assert fixed_at is not None
-        s.label(fixed_at, "tests-fixed")
+        s.set_label(fixed_at, "tests-fixed")
     turn("Write build.py that prints a verbose build log, run it, and tell me about warnings.")
     for c in compactions:
         console.print(f"[red]compacted[/]: {c['tokens_before']:,} → {c['tokens_after']:,} "
@@ -319,7 +319,7 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
             overflow_files=sorted(str(p) for p in (workdir / "overflow").rglob("*")
                                   if p.is_file()),
             context_messages=len(context),
-            label=s.get_label(fixed_at),
+            label=s.label_of(fixed_at),
             model_calls=len(model.calls),
         )
     facts["compacted_events"] = len(compactions)

@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import Projector, SessionContext, build_context
 from .entries import (
@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from .compaction import CompactionPipeline, CompactionResult
     from .overflow import OverflowStore
     from .tokens import TokenCounter
+
+
+E = TypeVar("E")
 
 
 @dataclass
@@ -293,8 +296,8 @@ class Session:
         return self._append(CustomMessageEntry, custom_type=custom_type, content=content,
                             details=details, display=display)
 
-    def label(self, target_id: str, label: str | None) -> str:
-        """Set (or with ``None`` clear) the label of an entry."""
+    def set_label(self, target_id: str, label: str | None) -> str:
+        """Set (or with ``None`` clear) the label of an entry; returns the label entry's id."""
         self._require(target_id)
         return self._append(LabelEntry, target_id=target_id, label=label)
 
@@ -306,12 +309,43 @@ class Session:
         """
         return self._append(SessionInfoEntry, name=name or "")
 
-    # -- navigation ----------------------------------------------------------------------
+    # -- reading entries ---------------------------------------------------------------
     def get_entry(self, entry_id: str) -> AnyEntry | None:
+        """The entry with that id, or ``None``."""
         return self.storage.get(entry_id)
 
-    def get_label(self, entry_id: str) -> str | None:
+    def label_of(self, entry_id: str) -> str | None:
+        """The label of an entry, or ``None``."""
         return self.storage.label(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        """Every label in force: entry id -> label."""
+        return self.storage.labels()
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every entry of every branch, in append order."""
+        return self.storage.entries()
+
+    def find(self, entry_type: type[E]) -> list[E]:
+        """Every entry of one type (``session.find(CompactionEntry)``), in append order."""
+        config = getattr(entry_type, "__struct_config__", None)
+        tag = getattr(config, "tag", None)
+        if not isinstance(tag, str):
+            return [e for e in self.storage.entries() if isinstance(e, entry_type)]
+        return [e for e in self.storage.find(tag) if isinstance(e, entry_type)]
+
+    def __len__(self) -> int:
+        """How many entries the session holds (all branches; the header not counted)."""
+        return len(self.storage)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.storage
+
+    def __bool__(self) -> bool:
+        """Always true, also when empty: ``session or default`` must not drop a new session."""
+        return True
+
+    # -- navigation ----------------------------------------------------------------------
 
     def _require(self, entry_id: str) -> AnyEntry:
         entry = self.storage.get(entry_id)

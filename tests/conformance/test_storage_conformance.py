@@ -254,7 +254,7 @@ def _script(session: Session) -> None:
     session.append_thinking_level_change("high")
     session.append_active_tools_change(["read", "write"])
     c = session.append_message({"role": "user", "content": "question two"})
-    session.label(a, "start")
+    session.set_label(a, "start")
     session.set_name("demo")
     session.move_to(b, summary={"summary": "tried another way", "details": {"n": 1},
                                 "usage": {"input": 3, "output": 2}})
@@ -264,8 +264,8 @@ def _script(session: Session) -> None:
     session.append_compaction("summary of the start", d, 40, tokens_after=12)
     session.append_custom("app_state", {"k": [1, 2]})
     session.append_custom_message("note", "a note for the model")
-    session.label(c, "q2")
-    session.label(a, None)
+    session.set_label(c, "q2")
+    session.set_label(a, None)
     session.move_to(c)
     session.append_message({"role": "assistant", "content": "back on the first branch"})
 

@@ -59,7 +59,7 @@ def label_command(
         raise UsageProblem("give either TEXT or --clear, not both")
     with open_session(file) as session:
         entry_id = resolve_entry(session, entry)
-        session.label(entry_id, None if clear else text)
+        session.set_label(entry_id, None if clear else text)
     Out().line(f"{entry_id}: label {'cleared' if clear else repr(text)}")
 
 
