@@ -559,3 +559,44 @@ def test_a_contextree_session_can_be_handed_over() -> None:
                      {"type": "function_call", "call_id": "c1", "name": "f",
                       "arguments": '{"x":1}'},
                      {"type": "function_call_output", "call_id": "c1", "output": "result"}]
+
+
+def test_the_view_kept_up_to_date_equals_a_rebuild() -> None:
+    """``add_items`` extends the cached view; it must be what a rebuild from the session
+    gives, whatever the items (orphans, cut-off reasoning, calls moved past...)."""
+    import random
+
+    def batch(rng: random.Random, n: int) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for _ in range(rng.randint(1, 5)):
+            r = rng.random()
+            cid = f"c{rng.randint(0, n + 3)}"
+            if r < 0.2:
+                out.append({"role": "user", "content": f"u{n}"})
+            elif r < 0.35:
+                out.append({"type": "reasoning", "id": f"rs{n}{len(out)}", "summary": []})
+            elif r < 0.55:
+                out.append({"type": "function_call", "call_id": cid, "name": "f",
+                            "arguments": "{}"})
+            elif r < 0.6:
+                out.append({"type": "custom_tool_call", "call_id": cid, "name": "p",
+                            "input": "x"})
+            elif r < 0.8:
+                out.append({"type": "function_call_output", "call_id": cid, "output": "r"})
+            else:
+                out.append({"type": "message", "role": "assistant", "content": f"a{n}"})
+        return out
+
+    async def main() -> None:
+        for seed in range(40):
+            rng = random.Random(seed)
+            s = ContextreeSession("s", window=10_000_000)
+            for n in range(12):
+                await s.add_items(batch(rng, n))
+                kept = s.view()
+                tokens = s._current().tokens
+                s._v = None                       # force a rebuild
+                assert s.view() == kept, f"seed {seed}, batch {n}"
+                assert s._current().tokens == tokens
+
+    asyncio.run(main())

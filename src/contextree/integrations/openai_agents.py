@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import orjson
 
 from ..compaction import CompactionPipeline, CompactionResult
-from ..context import INTERRUPTED
+from ..context import INTERRUPTED, interrupted_result
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
@@ -266,6 +266,76 @@ def _stored(payload: str | Item, group: str | None) -> _Stored:
                    call_id if isinstance(call_id, str) else None, group)
 
 
+def _type(item: Item) -> str | None:
+    t = item.get("type")
+    return t if isinstance(t, str) else None
+
+
+def _call_id(item: Item) -> str | None:
+    c = item.get("call_id")
+    return c if isinstance(c, str) else None
+
+
+def _group_items(stored: Sequence[_Stored]) -> list[_Stored]:
+    """The items of one model response that go into the view: a reasoning item only when
+    another item of the response follows it."""
+    out = []
+    for i, s in enumerate(stored):
+        if s.type == "reasoning" and all(x.type == "reasoning" for x in stored[i + 1:]):
+            continue
+        out.append(s)
+    return out
+
+
+class _View:
+    """The view at ``leaf`` (``items``), the calls at its end still waiting for an output
+    (``pending``: call id -> call type and tool name) and the context's size in tokens (``tokens``)."""
+
+    __slots__ = ("items", "leaf", "pending", "tokens")
+
+    def __init__(self, leaf: str | None, items: list[_Stored],
+                 pending: dict[str, tuple[str, str | None]],
+                 tokens: int) -> None:
+        self.leaf = leaf
+        self.items = items
+        self.pending = pending
+        self.tokens = tokens
+
+    def extend(self, appended: Sequence[tuple[Message, tuple[_Stored, ...]]],
+               counter: TokenCounter) -> bool:
+        """Bring the view up to date with messages appended after its leaf, as a rebuild
+        would (``build_context`` then the item rules); ``False`` when only a rebuild can."""
+        for m, stored in appended:
+            if m.role == "tool":
+                call_id = m.tool_call_id
+                if call_id is None or call_id not in self.pending:
+                    continue  # an orphan or a second answer: left out
+                del self.pending[call_id]
+                self.items.extend(stored)
+            else:
+                for call_id, (t, name) in self.pending.items():  # moved past them
+                    out = _SYNTHETIC_OUTPUTS.get(t)
+                    if out is None:
+                        return False  # the call has to go from the view: rebuild
+                    self.items.append(_Stored({"type": out, "call_id": call_id,
+                                               "output": INTERRUPTED}, out, call_id, None))
+                    self.tokens += counter.count_message(interrupted_result(call_id, name))
+                self.pending = {}
+                if m.role == "assistant":
+                    self.items.extend(_group_items(stored))
+                    for c in m.tool_calls or ():
+                        self.pending[c.id] = (str(c.extra.get(_CALL_TYPE_KEY, "function_call")),
+                                              c.name)
+                else:
+                    self.items.extend(stored)
+            usage = m.usage
+            if m.role == "assistant" and usage is not None and usage.context_tokens > 0:
+                self.tokens = usage.context_tokens + usage.output
+            else:
+                self.tokens += counter.count_message(m)
+        return True
+
+
 # -- the session ------------------------------------------------------------------------------
 
 class ContextreeSession:
@@ -321,6 +391,7 @@ class ContextreeSession:
         self.lock = threading.RLock()
         """Held by every operation; hold it to use ``session`` while a run may be going on."""
         self._cache: dict[str, tuple[_Stored, ...]] = {}
+        self._v: _View | None = None
         self._usage_seen: tuple[int, int] = (0, 0)
 
     # -- the Session protocol ----------------------------------------------------------------
@@ -371,9 +442,11 @@ class ContextreeSession:
     def view(self, limit: int | None = None) -> list[Item]:
         """The items ``get_items(limit)`` returns, computed on the calling thread."""
         with self.lock:
-            stored = self._view()
-        if limit is not None and limit >= 0:
-            stored = _trim_head(stored[len(stored) - limit:] if limit else [])
+            items = self._current().items
+            if limit is None or limit < 0:
+                stored = list(items)
+            else:
+                stored = _trim_head(items[len(items) - limit:] if limit else [])
         return [_loads(s.payload) if isinstance(s.payload, str) else dict(s.payload)
                 for s in stored]
 
@@ -385,11 +458,8 @@ class ContextreeSession:
         with self.lock:
             if window is None or self.session.leaf_id is None:
                 return None
-            if not force:
-                ctx = self.session.build_context()
-                tokens = count_context(ctx.messages, self.counter, anchor=ctx.usage_anchor)
-                if tokens < int(window * self.compact_at):
-                    return None
+            if not force and self._current().tokens < int(window * self.compact_at):
+                return None
             result = self.session.compact(window, pipeline=self.pipeline, counter=self.counter,
                                           model=self.model, compact_at=self.compact_at,
                                           compact_to=self.compact_to, force=force)
@@ -452,9 +522,21 @@ class ContextreeSession:
                 if m.role == "assistant":
                     m.usage = usage
                     break
+        view = self._v if self._v is not None and self._v.leaf == self.session.leaf_id \
+            else None
+        self._v = None
+        appended: list[tuple[Message, tuple[_Stored, ...]]] = []
         with self.session.batch():
-            for m in messages:
-                self.session.append_message(m)
+            for m, g in zip(messages, groups, strict=True):
+                eid = self.session.append_message(m)
+                texts = m.extra[ITEMS_KEY]
+                stored = tuple(_Stored(t, _type(i), _call_id(i), eid)
+                               for t, i in zip(texts, g, strict=True))
+                self._cache[eid] = stored
+                appended.append((m, stored))
+        if view is not None and view.extend(appended, self.counter):
+            view.leaf = self.session.leaf_id
+            self._v = view
 
     def _pop(self) -> Item | None:
         s = self.session
@@ -512,8 +594,16 @@ class ContextreeSession:
             self.session = Session.create(_session_url(target, session_id),
                                           session_id=session_id)
         self._cache.clear()
+        self._v = None
 
-    def _view(self) -> list[_Stored]:
+    def _current(self) -> _View:
+        """The view at the current leaf: kept up to date by ``_add``, rebuilt otherwise."""
+        v = self._v
+        if v is None or v.leaf != self.session.leaf_id:
+            v = self._v = self._rebuild()
+        return v
+
+    def _rebuild(self) -> _View:
         ctx = self.session.build_context()
         out: list[_Stored] = []
         call_types: dict[str, str] = {}
@@ -553,7 +643,10 @@ class ContextreeSession:
                     left_out.add(call_id)
             else:
                 out.extend(_stored(x, eid) for x in _convert(m))
-        return _repair(out, left_out)
+        pending = {m.tool_call_id or "": (call_types.get(m.tool_call_id or "", "function_call"),
+                                          m.name) for m in ctx.messages[end:]}
+        tokens = count_context(ctx.messages[:end], self.counter, anchor=ctx.usage_anchor)
+        return _View(self.session.leaf_id, _repair(out, left_out), pending, tokens)
 
 
 def _repair(items: list[_Stored], left_out: set[str]) -> list[_Stored]:
