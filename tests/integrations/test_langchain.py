@@ -263,6 +263,14 @@ def test_a_forked_state_branches_the_session() -> None:
     assert mirrored(mw).count("h1") == 1
     assert [e.message.text for e in session.branch() if isinstance(e, MessageEntry)] == \
         [m.text for m in third]
+    # an edited message (same id, other content) branches too, from the message before it
+    model.script = [answer(3)]
+    edited = first[1].model_copy(update={"content": "Step 0 is done, edited."})
+    agent.invoke({"messages": [first[0], edited, HumanMessage("ok?", id="h4")]})
+    assert len(session.tree()[0].children) == 2         # h1 now has two answers
+    branch = [e.message.text for e in session.branch() if isinstance(e, MessageEntry)]
+    assert branch == ["q", "Step 0 is done, edited.", "ok?", "Step 3 is done."]
+    assert model.inputs[-1][1].content == "Step 0 is done, edited."
 
 
 def test_one_session_given_directly() -> None:

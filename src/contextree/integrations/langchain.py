@@ -108,6 +108,20 @@ def _parts(content: Any) -> str | list[TextPart | ImagePart | ThinkingPart]:
     return parts
 
 
+def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
+    """What a message says to the model (type, content, tool calls, the call it answers): two
+    messages with the same id and fingerprint are the same message."""
+    calls = message.tool_calls if isinstance(message, AIMessage) else None
+    return (message.type, message.content, calls, getattr(message, "tool_call_id", None))
+
+
+def _stored_fingerprint(text: str) -> tuple[Any, ...]:
+    data = json.loads(text)
+    d = data.get("data", {})
+    calls = d.get("tool_calls") if data.get("type") == "ai" else None
+    return (data.get("type"), d.get("content"), calls, d.get("tool_call_id"))
+
+
 def _usage(message: AIMessage) -> Usage | None:
     meta = message.usage_metadata
     if not meta:
@@ -187,6 +201,7 @@ class _Conversation:
         self.lock = threading.RLock()
         self.seen: dict[str, BaseMessage] = {}   # message id -> the object last checked
         self.rebuilt: dict[str, BaseMessage] = {}  # entry id -> message rebuilt from JSON
+        self.prints: dict[str, tuple[Any, ...]] = {}  # entry id -> fingerprint
         self.failed_at: int | None = None
 
     def mirror(self, messages: Sequence[BaseMessage]) -> int:
@@ -207,7 +222,11 @@ class _Conversation:
             if msg.id is None or msg.id != mid:
                 break
             if self.seen.get(msg.id) is not msg:
-                if _dump(msg) != entry.message.extra[LC_KEY]:
+                known = self.prints.get(entry.id)
+                if known is None:
+                    known = self.prints[entry.id] = _stored_fingerprint(
+                        entry.message.extra[LC_KEY])
+                if _fingerprint(msg) != known and _dump(msg) != entry.message.extra[LC_KEY]:
                     break  # the same message, edited: the session branches here
                 self.seen[msg.id] = msg
             k += 1
@@ -217,7 +236,9 @@ class _Conversation:
         if new:
             with s.batch():
                 for msg in new:
-                    s.append_message(from_langchain(msg))
+                    stored = from_langchain(msg)
+                    eid = s.append_message(stored)
+                    self.prints[eid] = _stored_fingerprint(stored.extra[LC_KEY])
                     if msg.id is not None:
                         self.seen[msg.id] = msg
         return len(new)
