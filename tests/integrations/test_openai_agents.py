@@ -198,7 +198,8 @@ ODD_ITEMS: list[dict[str, Any]] = [
     {"call_id": "c_big", "type": "custom_tool_call", "name": "patch", "input": "*** diff",
      "id": "ctc_1"},
     {"call_id": "c_big", "type": "custom_tool_call_output", "output": "applied"},
-    {"role": "user", "content": "n = 123456789012345678901234567890"},
+    {"role": "user", "content": "numbers", "type": "message",
+     "x_big": 123456789012345678901234567890, "x_float": 0.1, "x_nested": {"b": 1, "a": [2.5e-9]}},
 ]
 
 
@@ -598,5 +599,36 @@ def test_the_view_kept_up_to_date_equals_a_rebuild() -> None:
                 s._v = None                       # force a rebuild
                 assert s.view() == kept, f"seed {seed}, batch {n}"
                 assert s._current().tokens == tokens
+
+    asyncio.run(main())
+
+
+@pytest.mark.postgres
+def test_on_postgresql_items_round_trip_and_compaction_persists() -> None:
+    pytest.importorskip("psycopg")
+    from conformance import postgres_error, postgres_skip_reason, postgres_url
+
+    url = postgres_url()
+    if postgres_error():
+        pytest.fail(postgres_error() or "")
+    if url is None:
+        pytest.skip(f"PostgreSQL NOT tested: {postgres_skip_reason()}")
+
+    async def main() -> None:
+        s = ContextreeSession("pg-chat", url, window=2_000)
+        await s.add_items(ODD_ITEMS[:5])
+        await s.add_items(ODD_ITEMS[5:])
+        assert dumps(await s.get_items()) == dumps(ODD_ITEMS)   # key order kept (not jsonb)
+        model = Scripted(script(4, big=600))
+        for t in range(4):
+            await Runner.run(agent(model), f"task {t} " + "please " * 50, session=s)
+        assert s.session.find(CompactionEntry)
+        view = dumps(await s.get_items())
+        s.close()
+        again = ContextreeSession("pg-chat", url, window=2_000)
+        assert dumps(await again.get_items()) == view
+        await again.clear_session(delete=True)
+        assert await again.get_items() == []
+        again.close()
 
     asyncio.run(main())

@@ -101,14 +101,22 @@ def _kind(item: Item) -> str:
 
 
 def _dumps(item: Item) -> str:
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    """The item's JSON. Read back with orjson (fast) unless orjson would not give the same
+    values back (integers beyond 64 bits, NaN): then the text starts with a space, which
+    tells ``_loads`` to use the standard library's parser."""
+    text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    try:
+        if orjson.loads(text) == json.loads(text):
+            return text
+    except orjson.JSONDecodeError:  # NaN, Infinity
+        pass
+    return " " + text
 
 
 def _loads(text: str) -> Item:
-    try:
-        return cast(Item, orjson.loads(text))
-    except orjson.JSONDecodeError:  # NaN, integers beyond 64 bits: what json.dumps wrote
+    if text[:1] == " ":
         return cast(Item, json.loads(text))
+    return cast(Item, orjson.loads(text))
 
 
 def _compact_json(value: Any) -> str:
