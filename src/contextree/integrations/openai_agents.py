@@ -400,7 +400,7 @@ class ContextreeSession:
         """Held by every operation; hold it to use ``session`` while a run may be going on."""
         self._cache: dict[str, tuple[_Stored, ...]] = {}
         self._v: _View | None = None
-        self._usage_seen: tuple[int, int] = (0, 0)
+        self._usage_seen: object = None  # the SDK's usage record of the last call recorded
 
     # -- the Session protocol ----------------------------------------------------------------
     async def get_items(self, limit: int | None = None, *,
@@ -506,11 +506,10 @@ class ContextreeSession:
         entries = getattr(getattr(wrapper, "usage", None), "request_usage_entries", None)
         if not entries:
             return None
-        key = (id(entries), len(entries))
-        if key == self._usage_seen:
-            return None
-        self._usage_seen = key
         last = entries[-1]
+        if last is self._usage_seen:
+            return None  # that call's usage is on an earlier message
+        self._usage_seen = last
         details = getattr(last, "input_tokens_details", None)
         cached = int(getattr(details, "cached_tokens", 0) or 0)
         inp = int(last.input_tokens)
