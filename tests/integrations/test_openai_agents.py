@@ -236,8 +236,14 @@ def test_protocol_and_wrapper_opt_in() -> None:
     s = ContextreeSession("u1")
     assert isinstance(s, SessionProtocol)
     assert _session_accepts_wrapper(s)
-    assert is_openai_responses_compaction_aware_session(s)
     assert s.session_id == "u1" and s.session_settings is not None
+    # compaction-aware only with a window: the SDK digests every model input for those
+    assert not is_openai_responses_compaction_aware_session(s)
+    s.window = 100_000
+    assert is_openai_responses_compaction_aware_session(s)
+    assert is_openai_responses_compaction_aware_session(ContextreeSession("u2", window=1000))
+    s.window = None
+    assert not is_openai_responses_compaction_aware_session(s)
 
 
 @pytest.mark.parametrize("limit", [None, 0, 1, 2, 4, 6, 7, 50, -1])
@@ -502,8 +508,7 @@ def test_run_compaction_needs_a_window_and_respects_the_trigger() -> None:
     async def main() -> None:
         s = ContextreeSession("chat")
         await s.add_items([{"role": "user", "content": "hi " * 100}])
-        await s.run_compaction()
-        assert s.last_compaction is None
+        assert s.compact(force=True) is None       # no window: nothing to compact to
         s.window = 100_000
         await s.run_compaction({"response_id": "r"})
         assert s.last_compaction is None           # far under the trigger

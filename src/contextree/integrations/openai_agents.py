@@ -378,6 +378,7 @@ class ContextreeSession:
             self.session_settings = session_settings
         else:
             self.session_settings = SessionSettings(**session_settings)
+        self._window: int | None = None
         self.window = window
         self.compact_at = compact_at
         self.compact_to = compact_to
@@ -401,6 +402,22 @@ class ContextreeSession:
         self._cache: dict[str, tuple[_Stored, ...]] = {}
         self._v: _View | None = None
         self._usage_seen: object = None  # the SDK's usage record of the last call recorded
+
+    @property
+    def window(self) -> int | None:
+        """The context window in tokens that compaction keeps the view inside; ``None``: no
+        compaction. Only with a window is the session *compaction-aware* (``run_compaction``
+        is offered to the SDK): the SDK then digests every model input for it, work it is
+        spared when there is nothing to compact."""
+        return self._window
+
+    @window.setter
+    def window(self, value: int | None) -> None:
+        self._window = value
+        if value is None:
+            setattr(self, "run_compaction", None)  # noqa: B010 - hides the method
+        else:
+            self.__dict__.pop("run_compaction", None)
 
     # -- the Session protocol ----------------------------------------------------------------
     async def get_items(self, limit: int | None = None, *,
@@ -442,7 +459,7 @@ class ContextreeSession:
                              wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Run contextree's compaction ladder if the context has reached ``compact_at`` of
         ``window`` (or ``args["force"]``); the result is appended as a compaction entry and
-        kept in ``last_compaction``. Without a ``window`` this does nothing."""
+        kept in ``last_compaction``. Offered only when the session has a ``window``."""
         force = bool((args or {}).get("force", False))
         await _settle(asyncio.to_thread(self._locked, self.compact, force=force))
 
