@@ -613,14 +613,23 @@ def test_on_postgresql_items_round_trip_and_compaction_persists() -> None:
     pytest.importorskip("psycopg")
     from conformance import postgres_error, postgres_skip_reason, postgres_url
 
-    url = postgres_url()
+    conninfo = postgres_url()
     if postgres_error():
         pytest.fail(postgres_error() or "")
-    if url is None:
+    if conninfo is None:
         pytest.skip(f"PostgreSQL NOT tested: {postgres_skip_reason()}")
+    import urllib.parse
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    c = conninfo_to_dict(conninfo)
+    query = urllib.parse.urlencode({k: v for k, v in c.items()
+                                    if k not in ("user", "host", "port", "dbname")})
+    url = f"postgresql://{c['user']}@{c['host']}:{c['port']}/{c['dbname']}?{query}"
 
     async def main() -> None:
         s = ContextreeSession("pg-chat", url, window=2_000)
+        assert s.session.location.startswith("postgresql://")
         await s.add_items(ODD_ITEMS[:5])
         await s.add_items(ODD_ITEMS[5:])
         assert dumps(await s.get_items()) == dumps(ODD_ITEMS)   # key order kept (not jsonb)
