@@ -74,7 +74,7 @@ def build_session(path: Path) -> Session:
     s.append_message(Message.user([TextPart(text="Screenshot of the failure:"),
                                    ImagePart(data="aGVsbG8=", mime_type="image/png")]))
     kept = s.append_message(Message.assistant("I'll return None for empty input."))
-    s.append_compaction("Parser fails on empty input; reading parser.py.", kept, 5000,
+    s.append_compaction(summary="Parser fails on empty input; reading parser.py.", first_kept_entry_id=kept, tokens_before=5000,
                         details={"stages": ["digest"]}, usage=Usage(input=10, output=5),
                         tokens_after=800, cleared={result: "[tool result cleared]"},
                         pinned=[task])
@@ -366,7 +366,8 @@ def test_claude_code_sample(tmp_path: Path) -> None:
                          "Added tests/test_auth.py::test_login_not_redirected."]
     assert s.build_context().messages[0].meta == {"kind": "compaction_summary",
                                                    "entry_id": "b-0001",
-                                                   "tokens_before": 48210}
+                                                   "tokens_before": 48210,
+                                                   "summary": comp.summary}
 
 
 def test_codex_sample(tmp_path: Path) -> None:

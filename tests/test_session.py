@@ -101,7 +101,7 @@ def apply_ops(s: ct.Session, ops: list[tuple[Any, ...]]) -> None:
             first_kept = branch[op[1] % len(branch)] if branch and op[1] is not None else None
             tail = [ct.Message.user("kept")] if op[2] else None
             usage = ct.Usage(input=5, output=5, total=10, cost=0.01) if op[3] else None
-            ids.append(s.append_compaction("sum", first_kept, 1000, usage=usage,
+            ids.append(s.append_compaction(summary="sum", first_kept_entry_id=first_kept, tokens_before=1000, usage=usage,
                                            retained_tail=tail))
         elif kind == "custom":
             ids.append(s.append_custom("ext", op[1]))
@@ -262,7 +262,7 @@ def test_compaction_first_kept_must_be_on_branch() -> None:
     s.move_to(a)
     s.append_message(ct.Message.user("d"))
     with pytest.raises(ct.InvalidArgument) as info:
-        s.append_compaction("x", c, 10)
+        s.append_compaction(summary="x", first_kept_entry_id=c, tokens_before=10)
     assert info.value.code == "invalid_argument"
 
 
@@ -382,7 +382,7 @@ def test_stats_counts_roles_usage_cost_models_for_branch_and_file(tmp_path: Path
         s.move_to(a)
         s.append_message(ct.Message.assistant("alt", usage=u3, model="big", provider="p"))
         s.append_message(ct.Message.tool("t", tool_call_id="x"))
-        s.append_compaction("sum", None, 10, usage=u1)
+        s.append_compaction(summary="sum", first_kept_entry_id=None, tokens_before=10, usage=u1)
         st_ = s.stats()
     assert st_.branch_count == 2
     assert st_.entry_count == 8  # 6 messages, 1 leaf move, 1 compaction

@@ -17,7 +17,7 @@ from ..session import Session, TreeNode
 from ..stats import SessionStats, UsageStats
 from ..storage import is_url
 from ..storage.jsonl import load
-from ..tokens import EstimateCounter, count_context, find_anchor
+from ..tokens import EstimateCounter, count_context
 from . import listing
 from .app import command
 from .output import Out, clip, emit_json, human_size, progress_bar, short_id
@@ -199,8 +199,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
     counts = [counter.count_message(m) for m in ctx.messages]
-    anchor = find_anchor(ctx.messages)
-    total = count_context(ctx.messages, counter, anchor=anchor)
+    anchor = ctx.usage_anchor
+    total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
     model = "/".join(ctx.model) if ctx.model else None
     if as_json:
         emit_json({

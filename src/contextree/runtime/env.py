@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..messages import Message, Usage
+from ..tokens import usage_anchor
 
 log = logging.getLogger("contextree.agent")
 
@@ -48,9 +49,9 @@ class Env:
     handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
     session: Any = None  # the Session, when SessionTree is in the stack
     turn_start: int = 0  # index in ``messages`` where this turn's new messages begin
-    # Messages whose reported usage describes a context that no longer exists (it was
-    # compacted since), by object id: they cannot anchor a token count.
-    stale_usage: set[int] = field(default_factory=set)
+    # Index in ``messages`` of the first message produced since the latest compaction: the
+    # usage of those before describes a context that no longer exists.
+    fresh_from: int = 0
     _listeners: list[Listener] = field(default_factory=list, repr=False)
     _replace_listeners: list[Callable[[Sequence[Message]], None]] = field(
         default_factory=list, repr=False)
@@ -65,7 +66,7 @@ class Env:
         """Replace the conversation (after compaction); listeners decide how to persist it."""
         self.messages[:] = list(messages)
         self.turn_start = 0
-        self.stale_usage = {id(m) for m in self.messages}
+        self.fresh_from = len(self.messages)
         for listener in self._replace_listeners:
             listener(self.messages)
 
@@ -86,11 +87,7 @@ class Env:
     def usage_anchor(self) -> int | None:
         """Index of the last assistant message whose reported usage describes this very
         conversation (it was produced after the latest compaction), or ``None``."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            m = self.messages[i]
-            if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
-                return None if id(m) in self.stale_usage else i
-        return None
+        return usage_anchor(self.messages, self.fresh_from)
 
     @property
     def last(self) -> Message | None:

@@ -27,6 +27,7 @@ class SystemPrompt:
                 and (env.messages[0].meta or {}).get("kind") is None):
             env.messages.insert(0, Message.system(self.text))
             env.turn_start += 1
+            env.fresh_from += 1
         return self.app(env)
 
 

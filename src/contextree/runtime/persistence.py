@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .._files import atomic_write, write_all
 from ..errors import CorruptLine
 from ..messages import Message
 from ..session import Session
-from ..tokens import COMPACTED_KINDS
+from ..tokens import fresh_start
 from .builder import App
 from .env import Env
 
 
 def _persisted(m: Message) -> bool:
     """System prompts are re-added every turn; compaction summaries are history."""
-    return m.role != "system" or (m.meta or {}).get("kind") is not None
+    return m.role != "system" or m.kind is not None
 
 
 class SessionLog:
@@ -29,7 +28,7 @@ class SessionLog:
 
     Beyond the seed: new messages are appended (and synced) as they are produced, so a crash
     or an exception loses nothing already said; after compaction the file is rewritten
-    atomically (temp file, fsync, rename).
+    atomically (``atomic_write``: temp file, fsync, rename).
     """
 
     def __init__(self, app: App, path: str | os.PathLike[str]) -> None:
@@ -37,6 +36,8 @@ class SessionLog:
         self.path = Path(path)
 
     def load(self) -> list[Message]:
+        """The messages in the file (none if there is no file); a torn last line is
+        skipped, any other unreadable line is an error."""
         if not self.path.exists():
             return []
         out = []
@@ -58,10 +59,9 @@ class SessionLog:
         new = list(env.messages)
         env.messages[:0] = history
         env.turn_start = len(history)
-        if any((m.meta or {}).get("kind") in COMPACTED_KINDS for m in history):
-            # The file was rewritten by a compaction: which replies came after it is not
-            # recorded, so none of the loaded usage anchors a token count.
-            env.stale_usage.update(id(m) for m in history)
+        # A file rewritten by a compaction does not record which replies came after it, so
+        # none of the loaded usage anchors a token count then.
+        env.fresh_from = fresh_start(history)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -84,22 +84,18 @@ class SessionLog:
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _append(self, fd: int, messages: Sequence[Message]) -> None:
-        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
+        data = _lines(messages)
         if data:
-            os.write(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
 
     def _rewrite(self, messages: Sequence[Message]) -> None:
-        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-            os.close(fd)
-            os.replace(tmp, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        atomic_write(self.path, _lines(messages))
+
+
+def _lines(messages: Sequence[Message]) -> bytes:
+    """The JSON lines of the messages the log keeps."""
+    return b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
 
 
 class SessionTree:
@@ -126,9 +122,7 @@ class SessionTree:
             ctx = session.build_context()
             env.messages[:0] = ctx.messages
             env.turn_start = len(ctx.messages)
-            if ctx.compaction is not None:  # usage from before it describes another view
-                fresh = ctx.usage_anchor if ctx.usage_anchor is not None else len(ctx.messages)
-                env.stale_usage.update(id(m) for m in ctx.messages[:fresh])
+            env.fresh_from = ctx.fresh_from  # usage from before the compaction: another view
             env.session = session
             for m in new:
                 session.append_message(m)
