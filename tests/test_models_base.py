@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from contextree.errors import model_error_for_status
 from contextree.models.base import (
     is_local_url,
-    is_retryable_status,
     merge_options,
     parse_retry_after,
     sdk_kwargs,
@@ -45,7 +45,7 @@ def test_parse_retry_after() -> None:
     ],
 )
 def test_retryable_statuses(status: int, retryable: bool) -> None:
-    assert is_retryable_status(status) is retryable
+    assert model_error_for_status(status).retryable is retryable
     err = status_error("p", status, "detail", {"retry-after": "2"})
     assert (err.status, err.retryable, err.retry_after) == (status, retryable, 2.0)
     assert str(err).startswith(f"p: HTTP {status}: detail (")

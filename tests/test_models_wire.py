@@ -30,13 +30,15 @@ from contextree.models.wire_anthropic import (
     to_anthropic,
     usage_from_anthropic,
 )
-from contextree.models.wire_openai import (
+from contextree.models.wire_common import (
     RAW_ARGUMENTS_KEY,
     arguments_from_json,
     arguments_to_json,
+    parse_data_url,
+)
+from contextree.models.wire_openai import (
     from_openai_chat,
     from_openai_responses,
-    parse_data_url,
     to_openai_chat,
     to_openai_responses,
     tools_to_openai_chat,

@@ -21,8 +21,10 @@ from typing import Any
 import msgspec
 
 from ..entries import AnyEntry
+from ..markers import SUMMARIES
 from ..messages import Message
-from ..models.wire_openai import arguments_from_json
+from ..models.wire_common import arguments_from_json
+from ..session import Session
 from .base import (
     Ids,
     Imported,
@@ -36,8 +38,6 @@ from .base import (
     message_entry,
     read_json_lines,
 )
-
-_SUMMARY_KINDS = ("compaction_summary", "branch_summary")
 
 
 def read(path: Path, progress: Progress | None = None) -> Imported:
@@ -84,10 +84,10 @@ def _call(c: Any, path: Path, n: int) -> Json:
     return call
 
 
-def write(session: Any, at: str | None = None) -> bytes:
+def write(session: Session, at: str | None = None) -> bytes:
     """The context at the leaf (or ``at``) as a Brute ``SessionLog`` (see the module notes)."""
     lines = [message_to_brute(m) for m in session.build_context(at).messages
-             if m.role != "system" or (m.meta or {}).get("kind") in _SUMMARY_KINDS]
+             if m.role != "system" or m.kind in SUMMARIES]
     return dump_lines(lines)
 
 
