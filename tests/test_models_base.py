@@ -86,3 +86,10 @@ def test_tool_spec() -> None:
     assert tool_spec({"name": "t"}) == ("t", None, {"type": "object", "properties": {}})
     with pytest.raises(ValueError, match="name"):
         tool_spec({"name": ""})
+
+
+def test_the_hint_follows_the_one_retry_rule() -> None:
+    """The default hint says to retry exactly when the error class says a retry may help."""
+    for status in range(400, 600):
+        err = status_error("p", status, "x")
+        assert ("retry" in str(err)) is err.retryable, (status, str(err))

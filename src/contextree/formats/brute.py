@@ -55,7 +55,7 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     return Imported(hdr, entries)
 
 
-def message_from_brute(obj: Any, path: Path, n: int) -> Message:
+def message_from_brute(obj: object, path: Path, n: int) -> Message:
     """One line of a Brute log as a ``Message``; malformed lines name the file and line."""
     if not isinstance(obj, dict):
         raise input_error(path, n, f"expected a message object, got {type(obj).__name__}")

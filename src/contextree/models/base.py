@@ -159,11 +159,16 @@ _HINTS = {
 def status_error(
     provider: str, status: int, detail: str, headers: Mapping[str, str] | None = None
 ) -> ModelError:
-    """A ``ModelError`` for an HTTP error status, with a hint of what to do about it."""
+    """A ``ModelError`` for an HTTP error status, with a hint of what to do about it.
+
+    The class (and so whether a retry may help) comes from ``model_error_for_status``, and the
+    default hint follows it, so the two never disagree.
+    """
+    error = model_error_for_status(status)
     hint = _HINTS.get(status) or (
-        "the provider failed; retry later" if status >= 500 else "check the request"
+        "the provider failed; retry later" if error.retryable else "check the request"
     )
-    return model_error_for_status(status)(
+    return error(
         f"{provider}: HTTP {status}: {detail} ({hint})",
         status=status,
         retry_after=parse_retry_after(headers),
