@@ -691,11 +691,10 @@ def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: P
     summ = next(x for x in r.stages if x.name == "summarize")
     assert not summ.applied and "provider down" in summ.note
     assert r.applied[-1] == "digest"
-    assert (Event.COMPACTION_FAILED, {"reason": f"stage summarize {summ.note}",
-                                      "tokens": summ.tokens_before, "stage": "summarize",
-                                      "error": repr(ModelUnavailable("provider down"))}) \
-        in events
-    assert [e for e, _ in events] == ["compaction_failed", "compacted"]
+    assert {"event": Event.COMPACTION_FAILED, "reason": f"stage summarize {summ.note}",
+            "tokens": summ.tokens_before, "stage": "summarize",
+            "error": repr(ModelUnavailable("provider down"))} in events
+    assert [e["event"] for e in events] == ["compaction_failed", "compacted"]
     # history untouched: the old entries unchanged, one compaction entry appended
     branch = s.branch()
     assert branch[: len(original)] == original
@@ -716,19 +715,20 @@ def test_a_failing_ladder_writes_nothing(tmp_path: Path) -> None:
     events = compaction_events(r)
     assert r.entry_id is None and r.applied == [] and not r.reached_target and r.reason
     assert snapshot(path) == on_disk and s.branch() == original
-    assert [e[0] for e in events] == ["compaction_failed", "compaction_failed"]
-    assert events[0][1]["stage"] == "summarize" and "boom" in events[0][1]["error"]
-    assert events[1][1] == {"reason": r.reason, "tokens": r.tokens_before, "stage": None,
-                            "error": None}
+    assert [e["event"] for e in events] == ["compaction_failed", "compaction_failed"]
+    first = events[0]
+    assert first["stage"] == "summarize" and "boom" in (first.get("error") or "")
+    assert events[1] == {"event": "compaction_failed", "reason": r.reason,
+                         "tokens": r.tokens_before, "stage": None, "error": None}
 
 
 def test_compaction_failed_has_one_payload_shape() -> None:
     """A failing stage and a failing ladder report through the same payload type."""
     s, _ = long_session(turns=6)
     r = s.compact(2000, pipeline=pipeline(Summarize(ScriptedModel([RuntimeError("boom")]))))
-    failed = [p for e, p in compaction_events(r) if e is Event.COMPACTION_FAILED]
-    assert len(failed) == 2 and {p["stage"] for p in failed} == {"summarize", None}
-    shape = set(CompactionFailedPayload.__annotations__) - {"event"}
+    failed = [p for p in compaction_events(r) if p["event"] == Event.COMPACTION_FAILED]
+    assert len(failed) == 2 and {p.get("stage") for p in failed} == {"summarize", None}
+    shape = set(CompactionFailedPayload.__annotations__) | {"event"}
     assert all(set(p) == shape for p in failed)
     assert all(isinstance(p["reason"], str) and p["reason"] for p in failed)
     assert all(isinstance(p["tokens"], int) for p in failed)
@@ -1031,10 +1031,10 @@ def test_compacted_event_payload() -> None:
     r = s.compact(3000, pipeline=pipeline(ToolResults(keep_recent=1), SlidingWindow(),
                                           Summarize(model, keep_ratio=0.9), Digest()))
     events = compaction_events(r)
-    names = [e[0] for e in events]
+    names = [e["event"] for e in events]
     assert names == ["compacted"]
-    p = events[0][1]
-    assert p == r.payload()
+    p = dict(events[0])
+    assert p.pop("event") == "compacted" and p == r.payload()
     assert p["entry_id"] == s.leaf_id
     assert p["summary"] == "THE SUMMARY"
     assert [st["name"] for st in p["stages"]] == ["tool_results", "sliding_window", "summarize"]

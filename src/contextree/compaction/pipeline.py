@@ -64,7 +64,9 @@ class CompactionResult:
 
     ``entry`` is the compaction entry to append (``None`` when nothing can be done); once
     ``Session.compact`` appended it, ``entry`` is the stored entry and ``entry_id`` its id
-    (``None`` when nothing was written: a dry run, or no entry).
+    (``None`` when nothing was written: a dry run, or no entry). ``branch`` is what was
+    planned on (for a message list, the entries standing for it), so ``context()`` can
+    show the view the entry gives.
     """
 
     tokens_before: int
@@ -159,7 +161,8 @@ def plan_compaction(
     ``result.context().messages`` is the compacted list.
     """
     if not source:
-        raise CompactionError("the session is empty; there is nothing to compact")
+        raise CompactionError("there is nothing to compact: the session (or the list of "
+                              "messages) is empty")
     started = time.perf_counter()
     branch: list[AnyEntry]
     if isinstance(source[0], Message):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
 from ..compaction import (
     CompactionPipeline,
@@ -16,7 +16,7 @@ from ..models.base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from .builder import App
 from .env import Env
-from .events import Event
+from .events import CompactedPayload, CompactionFailedPayload, Event
 
 
 class DefaultCompactionPipeline:
@@ -63,8 +63,9 @@ class DefaultCompactionPipeline:
                                      pipeline=self.pipeline, counter=self.counter)
         else:
             result = self._plan(env)
-        for event, payload in compaction_events(result):
-            env.emit(event, **payload)
+        for payload in compaction_events(result):
+            fields = {k: v for k, v in payload.items() if k != "event"}
+            env.emit(payload["event"], **fields)
         if result.entry_id is None:
             self._failed_at = result.tokens_before
             return
@@ -94,22 +95,22 @@ def _is_prompt(m: Message) -> bool:
     return m.role == "system" and m.kind is None
 
 
-def compaction_events(result: CompactionResult) -> list[tuple[Event, dict[str, Any]]]:
+def compaction_events(result: CompactionResult
+                      ) -> list[CompactedPayload | CompactionFailedPayload]:
     """The events that report a compaction run, in order: ``compaction_failed`` for each
     stage that raised, then ``compacted`` when the entry was applied (``entry_id`` set), or
     ``compaction_failed`` for the whole ladder when there is no entry (a dry run's plan ends
-    with neither). Payloads as in ``runtime.events``, without the ``event`` key the emitter
-    adds."""
-    events: list[tuple[Event, dict[str, Any]]] = [
-        (Event.COMPACTION_FAILED, {"reason": f"stage {s.name} {s.note}",
-                                   "tokens": s.tokens_before, "stage": s.name,
-                                   "error": s.error})
+    with neither). One payload type an event (``runtime.events``)."""
+    events: list[CompactedPayload | CompactionFailedPayload] = [
+        CompactionFailedPayload(event=Event.COMPACTION_FAILED, reason=f"stage {s.name} {s.note}",
+                                tokens=s.tokens_before, stage=s.name, error=s.error)
         for s in result.failures
     ]
     if result.entry_id is not None:
-        events.append((Event.COMPACTED, result.payload()))
+        events.append(cast(CompactedPayload, {"event": Event.COMPACTED, **result.payload()}))
     elif result.entry is None:
-        events.append((Event.COMPACTION_FAILED, {"reason": result.reason,
-                                                 "tokens": result.tokens_before,
-                                                 "stage": None, "error": None}))
+        events.append(CompactionFailedPayload(event=Event.COMPACTION_FAILED,
+                                              reason=result.reason,
+                                              tokens=result.tokens_before, stage=None,
+                                              error=None))
     return events
