@@ -198,3 +198,15 @@ def test_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_bad_settings(tmp_path: Path, kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         OverflowStore(tmp_path, **kwargs)  # type: ignore[arg-type]
+
+
+def test_gc_removes_stale_atomic_write_temps(store: OverflowStore) -> None:
+    store.save("x")
+    stale = store.directory / ".20250101T000000000-abc-out.txt.0123456789ab.tmp"
+    stale.write_bytes(b"partial")
+    fresh = store.directory / ".20250101T000000000-def-out.txt.ba9876543210.tmp"
+    fresh.write_bytes(b"partial")
+    age(stale, 2 * 3600)
+    store.gc()
+    assert not stale.exists() and fresh.exists()
+    assert all(not p.name.startswith(".") for p in store.files())
