@@ -151,11 +151,17 @@ def test_gc_by_size_removes_oldest_first(tmp_path: Path) -> None:
     assert store.files() == paths[3:]
 
 
-def test_gc_removes_stale_temp_files(store: OverflowStore) -> None:
+@pytest.mark.parametrize(("stale_name", "fresh_name"), [
+    (".tmp-deadbeef", ".tmp-inprogress"),  # an older version's temp names
+    (".20250101T000000000-abc-out.txt.0123456789ab.tmp",  # atomic_write's
+     ".20250101T000000000-def-out.txt.ba9876543210.tmp"),
+])
+def test_gc_removes_stale_temp_files(store: OverflowStore, stale_name: str,
+                                     fresh_name: str) -> None:
     store.save("x")
-    stale = store.directory / ".tmp-deadbeef"
+    stale = store.directory / stale_name
     stale.write_bytes(b"partial")
-    fresh = store.directory / ".tmp-inprogress"
+    fresh = store.directory / fresh_name
     fresh.write_bytes(b"partial")
     age(stale, 2 * 3600)
     store.gc()
@@ -198,15 +204,3 @@ def test_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_bad_settings(tmp_path: Path, kwargs: dict[str, float], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         OverflowStore(tmp_path, **kwargs)  # type: ignore[arg-type]
-
-
-def test_gc_removes_stale_atomic_write_temps(store: OverflowStore) -> None:
-    store.save("x")
-    stale = store.directory / ".20250101T000000000-abc-out.txt.0123456789ab.tmp"
-    stale.write_bytes(b"partial")
-    fresh = store.directory / ".20250101T000000000-def-out.txt.ba9876543210.tmp"
-    fresh.write_bytes(b"partial")
-    age(stale, 2 * 3600)
-    store.gc()
-    assert not stale.exists() and fresh.exists()
-    assert all(not p.name.startswith(".") for p in store.files())

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from contextree import _files
+from contextree._files import atomic_write as write_whole
 from contextree.errors import ToolError
 from contextree.markers import TruncationRecord
 from contextree.tools.context import ToolContext
@@ -76,7 +76,7 @@ def atomic_write(target: Path, data: bytes) -> None:
         mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o666
-    _files.atomic_write(target, data, mode=mode)
+    write_whole(target, data, mode=mode)
 
 
 def os_error(action: str, path: str, e: OSError) -> ToolError:

@@ -21,7 +21,7 @@ import msgspec
 
 from contextree._text import shorten
 
-__all__ = ["ArgumentError", "Checker", "call_form", "type_for"]
+__all__ = ["ArgumentError", "Checker", "call_form", "describe", "show", "type_for"]
 
 
 class ArgumentError(ValueError):
