@@ -83,7 +83,7 @@ class Session:
         metadata: dict[str, Any] | None = None,
         durable: bool = True,
     ) -> Session:
-        """Create a new session: a JSONL file (fails with ``exists`` if there is one), or in
+        """Create a new session: a JSONL file (``SessionExists`` if there is one), or in
         PostgreSQL for a ``postgresql://host/db`` URL (its ``#SESSION_ID``, if any, is the id).
 
         A ready ``Storage`` already holds a session: ``Session.open(storage)`` uses it, and

@@ -19,8 +19,9 @@ from ..storage import Address
 from ..storage.backends import PostgresBackend
 from ..storage.jsonl import load
 from ..tokens import EstimateCounter, count_context, find_anchor
-from . import listing
 from .app import command
+from .listing import rows as listing_rows
+from .listing import scan
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
 from .render import entry_summary, message_body, message_title, tree_lines
 from .sessions import address_of, open_session, open_storage_of, resolve_entry
@@ -49,7 +50,7 @@ def ls_command(
     directory = Path(address.where)
     if not directory.is_dir():
         raise SessionNotFound("no such directory", path=str(directory))
-    found, other = listing.scan(directory)
+    found, other = scan(directory)
     if as_json:
         emit_json([s.to_dict() for s in found])
         return
@@ -58,7 +59,7 @@ def ls_command(
         out.line(f"no contextree sessions under {directory}")
     else:
         out.table(["path", "name", "id", "created", "last activity", "entries", "size"],
-                  listing.rows(found, directory), right=(5, 6))
+                  listing_rows(found, directory), right=(5, 6))
     if other:
         out.line(f"({len(other)} other .jsonl files are not contextree sessions; "
                  "`contextree import auto FILE` converts other agents' sessions)", "dim")

@@ -129,7 +129,7 @@ class JsonlStorage(IndexedStorage):
         *,
         durable: bool = True,
     ) -> JsonlStorage:
-        """Create a new session file atomically; fails with ``exists`` if it is already there.
+        """Create a new session file atomically; ``SessionExists`` if it is already there.
 
         The header and ``entries`` are written to a temporary file, synced (unless not
         ``durable``), then linked into place, so a crash leaves either no file or the
@@ -560,7 +560,7 @@ def _not_a_file(path: Path, *, directory: bool) -> InvalidArgument:
 
 
 def _lock(fd: int, path: Path) -> None:
-    """Take the writer's lock or raise ``locked`` naming who holds it."""
+    """Take the writer's lock or raise ``SessionLocked`` naming who holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

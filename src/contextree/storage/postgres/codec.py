@@ -22,19 +22,19 @@ from ...entries import (
 )
 from ...errors import InvalidEntry, InvalidHeader
 
-__all__ = ["anchored", "created_at", "decode", "decode_header", "decode_many", "reparent",
-           "row", "text"]
+__all__ = ["anchored", "created_at", "decode_entry", "decode_header", "decode_many",
+           "entry_row", "line_text", "with_parent"]
 
 
-def text(line: SessionHeader | AnyEntry) -> str:
+def line_text(line: SessionHeader | AnyEntry) -> str:
     """The JSON line of a header or entry, without the newline."""
     return encode_line(line)[:-1].decode()
 
 
-def row(session_id: str, entry: AnyEntry) -> tuple[str, str, str | None, str, str | None, str]:
+def entry_row(session_id: str, entry: AnyEntry) -> tuple[str, str, str | None, str, str | None, str]:
     """The ``contextree_entries`` columns of an entry, for ``COPY``."""
     target = entry.target_id if isinstance(entry, LeafEntry) else None
-    return (session_id, entry.id, entry.parent_id, entry.type, target, text(entry))
+    return (session_id, entry.id, entry.parent_id, entry.type, target, line_text(entry))
 
 
 def created_at(header: SessionHeader) -> datetime:
@@ -50,7 +50,7 @@ def anchored(entry: AnyEntry) -> bool:
     return isinstance(entry, BranchSummaryEntry) and entry.from_id == entry.parent_id
 
 
-def reparent(entry: AnyEntry, parent: str | None) -> AnyEntry:
+def with_parent(entry: AnyEntry, parent: str | None) -> AnyEntry:
     """A copy of ``entry`` with another parent (unknown fields kept)."""
     data = to_dict(entry)
     data["parent_id"] = parent
@@ -59,7 +59,7 @@ def reparent(entry: AnyEntry, parent: str | None) -> AnyEntry:
     return copy
 
 
-def decode(line: str, location: str) -> AnyEntry:
+def decode_entry(line: str, location: str) -> AnyEntry:
     try:
         entry = decode_line(line)
     except LineError as e:
@@ -74,9 +74,9 @@ def decode_many(lines: list[str], location: str) -> list[AnyEntry]:
     try:
         out: list[Any] = LINE_DECODER.decode_lines("\n".join(lines))
     except msgspec.DecodeError:
-        return [decode(line, location) for line in lines]
+        return [decode_entry(line, location) for line in lines]
     if len(out) != len(lines) or any(isinstance(e, SessionHeader) for e in out):
-        return [decode(line, location) for line in lines]
+        return [decode_entry(line, location) for line in lines]
     return out
 
 

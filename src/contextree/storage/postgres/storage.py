@@ -56,7 +56,16 @@ from ...errors import (
     StorageFailure,
 )
 from ..base import StorageHealth, TreeIndex, verify_links
-from . import codec
+from .codec import (
+    anchored,
+    created_at,
+    decode_entry,
+    decode_header,
+    decode_many,
+    entry_row,
+    line_text,
+    with_parent,
+)
 from .connection import Db, describe, setup_connection
 from .driver import Connection, Target, psycopg
 from .errors import first_line, is_connection_lost, mapped, storage_error
@@ -159,7 +168,7 @@ class PostgresStorage:
         *,
         durable: bool = True,
     ) -> PostgresStorage:
-        """Create a session (fails with ``exists`` if its id is taken), with optional entries.
+        """Create a session (``SessionExists`` if its id is taken), with optional entries.
 
         The header and ``entries`` (checked like an append: unique ids, parents that exist)
         are written in one transaction: the session appears complete or not at all. This is
@@ -189,7 +198,7 @@ class PostgresStorage:
                         f"INSERT INTO {SESSIONS} (id, header, created_at, name, leaf_id, "
                         "entry_count) VALUES (%s, %s, %s, %s, %s, %s) "
                         "ON CONFLICT (id) DO NOTHING",
-                        [header.id, codec.text(header), codec.created_at(header), index.name,
+                        [header.id, line_text(header), created_at(header), index.name,
                          index.leaf_id, len(batch)],
                     )
                     if cur.rowcount != 1:
@@ -202,7 +211,7 @@ class PostgresStorage:
                             "line) FROM STDIN"
                         ) as copy:
                             for entry in batch:
-                                copy.write_row(codec.row(header.id, entry))
+                                copy.write_row(entry_row(header.id, entry))
         except BaseException:
             db.close()
             raise
@@ -230,7 +239,7 @@ class PostgresStorage:
                 raise SessionNotFound(f"no session {session_id!r} in this database; "
                                    "create it with PostgresStorage.create (or list them with "
                                    "list_sessions)", path=location)
-            header = codec.decode_header(row[0], location)
+            header = decode_header(row[0], location)
         except BaseException:
             db.close()
             raise
@@ -345,7 +354,7 @@ class PostgresStorage:
         """Store one entry in its own transaction (or the batch's); it becomes the leaf (or
         moves it).
 
-        With ``expected_leaf`` the append fails with ``conflict`` unless the leaf is that
+        With ``expected_leaf`` the append fails with ``LeafConflict`` unless the leaf is that
         entry at commit time. Without it, an entry whose parent is the leaf this thread last
         saw is re-parented onto the current leaf if another writer moved it meanwhile.
         """
@@ -376,17 +385,17 @@ class PostgresStorage:
         """
         check = not isinstance(expected, _Unset)
         seen = self._seen_leaf()
-        reparent = not check and entry.parent_id == seen and not codec.anchored(entry)
+        reparent = not check and entry.parent_id == seen and not anchored(entry)
         placeholder: str | None = None
         line = ""
         if reparent:
             token = f"contextree-parent-{secrets.token_hex(12)}"
-            line = codec.text(codec.reparent(entry, token))
+            line = line_text(with_parent(entry, token))
             placeholder = f'"{token}"'
             if line.count(placeholder) != 1:  # pragma: no cover - 96 random bits
                 reparent, placeholder = False, None
         if not reparent:
-            line = codec.text(entry)
+            line = line_text(entry)
         is_leaf = isinstance(entry, LeafEntry)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
@@ -400,10 +409,10 @@ class PostgresStorage:
         assert row is not None
         status, leaf, parent, name, count, stored_line = row
         if status == "ok":
-            stored = entry if parent == entry.parent_id else codec.reparent(entry, parent)
+            stored = entry if parent == entry.parent_id else with_parent(entry, parent)
             return stored, leaf, name, int(count)
         if status == "done":  # the lost first attempt had committed
-            return codec.decode(stored_line, self._location), leaf, name, int(count)
+            return decode_entry(stored_line, self._location), leaf, name, int(count)
         raise self._refusal(status, entry, leaf, parent, expected)
 
     def _refusal(self, status: str, entry: AnyEntry, leaf: str | None, parent: str | None,
@@ -577,7 +586,7 @@ class PostgresStorage:
     def _remember(self, entry_id: str, line: str) -> AnyEntry:
         entry = self._cache.get(entry_id)
         if entry is None:
-            entry = codec.decode(line, self._location)
+            entry = decode_entry(line, self._location)
             self._cache[entry_id] = entry
         return entry
 
@@ -586,7 +595,7 @@ class PostgresStorage:
         cache = self._cache
         new = [(i, line) for i, line in rows if i not in cache]
         if new:
-            for (i, _), entry in zip(new, codec.decode_many([line for _, line in new],
+            for (i, _), entry in zip(new, decode_many([line for _, line in new],
                                                        self._location), strict=True):
                 cache[i] = entry
         return [cache[i] for i, _ in rows]
