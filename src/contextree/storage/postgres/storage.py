@@ -45,6 +45,7 @@ from ...entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionIn
 from ...errors import (
     DuplicateId,
     EntryNotFound,
+    InvalidArgument,
     InvalidEntry,
     LeafConflict,
     MissingParent,
@@ -259,6 +260,9 @@ class PostgresStorage:
             raise ReadOnlySession("this session was opened read-only (or is closed); open "
                                   "it with readonly=False to delete it", path=self._location)
         with self._lock:
+            if self._tx is not None:
+                raise InvalidArgument("delete() inside a batch: end the batch first",
+                                      path=self._location)
             self._run(lambda conn, _retry: conn.execute(
                 f"DELETE FROM {SESSIONS} WHERE id = %s", [self._id]),
                 "could not delete the session")
