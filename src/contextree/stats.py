@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from .entries import AnyEntry, CompactionEntry, LeafEntry, MessageEntry
 from .messages import Usage
+from .storage.base import StorageHealth
 
 
 class StatsSource(Protocol):
@@ -26,7 +27,7 @@ class StatsSource(Protocol):
 
     def branch(self, leaf_id: str | None = None) -> list[AnyEntry]: ...
 
-    def quarantined_lines(self) -> int: ...
+    def health(self) -> StorageHealth: ...
 
 
 @dataclass
@@ -142,5 +143,5 @@ def compute_stats(session: StatsSource) -> SessionStats:
         branch_count=tips,
         branch=tally(session.branch()),
         file=tally(all_entries),
-        quarantined_lines=session.quarantined_lines(),
+        quarantined_lines=session.health().quarantined_lines,
     )

@@ -16,7 +16,7 @@ from ..models.base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from .builder import App
 from .env import Env
-from .events import CompactedPayload, CompactionFailedPayload, Event
+from .events import CompactedPayload, CompactionFailedPayload, CompactionStartPayload, Event
 
 
 class DefaultCompactionPipeline:
@@ -29,7 +29,7 @@ class DefaultCompactionPipeline:
     context has grown by another tenth of the window, so it never burns calls in a loop.
     """
 
-    def __init__(self, app: App, window: int, *, summarizer: Model | None = None,
+    def __init__(self, app: App, /, window: int, *, summarizer: Model | None = None,
                  summariser: Model | None = None, compactor: CompactionPipeline | None = None,
                  compact_at: float = 0.7, compact_to: float = 0.4,
                  counter: TokenCounter | None = None) -> None:
@@ -53,8 +53,9 @@ class DefaultCompactionPipeline:
         if tokens is None:
             tokens = count_context(env.messages, self.counter, fresh_from=env.fresh_from)
         session = env.session
-        env.emit(Event.COMPACTION_START, leaf_id=session.leaf_id if session else None,
-                 window=self.policy.window, tokens=tokens)
+        env.emit(CompactionStartPayload(event=Event.COMPACTION_START,
+                                        leaf_id=session.leaf_id if session is not None else None,
+                                        window=self.policy.window, tokens=tokens))
         prompts = [m for m in env.messages if _is_prompt(m)]
         result: CompactionResult
         if session is not None:
@@ -64,8 +65,7 @@ class DefaultCompactionPipeline:
         else:
             result = self._plan(env)
         for payload in compaction_events(result):
-            fields = {k: v for k, v in payload.items() if k != "event"}
-            env.emit(payload["event"], **fields)
+            env.emit(payload)
         if result.entry_id is None:
             self._failed_at = result.tokens_before
             return

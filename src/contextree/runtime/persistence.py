@@ -31,7 +31,7 @@ class SessionLog:
     atomically (``atomic_write``: temp file, fsync, rename).
     """
 
-    def __init__(self, app: App, path: str | os.PathLike[str]) -> None:
+    def __init__(self, app: App, /, path: str | os.PathLike[str]) -> None:
         self.app = app
         self.path = Path(path)
 
@@ -57,11 +57,9 @@ class SessionLog:
     def __call__(self, env: Env) -> Env:
         history = self.load()
         new = list(env.messages)
-        env.messages[:0] = history
-        env.turn_start = len(history)
         # A file rewritten by a compaction does not record which replies came after it, so
-        # none of the loaded usage anchors a token count then.
-        env.fresh_from = fresh_start(history)
+        # then none of the loaded usage anchors a token count.
+        env.load_history(history, fresh_from=fresh_start(history))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -102,7 +100,7 @@ class SessionTree:
     """The session tree as the agent's memory: every message is appended as an entry when
     it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
 
-    def __init__(self, app: App, path: str | os.PathLike[str] | None = None, *,
+    def __init__(self, app: App, /, path: str | os.PathLike[str] | None = None, *,
                  session: Session | None = None, **create_options: Any) -> None:
         if (path is None) == (session is None):
             raise ValueError("give SessionTree a path or a session (one of them)")
@@ -120,10 +118,8 @@ class SessionTree:
         try:
             new = list(env.messages)
             ctx = session.build_context()
-            env.messages[:0] = ctx.messages
-            env.turn_start = len(ctx.messages)
-            env.fresh_from = ctx.fresh_from  # usage from before the compaction: another view
-            env.session = session
+            env.load_history(ctx.messages, fresh_from=ctx.fresh_from)  # before: another view
+            env.attach_session(session)
             for m in new:
                 session.append_message(m)
             model = [ctx.model]  # the model in force, updated as replies name theirs
