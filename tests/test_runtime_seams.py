@@ -60,11 +60,13 @@ def test_use_reports_missing_required_options() -> None:
     assert "window (required)" in message and "compact_at=0.7" in message
     with pytest.raises(InvalidArgument, match="SessionLog: missing required option 'path'"):
         ct.agent().use(SessionLog)  # type: ignore[call-arg]
+    with pytest.raises(InvalidArgument, match="unknown option 'durabel'"):
+        ct.agent().use(SessionTree, path="s.jsonl", durabel=False)  # type: ignore[call-arg]
 
 
 def test_use_accepts_what_the_constructor_accepts(tmp_path: Path) -> None:
     agent = (ct.agent()
-             .use(SessionTree, path=tmp_path / "s.jsonl", durable=False)  # **create_options
+             .use(SessionTree, path=tmp_path / "s.jsonl", durable=False)
              .use(SystemPrompt, "positional text")
              .use(ToolResultLoop)
              .use(MaxIterations, limit=5)

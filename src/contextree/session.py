@@ -177,12 +177,15 @@ class Session:
         return cls(MemoryStorage(header))
 
     def close(self) -> None:
+        """Close the storage (a file's writer lock is released); the session is then unusable."""
         self.storage.close()
 
     def __enter__(self) -> Session:
+        """``with Session.open(...) as s:`` closes the session at the end of the block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the session."""
         self.close()
 
     @contextlib.contextmanager

@@ -101,20 +101,27 @@ class SessionTree:
     it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
 
     def __init__(self, app: App, /, path: str | os.PathLike[str] | None = None, *,
-                 session: Session | None = None, **create_options: Any) -> None:
+                 session: Session | None = None, cwd: str | None = None,
+                 session_id: str | None = None, metadata: dict[str, Any] | None = None,
+                 durable: bool = True) -> None:
+        """``path`` (a file or URL, opened or created) or a ready ``session``; ``cwd``,
+        ``session_id`` and ``metadata`` apply when the session is created."""
         if (path is None) == (session is None):
             raise ValueError("give SessionTree a path or a session (one of them)")
         self.app = app
         self.path = path
         self.session = session
-        self.create_options = create_options
+        self.cwd, self.session_id, self.metadata = cwd, session_id, metadata
+        self.durable = durable
 
     def __call__(self, env: Env) -> Env:
         session = self.session
         owned = session is None
         if session is None:
             assert self.path is not None
-            session = Session.open_or_create(self.path, **self.create_options)
+            session = Session.open_or_create(self.path, cwd=self.cwd,
+                                             session_id=self.session_id,
+                                             metadata=self.metadata, durable=self.durable)
         try:
             new = list(env.messages)
             ctx = session.build_context()
