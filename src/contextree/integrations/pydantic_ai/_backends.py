@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import uuid
 from collections.abc import Sequence
@@ -239,8 +240,9 @@ class PostgresBackend(Backend):
 def backend_for(location: Any, *, durable: bool) -> Backend:
     if location is None or location == ":memory:":
         return MemoryBackend()
-    if isinstance(location, str) and location.startswith(("postgresql://", "postgres://")):
-        return PostgresBackend(location)
+    if isinstance(location, str) and (location.startswith(("postgresql://", "postgres://"))
+                                      or re.match(r"\s*[a-z_]+\s*=", location)):
+        return PostgresBackend(location)  # a URL, or a libpq "key=value" conninfo
     if isinstance(location, str | os.PathLike):
         return JsonlBackend(Path(location), durable=durable)
     return PostgresBackend(location)  # a psycopg_pool.ConnectionPool

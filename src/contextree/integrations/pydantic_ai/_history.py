@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from datetime import UTC, datetime
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +43,14 @@ from . import _mapping as mp
 from ._store import ContextreeConversationStore
 
 _TEMP = "t-"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _time(stamp: str) -> datetime:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return _EPOCH
 
 
 class _Working:
@@ -222,8 +231,13 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
             present.clear()
             extra.clear()
 
+        # Parts contextree adds are stamped with the time of the entry they stand for (or the
+        # one before), so the same view is the same messages, after a reopen too.
+        stamp = _EPOCH
         for m, eid in zip(ctx.messages, ctx.entry_ids, strict=True):
             entry = ws.session.get_entry(eid) if eid is not None else None
+            if entry is not None:
+                stamp = _time(entry.timestamp)
             data = mp.info(entry)
             if data is not None and eid is not None:
                 assert isinstance(entry, MessageEntry)
@@ -239,7 +253,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
                 part = pm.ToolReturnPart(tool_name=m.name or "", content=m.text,
                                          tool_call_id=m.tool_call_id or "",
                                          outcome="interrupted" if m.kind == Kind.INTERRUPTED
-                                         else "success")
+                                         else "success", timestamp=stamp)
                 if group is not None and isinstance(ws.by_id.get(group), pm.ModelRequest):
                     extra.append(part)
                 else:
@@ -248,11 +262,11 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
                 continue
             finish()
             if m.role == "assistant":
-                out.append(pm.ModelResponse(parts=[pm.TextPart(m.text)]))
+                out.append(pm.ModelResponse(parts=[pm.TextPart(m.text)], timestamp=stamp))
             elif m.role == "user":
-                out.append(pm.ModelRequest(parts=[pm.UserPromptPart(m.text)]))
+                out.append(pm.ModelRequest(parts=[pm.UserPromptPart(m.text, timestamp=stamp)]))
             else:  # a compaction or branch summary
-                out.append(pm.ModelRequest(parts=[pm.SystemPromptPart(m.text)]))
+                out.append(pm.ModelRequest(parts=[pm.SystemPromptPart(m.text, timestamp=stamp)]))
         finish()
         return out
 
