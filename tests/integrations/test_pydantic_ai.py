@@ -9,6 +9,7 @@ results (ids and revisions compared by order of appearance). The agent tests run
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -16,7 +17,7 @@ import sys
 import textwrap
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,15 +26,15 @@ import pytest
 
 pytest.importorskip("pydantic_ai.conversation_store")
 
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.conversation import Conversation  # noqa: E402
-from pydantic_ai.conversation_store import (  # noqa: E402
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationStore,
     InMemoryConversationStore,
 )
-from pydantic_ai.exceptions import UserError  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.messages import (
     BinaryContent,
     ImageUrl,
     ModelMessage,
@@ -51,12 +52,12 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.tools import DeferredToolRequests  # noqa: E402
-from pydantic_ai.usage import RequestUsage, RunUsage  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.tools import DeferredToolRequests
+from pydantic_ai.usage import RequestUsage, RunUsage
 
-from contextree import CompactionEntry, CustomEntry, MessageEntry  # noqa: E402
-from contextree.integrations.pydantic_ai import (  # noqa: E402
+from contextree import CompactionEntry, CustomEntry, MessageEntry
+from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,
 )
@@ -548,7 +549,7 @@ async def test_agent_turns_compacted_history_kept(kind: str, tmp_path: Path) -> 
     for request in seen:
         assert_pairing_valid(request)
     # between compactions the prompt only grows at the end: the prefix is byte-stable
-    stable = sum(1 for a, b in zip(seen, seen[1:], strict=False)
+    stable = sum(1 for a, b in itertools.pairwise(seen)
                  if dumped(b[: len(a)]) == dumped(a))
     assert stable >= len(seen) - 1 - 2 * history.compactions
     if bound is not None:

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from datetime import UTC, datetime
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_ai import messages as pm
