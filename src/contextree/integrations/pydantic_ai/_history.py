@@ -209,7 +209,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         if entries:
             finals = [e for e in entries if mp.is_final(e)]
             if len(finals) <= len(messages):
-                stored = mp.load([mp.info(e)["message"] for e in finals])  # type: ignore[index]
+                stored = mp.load([mp.info(e)["json"] for e in finals])  # type: ignore[index]
                 if stored == messages[: len(finals)]:
                     ws.add(entries, messages[: len(finals)], [e.id for e in finals])
                     ws.stored = len(finals)

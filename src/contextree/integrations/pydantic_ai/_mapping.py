@@ -4,8 +4,8 @@ Each pydantic-ai message is stored as a short chain of contextree ``message`` en
 *group*): one per part that contextree has a shape for (a tool result, a user or system
 prompt), or one assistant message for a response, so that contextree's context building and
 compaction see ordinary messages with correctly paired tool calls. The last entry of a group
-has the pydantic-ai entry id as its own id and carries the message exactly as
-``ModelMessagesTypeAdapter`` dumps it (``Message.extra["pydantic_ai"]["message"]``), which is
+has the pydantic-ai entry id as its own id and carries the message's JSON text exactly as
+``ModelMessagesTypeAdapter`` writes it (``Message.extra["pydantic_ai"]["json"]``), which is
 what is read back: response state, tool-return outcomes, binary content, metadata and every
 field pydantic-ai adds later survive unchanged. The other entries of a group are
 ``<id>~<n>`` and name the group they belong to.
@@ -29,15 +29,14 @@ KEY = "pydantic_ai"
 ADAPTER = pm.ModelMessagesTypeAdapter
 
 
-def dump(messages: Sequence[pm.ModelMessage]) -> list[dict[str, Any]]:
-    """Messages as ``ModelMessagesTypeAdapter`` dumps them to JSON data (one call)."""
-    data: list[dict[str, Any]] = ADAPTER.dump_python(list(messages), mode="json")
-    return data
+def dump(messages: Sequence[pm.ModelMessage]) -> list[str]:
+    """Each message as ``ModelMessagesTypeAdapter`` writes it in a JSON list."""
+    return [ADAPTER.dump_json([m])[1:-1].decode() for m in messages]
 
 
-def load(data: Sequence[dict[str, Any]]) -> list[pm.ModelMessage]:
-    """Messages back from ``dump``'s data (one validation call)."""
-    return ADAPTER.validate_python(list(data))
+def load(data: Sequence[str]) -> list[pm.ModelMessage]:
+    """Messages back from ``dump``'s text, in one validation of the JSON list."""
+    return ADAPTER.validate_json("[" + ",".join(data) + "]")
 
 
 def info(entry: AnyEntry | None) -> dict[str, Any] | None:
@@ -51,7 +50,7 @@ def info(entry: AnyEntry | None) -> dict[str, Any] | None:
 def is_final(entry: AnyEntry | None) -> bool:
     """Whether ``entry`` is the last entry of a group: it holds a whole pydantic-ai message."""
     data = info(entry)
-    return data is not None and "message" in data
+    return data is not None and "json" in data
 
 
 def nearest_final(session: Session, entry_id: str | None) -> str | None:
@@ -73,7 +72,7 @@ def group_of(entry_id: str, data: dict[str, Any]) -> str:
 
 
 def group_entries(
-    items: Iterable[tuple[str, pm.ModelMessage, dict[str, Any] | None]], parent: str | None
+    items: Iterable[tuple[str, pm.ModelMessage, str | None]], parent: str | None
 ) -> list[MessageEntry]:
     """The entries that store ``(entry id, message, dumped message)`` items, chained from
     ``parent``; the last entry of each group has the item's id (and the dumped message,
@@ -85,7 +84,7 @@ def group_entries(
         last = len(shapes) - 1
         for n, (parts, m) in enumerate(shapes):
             if n == last:
-                m.set_extra({KEY: {"parts": parts, "message": data}})
+                m.set_extra({KEY: {"parts": parts, "json": data}})
                 eid = pid
             else:
                 m.set_extra({KEY: {"parts": parts, "of": pid}})

@@ -387,7 +387,7 @@ class ContextreeConversationStore(ConversationStore):
             data = mp.info(entry)
             assert data is not None
             parent = mp.nearest_final(conv.session, entry.parent_id)
-            (message,) = mp.load([data["message"]])
+            (message,) = mp.load([data["json"]])
             return ConversationEntry(id=entry_id, parent_id=parent, message=message)
 
     def _sync_read_history(self, head_id: str, limit: int | None) -> list[ConversationEntry]:
@@ -399,7 +399,7 @@ class ContextreeConversationStore(ConversationStore):
             finals = [e for e in conv.session.branch(head_id) if mp.is_final(e)]
         chosen = finals if limit is None else finals[max(len(finals) - limit, 0):]
         parent = finals[len(finals) - len(chosen) - 1].id if len(chosen) < len(finals) else None
-        messages = mp.load([mp.info(e)["message"] for e in chosen])  # type: ignore[index]
+        messages = mp.load([mp.info(e)["json"] for e in chosen])  # type: ignore[index]
         out = []
         for entry, message in zip(chosen, messages, strict=True):
             out.append(ConversationEntry(id=entry.id, parent_id=parent, message=message))
