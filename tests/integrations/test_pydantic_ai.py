@@ -546,6 +546,8 @@ async def test_agent_turns_compacted_history_kept(kind: str, tmp_path: Path) -> 
     assert len(last) < len(conversation.messages)
     assert any(isinstance(p, SystemPromptPart) and "compacted" in p.content
                for m in last if isinstance(m, ModelRequest) for p in m.parts)
+    assert any(isinstance(p, SystemPromptPart) and p.content == "You are a test agent."
+               for m in last if isinstance(m, ModelRequest) for p in m.parts)  # pinned
     for request in seen:
         assert_pairing_valid(request)
     # between compactions the prompt only grows at the end: the prefix is byte-stable

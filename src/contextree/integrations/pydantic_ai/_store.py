@@ -354,8 +354,8 @@ class ContextreeConversationStore(ConversationStore):
             self._backend.append(s, entries, leaf)
         except LeafConflict:
             conv.valid = False
-            if s.leaf_id == leaf or entry.id not in s:
-                raise _Retry() from None  # nothing of ours went in: check again
+            if entry.id not in s:
+                raise _Retry() from None  # the record did not go in: check again
             raise ConversationConflict(conv.cid) from None
         except BaseException:
             conv.valid = False
