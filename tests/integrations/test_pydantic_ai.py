@@ -167,7 +167,7 @@ class Observer:
     async def raises(self, label: str, coro: Any) -> Any:
         try:
             result = await coro
-        except (ConversationConflict, UserError) as e:
+        except (ConversationConflict, UserError, LookupError) as e:
             self.log.append((label, type(e).__name__))
             return None
         self.log.append((label, "ok"))
@@ -188,6 +188,12 @@ async def scenarios(store: ConversationStore) -> list[Any]:
     o.entries("continue", await store.save(loaded))
     o.entries("load_entries", await store.load_entries("c1"))
     o.entries("load_entries limit", await store.load_entries("c1", limit=3))
+    stored = await store.load_entries("c1")
+    assert stored is not None
+    o.entries("read_entry", [await store.read_entry(e.id) for e in stored])
+    o.entries("read_history limit", await store.read_history(stored[-1].id, limit=2))
+    o.entries("read_history middle", await store.read_history(stored[1].id))
+    await o.raises("read_entry unknown", store.read_entry("no-such-entry"))
     window = await store.load("c1", limit=1)
     o.conv("load limit 1", window)
     assert window is not None
