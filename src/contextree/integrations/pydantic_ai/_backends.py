@@ -207,9 +207,12 @@ class PostgresBackend(Backend):
         storage = session.storage
         assert isinstance(storage, self._pg.PostgresStorage)
         expected = leaf
-        for entry in entries:
-            storage.append(entry, expected_leaf=expected)
-            expected = entry.id
+        # One transaction where the storage offers batches that are (the record and the
+        # messages then land together); each append is checked against the one before anyway.
+        with session.batch():
+            for entry in entries:
+                storage.append(entry, expected_leaf=expected)
+                expected = entry.id
 
     def remove(self, cid: str, session: Session, leaf: str | None) -> None:
         from ...entries import CustomEntry
