@@ -30,12 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import atomic_write
+from .._session import Session
 from ..errors import EntryNotFound, SessionExists, SessionNotFound
-from ..session import Session
 from ..storage import create_storage
-from . import brute, claude_code, codex, pi, provider_lists
-from .base import Ids, Imported, Progress, UnknownFormatError, finish
-from .detect import detect_format
+from . import _brute as brute
+from . import _claude_code as claude_code
+from . import _codex as codex
+from . import _pi as pi
+from . import _provider_lists as provider_lists
+from ._base import Ids, Imported, Progress, UnknownFormatError, finish
+from ._detect import detect_format
 
 Reader = Callable[[Path, Progress | None], Imported]
 """Reads a source file (reporting progress) into the header and entries of a new session."""
