@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import contextree as ct
+from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
     CompactionPipeline,
     CompactionResult,
@@ -29,8 +30,7 @@ from contextree.compaction import (
     default_pipeline,
 )
 from contextree.errors import ModelError
-from contextree.messages import Message, ToolCall, Usage
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter, count_context
 
 COUNTER = EstimateCounter()
@@ -245,7 +245,7 @@ def test_every_stage_keeps_the_invariants(conversation: list[Turn], stages: list
                                           usage: int) -> None:
     s, _, system_id = session_with(conversation, usage)
     ctx = s.build_context()
-    total = count_context(ctx.messages, COUNTER, anchor=ctx.usage_anchor)
+    total = count_context(ctx.messages, COUNTER, fresh_from=ctx.fresh_from)
     window = max(1, int(total * fraction / compact_to))
     run_and_check(s, system_id, stages, window, compact_to)
 

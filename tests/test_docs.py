@@ -13,7 +13,7 @@ BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
 @pytest.mark.parametrize("page", sorted([*DOCS.glob("*.md"), *DOCS.glob("integrations/*.md")]),
-                         ids=lambda p: str(p.relative_to(DOCS)))
+                         ids=lambda p: p.name)
 def test_doc_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CONTEXTREE_HOME", str(tmp_path / "home"))

@@ -36,7 +36,7 @@ def build_every_entry_type(s: ct.Session) -> dict[str, str]:
     ids["model_change"] = s.append_model_change("openai", "gpt-4")
     ids["active_tools_change"] = s.append_active_tools_change(["bash", "read"])
     ids["compaction"] = s.append_compaction(
-        "summary of earlier", a, 100_000,
+        summary="summary of earlier", first_kept_entry_id=a, tokens_before=100_000,
         details={"k": [1, {"2": None}]},
         usage=ct.Usage(input=1, output=2, total=3, cost=0.5),
         retained_tail=[ct.Message.user("kept")],
@@ -164,9 +164,9 @@ def test_unknown_fields_and_types_are_kept_byte_for_byte(tmp_path: Path) -> None
     original = file_lines(path)
     with ct.Session.open(path) as s:
         e1 = s.get_entry("e1")
-        assert isinstance(e1, ct.MessageEntry) and e1.extra == {"x_entry": "entry-level"}
+        assert isinstance(e1, ct.entries.MessageEntry) and e1.extra == {"x_entry": "entry-level"}
         e3 = s.get_entry("e3")
-        assert isinstance(e3, ct.UnknownEntry) and e3.type == "bookmark_v9"
+        assert isinstance(e3, ct.entries.UnknownEntry) and e3.type == "bookmark_v9"
         assert s.header.extra == {"x_header": {"a": 1}}
         s.append_message(ct.Message.user("after"))  # the file is appended to, never rewritten
     now_lines = file_lines(path)

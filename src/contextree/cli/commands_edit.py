@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ..overflow import OverflowStore
-from ..session import Session
-from ..storage.repair import repair
+from .._overflow import OverflowStore
+from .._session import Session
+from ..storage._repair import repair
 from .app import command
 from .output import Out, UsageProblem, clip, emit_json, human_size, short_id
 from .sessions import open_session, resolve_entry
@@ -37,7 +37,7 @@ def fork_command(
         entry_id = resolve_entry(session, at)
         target = output or _fork_path(Path(file), entry_id)
         with session.fork(target, at=entry_id) as new:
-            count = len(new.storage)
+            count = len(new)
     Out().line(f"forked {file} at {entry_id} -> {target} ({count} entries)")
 
 

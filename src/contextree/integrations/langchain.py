@@ -34,12 +34,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from .._session import Session
 from ..compaction import CompactionPipeline, CompactionResult
 from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
-from ..session import Session
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
 try:
@@ -375,7 +375,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if self.window is None or conv.session.leaf_id is None:
             return
         ctx = conv.session.build_context()
-        tokens = count_context(ctx.messages, self.counter, anchor=ctx.usage_anchor)
+        tokens = count_context(ctx.messages, self.counter, fresh_from=ctx.fresh_from)
         if tokens < int(self.window * self.compact_at):
             return
         if conv.failed_at is not None and tokens < conv.failed_at + self.window // 10:

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
+from .._context import INTERRUPTED, interrupted_result
+from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from .._session import Session
 from ..compaction import CompactionPipeline, CompactionResult
-from ..context import INTERRUPTED, interrupted_result
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
-from ..session import Session
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
 try:
@@ -591,10 +591,11 @@ class ContextreeSession:
                 c = later[-1]
                 first = rest_id if c.first_kept_entry_id == e.id else c.first_kept_entry_id
                 s.append_compaction(
-                    c.summary, first, c.tokens_before, c.details, c.usage, c.retained_tail,
-                    c.from_hook, tokens_after=c.tokens_after,
+                    summary=c.summary, first_kept_entry_id=first, tokens_before=c.tokens_before,
+                    tokens_after=c.tokens_after, retained_tail=c.retained_tail,
                     cleared={k: v for k, v in (c.cleared or {}).items() if k != e.id},
-                    pinned=[p for p in (c.pinned or ()) if p != e.id])
+                    pinned=[p for p in (c.pinned or ()) if p != e.id], details=c.details,
+                    usage=c.usage, from_hook=c.from_hook)
         return _loads(popped) if popped is not None else None
 
     def _entry_items(self, e: BranchSummaryEntry | CustomMessageEntry) -> list[Item]:
@@ -669,7 +670,7 @@ class ContextreeSession:
                 out.extend(_stored(x, eid) for x in _convert(m))
         pending = {m.tool_call_id or "": (call_types.get(m.tool_call_id or "", "function_call"),
                                           m.name) for m in ctx.messages[end:]}
-        tokens = count_context(ctx.messages[:end], self.counter, anchor=ctx.usage_anchor)
+        tokens = count_context(ctx.messages[:end], self.counter, fresh_from=ctx.fresh_from)
         return _View(self.session.leaf_id, _repair(out, left_out), pending, tokens)
 
 

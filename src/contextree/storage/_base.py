@@ -1,0 +1,290 @@
+"""The storage protocol, and the in-memory tree index that the embedded backends share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
+from ..errors import (
+    DuplicateId,
+    EntryNotFound,
+    InvalidEntry,
+    MissingParent,
+    ParentCycle,
+)
+
+# Entries that record a change of bookkeeping rather than of the conversation. They sit in
+# the tree like any entry, but ``tree()`` hides leaf moves.
+HIDDEN_IN_TREE = (LeafEntry,)
+
+
+@dataclass(frozen=True)
+class StorageHealth:
+    """What ``Storage.health()`` reports: how big a session is and what was set aside.
+
+    ``size`` is the bytes the session takes where it is kept (the file; on PostgreSQL the
+    bytes of its JSON lines), ``None`` when it is kept nowhere (memory).
+    ``quarantined_lines`` counts lines ever moved to the quarantine file, plus a torn last
+    line that a read-only open skipped; ``torn_line`` is that line's number, while it is
+    still in the file.
+    """
+
+    entries: int
+    size: int | None
+    quarantined_lines: int = 0
+    torn_line: int | None = None
+
+
+@runtime_checkable
+class Storage(Protocol):
+    """Where a session's entries live. Append-only: entries are never changed or removed."""
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf: the last appended entry, or the target of the last leaf move."""
+        ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def location(self) -> str:
+        """A human-readable place: a file path, a database URL and id, or ``memory``."""
+        ...
+
+    @property
+    def readonly(self) -> bool: ...
+
+    def append(self, entry: AnyEntry) -> None:
+        """Validate and durably store one entry; it becomes the leaf (or moves it)."""
+        ...
+
+    def get(self, entry_id: str) -> AnyEntry | None: ...
+
+    def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        """Entries from the root down to ``leaf_id`` (empty for ``None``)."""
+        ...
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every entry, in append order."""
+        ...
+
+    def children(self, entry_id: str | None) -> Sequence[str]: ...
+
+    def find(self, entry_type: str) -> list[AnyEntry]: ...
+
+    def label(self, entry_id: str) -> str | None: ...
+
+    def labels(self) -> dict[str, str]: ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, entry_id: object) -> bool: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the appends made inside the block.
+
+        PostgreSQL: one transaction, so they are stored all together or not at all. JSONL: the
+        writes are buffered and synced once at the end (a crash inside the block may lose
+        them, never what came before). Memory: nothing to group. Batches nest.
+        """
+        ...
+
+    def delete(self) -> None:
+        """Remove the session and everything stored with it (the one exception to
+        append-only), then close. Refused on a read-only storage."""
+        ...
+
+    def health(self) -> StorageHealth:
+        """Entry count, size, and lines set aside; see ``StorageHealth``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TreeIndex:
+    """Entries by id with parent links, labels, name and leaf: the state every backend derives.
+
+    ``add`` is the single place where the tree's rules are checked: unique ids, parents that
+    exist, leaf moves to entries that exist.
+    """
+
+    def __init__(self, header: SessionHeader, location: str) -> None:
+        self.header = header
+        self.location = location
+        self.by_id: dict[str, AnyEntry] = {}
+        self.labels: dict[str, str] = {}
+        self.name: str | None = None
+        self.leaf_id: str | None = None
+        self._children: dict[str | None, list[str]] | None = None
+
+    def check(self, entry: AnyEntry, line: int | None = None, *,
+              forward_parent_ok: bool = False) -> None:
+        """Raise ``SessionError`` if ``entry`` cannot be appended to this tree.
+
+        ``forward_parent_ok`` lets a loader accept a parent that appears later in the file;
+        ``verify_links`` checks those at the end.
+        """
+        eid = entry.id
+        if not isinstance(eid, str) or not eid:
+            raise InvalidEntry("entry id must be a non-empty string",
+                               path=self.location, line=line)
+        if eid in self.by_id:
+            raise DuplicateId(
+                f"entry id {eid!r} is already used in this session; every id must be unique "
+                "(run `contextree repair` to quarantine the duplicate)",
+                path=self.location, line=line,
+            )
+        parent = entry.parent_id
+        if parent is not None and parent not in self.by_id and not forward_parent_ok:
+            raise MissingParent(
+                f"entry {eid!r} has parent {parent!r}, which is not an earlier entry of this "
+                "session (run `contextree repair` to quarantine entries with no parent)",
+                path=self.location, line=line,
+            )
+        if isinstance(entry, LeafEntry) and entry.target_id is not None and (
+            entry.target_id not in self.by_id
+        ):
+            raise MissingParent(
+                f"leaf entry {eid!r} moves to {entry.target_id!r}, which does not exist",
+                path=self.location, line=line,
+            )
+
+    def add(self, entry: AnyEntry) -> None:
+        """Index an entry that ``check`` accepted (or that a trusted loader verified)."""
+        self.by_id[entry.id] = entry
+        if isinstance(entry, LeafEntry):
+            self.leaf_id = entry.target_id
+        else:
+            self.leaf_id = entry.id
+            if isinstance(entry, LabelEntry):
+                if entry.label:
+                    self.labels[entry.target_id] = entry.label
+                else:
+                    self.labels.pop(entry.target_id, None)
+            elif isinstance(entry, SessionInfoEntry) and entry.name is not None:
+                self.name = entry.name
+        if self._children is not None:
+            self._children.setdefault(entry.parent_id, []).append(entry.id)
+
+    def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        out: list[AnyEntry] = []
+        by_id = self.by_id
+        current = leaf_id
+        limit = len(by_id)
+        while current is not None:
+            entry = by_id.get(current)
+            if entry is None:
+                raise EntryNotFound(f"entry {current!r} is not in this session",
+                                   path=self.location)
+            out.append(entry)
+            current = entry.parent_id
+            if len(out) > limit:
+                raise ParentCycle(f"parent links from {leaf_id!r} form a cycle",
+                                   path=self.location)
+        out.reverse()
+        return out
+
+    def children(self, entry_id: str | None) -> list[str]:
+        if self._children is None:
+            kids: dict[str | None, list[str]] = {}
+            for e in self.by_id.values():
+                kids.setdefault(e.parent_id, []).append(e.id)
+            self._children = kids
+        return self._children.get(entry_id, [])
+
+    def find(self, entry_type: str) -> list[AnyEntry]:
+        return [e for e in self.by_id.values() if e.type == entry_type]
+
+
+def verify_links(index: TreeIndex, pending: list[tuple[AnyEntry, int | None]]) -> None:
+    """Check entries whose parent came later in the file: the parent must exist, no cycles.
+
+    Entries whose parent precedes them (the normal case) cannot be part of a cycle, so only
+    these few need a walk.
+    """
+    by_id = index.by_id
+    for entry, line in pending:
+        if entry.parent_id not in by_id:
+            raise MissingParent(
+                f"entry {entry.id!r} has parent {entry.parent_id!r}, which does not exist "
+                "(run `contextree repair` to quarantine entries with no parent)",
+                path=index.location, line=line,
+            )
+        seen = {entry.id}
+        current = entry.parent_id
+        while current is not None:
+            if current in seen:
+                raise ParentCycle(
+                    f"entry {entry.id!r} is its own ancestor (parent links form a cycle); "
+                    "run `contextree repair` to quarantine the cycle",
+                    path=index.location, line=line,
+                )
+            seen.add(current)
+            parent = by_id.get(current)
+            current = parent.parent_id if parent is not None else None
+
+
+class IndexedStorage:
+    """Read side shared by the backends that keep a ``TreeIndex`` in memory."""
+
+    _readonly = False
+
+    def __init__(self, index: TreeIndex) -> None:
+        self._index = index
+
+    @property
+    def header(self) -> SessionHeader:
+        return self._index.header
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self._index.leaf_id
+
+    @property
+    def name(self) -> str | None:
+        return self._index.name
+
+    @property
+    def location(self) -> str:
+        return self._index.location
+
+    @property
+    def readonly(self) -> bool:
+        return self._readonly
+
+    def get(self, entry_id: str) -> AnyEntry | None:
+        return self._index.by_id.get(entry_id)
+
+    def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        return self._index.path(leaf_id)
+
+    def entries(self) -> Iterator[AnyEntry]:
+        return iter(list(self._index.by_id.values()))
+
+    def children(self, entry_id: str | None) -> Sequence[str]:
+        return tuple(self._index.children(entry_id))
+
+    def find(self, entry_type: str) -> list[AnyEntry]:
+        return self._index.find(entry_type)
+
+    def label(self, entry_id: str) -> str | None:
+        return self._index.labels.get(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        return dict(self._index.labels)
+
+    def __len__(self) -> int:
+        return len(self._index.by_id)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._index.by_id
+
+    def close(self) -> None:
+        pass
