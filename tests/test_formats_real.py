@@ -1,0 +1,580 @@
+"""Imports of sessions written by the real Claude Code 2.1.197 and Codex 0.171.0 CLIs.
+
+The fixtures (``tests/data/formats/real``, see its README) hold each session file and every
+request the CLI sent to a fake model server. For every fixture file:
+
+* the imported active branch holds every conversation message of the file, in order (role,
+  text, tool calls with ids and arguments, results with call ids and error flags, thinking
+  with signatures), read here straight from the JSON lines;
+* ``build_context()`` equals what the CLI sent in its last request for that file, followed by
+  the reply to it;
+* nothing in the file is lost: every line is kept by an entry (``claude_code.records`` /
+  ``codex.records``, without the content that became the message), as a custom entry, or as a
+  counted rewrite of a line written twice.
+
+How the request is compared with the context (both are reduced to a flat list of items, so
+that merging consecutive user lines into one API message does not matter):
+
+* Claude Code: a ``<system-reminder>`` block with the current date, which Claude Code puts in
+  front of the first prompt of every request, is not in the file and is left out; rendered
+  attachments are ``system`` messages on both sides; the compaction summary is a user message
+  on both sides; consecutive user lines are sent as one message whose texts but the last end
+  with a newline (the comparison adds those newlines to the context).
+* Codex: ``developer`` messages (the base instructions first) are system messages; within one
+  response the reasoning and text come before the tool calls (contextree keeps them apart);
+  Codex tool outputs have no error flag.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextree import CompactionEntry, CustomEntry, Message, MessageEntry, Session
+from contextree.entries import AnyEntry
+from contextree.errors import SessionNotFound
+from contextree.formats import claude_code, codex, import_session
+from contextree.messages import ImagePart, TextPart, ThinkingPart
+
+REAL = Path(__file__).parent / "data" / "formats" / "real"
+CC = REAL / "claude_code"
+CX = REAL / "codex"
+Json = dict[str, Any]
+Item = tuple[Any, ...]
+
+
+def lines_of(path: Path) -> list[Json]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def manifest(scenario: Path) -> Json:
+    return json.loads((scenario / "manifest.json").read_text())  # type: ignore[no-any-return]
+
+
+def requests(scenario: Path) -> list[Json]:
+    return json.loads((scenario / "requests.json").read_text())  # type: ignore[no-any-return]
+
+
+def final_request(scenario: Path, session_id: str, key: str) -> int:
+    """Index in requests.json of the last request sent for ``session_id``."""
+    m = manifest(scenario)
+    ids = m[key]
+    if isinstance(ids, list) or "last_request_of_run" not in m:
+        return int(m["final_main_request"])
+    runs = [run for run, sid in ids.items() if sid == session_id]
+    return max(int(m["last_request_of_run"][run]) for run in runs)
+
+
+CC_FILES = sorted(p.relative_to(CC) for p in CC.glob("*/session-*.jsonl"))
+CX_FILES = sorted(p.relative_to(CX) for p in CX.glob("*/rollout-*.jsonl"))
+
+
+def test_every_scenario_is_covered() -> None:
+    assert {p.parent.name for p in CC_FILES} == {
+        "simple", "tools", "resume", "compact_manual", "compact_auto", "compact_reactive",
+        "subagent"}
+    assert {p.parent.name for p in CX_FILES} == {"simple", "tools", "resume", "compact"}
+    assert len(CC_FILES) == 8 and len(CX_FILES) == 5
+
+
+@pytest.fixture
+def imported(tmp_path: Path) -> Any:
+    opened: list[Session] = []
+
+    def load(fmt: str, src: Path) -> Session:
+        s = import_session(fmt, src, tmp_path / f"{len(opened)}.jsonl", durable=False)
+        opened.append(s)
+        return s
+
+    yield load
+    for s in opened:
+        s.close()
+
+
+# -- normalized items -----------------------------------------------------------------------
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or () if b.get("type") == "text")
+
+
+def anthropic_items(role: str, content: Any) -> list[Item]:
+    """Claude Code JSON (a file line's message or a request message) as items."""
+    if isinstance(content, str):
+        return [(role if role != "assistant" else "text", content)] if content or \
+            role != "assistant" else []
+    out: list[Item] = []
+    for b in content:
+        kind = b.get("type")
+        if kind == "text":
+            out.append((role if role != "assistant" else "text", b["text"]))
+        elif kind == "thinking":
+            out.append(("thinking", b["thinking"], b.get("signature")))
+        elif kind == "tool_use":
+            out.append(("tool_use", b["id"], b["name"], b["input"]))
+        elif kind == "tool_result":
+            out.append(("tool_result", b["tool_use_id"], text_of(b.get("content")),
+                        bool(b.get("is_error", False))))
+        elif kind == "image":
+            out.append(("image", b["source"].get("media_type"), b["source"].get("data")))
+        else:
+            out.append(("block", kind))
+    return out
+
+
+def message_items(m: Message) -> list[Item]:
+    """A contextree message as the same items."""
+    if m.role == "tool":
+        return [("tool_result", m.tool_call_id, m.text, m.is_error)]
+    if m.role == "system":
+        return [("system", m.text)]
+    out: list[Item] = []
+    parts = [TextPart(text=m.content)] if isinstance(m.content, str) else list(m.content or [])
+    for p in parts:
+        if isinstance(p, TextPart):
+            if m.role == "assistant":
+                if p.text:
+                    out.append(("text", p.text))
+            else:
+                out.append((m.role, p.text))
+        elif isinstance(p, ThinkingPart):
+            out.append(("thinking", p.thinking, p.signature))
+        elif isinstance(p, ImagePart):
+            out.append(("image", p.mime_type, p.data))
+        else:
+            out.append(("block", p.type))
+    out += [("tool_use", c.id, c.name, c.arguments) for c in m.tool_calls or ()]
+    return out
+
+
+def branch_messages(session: Session, leaf: str | None = None) -> list[Message]:
+    """The messages on the branch as written: message entries, and the summary a compaction
+    entry holds (its retained copies of earlier messages are not new messages)."""
+    out: list[Message] = []
+    for e in session.branch(leaf):
+        if isinstance(e, MessageEntry):
+            out.append(e.message)
+        elif isinstance(e, CompactionEntry):
+            out += [m for m in e.retained_tail or () if m.kind == "compaction_summary"]
+    return out
+
+
+ASSISTANT_ITEMS = ("text", "thinking", "tool_use", "reasoning", "assistant", "call")
+
+
+# -- Claude Code ----------------------------------------------------------------------------
+
+def cc_file_items(path: Path) -> list[Item]:
+    """The conversation of a Claude Code file, read from its lines: user and assistant lines
+    in file order (a uuid written twice counts once; API error notices are not sent)."""
+    seen: set[str] = set()
+    out: list[Item] = []
+    for d in lines_of(path):
+        if d.get("type") not in ("user", "assistant") or d["uuid"] in seen:
+            continue
+        seen.add(d["uuid"])
+        if d.get("isApiErrorMessage"):
+            continue
+        out += anthropic_items(d["message"]["role"], d["message"]["content"])
+    return out
+
+
+def cc_request_items(body: Json) -> list[Item]:
+    out: list[Item] = []
+    for i, m in enumerate(body["messages"]):
+        content = m["content"]
+        if i == 0 and isinstance(content, list) and content and content[0].get(
+                "type") == "text" and content[0]["text"].startswith(
+                "<system-reminder>\nAs you answer the user's questions"):
+            content = content[1:]  # the current date, added to every request
+        if m["role"] == "system":
+            out.append(("system", text_of(content)))
+        else:
+            out += anthropic_items(m["role"], content)
+    return out
+
+
+def cc_context_items(session: Session, leaf: str | None = None) -> list[Item]:
+    """The context as items. Claude Code sends consecutive user messages as one, ending the
+    text of each but the last with a newline; that is done here too."""
+    msgs = session.build_context(leaf).messages
+    out: list[Item] = []
+    for i, m in enumerate(msgs):
+        items = message_items(m)
+        if m.role == "user" and i + 1 < len(msgs) and msgs[i + 1].role == "user":
+            last = max((k for k, x in enumerate(items) if x[0] == "user"), default=None)
+            if last is not None:
+                items[last] = ("user", items[last][1] + "\n")
+        out += items
+    return out
+
+
+def without_system(items: list[Item]) -> list[Item]:
+    return [i for i in items if i[0] != "system"]
+
+
+@pytest.mark.parametrize("rel", CC_FILES, ids=str)
+def test_claude_code_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
+    path = CC / rel
+    s = imported("claude-code", path)
+    got = without_system([i for m in branch_messages(s) for i in message_items(m)])
+    assert got == cc_file_items(path)
+    assert any(i[0] == "tool_use" for i in got) and any(i[0] == "tool_result" for i in got)
+
+
+@pytest.mark.parametrize("rel", CC_FILES, ids=str)
+def test_claude_code_context_is_what_claude_code_sent(rel: Path, imported: Any) -> None:
+    path = CC / rel
+    s = imported("claude-code", path)
+    sid = lines_of(path)[-1]["sessionId"]
+    body = requests(path.parent)[final_request(path.parent, sid, "session_ids")]["body"]
+    sent = cc_request_items(body)
+    ctx = cc_context_items(s)
+    assert ctx[:len(sent)] == sent
+    reply = ctx[len(sent):]  # the answer to that request, the last thing in the file
+    assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply)
+
+
+def cc_kept(entries: list[AnyEntry]) -> Counter[str]:
+    """Every Claude Code line an entry keeps (duplicates rebuilt from their notes)."""
+    out: Counter[str] = Counter()
+    for e in entries:
+        if isinstance(e, CustomEntry) and e.custom_type != "claude-code/subagent":
+            out[json.dumps(e.data, sort_keys=True)] += 1
+        kept = e.extra.get("claude_code", {}) if not isinstance(e, CustomEntry) else {}
+        for r in kept.get("records", ()):
+            out[json.dumps(r, sort_keys=True)] += 1
+    return out
+
+
+def cc_strip(d: Json) -> Json:
+    if isinstance(d.get("message"), dict):
+        return {**d, "message": {k: v for k, v in d["message"].items() if k != "content"}}
+    return d
+
+
+@pytest.mark.parametrize("rel", CC_FILES, ids=str)
+def test_claude_code_nothing_in_the_file_is_lost(rel: Path, imported: Any) -> None:
+    path = CC / rel
+    s = imported("claude-code", path)
+    files = [path, *claude_code.subagent_files(path)]
+    records = [d for f in files for d in lines_of(f)]
+    first: dict[str, Json] = {}
+    expected: Counter[str] = Counter()
+    expected_forms: list[set[str]] = []
+    rewrites = 0
+    for d in records:
+        if "uuid" in d and d["uuid"] in first:
+            rewrites += 1  # written again around a compaction: kept as a note of the change
+            changed = {k: v for k, v in d.items() if first[d["uuid"]].get(k) != v}
+            notes = [n for e in s.entries() for n in e.extra.get("claude_code", {}).get(
+                "rewritten", ()) if n["uuid"] == d["uuid"]]
+            assert {"uuid": d["uuid"], "changed": changed} in notes
+            continue
+        if "uuid" in d:
+            first[d["uuid"]] = d
+        expected_forms.append({json.dumps(d, sort_keys=True),
+                               json.dumps(cc_strip(d), sort_keys=True)})
+    entries = list(s.entries())
+    kept = cc_kept(entries)
+    for forms in expected_forms:  # a message line is kept without its content, others whole
+        match = next((f for f in forms if kept[f] > expected[f]), None)
+        assert match is not None, f"line not kept: {sorted(forms)[0][:200]}"
+        expected[match] += 1
+    entries = list(s.entries())
+    assert cc_kept(entries) == expected
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    assert sum(report["records"].values()) == len(records)
+    assert sum(f["duplicates"] for f in report["files"]) == rewrites
+    assert sum(report["custom_entries"].values()) == sum(
+        isinstance(e, CustomEntry) for e in entries)
+    # Only the first prompt (and a sub-agent's) starts the tree: every line is linked in.
+    roots = [e for e in entries if e.parent_id is None]
+    assert len(roots) == len(files)
+
+
+def test_claude_code_parallel_results_follow_their_call(imported: Any) -> None:
+    s = imported("claude-code", CC / "tools" / "session-1.jsonl")
+    roles = [(m.role, m.tool_call_id) for m in s.build_context().messages]
+    assert roles[1:4] == [("assistant", None), ("tool", "toolu_fx_read"),
+                          ("tool", "toolu_fx_fail")]
+    failed = s.build_context().messages[3]
+    assert failed.is_error and "No such file" in failed.text
+    first = s.build_context().messages[1]
+    assert [p.signature for p in first.thinking] == ["c2lnLWZpeHR1cmUtMQ=="]
+    # One entry for the four lines of the first response, keeping all four.
+    entry = s.get_entry(s.build_context().entry_ids[1] or "")
+    assert isinstance(entry, MessageEntry)
+    assert entry.extra["claude_code"]["blocks"] == [1, 1, 1, 1]
+
+
+def test_claude_code_compaction_keeps_what_the_model_saw(imported: Any) -> None:
+    s = imported("claude-code", CC / "compact_reactive" / "session-1.jsonl")
+    (comp,) = s.find(CompactionEntry)
+    assert comp.tokens_before == 293 and comp.details["trigger"] == "auto"
+    tail = comp.retained_tail or []
+    assert tail[0].kind == "compaction_summary" and tail[0].role == "user"
+    assert [m.tool_call_id for m in tail[1:] if m.role == "tool"] == ["toolu_fx_cat",
+                                                                      "toolu_fx_wc"]
+    # The turns before it stay on the branch, out of the context.
+    first_prompt = "List the files in this directory."
+    assert any(m.text == first_prompt for m in branch_messages(s))
+    assert all(m.text != first_prompt for m in s.build_context().messages)
+
+
+def test_claude_code_subagent_transcript_is_linked_to_its_call(imported: Any) -> None:
+    path = CC / "subagent" / "session-1.jsonl"
+    s = imported("claude-code", path)
+    (link,) = [e for e in s.find(CustomEntry) if e.custom_type == "claude-code/subagent"]
+    assert link.data["tool_use_id"] == "toolu_fx_agent"
+    assert link.data["agent_id"] == "ab7c6e8b44209fbd4"
+    assert link.data["meta"]["agentType"] == "general-purpose"
+    assert link.id in {e.id for e in s.branch()}  # on the main branch, after the result
+    parent = s.get_entry(link.parent_id or "")
+    assert isinstance(parent, MessageEntry) and parent.message.tool_call_id == "toolu_fx_agent"
+    # The transcript is its own root: its context is what the sub-agent saw.
+    agent_file = claude_code.subagent_files(path)[0]
+    sub = branch_messages(s, link.data["last_entry_id"])
+    assert [i for m in sub for i in message_items(m)] == cc_file_items(agent_file)
+    assert s.branch(link.data["last_entry_id"])[0].id == link.data["first_entry_id"]
+    body = requests(path.parent)[manifest(path.parent)["final_subagent_request"]]["body"]
+    sent = without_system(cc_request_items(body))
+    assert without_system(cc_context_items(s, link.data["last_entry_id"]))[:len(sent)] == sent
+
+
+def test_claude_code_fork_and_resume(imported: Any) -> None:
+    resumed = imported("claude-code", CC / "resume" / "session-1.jsonl")
+    forked = imported("claude-code", CC / "resume" / "session-2.jsonl")
+    prompts = [m.text for m in branch_messages(forked) if m.role == "user"]
+    assert prompts == ["List the files in this directory.", "What does a.txt contain?",
+                       "Answer again, differently.", "And now?"]
+    assert [m.text for m in branch_messages(resumed) if m.role == "user"] == prompts[:2]
+    assert forked.id != resumed.id
+
+
+# -- Codex ----------------------------------------------------------------------------------
+
+def cx_item(p: Json) -> list[Item]:
+    kind = p.get("type")
+    if kind == "message":
+        role = {"developer": "system"}.get(p["role"], p["role"])
+        return [(role, "".join(c.get("text", "") for c in p["content"]))]
+    if kind == "reasoning":
+        return [("reasoning", "\n\n".join(s["text"] for s in p.get("summary") or ()),
+                 p.get("encrypted_content"))]
+    if kind == "function_call":
+        return [("call", p["call_id"], p["name"], json.loads(p["arguments"]))]
+    if kind == "custom_tool_call":
+        return [("call", p["call_id"], p["name"], {"input": p["input"]})]
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        return [("output", p["call_id"], p["output"])]
+    return [("item", kind)]
+
+
+def cx_grouped(items: list[Item]) -> list[Item]:
+    """Within a run of assistant items: reasoning and text first, then the calls."""
+    out: list[Item] = []
+    run: list[Item] = []
+    for i in [*items, ("end",)]:
+        if i[0] in ("reasoning", "assistant", "call"):
+            run.append(i)
+            continue
+        out += [x for x in run if x[0] != "call"] + [x for x in run if x[0] == "call"]
+        run = []
+        if i[0] != "end":
+            out.append(i)
+    return out
+
+
+def cx_message_items(m: Message) -> list[Item]:
+    if m.role == "tool":
+        return [("output", m.tool_call_id, m.text)]
+    if m.role != "assistant":
+        return [(m.role, m.text)]
+    out: list[Item] = [("reasoning", p.thinking, p.signature) for p in m.thinking]
+    if m.text:
+        out.append(("assistant", m.text))
+    out += [("call", c.id, c.name, c.arguments) for c in m.tool_calls or ()]
+    return out
+
+
+def cx_file_items(path: Path) -> list[Item]:
+    """The response items of a rollout (the fork parent's part first), without the summary
+    reply of a compaction, which the model is never sent."""
+    head = lines_of(path)[0]["payload"]
+    out: list[Item] = []
+    base = head.get("history_base")
+    if base:
+        parent = next(p for p in path.parent.glob("rollout-*.jsonl")
+                      if lines_of(p)[0]["payload"]["id"] == base["thread_id"])
+        raw = parent.read_bytes()[:base["end_byte_offset"]].decode()
+        out += cx_file_items_of([json.loads(x) for x in raw.splitlines() if x.strip()])
+    return cx_grouped(out + cx_file_items_of(lines_of(path)))
+
+
+def cx_file_items_of(lines: list[Json]) -> list[Item]:
+    out: list[Item] = []
+    for d in lines:
+        if d["type"] == "response_item" and not (d.get("metadata") or {}).get(
+                "compaction_output"):
+            out += cx_item(d["payload"])
+    return out
+
+
+@pytest.mark.parametrize("rel", CX_FILES, ids=str)
+def test_codex_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
+    path = CX / rel
+    s = imported("codex", path)
+    got = [i for m in branch_messages(s) if not m.kind
+           and m.extra.get("codex_role") != "base_instructions" for i in cx_message_items(m)]
+    assert got == cx_file_items(path)
+
+
+@pytest.mark.parametrize("rel", CX_FILES, ids=str)
+def test_codex_context_is_what_codex_sent(rel: Path, imported: Any) -> None:
+    path = CX / rel
+    s = imported("codex", path)
+    tid = lines_of(path)[0]["payload"]["id"]
+    body = requests(path.parent)[final_request(path.parent, tid, "thread_ids")]["body"]
+    sent = cx_grouped([i for item in body["input"] for i in cx_item(item)])
+    ctx = [i for m in s.build_context().messages for i in cx_message_items(m)]
+    if ctx[0] != sent[0]:
+        # Codex 0.171.0 leaves a sentence of its default base instructions out of what it
+        # sends (a checklist rule, in exec mode): what it sends is the file's text, minus lines.
+        file_lines, sent_lines = ctx[0][1].splitlines(), sent[0][1].splitlines()
+        assert set(sent_lines) <= set(file_lines) and len(file_lines) - len(sent_lines) <= 2
+        ctx[0] = sent[0]
+    assert ctx[:len(sent)] == sent
+    reply = ctx[len(sent):]
+    assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply)
+
+
+CX_STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_call": "input",
+               "function_call_output": "output", "custom_tool_call_output": "output",
+               "reasoning": "encrypted_content"}
+
+
+def cx_strip(d: Json) -> Json:
+    p = d["payload"]
+    key = CX_STRIPPED.get(p.get("type")) if d["type"] == "response_item" else None
+    if d["type"] == "session_meta" and isinstance(p.get("base_instructions"), dict) and not \
+            d.get("_custom"):
+        base = {k: v for k, v in p["base_instructions"].items() if k != "text"}
+        return {**d, "payload": {**p, "base_instructions": base}}
+    return {**d, "payload": {k: v for k, v in p.items() if k != key}} if key else d
+
+
+@pytest.mark.parametrize("rel", CX_FILES, ids=str)
+def test_codex_nothing_in_the_file_is_lost(rel: Path, imported: Any) -> None:
+    path = CX / rel
+    s = imported("codex", path)
+    kept: Counter[str] = Counter()
+    for e in s.entries():
+        info = e.extra.get("codex", {})
+        if info.get("thread_id"):
+            continue  # from the fork's parent rollout
+        if isinstance(e, CustomEntry):
+            kept[json.dumps(e.data, sort_keys=True)] += 1
+        for r in info.get("records", ()):
+            kept[json.dumps(r, sort_keys=True)] += 1
+    lines = lines_of(path)
+    expected: Counter[str] = Counter()
+    for d in lines:
+        forms = {json.dumps(d, sort_keys=True), json.dumps(cx_strip(d), sort_keys=True)}
+        match = next((f for f in forms if kept[f] > expected[f]), None)
+        assert match is not None, f"line not kept: {json.dumps(d)[:200]}"
+        expected[match] += 1
+    assert sum(kept.values()) == len(lines) == sum(expected.values())
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    assert sum(report["records"].values()) == len(lines)
+
+
+def test_codex_tools_reasoning_custom_tool_and_failure(imported: Any) -> None:
+    s = imported("codex", CX / "tools" / "rollout-1.jsonl")
+    msgs = s.build_context().messages
+    calls = [c for m in msgs for c in m.tool_calls or ()]
+    patch = next(c for c in calls if c.name == "apply_patch")
+    assert patch.arguments["input"].startswith("*** Begin Patch")
+    assert patch.extra["codex_type"] == "custom_tool_call"
+    thinking = [p for m in msgs for p in m.thinking]
+    assert [p.signature for p in thinking] == ["ZW5jLWZpeHR1cmUtMQ==", "ZW5jLWZpeHR1cmUtMg==",
+                                               "ZW5jLWZpeHR1cmUtMw=="]
+    assert thinking[0].extra["id"] == "rs_fake001_0"
+    failed = next(m for m in msgs if m.tool_call_id == "call_fx_fail")
+    assert "Process exited with code 1" in failed.text
+
+
+def test_codex_compaction_summary_comes_after_the_kept_prompts(imported: Any) -> None:
+    s = imported("codex", CX / "compact" / "rollout-1.jsonl")
+    (comp,) = s.find(CompactionEntry)
+    tail = comp.retained_tail or []
+    assert [m.role for m in tail] == ["system", "system", "user", "user", "user"]
+    assert tail[3].text == "List the files, then show a.txt."
+    assert tail[4].kind == "compaction_summary"
+    # The summary reply is kept in the compaction entry, not glued to an assistant message.
+    outputs = [r for r in comp.extra["codex"]["records"]
+               if (r.get("metadata") or {}).get("compaction_output")]
+    assert len(outputs) == 1
+    assistants = [m.text for m in branch_messages(s) if m.role == "assistant"]
+    assert not any("Summary:" in t for t in assistants)
+
+
+def test_codex_fork_parent_is_found_by_thread_id(tmp_path: Path) -> None:
+    src = CX / "resume"
+    fork_meta = lines_of(src / "rollout-2.jsonl")[0]["payload"]
+    parent_id = fork_meta["history_base"]["thread_id"]
+    # Alone, the fork cannot be read: the error names the missing thread.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(src / "rollout-2.jsonl", alone / f"rollout-x-{parent_id}.jsonl")
+    with pytest.raises(SessionNotFound, match=parent_id):
+        codex.read(alone / f"rollout-x-{parent_id}.jsonl", home=tmp_path / "no-home")
+    # Under CODEX_HOME/sessions, with a misleading name, it is found by its session_meta.
+    home = tmp_path / "codex-home"
+    day = home / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    shutil.copy(src / "rollout-1.jsonl", day / "rollout-parent.jsonl")
+    (day / f"rollout-decoy-{parent_id}.jsonl").write_text(
+        json.dumps({"type": "session_meta", "payload": {"id": "someone-else"}}) + "\n")
+    imported = codex.read(alone / f"rollout-x-{parent_id}.jsonl", home=home)
+    assert imported.report["fork_parents"][0]["path"] == str(day / "rollout-parent.jsonl")
+    assert imported.header.parent_session == parent_id
+
+
+# -- finding sessions -----------------------------------------------------------------------
+
+def test_claude_code_sessions_are_listed_and_found_by_prefix(tmp_path: Path) -> None:
+    project = tmp_path / ".claude" / "projects" / "-work-demo"
+    project.mkdir(parents=True)
+    for rel in ("simple/session-1.jsonl", "tools/session-1.jsonl"):
+        sid = lines_of(CC / rel)[0]["sessionId"]
+        shutil.copy(CC / rel, project / f"{sid}.jsonl")
+    rows = claude_code.list_sessions(tmp_path / ".claude")
+    assert {r.first_prompt for r in rows} == {
+        "List the files in this directory.",
+        "Read a.txt, cat missing.txt, then change hello to 'hello, world' and create b.txt."}
+    row = next(r for r in rows if r.first_prompt and r.first_prompt.startswith("List"))
+    assert claude_code.find_session(row.id[:8], tmp_path / ".claude") == row.path
+    with pytest.raises(SessionNotFound):
+        claude_code.find_session("ffffffff-none", tmp_path / ".claude")
+
+
+def test_codex_threads_are_listed_and_found_by_prefix(tmp_path: Path) -> None:
+    day = tmp_path / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    for rel in ("simple/rollout-1.jsonl", "resume/rollout-1.jsonl", "resume/rollout-2.jsonl"):
+        tid = lines_of(CX / rel)[0]["payload"]["id"]
+        shutil.copy(CX / rel, day / f"rollout-2026-12-01T08-00-00-{tid}.jsonl")
+    rows = codex.list_sessions(tmp_path)
+    assert len(rows) == 3
+    fork = next(r for r in rows if r.forked_from)
+    assert fork.first_prompt == "Answer again, differently."
+    assert codex.find_thread(fork.id, tmp_path).name.endswith(f"{fork.id}.jsonl")
+    with pytest.raises(Exception, match="several"):
+        codex.find_thread("01a230bc", tmp_path)
