@@ -12,8 +12,8 @@ pi                 yes     yes     pi coding agent session files (versions 1-3),
 openai-chat        yes     yes     OpenAI Chat Completions ``messages`` (JSON list)
 openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON list)
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
-claude-code        yes     no      Claude Code ``~/.claude/projects/*/*.jsonl``
-codex              yes     no      Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
+codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
@@ -35,7 +35,7 @@ from typing import Any
 from ..errors import EntryNotFound, SessionExists, SessionNotFound
 from ..session import Session
 from ..storage import create_storage
-from . import brute, claude_code, codex, pi, provider_lists
+from . import brute, claude_code, claude_code_export, codex, codex_export, pi, provider_lists
 from .base import Ids, Imported, Progress, UnknownFormatError, finish
 from .detect import detect_format
 
@@ -64,8 +64,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json"),
     Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
            provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
-    Format("claude-code", "Claude Code session JSONL (import only)", claude_code.read),
-    Format("codex", "Codex CLI rollout JSONL (import only)", codex.read),
+    Format("claude-code", "Claude Code session JSONL", claude_code.read,
+           claude_code_export.write),
+    Format("codex", "Codex CLI rollout JSONL", codex.read, codex_export.write),
     Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
            copy=True),
 )}
