@@ -515,9 +515,13 @@ def test_registry() -> None:
         get_format("nope")
 
 
-def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path) -> None:
+def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.formats import Format, brute
+
+    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     with pytest.raises(UnknownFormatError, match="imported, not exported"):
-        export_session("codex", session, tmp_path / "x.jsonl")
+        export_session("import-only", session, tmp_path / "x.jsonl")
 
 
 def test_import_never_replaces_a_file(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ that merging consecutive user lines into one API message does not matter):
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -445,14 +446,21 @@ def test_codex_context_is_what_codex_sent(rel: Path, imported: Any) -> None:
     sent = cx_grouped([i for item in body["input"] for i in cx_item(item)])
     ctx = [i for m in s.build_context().messages for i in cx_message_items(m)]
     if ctx[0] != sent[0]:
-        # Codex 0.171.0 leaves a sentence of its default base instructions out of what it
-        # sends (a checklist rule, in exec mode): what it sends is the file's text, minus lines.
-        file_lines, sent_lines = ctx[0][1].splitlines(), sent[0][1].splitlines()
-        assert set(sent_lines) <= set(file_lines) and len(file_lines) - len(sent_lines) <= 2
+        assert ctx[0][0] == sent[0][0] == "system"
+        assert same_base_instructions(sent[0][1], ctx[0][1])
         ctx[0] = sent[0]
     assert ctx[:len(sent)] == sent
     reply = ctx[len(sent):]
     assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply)
+
+
+def same_base_instructions(sent: str, written: str) -> bool:
+    """Codex 0.171.0 leaves a sentence of its default base instructions out of what it sends
+    (a checklist rule, in exec mode): what it sends is the rollout's text minus that line."""
+    if sent == written:
+        return True
+    sent_lines, written_lines = sent.splitlines(), written.splitlines()
+    return set(sent_lines) <= set(written_lines) and len(written_lines) - len(sent_lines) <= 2
 
 
 CX_STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_call": "input",
@@ -578,3 +586,269 @@ def test_codex_threads_are_listed_and_found_by_prefix(tmp_path: Path) -> None:
     assert codex.find_thread(fork.id, tmp_path).name.endswith(f"{fork.id}.jsonl")
     with pytest.raises(Exception, match="several"):
         codex.find_thread("01a230bc", tmp_path)
+
+
+# -- export, then resume with the real CLI ---------------------------------------------------
+#
+# These run only with CLAUDE_BIN / CODEX_BIN set to the CLIs (the native binaries inside the
+# npm packages @anthropic-ai/claude-code and @openai/codex; see scripts/fixtures). The CLI
+# resumes the exported file against the fake server of scripts/fixtures, and the request it
+# sends must carry the whole exported conversation, in order, then the new prompt.
+
+CLAUDE_BIN = os.environ.get("CLAUDE_BIN")
+CODEX_BIN = os.environ.get("CODEX_BIN")
+FIXTURE_SCRIPTS = Path(__file__).parent.parent / "scripts" / "fixtures"
+PI_SESSION = Path(__file__).parent / "data" / "formats" / "pi_written_by_pi.jsonl"
+NEXT = "Next step?"
+
+needs_claude = pytest.mark.skipif(
+    not CLAUDE_BIN, reason="set CLAUDE_BIN to the claude binary (npm install "
+    "@anthropic-ai/claude-code: node_modules/@anthropic-ai/claude-code-linux-x64/claude) to "
+    "resume exports with the real Claude Code")
+needs_codex = pytest.mark.skipif(
+    not CODEX_BIN, reason="set CODEX_BIN to the codex binary (npm install @openai/codex: "
+    "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex) to "
+    "resume exports with the real Codex")
+
+
+def fake_servers() -> Any:
+    """scripts/fixtures as a module (its fake servers and CLI settings)."""
+    import sys
+
+    if str(FIXTURE_SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(FIXTURE_SCRIPTS))
+    import make_fixtures
+
+    return make_fixtures
+
+
+def native_session(path: Path) -> Session:
+    """A session written with contextree itself: system prompt, signed thinking, parallel
+    calls, an error result, an image."""
+    from contextree import ToolCall
+
+    s = Session.create(path, cwd="/work/project", durable=False)
+    s.append_message(Message.system("You are a careful coding agent."))
+    s.append_message(Message.user("Why does the parser test fail?"))
+    s.append_message(Message.assistant(
+        [ThinkingPart(thinking="Read the parser and run the test.", signature="c2lnLW5hdGl2ZQ=="),
+         TextPart(text="Looking.")],
+        tool_calls=[ToolCall(id="toolu_n1", name="read", arguments={"path": "parser.py"}),
+                    ToolCall(id="toolu_n2", name="shell", arguments={"command": "pytest -q"})],
+        model="claude-sonnet-4-5", provider="anthropic"))
+    s.append_message(Message.tool("def parse(s):\n    return s[0]\n", tool_call_id="toolu_n1",
+                                  name="read"))
+    s.append_message(Message.tool("IndexError: string index out of range",
+                                  tool_call_id="toolu_n2", name="shell", is_error=True))
+    s.append_message(Message.assistant("`s[0]` fails on empty input.", provider="anthropic"))
+    s.append_message(Message.user([TextPart(text="Here is the screenshot:"),
+                                   ImagePart(data=TINY_PNG, mime_type="image/png")]))
+    s.append_message(Message.assistant("Thanks, same error.", provider="anthropic"))
+    return s
+
+
+TINY_PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+            "RU5ErkJggg==")
+
+
+def source_session(kind: str, src: Path | None, tmp_path: Path) -> Session:
+    if kind == "native":
+        return native_session(tmp_path / "native.jsonl")
+    assert src is not None
+    return import_session(kind, src, tmp_path / "imported.jsonl", durable=False)
+
+
+EXPORT_SOURCES = [
+    ("claude-code", CC / "tools" / "session-1.jsonl"),
+    ("claude-code", CC / "compact_reactive" / "session-1.jsonl"),
+    ("claude-code", CC / "subagent" / "session-1.jsonl"),
+    ("codex", CX / "tools" / "rollout-1.jsonl"),
+    ("codex", CX / "compact" / "rollout-1.jsonl"),
+    ("codex", CX / "resume" / "rollout-2.jsonl"),
+    ("pi", PI_SESSION),
+    ("native", None),
+]
+EXPORT_IDS = [f"{k}-{p.parent.name if p and p.parent.name not in ('formats',) else k}"
+              for k, p in EXPORT_SOURCES]
+
+
+def claude_expected(s: Session, *, merged: bool = True) -> list[Item]:
+    """What Claude Code should send for the exported context (claude_code_export's rules);
+    ``merged``: as sent, consecutive user lines joined into one message."""
+    ctx = s.build_context()
+    per_message: list[list[Item]] = []
+    for m, eid in zip(ctx.messages, ctx.entry_ids, strict=True):
+        if m.kind == "compaction_summary":
+            items: list[Item] = [("user", m.text)]
+        elif m.role == "system":
+            attachment = _imported_type(s, eid) == "attachment"
+            items = [("system", m.text) if attachment else
+                     ("user", f"<system-reminder>\n{m.text}\n</system-reminder>")]
+        else:
+            items = [x for x in message_items(m) if x != ("text", "")
+                     and (x[0] != "thinking" or _anthropic_thinking(m, x))]
+        per_message.append(items)
+    out: list[Item] = []
+    for i, items in enumerate(per_message):
+        # Consecutive user lines go as one message, each but the last ending with a newline.
+        nxt = per_message[i + 1] if i + 1 < len(per_message) else []
+        if merged and any(x[0] == "user" for x in items) and any(x[0] == "user" for x in nxt):
+            last = max(k for k, x in enumerate(items) if x[0] == "user")
+            items[last] = ("user", items[last][1] + "\n")
+        out += items
+    return out
+
+
+def _imported_type(s: Session, eid: str | None) -> str | None:
+    entry = s.get_entry(eid) if eid else None
+    records = entry.extra.get("claude_code", {}).get("records", ()) if entry is not None else ()
+    return records[0].get("type") if records else None
+
+
+def _anthropic_thinking(m: Message, item: Item) -> bool:
+    part = next(p for p in m.thinking if p.thinking == item[1] and p.signature == item[2])
+    return part.signature is not None and "id" not in part.extra
+
+
+@pytest.mark.parametrize(("kind", "src"), EXPORT_SOURCES, ids=EXPORT_IDS)
+def test_claude_code_export_reads_back(kind: str, src: Path | None, tmp_path: Path) -> None:
+    """Without the CLI: the export, imported again, gives the same conversation, and its
+    lines have Claude Code's shape (one line per block, results off their tool_use line)."""
+    from contextree.formats import export_session
+
+    s = source_session(kind, src, tmp_path)
+    out = export_session("claude-code", s, tmp_path / "export.jsonl")
+    back = import_session("claude-code", out, tmp_path / "back.jsonl", durable=False)
+    got = [i for m in back.build_context().messages for i in message_items(m)]
+    assert got == claude_expected(s, merged=False)
+    lines = lines_of(out)
+    uuids = {d["uuid"]: d for d in lines}
+    for d in lines:
+        assert d["sessionId"] == lines[0]["sessionId"]
+        assert d["parentUuid"] is None or d["parentUuid"] in uuids
+        if d["type"] == "assistant":
+            assert len(d["message"]["content"]) == 1
+        content = d.get("message", {}).get("content")
+        if d["type"] == "user" and isinstance(content, list) and content[0].get(
+                "type") == "tool_result":
+            source = uuids[d["sourceToolAssistantUUID"]]
+            assert source["message"]["content"][0]["id"] == content[0]["tool_use_id"]
+            assert d["parentUuid"] == d["sourceToolAssistantUUID"]
+    assert sum(d["parentUuid"] is None for d in lines) == 1
+    back.close()
+    s.close()
+
+
+@pytest.mark.parametrize(("kind", "src"), EXPORT_SOURCES, ids=EXPORT_IDS)
+def test_codex_export_reads_back(kind: str, src: Path | None, tmp_path: Path) -> None:
+    """Without the CLI: the export, imported again, gives the same conversation."""
+    from contextree.formats import export_session
+
+    s = source_session(kind, src, tmp_path)
+    out = export_session("codex", s, tmp_path / "export.jsonl")
+    back = import_session("codex", out, tmp_path / "back.jsonl", durable=False)
+    base, expected = codex_expected(s)
+    got = cx_grouped([i for m in back.build_context().messages for i in cx_message_items(m)])
+    if base is not None:
+        assert got[0] == ("system", base)
+        got = got[1:]
+    assert got == expected
+    assert [d["ordinal"] for d in lines_of(out)] == list(range(len(lines_of(out))))
+    back.close()
+    s.close()
+
+
+@needs_claude
+@pytest.mark.parametrize(("kind", "src"), EXPORT_SOURCES, ids=EXPORT_IDS)
+def test_claude_code_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -> None:
+    import subprocess
+
+    from contextree.formats import claude_code_export
+
+    mf = fake_servers()
+    s = source_session(kind, src, tmp_path)
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    sid, path = claude_code_export.export_to_home(s, home=home / ".claude", cwd=str(cwd))
+    assert path.parent.parent == home / ".claude" / "projects"
+    server = mf.FakeAnthropic(mf.ClaudeScript(main=[{"content": [mf.a_text("Resumed.")]}]))
+    server.start()
+    try:
+        cmd = [CLAUDE_BIN, *mf.claude_cmd(NEXT, "--resume", sid)[1:]]
+        done = subprocess.run(cmd, cwd=cwd, env=mf.claude_env(home, server.url),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=180)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    main = [r for r in server.requests if r.get("reply_role") == "main"]
+    assert main, f"Claude Code sent no request: {done.stdout[-1000:]}"
+    sent = cc_request_items(main[-1]["body"])
+    expected = claude_expected(s)
+    assert sent[:len(expected)] == expected
+    # Then the new prompt; after a conversation that ends with the user's turn, Claude Code
+    # first puts in its own "No response requested." reply.
+    rest = sent[len(expected):]
+    if expected[-1][0] not in ASSISTANT_ITEMS:
+        assert rest[:1] == [("text", "No response requested.")]
+        rest = rest[1:]
+    assert rest == [("user", NEXT)]
+    s.close()
+
+
+def codex_expected(s: Session) -> tuple[str | None, list[Item]]:
+    """The base instructions and the items Codex should send (codex_export's rules)."""
+    msgs = s.build_context().messages
+    base = None
+    if msgs and msgs[0].role == "system" and not msgs[0].kind:
+        base, msgs = msgs[0].text, msgs[1:]
+    out: list[Item] = []
+    for m in msgs:
+        items = cx_message_items(m)
+        if m.role == "assistant":
+            ok = {(p.thinking, p.signature) for p in m.thinking
+                  if p.signature and isinstance(p.extra.get("id"), str)}
+            items = [x for x in items if x[0] != "reasoning" or (x[1], x[2]) in ok]
+        out += items
+    return base, cx_grouped(out)
+
+
+@needs_codex
+@pytest.mark.parametrize(("kind", "src"), EXPORT_SOURCES, ids=EXPORT_IDS)
+def test_codex_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -> None:
+    import subprocess
+
+    from contextree.formats import codex_export
+
+    mf = fake_servers()
+    s = source_session(kind, src, tmp_path)
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    (home / ".codex").mkdir(parents=True)
+    server = mf.FakeResponses(mf.CodexScript(main=[{"output": [mf.r_msg("Resumed.")]}]))
+    server.start()
+    try:
+        (home / ".codex" / "config.toml").write_text(mf.codex_config(server.url))
+        tid, path = codex_export.export_to_home(s, home=home / ".codex")
+        assert codex.thread_id_of(path) == tid
+        cmd = [CODEX_BIN, *mf.codex_cmd("resume", tid, NEXT)[1:]]
+        done = subprocess.run(cmd, cwd=cwd, env=mf.codex_env(home), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=180)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    main = [r for r in server.requests if r.get("reply_role") == "main"]
+    assert main, f"Codex sent no request: {done.stdout[-1000:]}"
+    sent = cx_grouped([i for item in main[-1]["body"]["input"] for i in cx_item(item)])
+    base, expected = codex_expected(s)
+    assert sent[0][0] == "system"
+    if base is not None:
+        assert same_base_instructions(sent[0][1], base)
+    history = sent[1:1 + len(expected)]
+    assert history == expected
+    # Then what Codex adds on resuming in another place (its developer and environment
+    # context), then the new prompt.
+    rest = sent[1 + len(expected):]
+    assert rest[-1] == ("user", NEXT)
+    assert all(r[0] == "system" or r[1].startswith("<environment_context>") for r in rest[:-1])
+    s.close()
