@@ -30,6 +30,7 @@ from contextree import (
     ModelChangeEntry,
     Session,
     SessionError,
+    SessionExists,
     SessionInfoEntry,
     TextPart,
     ThinkingLevelChangeEntry,
@@ -603,3 +604,45 @@ def test_progress_is_reported_for_imports(tmp_path: Path) -> None:
                        progress=lambda done, total: seen.append((done, total)))
     assert len(s.storage) == 30_000
     assert seen and seen[-1][0] == seen[-1][1] == src.stat().st_size
+
+
+# -- unknown fields and refused overwrites -------------------------------------------------
+
+def test_unknown_fields_survive_a_pi_round_trip(tmp_path: Path) -> None:
+    """Fields contextree does not know, on a message, a content part and a tool call, are
+    written into the pi file and read back unchanged."""
+    s = Session.create(tmp_path / "s.jsonl", durable=False)
+    s.append_message(Message.user("hi").set_extra({"x_vendor": {"trace": "t-1"}}))
+    call = ToolCall(id="c1", name="read", arguments={"path": "a"}).set_extra({"x_call": 1})
+    s.append_message(Message.assistant(
+        [TextPart(text="reading").set_extra({"x_part": [1, 2]})], tool_calls=[call],
+        model="m", provider="p", stop_reason="tool_use").set_extra({"x_vendor": "v"}))
+    s.append_message(Message.tool("body", tool_call_id="c1", name="read")
+                     .set_extra({"x_result": True}))
+    back = import_session("pi", export_session("pi", s, tmp_path / "p.jsonl"),
+                          tmp_path / "back.jsonl")
+    assert entry_dicts(back) == entry_dicts(s)
+    user, assistant, tool = (e.message for e in back.entries() if isinstance(e, MessageEntry))
+    assert user.extra == {"x_vendor": {"trace": "t-1"}}
+    assert assistant.extra["x_vendor"] == "v"
+    assert isinstance(assistant.content, list) and assistant.content[0].extra == {"x_part": [1, 2]}
+    assert assistant.tool_calls is not None and assistant.tool_calls[0].extra == {"x_call": 1}
+    assert tool.extra["x_result"] is True
+
+
+@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values() if f.writer is not None])
+def test_an_export_onto_an_existing_file_is_refused_and_leaves_it_alone(
+        fmt: str, session: Session, tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "taken.out"
+    out.write_bytes(b"precious\n")
+    os.chmod(out, 0o644)
+    before = out.stat()
+    with pytest.raises(SessionExists) as err:
+        export_session(fmt, session, out)
+    assert "overwrite=True" in str(err.value) and "--force" in str(err.value)  # how to allow it
+    assert out.read_bytes() == b"precious\n"
+    after = out.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_mode) == \
+        (before.st_ino, before.st_mtime_ns, before.st_mode)
+    assert [p.name for p in out.parent.iterdir()] == ["taken.out"]  # no temp file left

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from contextree.errors import model_error_for_status
 from contextree.models.base import (
     is_local_url,
-    is_retryable_status,
     merge_options,
     parse_retry_after,
     sdk_kwargs,
@@ -45,7 +45,7 @@ def test_parse_retry_after() -> None:
     ],
 )
 def test_retryable_statuses(status: int, retryable: bool) -> None:
-    assert is_retryable_status(status) is retryable
+    assert model_error_for_status(status).retryable is retryable
     err = status_error("p", status, "detail", {"retry-after": "2"})
     assert (err.status, err.retryable, err.retry_after) == (status, retryable, 2.0)
     assert str(err).startswith(f"p: HTTP {status}: detail (")
@@ -86,3 +86,10 @@ def test_tool_spec() -> None:
     assert tool_spec({"name": "t"}) == ("t", None, {"type": "object", "properties": {}})
     with pytest.raises(ValueError, match="name"):
         tool_spec({"name": ""})
+
+
+def test_the_hint_follows_the_one_retry_rule() -> None:
+    """The default hint says to retry exactly when the error class says a retry may help."""
+    for status in range(400, 600):
+        err = status_error("p", status, "x")
+        assert ("retry" in str(err)) is err.retryable, (status, str(err))

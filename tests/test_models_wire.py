@@ -6,9 +6,15 @@ example tests pin down each documented normalization.
 
 from __future__ import annotations
 
+import ast
 import base64
+import inspect
 import json
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,13 +36,15 @@ from contextree.models.wire_anthropic import (
     to_anthropic,
     usage_from_anthropic,
 )
-from contextree.models.wire_openai import (
+from contextree.models.wire_common import (
     RAW_ARGUMENTS_KEY,
     arguments_from_json,
     arguments_to_json,
+    parse_data_url,
+)
+from contextree.models.wire_openai import (
     from_openai_chat,
     from_openai_responses,
-    parse_data_url,
     to_openai_chat,
     to_openai_responses,
     tools_to_openai_chat,
@@ -698,3 +706,56 @@ def test_malformed_input_fails_cleanly_or_reads_into_valid_messages(items: list[
             continue
         for m in msgs:
             assert Message.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+
+
+# -- module boundaries -----------------------------------------------------------------------
+
+
+def _imported_modules(module: ModuleType) -> set[str]:
+    """Every module ``module``'s source imports, at any depth (deferred imports too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = ("." * node.level) + (node.module or "")
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)
+    return names
+
+
+def test_provider_wire_modules_do_not_import_each_other() -> None:
+    """Both build on ``wire_common``; neither reaches into the other."""
+    import contextree.models.wire_anthropic as wire_anthropic
+    import contextree.models.wire_openai as wire_openai
+
+    for module, other in ((wire_anthropic, "wire_openai"), (wire_openai, "wire_anthropic")):
+        imported = _imported_modules(module)
+        assert not [n for n in imported if other in n], (module.__name__, imported)
+        assert "contextree.models.wire_common" in imported
+
+
+def test_wire_anthropic_loads_without_wire_openai() -> None:
+    """A fresh interpreter, with the package ``__init__`` modules (which import every adapter)
+    bypassed, can import ``wire_anthropic`` and use it without ``wire_openai`` ever loading."""
+    import contextree
+    import contextree.models
+
+    script = textwrap.dedent(f"""
+        import sys, types
+        for name, path in (("contextree", {contextree.__path__[0]!r}),
+                           ("contextree.models", {contextree.models.__path__[0]!r})):
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+        from contextree.messages import Message
+        from contextree.models.wire_anthropic import from_anthropic, to_anthropic
+        assert from_anthropic(*to_anthropic([Message.user("hi")])) == [Message.user("hi")]
+        loaded = sorted(m for m in sys.modules if m.startswith("contextree.models."))
+        assert "contextree.models.wire_openai" not in loaded, loaded
+        print(" ".join(loaded))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "contextree.models.wire_common" in done.stdout.split()

@@ -151,11 +151,17 @@ def test_gc_by_size_removes_oldest_first(tmp_path: Path) -> None:
     assert store.files() == paths[3:]
 
 
-def test_gc_removes_stale_temp_files(store: OverflowStore) -> None:
+@pytest.mark.parametrize(("stale_name", "fresh_name"), [
+    (".tmp-deadbeef", ".tmp-inprogress"),  # an older version's temp names
+    (".20250101T000000000-abc-out.txt.0123456789ab.tmp",  # atomic_write's
+     ".20250101T000000000-def-out.txt.ba9876543210.tmp"),
+])
+def test_gc_removes_stale_temp_files(store: OverflowStore, stale_name: str,
+                                     fresh_name: str) -> None:
     store.save("x")
-    stale = store.directory / ".tmp-deadbeef"
+    stale = store.directory / stale_name
     stale.write_bytes(b"partial")
-    fresh = store.directory / ".tmp-inprogress"
+    fresh = store.directory / fresh_name
     fresh.write_bytes(b"partial")
     age(stale, 2 * 3600)
     store.gc()

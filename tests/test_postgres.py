@@ -7,6 +7,7 @@ run, and skip (loudly) only when neither is possible.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -40,6 +41,7 @@ from psycopg_pool import ConnectionPool  # noqa: E402
 from conformance import fresh_schema_url, postgres_error, postgres_skip_reason, postgres_url  # noqa: E402
 from contextree.storage import postgres as pg  # noqa: E402
 from contextree.storage.postgres import PostgresStorage  # noqa: E402
+from contextree.storage.postgres.storage import _PATH  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -119,12 +121,14 @@ def _session_worker(url: str, session_id: str, worker: int, n: int, barrier: Any
     storage.close()
 
 
-def _hold_worker(url: str, session_id: str) -> None:
-    """Append five entries, then a sixth whose transaction stays open (pg_sleep) for a while."""
+def _hold_worker(url: str, session_id: str, ready: Any, go: Any) -> None:
+    """Append five entries, then (once the test holds a lock on the fifth) a sixth, whose
+    transaction stays open while it waits for that lock."""
     storage = PostgresStorage.open(url, session_id)
     for i in range(5):
         storage.append(msg(f"c{i}", f"c{i - 1}" if i else None))
-    storage._hold_seconds = 3.0
+    ready.set()
+    go.wait(60)
     storage.append(msg("inflight", "c4"))
 
 
@@ -223,13 +227,37 @@ def test_threads_share_one_storage(storages: Callable[..., PostgresStorage]) -> 
 
 # -- faults ---------------------------------------------------------------------------------------
 
-def sleeping_backend(url: str, app: str, timeout: float = 60) -> int:
-    """The pid of the backend of ``app`` once it sleeps inside an append transaction."""
+@contextlib.contextmanager
+def entry_locked(url: str, session_id: str, entry_id: str) -> Iterator[Callable[[], None]]:
+    """Hold a row lock on an entry from a second connection until ``release()`` (or the end).
+
+    An append whose parent is that entry then stops in the middle of its transaction: the
+    entry is inserted, the session row locked, and the foreign-key check on the parent waits.
+    """
+    conn = psycopg.connect(url)  # not autocommit: the lock lasts until the rollback
+    conn.execute("SELECT 1 FROM contextree_entries WHERE session_id = %s AND id = %s "
+                 "FOR UPDATE", [session_id, entry_id])
+    held = [True]
+
+    def release() -> None:
+        if held[0]:
+            held[0] = False
+            conn.rollback()
+
+    try:
+        yield release
+    finally:
+        release()
+        conn.close()
+
+
+def blocked_backend(url: str, app: str, timeout: float = 60) -> int:
+    """The pid of the backend of ``app`` once it waits for a lock inside an append."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True) as c:
         while time.monotonic() < deadline:
             row = c.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s "
-                            "AND wait_event = 'PgSleep'", [app]).fetchone()
+                            "AND wait_event_type = 'Lock'", [app]).fetchone()
             if row is not None:
                 return int(row[0])
             time.sleep(0.01)
@@ -249,16 +277,26 @@ def test_worker_killed_mid_transaction_loses_nothing_committed(
 ) -> None:
     s = storages()
     app = f"ctx-{uuid.uuid4().hex[:8]}"
-    p = SPAWN.Process(target=_hold_worker, args=(with_app_name(url, app), s.session_id))
+    ready, go = SPAWN.Event(), SPAWN.Event()
+    p = SPAWN.Process(target=_hold_worker,
+                      args=(with_app_name(url, app), s.session_id, ready, go))
     p.start()
     try:
-        backend_pid = sleeping_backend(url, app)
-        # Inside the open transaction: the entry is written but invisible, the session locked.
-        assert "inflight" not in s
-        assert_session_locked(url, s.session_id)
+        assert ready.wait(120)
+        with entry_locked(url, s.session_id, "c4"):
+            go.set()
+            try:
+                backend_pid = blocked_backend(url, app)
+                # Inside the open transaction: the entry is written but invisible, the
+                # session locked.
+                assert "inflight" not in s
+                assert_session_locked(url, s.session_id)
+            finally:
+                os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                p.join(30)
     finally:
-        os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        p.join(30)
+        if p.is_alive():
+            p.kill()
     assert p.exitcode == -signal.SIGKILL
     with psycopg.connect(url, autocommit=True) as c:
         for _ in range(400):
@@ -310,18 +348,22 @@ def test_worker_killed_while_streaming_appends(url: str,
 
 
 class Killer(threading.Thread):
-    """Terminates ``app``'s backend while it holds an append transaction open."""
+    """Terminates ``app``'s backend while it holds an append transaction open (waiting for
+    the lock ``release`` gives up), then releases the lock."""
 
-    def __init__(self, url: str, app: str) -> None:
+    def __init__(self, url: str, app: str, release: Callable[[], None]) -> None:
         super().__init__(daemon=True)
-        self.url, self.app = url, app
+        self.url, self.app, self.release = url, app, release
         self.killed: int | None = None
         self.start()
 
     def run(self) -> None:
-        pid = sleeping_backend(self.url, self.app)
-        terminate(self.url, pid)
-        self.killed = pid
+        try:
+            pid = blocked_backend(self.url, self.app)
+            terminate(self.url, pid)
+            self.killed = pid
+        finally:
+            self.release()
 
     def wait(self) -> None:
         self.join(30)
@@ -333,10 +375,10 @@ def test_connection_dropped_mid_transaction_is_retried(
 ) -> None:
     app = f"ctx-{uuid.uuid4().hex[:8]}"
     s = storages(target=with_app_name(url, app), entries=[msg("a", None)])
-    s._hold_seconds = 30.0  # only the first attempt holds; the retry does not
-    killer = Killer(url, app)
-    s.append(msg("b", "a"))
-    killer.wait()
+    with entry_locked(url, s.session_id, "a") as release:  # the first attempt waits
+        killer = Killer(url, app, release)
+        s.append(msg("b", "a"))
+        killer.wait()
     rows, count, leaf = db_rows(url, s.session_id)
     assert rows == [("a", None), ("b", "a")] and count == 2 and leaf == "b"
     assert s.leaf_id == "b" and len(s) == 2
@@ -370,11 +412,11 @@ def test_connection_dropped_on_a_given_connection_is_reported(
     conn = psycopg.connect(with_app_name(url, app), autocommit=True)
     try:
         s = storages(target=conn, entries=[msg("a", None)])
-        s._hold_seconds = 30.0
-        killer = Killer(url, app)
-        with pytest.raises(SessionError) as e:
-            s.append(msg("b", "a"))
-        killer.wait()
+        with entry_locked(url, s.session_id, "a") as release:
+            killer = Killer(url, app, release)
+            with pytest.raises(SessionError) as e:
+                s.append(msg("b", "a"))
+            killer.wait()
         assert e.value.code == "storage" and "connection" in str(e.value)
         rows, count, leaf = db_rows(url, s.session_id)
         assert rows == [("a", None)] and count == 1 and leaf == "a"  # not half-applied
@@ -455,6 +497,66 @@ def test_conflict_when_expected_leaf_is_stale(
         assert [x.id for x in a.path(a.leaf_id)] == ["r", "t", "u"]
     finally:
         b.close()
+
+
+# -- batches and durability ------------------------------------------------------------------------
+
+def test_a_batch_is_one_transaction(url: str, storages: Callable[..., PostgresStorage]) -> None:
+    s = storages(entries=[msg("a", None)])
+    session = Session(s)
+    made: list[str] = []
+    with pytest.raises(RuntimeError, match="boom"), session.batch():
+        for i in range(3):
+            made.append(session.append_message({"role": "user", "content": f"b{i}"}))
+        assert session.leaf_id == made[-1] and len(session) == 4  # seen inside the batch
+        assert db_rows(url, s.session_id) == ([("a", None)], 1, "a")  # not committed yet
+        raise RuntimeError("boom")
+    # Nothing of the batch was stored, and the storage forgot it too.
+    assert db_rows(url, s.session_id) == ([("a", None)], 1, "a")
+    assert s.leaf_id == "a" and len(s) == 1 and not any(m in s for m in made)
+    assert [e.id for e in s.entries()] == ["a"]
+    # A batch that ends normally commits all its appends at once.
+    with session.batch():
+        x = session.append_message({"role": "user", "content": "x"})
+        y = session.append_message({"role": "assistant", "content": "y"})
+        assert db_rows(url, s.session_id)[0] == [("a", None)]
+    assert db_rows(url, s.session_id) == ([("a", None), (x, "a"), (y, x)], 3, y)
+    with PostgresStorage.open(url, s.session_id) as again:
+        assert [e.id for e in again.path(again.leaf_id)] == ["a", x, y]
+
+
+def test_a_refused_append_ends_the_batch_with_nothing_stored(
+    url: str, storages: Callable[..., PostgresStorage]
+) -> None:
+    s = storages(entries=[msg("a", None)])
+    with pytest.raises(SessionError), s.batch():
+        s.append(msg("b", "a"))
+        s.append(msg("b", "b"))  # a duplicate id: refused, the transaction goes on
+    assert db_rows(url, s.session_id) == ([("a", None)], 1, "a")
+    assert s.leaf_id == "a" and "b" not in s
+
+
+def test_durable_false_is_synchronous_commit_off(
+    url: str, storages: Callable[..., PostgresStorage]
+) -> None:
+    conn = psycopg.connect(url, autocommit=True)  # the application's own connection
+    try:
+        made = storages(entries=[msg("a", None)])
+        for durable, expected in ((False, "off"), (True, "on")):
+            s = PostgresStorage.open(conn, made.session_id, durable=durable)
+            with s.batch():
+                s.append(msg(f"d-{expected}", s.leaf_id))
+                # The setting of contextree's transaction, seen from inside it.
+                assert conn.execute("SHOW synchronous_commit").fetchone() == (expected,)
+            assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)  # not leaked
+            s.append(msg(f"e-{expected}", s.leaf_id))
+        assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        again = PostgresStorage.open(url, made.session_id)
+        assert [e.id for e in again.path(again.leaf_id)] == [
+            "a", "d-off", "e-off", "d-on", "e-on"]
+        again.close()
+    finally:
+        conn.close()
 
 
 # -- schema, listing, targets ---------------------------------------------------------------------
@@ -539,7 +641,7 @@ def test_lookups_use_the_keys_for_a_session_newer_than_the_statistics(
         with psycopg.connect(url, autocommit=True) as c:
             return "\n".join(r[0] for r in c.execute(f"EXPLAIN {sql}", params))
 
-    path_plan = plan(pg._PATH, {"s": s.session_id, "leaf": "e2999"})
+    path_plan = plan(_PATH, {"s": s.session_id, "leaf": "e2999"})
     assert "Index Cond: ((session_id = " in path_plan and "(id = p_1.parent_id)" in path_plan
     get_plan = plan("SELECT line FROM contextree_entries WHERE session_id = %s AND id = %s",
                     [s.session_id, "e5"])

@@ -81,10 +81,24 @@ def test_jsonl_to_postgres_and_back_is_byte_identical(url: str, tmp_path: Path) 
     assert cli("verify", target).returncode == 0
     tree = cli("tree", target, "--json")
     assert tree.returncode == 0, tree.stderr
+    stats = cli("stats", target)
+    assert stats.returncode == 0, stats.stderr
+    size = original.stat().st_size  # the same JSON lines, in the database
+    assert any(line.split() == ["size:", *human(size).split()] for line in stats.stdout.splitlines())
     back = tmp_path / "back.jsonl"
     exported = cli("export", "contextree", target, "-o", str(back))
     assert exported.returncode == 0, exported.stderr
     assert back.read_bytes() == original.read_bytes()
+    gone = cli("rm", "--yes", target)
+    assert gone.returncode == 0, gone.stderr
+    assert session_id not in cli("ls", url).stdout
+    assert cli("verify", target).returncode == 1
+
+
+def human(n: int) -> str:
+    from contextree.cli.output import human_size
+
+    return human_size(n)
 
 
 def test_session_tree_on_a_url_resumes_the_same_session(url: str) -> None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextree.markers import truncation_of
 from contextree.messages import Message
 from contextree.overflow import OverflowStore
 from contextree.truncation import Truncation, is_truncated, truncate
@@ -362,3 +363,11 @@ def test_bad_direction_and_type(store: OverflowStore) -> None:
         truncate("x", direction="sideways", store=store)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="str or bytes"):
         truncate(123, store=store)  # type: ignore[arg-type]
+
+
+def test_meta_is_the_truncation_record(store: OverflowStore) -> None:
+    t = truncate(numbered(3000), store=store)
+    record = t.record()
+    assert truncation_of(t.meta()) == record
+    assert (record.direction, record.shown_lines, record.saved_path) == ("head", 2000,
+                                                                         t.saved_path)

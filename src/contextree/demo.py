@@ -22,6 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
 
+from ._text import shorten
 from .compaction import CompactionPipeline, Digest, ToolResults
 from .entries import (
     AnyEntry,
@@ -43,6 +44,7 @@ from .runtime import (
     ToolResultLoop,
     agent,
 )
+from .runtime.events import Event
 from .session import Session, TreeNode
 from .tools import make_tools
 
@@ -169,7 +171,7 @@ def _describe(entry: AnyEntry, label: str | None) -> str:
             return f"[cyan]assistant[/] → {calls}{tag}"
         text = _short(m.text)
         style = {"user": "green", "assistant": "cyan", "tool": "yellow"}.get(m.role, "white")
-        trunc = " [red](truncated)[/]" if (m.meta or {}).get("truncated") else ""
+        trunc = " [red](truncated)[/]" if m.truncation is not None else ""
         return f"[{style}]{m.role}[/]: {text}{trunc}{tag}"
     if isinstance(entry, CompactionEntry):
         return (f"[bold red]compaction[/]: {entry.tokens_before:,} → "
@@ -182,8 +184,7 @@ def _describe(entry: AnyEntry, label: str | None) -> str:
 
 
 def _short(text: str, n: int = 70) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return shorten(" ".join(text.split()), n)
 
 
 def _children(node: TreeNode) -> list[TreeNode]:
@@ -254,8 +255,8 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
                  compactor=CompactionPipeline([ToolResults(), Digest()]))
             .use(DefaultToolPipeline, tools=make_tools(workspace, store=store), store=store)
             .run(model))
-    demo.on("compacted", lambda env, p: compactions.append(p))
-    demo.on("truncated", lambda env, p: truncations.append(p))
+    demo.on(Event.COMPACTED, lambda env, p: compactions.append(p))
+    demo.on(Event.TRUNCATED, lambda env, p: truncations.append(p))
 
     def turn(prompt: str) -> str:
         console.print(f"\n[bold green]user[/] {prompt}")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import platformdirs
 
+from contextree._files import TEMP_SUFFIX, atomic_write
+
 __all__ = ["GcReport", "OverflowStore"]
 
 DEFAULT_MAX_AGE = 7 * 86400.0
@@ -31,7 +33,7 @@ _SAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _MAX_LABEL = 40
 _MAX_SESSION = 64
 _SESSION_PREFIX = "s-"
-_TMP_PREFIX = ".tmp-"
+_TMP_PREFIX = ".tmp-"  # temp files of versions before atomic_write (gc still removes them)
 _TMP_MAX_AGE = 3600.0
 _SUFFIX = ".txt"
 
@@ -86,13 +88,6 @@ def _unique_name(label: str) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
     millis = int((now % 1) * 1000)
     return f"{stamp}{millis:03d}-{secrets.token_hex(5)}-{_label_part(label)}{_SUFFIX}"
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 def _make_private_dir(path: Path) -> None:
@@ -155,7 +150,7 @@ class OverflowStore:
         """Write ``data`` to a new private file and return its absolute path.
 
         Strings are stored as UTF-8, bytes verbatim. The file appears complete or not at all
-        (temp file + rename); it is not fsynced, since a spill is a cache, not a record.
+        (``atomic_write``); it is not synced to disk, since a spill is a cache, not a record.
         """
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
         folder = self._folder(session_id)
@@ -176,19 +171,7 @@ class OverflowStore:
 
     def _write(self, folder: Path, raw: bytes, label: str) -> Path:
         _make_private_dir(folder)
-        tmp = folder / f"{_TMP_PREFIX}{secrets.token_hex(8)}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            try:
-                _write_all(fd, raw)
-            finally:
-                os.close(fd)
-            final = folder / _unique_name(label)
-            os.replace(tmp, final)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return final
+        return atomic_write(folder / _unique_name(label), raw, mode=0o600, durable=False)
 
     # -- reading and deleting ------------------------------------------------------------
     def contains(self, path: str | Path) -> bool:
@@ -309,7 +292,7 @@ class OverflowStore:
             return
         for folder in self._folders():
             for entry in os.scandir(folder):
-                if not entry.name.startswith(_TMP_PREFIX):
+                if not _is_temp(entry.name):
                     continue
                 try:
                     if now - entry.stat(follow_symlinks=False).st_mtime > _TMP_MAX_AGE:
@@ -324,6 +307,11 @@ class OverflowStore:
                     folder.rmdir()
                 except OSError:
                     pass  # not empty, or already gone
+
+
+def _is_temp(name: str) -> bool:
+    """A writer's temp file (``atomic_write``'s ``.NAME.RANDOM.tmp``, or an older ``.tmp-*``)."""
+    return name.startswith(_TMP_PREFIX) or (name.startswith(".") and name.endswith(TEMP_SUFFIX))
 
 
 def _unlink(path: Path) -> bool:

@@ -11,7 +11,6 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .context import Projector, SessionContext, build_context
@@ -42,9 +41,8 @@ from .errors import (
 )
 from .messages import Message, Usage
 from .stats import SessionStats, compute_stats
-from .storage import create_storage, is_url, open_storage
+from .storage.backends import Target, create_storage, open_storage, resolve
 from .storage.base import HIDDEN_IN_TREE, Storage
-from .storage.jsonl import quarantine_path
 from .storage.memory import MemoryStorage
 
 if TYPE_CHECKING:
@@ -78,72 +76,83 @@ class Session:
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike[str],
+        target: Target | Storage,
         *,
         cwd: str | None = None,
         session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
         durable: bool = True,
     ) -> Session:
-        """Create a new session: a JSONL file (fails with ``exists`` if there is one), or in
-        PostgreSQL for a ``postgresql://host/db`` URL (optionally ``#SESSION_ID``)."""
-        if session_id is None and is_url(path):
-            session_id = str(path).partition("#")[2] or None
+        """Create a new session: a JSONL file (``SessionExists`` if there is one), or in
+        PostgreSQL for a ``postgresql://host/db`` URL (its ``#SESSION_ID``, if any, is the id).
+
+        A ready ``Storage`` already holds a session: ``Session.open(storage)`` uses it, and
+        here it is refused with ``SessionExists``.
+        """
+        if not isinstance(target, str | os.PathLike):
+            storage = open_storage(target)  # refuses what is not a storage
+            raise SessionExists(f"this storage already holds session {storage.header.id!r}; "
+                                "use it with Session.open(storage)", path=storage.location)
+        address = resolve(target)
         header = SessionHeader(
-            id=session_id or new_session_id(),
+            id=session_id or address.session_id or new_session_id(),
             created_at=now(),
             cwd=cwd if cwd is not None else os.getcwd(),
             metadata=metadata,
         )
-        return cls(create_storage(path, header, durable=durable))
+        return cls(create_storage(address, header, durable=durable))
 
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike[str],
+        target: Target | Storage,
         *,
         readonly: bool = False,
         durable: bool = True,
     ) -> Session:
-        """Open a session file, or a ``postgresql://host/db#SESSION_ID`` URL; read-only
+        """Open a session file, a ``postgresql://host/db#SESSION_ID`` URL, or wrap a ready
+        ``Storage`` (say a ``PostgresStorage`` on the application's own pool). Read-only
         sessions need no lock and change nothing."""
-        return cls(open_storage(path, readonly=readonly, durable=durable))
+        return cls(open_storage(target, readonly=readonly, durable=durable))
 
     @classmethod
-    def open_or_create(cls, path: str | os.PathLike[str], **kwargs: Any) -> Session:
-        """Open the session at ``path`` (a file, or a URL with ``#SESSION_ID``), creating it
-        first if there is none; safe when several processes race to create it."""
-        if is_url(path) and "#" not in str(path):
-            raise InvalidArgument("add #SESSION_ID to the URL: the session with that "
-                               "id is opened, or created if there is none")
-        durable = kwargs.get("durable", True)
+    def open_or_create(
+        cls,
+        target: Target | Storage,
+        *,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = True,
+    ) -> Session:
+        """Open the session at ``target`` (a file, a URL with ``#SESSION_ID``, or a ready
+        ``Storage``), creating it first if there is none; safe when several processes race
+        to create it. ``cwd``, ``session_id`` and ``metadata`` apply only when it is created."""
         try:
-            return cls.open(path, durable=durable)
+            return cls.open(target, durable=durable)
         except SessionNotFound:
             pass
         try:
-            return cls.create(path, **kwargs)
+            return cls.create(target, cwd=cwd, session_id=session_id, metadata=metadata,
+                              durable=durable)
         except SessionExists:
-            return cls.open(path, durable=durable)  # another process created it first
+            return cls.open(target, durable=durable)  # another process created it first
 
     @staticmethod
-    def delete(target: str | os.PathLike[str], *, store: OverflowStore | None = None) -> int:
-        """Delete a session (file or URL) with its quarantine file and the tool outputs it
-        spilled to the overflow store (``store``, default the user's); returns how many spill
-        files went. A session open for writing elsewhere is not deleted (``locked``)."""
+    def delete(target: Target | Storage, *, store: OverflowStore | None = None) -> int:
+        """Delete a session (a file with its quarantine file, a URL, or a ready ``Storage``)
+        and the tool outputs it spilled to the overflow store (``store``, default the
+        user's); returns how many spill files went. A file open for writing elsewhere is
+        not deleted (``SessionLocked``)."""
         from .overflow import OverflowStore
 
-        if is_url(target):
-            from .storage.postgres import delete_session, split_session_url
-
-            with Session.open(target, readonly=True) as doomed:
-                session_id = doomed.id
-            delete_session(split_session_url(str(target))[0], session_id)
-        else:
-            with Session.open(target) as doomed:  # takes the writer's lock: nobody writes
-                session_id = doomed.id
-                for path in (Path(target), quarantine_path(target)):
-                    path.unlink(missing_ok=True)
+        storage = open_storage(target)  # a file takes the writer's lock: nobody writes
+        session_id = storage.header.id
+        try:
+            storage.delete()
+        finally:
+            if storage is not target:
+                storage.close()
         return (store or OverflowStore.default()).delete_session(session_id)
 
     @classmethod
@@ -163,12 +172,9 @@ class Session:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Session]:
-        """Group appends and sync to disk once at the end (bulk writes); see ``JsonlStorage``."""
-        batch = getattr(self.storage, "batch", None)
-        if batch is None:
-            yield self
-            return
-        with batch():
+        """Group appends (see ``Storage.batch``): on PostgreSQL one transaction, all or
+        nothing; on JSONL one sync to disk at the end."""
+        with self.storage.batch():
             yield self
 
     # -- identity ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from contextree.markers import TRUNCATION_KEY, TruncationRecord
 from contextree.overflow import OverflowStore
 
 __all__ = [
@@ -26,13 +27,13 @@ __all__ = [
     "Direction",
     "Truncation",
     "TruncationLimits",
+    "cut_marker",
     "is_truncated",
     "truncate",
 ]
 
 Direction = Literal["head", "tail", "middle"]
 DIRECTIONS: frozenset[str] = frozenset(("head", "tail", "middle"))
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ DEFAULT_MAX_LINES = LIMITS.max_lines
 DEFAULT_MAX_BYTES = LIMITS.max_bytes
 DEFAULT_MAX_LINE_CHARS = LIMITS.max_line_chars
 
-META_KEY = "truncated"
+META_KEY = TRUNCATION_KEY
 _NL = 0x0A
 
 
@@ -71,17 +72,16 @@ class Truncation:
     shown_lines: int
     direction: Direction = "head"
 
+    def record(self) -> TruncationRecord:
+        """What was cut, as the marker vocabulary records it."""
+        return TruncationRecord(
+            total_lines=self.total_lines, total_bytes=self.total_bytes,
+            shown_lines=self.shown_lines, direction=self.direction, saved_path=self.saved_path,
+        )
+
     def meta(self) -> dict[str, Any]:
         """The marker to merge into ``Message.meta`` so the result is not truncated again."""
-        return {
-            META_KEY: {
-                "saved_path": self.saved_path,
-                "total_lines": self.total_lines,
-                "total_bytes": self.total_bytes,
-                "shown_lines": self.shown_lines,
-                "direction": self.direction,
-            }
-        }
+        return self.record().to_meta()
 
 
 def is_truncated(meta: dict[str, Any] | None) -> bool:
@@ -141,10 +141,12 @@ def _char_count(data: bytes, start: int, end: int) -> int:
     return len(seg) - seg.translate(_CONT_TABLE).count(0x80)
 
 
-def _cut_marker(chars: int, keep_end: bool) -> bytes:
+def cut_marker(chars: int, *, keep_end: bool = False) -> str:
+    """What stands where a line of ``chars`` characters was cut (before the kept end, or
+    after the kept start): the same words wherever a line is cut."""
     if keep_end:
-        return f"[line truncated, {chars} chars] …".encode()
-    return f"… [line truncated, {chars} chars]".encode()
+        return f"[line truncated, {chars} chars] …"
+    return f"… [line truncated, {chars} chars]"
 
 
 def _cut_line(data: bytes, start: int, end: int, limit: int, keep_end: bool) -> tuple[bytes, bytes]:
@@ -160,7 +162,7 @@ def _cut_line(data: bytes, start: int, end: int, limit: int, keep_end: bool) -> 
     else:
         region = data[start : _align_back(data, min(end, start + 4 * limit), start)]
         kept = region[:limit] if region.isascii() else _decode(region)[:limit].encode()
-    return kept, _cut_marker(chars, keep_end)
+    return kept, cut_marker(chars, keep_end=keep_end).encode()
 
 
 def _scan_head(data: bytes, max_lines: int, budget: int, limit: int) -> _Side:

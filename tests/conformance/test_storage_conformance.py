@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +26,17 @@ from contextree.entries import (
     encode_line,
     to_dict,
 )
-from contextree.errors import EntryNotFound, SessionError
+from contextree.errors import (
+    EntryNotFound,
+    InvalidArgument,
+    ReadOnlySession,
+    SessionError,
+    SessionExists,
+    SessionNotFound,
+)
 from contextree.messages import Message
-from contextree.storage import MemoryStorage, Storage
+from contextree.overflow import OverflowStore
+from contextree.storage import MemoryStorage, Storage, StorageHealth
 
 from .conftest import Backend, new_header
 
@@ -239,6 +248,93 @@ def _stack() -> list[Any]:
         frames.append(f)
         f = f.f_back  # type: ignore[assignment]
     return frames
+
+
+# -- batch, delete, health --------------------------------------------------------------------------
+
+def test_batch_groups_appends_and_nests(backend: Backend) -> None:
+    s = backend.make(entries=[msg("a", None)])
+    with s.batch():
+        s.append(msg("b", "a"))
+        with s.batch():  # a nested batch is part of the outer one
+            s.append(msg("c", "b"))
+        assert s.leaf_id == "c" and "b" in s and len(s) == 3  # visible inside the block
+        assert ids(s.path("c")) == ["a", "b", "c"]
+    s.append(msg("d", "c"))  # and appends work as before after it
+    for st in both(backend, s):
+        assert ids(st.path(st.leaf_id)) == ["a", "b", "c", "d"]
+        assert ids(st.entries()) == ["a", "b", "c", "d"]
+
+
+def test_session_batch_uses_the_storage_batch(backend: Backend) -> None:
+    session = Session(backend.make())
+    with session.batch() as same:
+        assert same is session
+        first = session.append_message({"role": "user", "content": "one"})
+        second = session.append_message({"role": "assistant", "content": "two"})
+    assert ids(session.branch()) == [first, second]
+
+
+def test_health_counts_entries_and_bytes(backend: Backend) -> None:
+    header = new_header()
+    entries: list[AnyEntry] = [msg("a", None), msg("b", "a", "answer", "assistant")]
+    s = backend.make(header, entries)
+    for st in both(backend, s):
+        health = st.health()
+        assert isinstance(health, StorageHealth)
+        assert health.entries == 2 and health.quarantined_lines == 0
+        assert health.torn_line is None
+        if backend.persistent:  # the bytes of the session as JSON lines
+            assert health.size == len(encode_line(header)) + sum(
+                len(encode_line(e)) for e in entries)
+        else:
+            assert health.size is None
+
+
+def test_delete_removes_the_session(backend: Backend, tmp_path: Path) -> None:
+    s = backend.make(entries=[msg("a", None)])
+    if backend.persistent:
+        ro = backend.reopen(s, readonly=True)
+        with pytest.raises(ReadOnlySession):
+            ro.delete()
+        s = backend.reopen(ro)
+        assert "a" in s  # a refused delete changed nothing
+    s.delete()
+    if backend.persistent:
+        with pytest.raises(SessionNotFound):
+            backend.reopen(s)
+    else:
+        assert len(s) == 0 and "a" not in s
+        with pytest.raises(SessionNotFound):
+            s.append(msg("b", None))
+    # Session.delete takes the storage itself, too.
+    other = backend.make(entries=[msg("x", None)])
+    assert Session.delete(other, store=OverflowStore(tmp_path / "spill")) == 0
+    if backend.persistent:
+        with pytest.raises(SessionNotFound):
+            backend.reopen(other)
+
+
+def test_session_open_wraps_a_ready_storage(backend: Backend) -> None:
+    s = backend.make(entries=[msg("a", None)])
+    session = Session.open(s)
+    assert session.storage is s and session.id == s.header.id
+    assert session.leaf_id == "a"
+    b = session.append_message({"role": "assistant", "content": "hello"})
+    assert ids(session.branch()) == ["a", b]
+    assert Session.open_or_create(s).storage is s
+    with pytest.raises(SessionExists):  # it already holds a session
+        Session.create(s)
+    # Options that would have to change how the storage was opened are refused.
+    with pytest.raises(InvalidArgument, match="readonly"):
+        Session.open(s, readonly=True)
+    with pytest.raises(InvalidArgument, match="durable"):
+        Session.open(s, durable=False)
+    with pytest.raises(InvalidArgument, match="Storage instance"):
+        Session.open(42)  # type: ignore[arg-type]
+    if backend.persistent:
+        ro = backend.reopen(s, readonly=True)
+        assert Session.open(ro, readonly=True).storage is ro
 
 
 # -- Session behaviour is the same on every backend -------------------------------------------------

@@ -37,7 +37,7 @@ def fork_command(
         entry_id = resolve_entry(session, at)
         target = output or _fork_path(Path(file), entry_id)
         with session.fork(target, at=entry_id) as new:
-            count = len(new.storage)
+            count = len(new)
     Out().line(f"forked {file} at {entry_id} -> {target} ({count} entries)")
 
 

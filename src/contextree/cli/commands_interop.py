@@ -41,7 +41,7 @@ def import_command(
         if output is None:
             raise UsageProblem("say where the copy goes with -o FILE or -o postgresql://...")
         with import_session(name, source, output) as session:
-            count, leaf, where = len(session.storage), session.leaf_id, session.location
+            count, leaf, where = len(session), session.leaf_id, session.location
         Out().line(f"copied {source} -> {where}: {count} entries, leaf {leaf}")
         return
     src = Path(source)
@@ -51,7 +51,7 @@ def import_command(
     target = output or src.with_name(src.name.removesuffix(src.suffix) + ".contextree.jsonl")
     with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \
             import_session(name, src, target, progress=bar) as session:
-        count, leaf = len(session.storage), session.leaf_id
+        count, leaf = len(session), session.leaf_id
     Out().line(f"imported {src} ({name}) -> {target}: {count} entries, leaf {leaf}")
 
 

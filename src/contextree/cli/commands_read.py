@@ -15,14 +15,16 @@ from ..formats import Progress as ProgressFn
 from ..messages import Message
 from ..session import Session, TreeNode
 from ..stats import SessionStats, UsageStats
-from ..storage import is_url
+from ..storage import Address
+from ..storage.backends import PostgresBackend
 from ..storage.jsonl import load
 from ..tokens import EstimateCounter, count_context, find_anchor
-from . import listing
 from .app import command
-from .output import Out, clip, emit_json, human_size, progress_bar, short_id
+from .listing import rows as listing_rows
+from .listing import scan
+from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
 from .render import entry_summary, message_body, message_title, tree_lines
-from .sessions import open_session, resolve_entry
+from .sessions import address_of, open_session, open_storage_of, resolve_entry
 
 VERIFY_PROGRESS_BYTES = 50 << 20
 
@@ -41,13 +43,14 @@ def ls_command(
 ) -> None:
     """List the sessions under DIRECTORY (or in a PostgreSQL database), newest activity first
     (reads only each file's header and tail, so it is fast on thousands of sessions)."""
-    if is_url(where):
-        _ls_database(where, as_json)
+    address = address_of(where)
+    if not address.is_file:
+        _ls_database(address, as_json)
         return
-    directory = Path(where)
+    directory = Path(address.where)
     if not directory.is_dir():
         raise SessionNotFound("no such directory", path=str(directory))
-    found, other = listing.scan(directory)
+    found, other = scan(directory)
     if as_json:
         emit_json([s.to_dict() for s in found])
         return
@@ -56,16 +59,19 @@ def ls_command(
         out.line(f"no contextree sessions under {directory}")
     else:
         out.table(["path", "name", "id", "created", "last activity", "entries", "size"],
-                  listing.rows(found, directory), right=(5, 6))
+                  listing_rows(found, directory), right=(5, 6))
     if other:
         out.line(f"({len(other)} other .jsonl files are not contextree sessions; "
                  "`contextree import auto FILE` converts other agents' sessions)", "dim")
 
 
-def _ls_database(url: str, as_json: bool) -> None:
+def _ls_database(address: Address, as_json: bool) -> None:
+    if not isinstance(address.backend, PostgresBackend):
+        raise UsageProblem(f"`contextree ls` lists directories and PostgreSQL databases, "
+                           f"not {address.scheme}:// targets")
     from ..storage.postgres import list_sessions
 
-    base = url.partition("#")[0]
+    base = address.where
     rows = list_sessions(base)
     if as_json:
         emit_json([{"url": f"{base}#{r.id}", "id": r.id, "name": r.name,
@@ -167,7 +173,7 @@ def show_command(
 
 def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
     path = session.branch(leaf)
-    labels = session.storage.labels()
+    labels = session.labels()
     if as_json:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
@@ -242,22 +248,24 @@ def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -
 @command("stats")
 def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
     """Messages, tokens and cost for the current branch and the whole file."""
-    with open_session(file, readonly=True) as session:
+    storage = open_storage_of(file, readonly=True)
+    with Session.open(storage) as session:
         stats = session.stats()
+        size = storage.health().size
     if as_json:
         emit_json(stats.to_dict())
         return
-    _print_stats(Out(), stats, os.path.getsize(file))
+    _print_stats(Out(), stats, size)
 
 
-def _print_stats(out: Out, s: SessionStats, size: int) -> None:
+def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
     out.fields([
         ("session", s.session_id),
         ("name", s.name or "-"),
         ("leaf", s.leaf_id or "-"),
         ("entries", str(s.entry_count)),
         ("branches", str(s.branch_count)),
-        ("size", human_size(size)),
+        ("size", human_size(size) if size is not None else "-"),
         ("quarantined", str(s.quarantined_lines)),
     ])
     out.line()
@@ -319,18 +327,18 @@ class _Reporting(io.BufferedReader):
 @command("verify")
 def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
     """Check that a session file loads cleanly (read-only). Exit 1 names the problem line."""
-    if is_url(file):
+    address = address_of(file)
+    if not address.is_file:  # a database checks every entry as it is stored
         with open_session(file, readonly=True) as session:
-            report: dict[str, Any] = {"path": file, "ok": True,
-                                      "entries": len(session.storage),
-                      "leaf_id": session.leaf_id, "session_id": session.id}
+            report: dict[str, Any] = {"path": file, "ok": True, "entries": len(session),
+                                      "leaf_id": session.leaf_id, "session_id": session.id}
         if as_json:
             emit_json(report)
         else:
             Out().styled([("OK ", "bold green"), (f"{file}: {report['entries']} entries, "
                                                   f"leaf {short_id(report['leaf_id'])}", None)])
         return
-    path = Path(file)
+    path = Path(address.where)
     if not path.is_file():
         raise SessionNotFound("no such session file", path=file)
     size = path.stat().st_size

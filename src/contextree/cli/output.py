@@ -20,6 +20,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
+from .._text import first_line
 from ..formats import Progress as ProgressFn
 
 PLAIN_WIDTH = 100  # characters a one-line summary may take when the output is piped
@@ -144,6 +145,4 @@ def short_id(eid: str | None) -> str:
 
 def clip(text: str, width: int) -> str:
     """The first line of ``text``, cut to ``width`` characters with ``…``."""
-    first = text.strip().split("\n", 1)
-    line = first[0] + (" …" if len(first) > 1 else "")
-    return line if len(line) <= width else line[: max(width - 1, 1)] + "…"
+    return first_line(text.strip(), width)

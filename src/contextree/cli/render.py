@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from .._text import first_line, shorten
 from ..entries import (
     ActiveToolsChangeEntry,
     AnyEntry,
@@ -26,6 +27,7 @@ from ..messages import ImagePart, Message, TextPart, ThinkingPart, UnknownPart
 from ..session import TreeNode
 from .output import clip, short_id
 
+ARGS_PREVIEW = 40  # characters of a tool call's arguments in a one-line summary
 KEEP_ENDS = 2  # entries shown at each end of a collapsed run
 MIN_COLLAPSE = 3  # shorter runs are shown in full
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
@@ -91,15 +93,11 @@ def message_summary(m: Message) -> str:
 
 
 def _first_line(text: str) -> str:
-    lines = text.strip().splitlines()
-    if not lines:
-        return ""
-    return lines[0] + (" …" if len(lines) > 1 else "")
+    return first_line(text.strip())
 
 
 def _args_preview(args: dict[str, object]) -> str:
-    raw = orjson.dumps(args).decode()[1:-1]
-    return raw if len(raw) <= 40 else raw[:39] + "…"
+    return shorten(orjson.dumps(args).decode()[1:-1], ARGS_PREVIEW)
 
 
 # -- the tree ------------------------------------------------------------------------------
@@ -222,7 +220,7 @@ def message_title(m: Message) -> str:
             title += " error"
     if m.role == "assistant" and m.model:
         title += f" [{m.provider + '/' if m.provider else ''}{m.model}]"
-    kind = (m.meta or {}).get("kind")
-    if kind:
-        title += f" <{str(kind).replace('_', ' ')}>"
+    kind = m.kind
+    if kind is not None:
+        title += f" <{kind.value.replace('_', ' ')}>"
     return title

@@ -3,53 +3,60 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
-from ..errors import EntryNotFound, SessionNotFound
+from ..errors import EntryNotFound, InvalidArgument
 from ..session import Session
-from ..storage import is_url
+from ..storage import Address, Storage, open_storage, resolve
 from ..storage.jsonl import TornLineWarning
 from .output import UsageProblem, warn
 
 MIN_PREFIX = 4
 
 
-def open_session(target: str, *, readonly: bool = False) -> Session:
-    """The session named by ``target``: a session file, or ``postgresql://...#SESSION_ID``.
+def address_of(target: str) -> Address:
+    """Where ``target`` points, by the scheme table; a target of no accepted form is a
+    usage error."""
+    try:
+        return resolve(target)
+    except InvalidArgument as e:
+        raise UsageProblem(str(e)) from None
 
-    Every command opens sessions through this one function. A torn last line is reported as
-    a warning on stderr.
+
+def open_storage_of(target: str, *, readonly: bool = False) -> Storage:
+    """The storage ``target`` names (a session file, ``postgresql://...#SESSION_ID``...),
+    chosen by the scheme table.
+
+    Every command opens sessions through here. A target of the wrong form (a directory, a
+    URL without a session id, an unknown scheme) is a usage error; a torn last line is
+    reported as a warning on stderr.
     """
-    if is_url(target):
-        if "#" not in target:
-            raise UsageProblem(f"{target!r} names a database, not a session: add #SESSION_ID "
-                               f"(`contextree ls {target}` lists them)")
-        return Session.open(target, readonly=readonly)
-    path = Path(target)
-    if path.is_dir():
-        raise UsageProblem(f"{target} is a directory; pass a session file "
-                           f"(`contextree ls {target}` lists them)")
-    if not path.exists():
-        raise SessionNotFound("no such session file", path=target)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TornLineWarning)
-        session = Session.open(path, readonly=readonly)
+        try:
+            storage = open_storage(target, readonly=readonly)
+        except InvalidArgument as e:
+            raise UsageProblem(str(e)) from None
     for w in caught:
         if issubclass(w.category, TornLineWarning):
             warn(str(w.message))
-    return session
+    return storage
+
+
+def open_session(target: str, *, readonly: bool = False) -> Session:
+    """The session ``target`` names (see ``open_storage_of``)."""
+    return Session.open(open_storage_of(target, readonly=readonly))
 
 
 def resolve_entry(session: Session, ref: str) -> str:
     """The id of the entry ``ref`` names: an id, a unique id prefix, or a label."""
     ref = ref.strip().rstrip("…")
-    if ref in session.storage:
+    if ref in session:
         return ref
-    labelled = [target for target, text in session.storage.labels().items() if text == ref]
+    labelled = [target for target, text in session.labels().items() if text == ref]
     if len(labelled) == 1:
         return labelled[0]
     if len(ref) >= MIN_PREFIX:
-        matches = [e.id for e in session.storage.entries() if e.id.startswith(ref)]
+        matches = [e.id for e in session.entries() if e.id.startswith(ref)]
         if len(matches) == 1:
             return matches[0]
         if matches:

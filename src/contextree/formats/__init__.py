@@ -24,14 +24,12 @@ Malformed input raises ``SessionError`` naming the file and line.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from .._files import atomic_write
 from ..errors import EntryNotFound, SessionExists, SessionNotFound
 from ..session import Session
 from ..storage import create_storage
@@ -40,7 +38,9 @@ from .base import Ids, Imported, Progress, UnknownFormatError, finish
 from .detect import detect_format
 
 Reader = Callable[[Path, Progress | None], Imported]
-Writer = Callable[[Any, str | None], bytes]
+"""Reads a source file (reporting progress) into the header and entries of a new session."""
+Writer = Callable[[Session, str | None], bytes]
+"""Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     """Copy a session between stores (JSONL file <-> PostgreSQL URL) entry for entry: same
     header, ids, tree, labels and leaf. Returns the new session, open for writing."""
     with Session.open(src, readonly=True) as source:
-        entries = list(source.storage.entries())
+        entries = list(source.entries())
         return Session(create_storage(dest, source.header, entries, durable=durable))
 
 
@@ -139,35 +139,23 @@ def export_session(
     """
     spec = get_format(fmt)
     if spec.copy:
-        create_storage(out_path, session.header, list(session.storage.entries())).close()
+        create_storage(out_path, session.header, list(session.entries())).close()
         return Path(out_path)
     writer = spec.writer
     if writer is None:
         raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
-    if at is not None and session.get_entry(at) is None:
-        raise EntryNotFound(f"no entry {at!r} in this session",
-                           path=session.location)
+    if at is not None and at not in session:
+        raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
     data = writer(session, at)
     out = Path(out_path)
-    _write_atomic(out, data, overwrite)
-    return out
-
-
-def _write_atomic(out: Path, data: bytes, overwrite: bool) -> None:
-    if out.exists() and not overwrite:
-        raise SessionExists("a file is already there; choose another path or "
-                           "allow overwriting", path=str(out))
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    try:  # refusing an existing file and writing are one atomic step: no race between them
+        atomic_write(out, data, overwrite=overwrite)
+    except FileExistsError:
+        raise SessionExists("a file is already there; choose another path or allow "
+                            "overwriting it (overwrite=True; --force on the command line)",
+                            path=str(out)) from None
+    return out
 
 
 __all__ = [

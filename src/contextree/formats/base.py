@@ -125,7 +125,7 @@ class Ids:
         return True
 
 
-def text_of_blocks(content: Any) -> str:
+def text_of_blocks(content: object) -> str:
     """The text of a string, or of the ``{"type": "text"}`` blocks of a content list."""
     if isinstance(content, str):
         return content
@@ -216,11 +216,11 @@ def header(session_id: str | None, created_at: str | None, *, cwd: str | None,
     )
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: object) -> bytes:
     """Pretty JSON for list exports (UTF-8, two-space indent, trailing newline)."""
     return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-def dump_lines(values: Sequence[Any]) -> bytes:
+def dump_lines(values: Sequence[object]) -> bytes:
     """JSON Lines: one compact JSON value per line."""
     return b"".join(orjson.dumps(v) + b"\n" for v in values)

@@ -21,8 +21,10 @@ from typing import Any
 import msgspec
 
 from ..entries import AnyEntry
+from ..markers import SUMMARIES
 from ..messages import Message
-from ..models.wire_openai import arguments_from_json
+from ..models.wire_common import arguments_from_json
+from ..session import Session
 from .base import (
     Ids,
     Imported,
@@ -36,8 +38,6 @@ from .base import (
     message_entry,
     read_json_lines,
 )
-
-_SUMMARY_KINDS = ("compaction_summary", "branch_summary")
 
 
 def read(path: Path, progress: Progress | None = None) -> Imported:
@@ -55,7 +55,7 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     return Imported(hdr, entries)
 
 
-def message_from_brute(obj: Any, path: Path, n: int) -> Message:
+def message_from_brute(obj: object, path: Path, n: int) -> Message:
     """One line of a Brute log as a ``Message``; malformed lines name the file and line."""
     if not isinstance(obj, dict):
         raise input_error(path, n, f"expected a message object, got {type(obj).__name__}")
@@ -84,10 +84,10 @@ def _call(c: Any, path: Path, n: int) -> Json:
     return call
 
 
-def write(session: Any, at: str | None = None) -> bytes:
+def write(session: Session, at: str | None = None) -> bytes:
     """The context at the leaf (or ``at``) as a Brute ``SessionLog`` (see the module notes)."""
     lines = [message_to_brute(m) for m in session.build_context(at).messages
-             if m.role != "system" or (m.meta or {}).get("kind") in _SUMMARY_KINDS]
+             if m.role != "system" or m.kind in SUMMARIES]
     return dump_lines(lines)
 
 

@@ -26,6 +26,7 @@ from ..models.wire_openai import (
     to_openai_chat,
     to_openai_responses,
 )
+from ..session import Session
 from .base import (
     Ids,
     Imported,
@@ -117,17 +118,17 @@ read_openai_responses = _reader("openai-responses", "input", _responses)
 read_anthropic = _reader("anthropic", "messages", _anthropic)
 
 
-def write_openai_chat(session: Any, at: str | None = None) -> bytes:
+def write_openai_chat(session: Session, at: str | None = None) -> bytes:
     """The context at the leaf as Chat Completions ``messages``."""
     return dumps(to_openai_chat(session.build_context(at).messages))
 
 
-def write_openai_responses(session: Any, at: str | None = None) -> bytes:
+def write_openai_responses(session: Session, at: str | None = None) -> bytes:
     """The context at the leaf as Responses API ``input`` items."""
     return dumps(to_openai_responses(session.build_context(at).messages))
 
 
-def write_anthropic(session: Any, at: str | None = None) -> bytes:
+def write_anthropic(session: Session, at: str | None = None) -> bytes:
     """The context at the leaf as ``{"system", "messages"}`` for the Messages API."""
     system, messages = to_anthropic(session.build_context(at).messages)
     body: Json = {"system": system} if system is not None else {}

@@ -1,8 +1,10 @@
 """Model adapters: one ``Model`` interface over OpenAI-compatible and Anthropic APIs.
 
 ``OpenAIChat`` and ``AnthropicMessages`` need the ``openai`` / ``anthropic`` extras, imported
-only when constructed. ``ScriptedModel`` replays prepared replies for tests. The pure wire
-conversions are in ``contextree.models.wire_openai`` and ``contextree.models.wire_anthropic``.
+only when constructed. ``ScriptedModel`` replays prepared replies for tests. All of them
+implement the ``Model`` protocol (they subclass it, so mypy checks that they do). The pure wire
+conversions are in ``contextree.models.wire_openai`` and ``contextree.models.wire_anthropic``,
+which share ``contextree.models.wire_common`` and never import each other.
 """
 
 from contextree.models.anthropic import AnthropicMessages

@@ -14,9 +14,11 @@ import inspect
 import ipaddress
 import time
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
+from contextree._text import shorten
 from contextree.errors import ModelError, ModelUnavailable, model_error_for_status
 from contextree.messages import Message
 
@@ -24,7 +26,6 @@ __all__ = [
     "Model",
     "ToolSpec",
     "is_local_url",
-    "is_retryable_status",
     "map_sdk_error",
     "merge_options",
     "parse_retry_after",
@@ -69,7 +70,7 @@ def tool_spec(tool: ToolSpec) -> tuple[str, str | None, dict[str, Any]]:
     """
     name = tool.get("name")
     if not isinstance(name, str) or not name:
-        raise ValueError(f"a tool needs a non-empty string 'name'; got {dict(tool)!r:.200}")
+        raise ValueError(f"a tool needs a non-empty string 'name'; got {shorten(repr(dict(tool)), 200)}")
     description = tool.get("description")
     parameters = tool.get("parameters") or _EMPTY_SCHEMA
     return name, (str(description) if description else None), dict(parameters)
@@ -120,11 +121,6 @@ def is_local_url(url: str | None) -> bool:
 # -- errors ------------------------------------------------------------------------------
 
 
-def is_retryable_status(status: int) -> bool:
-    """Rate limits (429), timeouts and conflicts (408, 409) and server errors (5xx)."""
-    return model_error_for_status(status).retryable
-
-
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
     if not headers:
@@ -163,18 +159,23 @@ _HINTS = {
 def status_error(
     provider: str, status: int, detail: str, headers: Mapping[str, str] | None = None
 ) -> ModelError:
-    """A ``ModelError`` for an HTTP error status, with a hint of what to do about it."""
+    """A ``ModelError`` for an HTTP error status, with a hint of what to do about it.
+
+    The class (and so whether a retry may help) comes from ``model_error_for_status``, and the
+    default hint follows it, so the two never disagree.
+    """
+    error = model_error_for_status(status)
     hint = _HINTS.get(status) or (
-        "the provider failed; retry later" if status >= 500 else "check the request"
+        "the provider failed; retry later" if error.retryable else "check the request"
     )
-    return model_error_for_status(status)(
+    return error(
         f"{provider}: HTTP {status}: {detail} ({hint})",
         status=status,
         retry_after=parse_retry_after(headers),
     )
 
 
-def _api_detail(exc: Any) -> str:
+def _api_detail(exc: BaseException) -> str:
     """The provider's own error message from an SDK exception, falling back to its text."""
     body = getattr(exc, "body", None)
     if isinstance(body, Mapping):
@@ -184,11 +185,16 @@ def _api_detail(exc: Any) -> str:
     return str(getattr(exc, "message", None) or exc)
 
 
-def map_sdk_error(provider: str, exc: BaseException, sdk: Any, base_url: str) -> ModelError:
+def map_sdk_error(
+    provider: str, exc: BaseException, sdk: ModuleType, base_url: str
+) -> ModelError:
     """Map an ``openai`` or ``anthropic`` SDK exception to a ``ModelError``.
 
     Both SDKs share the shape: ``APIStatusError`` (status, response headers, body),
-    ``APIConnectionError`` (network failures and timeouts) and a base ``APIError``.
+    ``APIConnectionError`` (network failures and timeouts) and a base ``APIError``. ``sdk`` is
+    the SDK module, imported at run time (the SDKs are optional extras), so its exception
+    classes are looked up on it rather than named in this module. The status decides the
+    error class through ``model_error_for_status``, the one rule for what is worth a retry.
     """
     if isinstance(exc, sdk.APIStatusError):
         headers = getattr(exc.response, "headers", None)

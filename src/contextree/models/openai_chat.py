@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from contextree._text import shorten
 from contextree.errors import ModelError, model_error_for_status
 from contextree.messages import Message
 from contextree.models.base import ToolSpec, merge_options
@@ -106,4 +107,5 @@ class OpenAIChat(SdkModel):
             status = code if isinstance(code, int) else None
             detail = err.get("message") or err
             return model_error_for_status(status)(f"{self.provider}: {detail}", status=status)
-        return ModelError(f"{self.provider}: the response has no choices: {dict(data)!r:.300}")
+        return ModelError(f"{self.provider}: the response has no choices: "
+                          f"{shorten(repr(dict(data)), 300)}")

@@ -15,7 +15,7 @@ import msgspec
 
 from contextree.errors import ModelError
 from contextree.messages import Message, Usage
-from contextree.models.base import ToolSpec
+from contextree.models.base import Model, ToolSpec
 
 __all__ = ["Reply", "ScriptedModel", "estimate_tokens"]
 
@@ -23,12 +23,12 @@ Reply = Message | str | BaseException | Callable[[Sequence[Message]], Message | 
 """One scripted reply: a message, text, an exception to raise, or a function of the input."""
 
 
-def estimate_tokens(data: Any) -> int:
+def estimate_tokens(data: object) -> int:
     """A rough token count: a quarter of the JSON length (at least 1)."""
     return max(1, len(msgspec.json.encode(data)) // 4)
 
 
-class ScriptedModel:
+class ScriptedModel(Model):
     """Replays ``replies`` in order, one per call; records each call's input in ``calls``.
 
     A ``str`` reply becomes an assistant text message; a callable gets the call's messages and

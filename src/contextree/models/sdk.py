@@ -14,19 +14,25 @@ import importlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from types import ModuleType
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
 from contextree.errors import ModelError, missing_extra
 from contextree.messages import Message
-from contextree.models.base import ToolSpec, is_local_url, map_sdk_error, sdk_kwargs
+from contextree.models.base import Model, ToolSpec, is_local_url, map_sdk_error, sdk_kwargs
 
 LOCAL_API_KEY = "not-needed"
 """The key sent to a local server (localhost, a private address) when none is configured."""
 
 
-class SdkModel(ABC):
-    """Base of ``OpenAIChat`` and ``AnthropicMessages``; see those for the options."""
+class SdkModel(Model, ABC):
+    """Base of ``OpenAIChat`` and ``AnthropicMessages``; see those for the options.
+
+    SDK clients and responses are typed ``Any`` here: the SDKs are optional extras, imported
+    when a model is built, so their types cannot be named at run time; the subclasses name
+    them in their public signatures (under ``TYPE_CHECKING``).
+    """
 
     sdk_module: ClassVar[str]  # "openai"; also the name of the extra
     sync_client: ClassVar[str]  # "OpenAI"
@@ -41,13 +47,13 @@ class SdkModel(ABC):
         *,
         base_url: str | None,
         api_key: str | None,
-        client: Any,
+        client: Any,  # an SDK client (optional extra: see the class notes)
         async_client: Any,
         provider: str,
         default_options: Mapping[str, Any],
     ) -> None:
         try:
-            self._sdk: Any = importlib.import_module(self.sdk_module)
+            self._sdk: ModuleType = importlib.import_module(self.sdk_module)
         except ImportError:
             raise missing_extra(self.sdk_module, self.sdk_module) from None
         self.name = model

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from contextree._text import shorten
 from contextree.messages import (
     AnyPart,
     ImagePart,
@@ -40,17 +41,20 @@ from contextree.messages import (
     ToolCall,
     Usage,
 )
-from contextree.models.base import ToolSpec, tool_spec
-from contextree.models.wire_openai import (
+from contextree.models.base import ToolSpec
+from contextree.models.wire_common import (
+    Json,
     ToolNames,
     make_message,
     opt_str,
     parse_data_url,
     role_of,
+    tool_definition,
     unknown_part,
 )
 
 __all__ = [
+    "SYSTEM_SEPARATOR",
     "assistant_from_anthropic",
     "from_anthropic",
     "to_anthropic",
@@ -58,8 +62,8 @@ __all__ = [
     "usage_from_anthropic",
 ]
 
-Json = dict[str, Any]
 SYSTEM_SEPARATOR = "\n\n"
+"""Between the texts of system messages joined into the ``system`` parameter."""
 
 
 # -- tools and usage -----------------------------------------------------------------------
@@ -67,14 +71,7 @@ SYSTEM_SEPARATOR = "\n\n"
 
 def tools_to_anthropic(tools: Iterable[ToolSpec]) -> list[Json]:
     """Tools as Anthropic tool definitions (``input_schema``)."""
-    out: list[Json] = []
-    for tool in tools:
-        name, description, parameters = tool_spec(tool)
-        item: Json = {"name": name, "input_schema": parameters}
-        if description:
-            item["description"] = description
-        out.append(item)
-    return out
+    return [tool_definition(t, "input_schema") for t in tools]
 
 
 def usage_from_anthropic(usage: Mapping[str, Any] | None) -> Usage:
@@ -222,7 +219,7 @@ def from_anthropic(
         elif isinstance(d.get("content"), str):
             out.append(make_message(role, d["content"]))
         else:
-            raise ValueError(f"`content` must be a string or a list, got {d.get('content')!r:.80}")
+            raise ValueError(f"`content` must be a string or a list, got {shorten(repr(d.get('content')), 80)}")
     return out
 
 

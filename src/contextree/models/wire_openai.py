@@ -12,7 +12,7 @@ What the wire cannot carry, and so comes back normalized after a round trip:
 * A tool result's ``name`` is not sent; it is restored from the assistant tool call with the
   same id when there is one.
 * Tool call arguments travel as a JSON string. A string that is not a JSON object (a model's
-  malformed output) is kept as ``{RAW_ARGUMENTS_KEY: "<the string>"}`` and sent back verbatim;
+  malformed output) is kept as ``{RAW_ARGUMENTS_KEY: "<the string>"}`` (``wire_common``) and sent back verbatim;
   an empty string reads as ``{}``.
 * ``developer`` messages read as ``system`` messages.
 * Image ``detail`` is dropped; images read back as base64 ``data`` + ``mime_type`` when they
@@ -45,10 +45,10 @@ Responses specifics:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
+from contextree._text import shorten
 from contextree.messages import (
     AnyPart,
     ImagePart,
@@ -59,17 +59,27 @@ from contextree.messages import (
     UnknownPart,
     Usage,
 )
-from contextree.models.base import ToolSpec, tool_spec
+from contextree.models.base import ToolSpec
+from contextree.models.wire_common import (
+    Json,
+    ToolNames,
+    arguments_from_json,
+    arguments_to_json,
+    make_message,
+    opt_str,
+    parse_data_url,
+    parts_of,
+    role_of,
+    tool_definition,
+    unknown_part,
+)
 
 __all__ = [
-    "RAW_ARGUMENTS_KEY",
-    "arguments_from_json",
-    "arguments_to_json",
     "assistant_from_openai_chat",
     "from_openai_chat",
     "from_openai_responses",
+    "image_from_url",
     "image_url",
-    "parse_data_url",
     "to_openai_chat",
     "to_openai_responses",
     "tools_to_openai_chat",
@@ -77,48 +87,12 @@ __all__ = [
     "usage_from_openai_chat",
 ]
 
-RAW_ARGUMENTS_KEY = "_raw"
-"""Key under which tool call arguments that are not a JSON object are kept, as a string."""
-
 _CHAT_TOOL_CALL_EXTRAS = ("extra_content",)
 _IMAGE_PLACEHOLDER = "(see attached image)"
 _IMAGES_FROM_TOOLS = "Attached image(s) from tool result:"
 
-Json = dict[str, Any]
 
-
-# -- shared helpers ------------------------------------------------------------------------
-
-
-def arguments_to_json(arguments: Mapping[str, Any]) -> str:
-    """Tool call arguments as the JSON string providers expect (raw strings go back as-is)."""
-    raw = arguments.get(RAW_ARGUMENTS_KEY)
-    if len(arguments) == 1 and isinstance(raw, str):
-        return raw
-    return json.dumps(arguments, ensure_ascii=False)
-
-
-def arguments_from_json(text: str | Mapping[str, Any] | None) -> dict[str, Any]:
-    """Parse a tool call's JSON arguments; anything but an object is kept raw (see module)."""
-    if text is None or text == "":
-        return {}
-    if isinstance(text, Mapping):
-        return dict(text)
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {RAW_ARGUMENTS_KEY: text}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
-
-
-def parse_data_url(url: str) -> tuple[str, str] | None:
-    """``(mime_type, base64 data)`` of a base64 ``data:`` URL, or None for any other URL."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[: -len(";base64")] or "application/octet-stream", data
+# -- images --------------------------------------------------------------------------------
 
 
 def image_url(part: ImagePart) -> str | None:
@@ -136,54 +110,6 @@ def image_from_url(url: str) -> ImagePart:
     return ImagePart(data=parsed[1], mime_type=parsed[0])
 
 
-def opt_str(value: Any) -> str | None:
-    """``value`` as a string, None staying None (wire data is not trusted to be typed)."""
-    return None if value is None else str(value)
-
-
-def role_of(d: Mapping[str, Any]) -> str:
-    """A wire message's role, which must be a non-empty string."""
-    role = d.get("role")
-    if not isinstance(role, str) or not role:
-        raise ValueError(f"a message needs a string `role`, got {dict(d)!r:.120}")
-    return role
-
-
-def unknown_part(data: Mapping[str, Any]) -> UnknownPart:
-    """An ``UnknownPart`` for a wire part or item of a type contextree does not model."""
-    if not isinstance(data.get("type"), str):
-        raise ValueError(f"expected an object with a string `type`, got {dict(data)!r:.120}")
-    return UnknownPart(dict(data))
-
-
-def make_message(role: str, content: str | list[AnyPart] | None, **fields: Any) -> Message:
-    """A ``Message``; content may hold ``UnknownPart`` items, which the type hint omits."""
-    return Message(role=role, content=cast(Any, content), **fields)
-
-
-def parts_of(content: str | Sequence[AnyPart] | None) -> list[AnyPart]:
-    """Content as a list of parts (a string becomes one text part, empty content none)."""
-    if content is None or content == "":
-        return []
-    if isinstance(content, str):
-        return [TextPart(text=content)]
-    return list(content)
-
-
-class ToolNames:
-    """Remembers tool call names by id, so tool results can get their ``name`` back."""
-
-    def __init__(self) -> None:
-        self._names: dict[str, str] = {}
-
-    def add(self, calls: Iterable[ToolCall]) -> None:
-        for call in calls:
-            self._names[call.id] = call.name
-
-    def get(self, call_id: str | None) -> str | None:
-        return self._names.get(call_id or "")
-
-
 def _text_of(content: Any) -> str:
     """Plain text of wire content: a string, or the ``text`` of its parts."""
     if isinstance(content, str):
@@ -198,26 +124,12 @@ def _text_of(content: Any) -> str:
 
 def tools_to_openai_chat(tools: Iterable[ToolSpec]) -> list[Json]:
     """Tools as Chat Completions ``function`` tools."""
-    out: list[Json] = []
-    for tool in tools:
-        name, description, parameters = tool_spec(tool)
-        fn: Json = {"name": name, "parameters": parameters}
-        if description:
-            fn["description"] = description
-        out.append({"type": "function", "function": fn})
-    return out
+    return [{"type": "function", "function": tool_definition(t)} for t in tools]
 
 
 def tools_to_openai_responses(tools: Iterable[ToolSpec]) -> list[Json]:
     """Tools as Responses API ``function`` tools (flat, not nested under ``function``)."""
-    out: list[Json] = []
-    for tool in tools:
-        name, description, parameters = tool_spec(tool)
-        item: Json = {"type": "function", "name": name, "parameters": parameters}
-        if description:
-            item["description"] = description
-        out.append(item)
-    return out
+    return [{"type": "function", **tool_definition(t)} for t in tools]
 
 
 def usage_from_openai_chat(usage: Mapping[str, Any] | None) -> Usage:
@@ -396,7 +308,7 @@ def _content_from_chat(content: Any) -> str | list[AnyPart] | None:
         return content
     if isinstance(content, list):
         return [_part_from_chat(p) for p in content]
-    raise ValueError(f"`content` must be a string, a list or null, got {content!r:.80}")
+    raise ValueError(f"`content` must be a string, a list or null, got {shorten(repr(content), 80)}")
 
 
 def _part_from_chat(p: Any) -> AnyPart:
@@ -612,7 +524,7 @@ def _content_from_responses(content: Any) -> str | list[AnyPart]:
         return content
     if isinstance(content, list):
         return [_part_from_responses(p) for p in content]
-    raise ValueError(f"`content` must be a string, a list or null, got {content!r:.80}")
+    raise ValueError(f"`content` must be a string, a list or null, got {shorten(repr(content), 80)}")
 
 
 def _part_from_responses(p: Mapping[str, Any]) -> AnyPart:

@@ -14,16 +14,19 @@
 from .builder import Agent, ModelCall, agent
 from .compaction import DefaultCompactionPipeline
 from .env import Env, Events, TurnResult
+from .events import PAYLOADS, Event
 from .loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from .persistence import SessionLog, SessionTree
 from .tools import DefaultToolPipeline
 
 __all__ = [
+    "PAYLOADS",
     "Agent",
     "DefaultCompactionPipeline",
     "DefaultToolPipeline",
     "DoomLoop",
     "Env",
+    "Event",
     "Events",
     "MaxIterations",
     "ModelCall",

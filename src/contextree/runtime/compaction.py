@@ -10,6 +10,7 @@ from ..session import Session
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from .builder import App
 from .env import Env
+from .events import CompactionFailedPayload, Event, as_payload
 
 
 class DefaultCompactionPipeline:
@@ -22,7 +23,7 @@ class DefaultCompactionPipeline:
     by another tenth of the window, so it never burns calls in a loop.
     """
 
-    def __init__(self, app: App, window: int, *, summarizer: Any = None,
+    def __init__(self, app: App, /, window: int, *, summarizer: Any = None,
                  summariser: Any = None, compactor: CompactionPipeline | None = None,
                  compact_at: float = 0.7, compact_to: float = 0.4,
                  counter: TokenCounter | None = None) -> None:
@@ -45,10 +46,11 @@ class DefaultCompactionPipeline:
         system = [m for m in env.messages if m.role == "system" and not (m.meta or {}).get("kind")]
         session = env.session if env.session is not None else self._in_memory(env)
         result = run_compaction(session, self.policy, self.pipeline, self.counter,
-                                emit=lambda event, payload: env.emit(event, **payload))
+                                emit=lambda event, payload: env.emit(as_payload(event, payload)))
         if result.entry_id is None:
             self._failed_at = result.tokens_before
-            env.emit("compaction_failed", reason=result.reason, tokens=result.tokens_before)
+            env.emit(CompactionFailedPayload(event=Event.COMPACTION_FAILED, reason=result.reason,
+                                             tokens=result.tokens_before, stage=None, error=None))
             return
         self._failed_at = None if result.reached_target else result.tokens_after
         env.replace([*system, *session.build_context().messages])

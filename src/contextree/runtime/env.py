@@ -1,18 +1,30 @@
-"""The env every middleware receives: the conversation so far, the tools, and the turn's state."""
+"""The env every middleware receives: the conversation so far, the tools, and the turn's state.
+
+``Env`` changes only through its methods: ``add`` (and ``replace`` after a compaction) tell
+the persistence listeners, so nothing can slip a message past them. Everything else is read
+through properties; ``messages`` is a snapshot that changes only when the env does.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ..messages import Message, Usage
+from ..models.base import ToolSpec
+from ..session import Session
+from ..tools.tool import Tool
+from .events import ALL_EVENTS, Event, Payload, event_named
 
 log = logging.getLogger("contextree.agent")
 
-Handler = Callable[["Env", dict[str, Any]], Any]
+Handler = Callable[["Env", Any], object]
+"""``handler(env, payload)``; ``payload`` is the event's ``TypedDict`` (see ``PAYLOADS``)."""
 Listener = Callable[[Message], None]
+ReplaceListener = Callable[[Sequence[Message]], None]
 
 
 class Events:
@@ -22,79 +34,204 @@ class Events:
     def __init__(self) -> None:
         self._handlers: dict[str, list[Handler]] = {}
 
-    def on(self, event: str, handler: Handler) -> None:
-        self._handlers.setdefault(event, []).append(handler)
+    def on(self, event: Event | str, handler: Handler) -> None:
+        """Call ``handler`` on ``event`` (an ``Event``, its name, or ``"*"`` for every one);
+        an unknown name is refused at once with ``InvalidArgument``."""
+        key = ALL_EVENTS if event == ALL_EVENTS else event_named(event).value
+        self._handlers.setdefault(key, []).append(handler)
 
-    def emit(self, env: Env, event: str, payload: dict[str, Any]) -> None:
-        for handler in [*self._handlers.get(event, []), *self._handlers.get("*", [])]:
+    def emit(self, env: Env, payload: Payload) -> None:
+        """Hand ``payload`` (a copy each) to the event's handlers, then to ``"*"``'s."""
+        event = event_named(payload["event"])
+        for handler in [*self._handlers.get(event.value, []), *self._handlers.get(ALL_EVENTS, [])]:
             try:
-                handler(env, {"event": event, **payload})
+                handler(env, dict(payload))
             except Exception as e:
-                log.exception("handler for %r raised; the turn goes on", event)
-                env.handler_errors.append((event, e))
+                log.exception("handler for %r raised; the turn goes on", event.value)
+                env._handler_failed(event.value, e)
 
 
-@dataclass
 class Env:
-    """State passed down the stack. Add messages with ``add`` so persistence sees them."""
+    """State passed down the stack: the conversation, what the turn runs with, how it goes."""
 
-    messages: list[Message]
-    tools: list[Any] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    iteration: int = 0
-    events: Events = field(default_factory=Events)
-    stopped: str | None = None  # why the turn stopped early, if it did
-    notices: list[str] = field(default_factory=list)  # shown to the user, never persisted
-    handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
-    session: Any = None  # the Session, when SessionTree is in the stack
-    turn_start: int = 0  # index in ``messages`` where this turn's new messages begin
-    # Messages whose reported usage describes a context that no longer exists (it was
-    # compacted since), by object id: they cannot anchor a token count.
-    stale_usage: set[int] = field(default_factory=set)
-    _listeners: list[Listener] = field(default_factory=list, repr=False)
-    _replace_listeners: list[Callable[[Sequence[Message]], None]] = field(
-        default_factory=list, repr=False)
+    def __init__(self, messages: Iterable[Message] = (), *,
+                 metadata: Mapping[str, Any] | None = None,
+                 events: Events | None = None) -> None:
+        # The conversation: what the model is sent next.
+        self._messages: list[Message] = list(messages)
+        self._snapshot: tuple[Message, ...] | None = None
+        self._turn_start = 0  # index of this turn's first new message
+        self._fresh_from = 0  # index of the first message produced after the latest replace()
+        # What the turn runs with.
+        self._tools: tuple[Tool | ToolSpec, ...] = ()
+        self._metadata: Mapping[str, Any] = MappingProxyType(dict(metadata or {}))
+        self._session: Session | None = None
+        # How the turn goes.
+        self._iteration = 0
+        self._stopped: str | None = None
+        self._notices: list[str] = []
+        self._handler_errors: list[tuple[str, Exception]] = []
+        # Who is told.
+        self._events = events if events is not None else Events()
+        self._added: list[Listener] = []
+        self._replaced: list[ReplaceListener] = []
+
+    # -- the conversation --------------------------------------------------------------------
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation, oldest first (a snapshot: change it with ``add``/``replace``)."""
+        if self._snapshot is None:
+            self._snapshot = tuple(self._messages)
+        return self._snapshot
+
+    @property
+    def last(self) -> Message | None:
+        return self._messages[-1] if self._messages else None
+
+    @property
+    def turn_start(self) -> int:
+        """Index in ``messages`` of this turn's first new message."""
+        return self._turn_start
+
+    @property
+    def fresh_from(self) -> int:
+        """Index of the first message produced after the latest compaction: usage reported
+        before it describes a context that no longer exists."""
+        return self._fresh_from
 
     def add(self, message: Message) -> None:
         """Append a message to the conversation and hand it to every persistence listener."""
-        self.messages.append(message)
-        for listener in self._listeners:
+        self._change()
+        self._messages.append(message)
+        for listener in self._added:
             listener(message)
 
     def replace(self, messages: Sequence[Message]) -> None:
-        """Replace the conversation (after compaction); listeners decide how to persist it."""
-        self.messages[:] = list(messages)
-        self.turn_start = 0
-        self.stale_usage = {id(m) for m in self.messages}
-        for listener in self._replace_listeners:
+        """Replace the conversation (after compaction); listeners decide how to persist it.
+        None of the usage reported so far describes the new conversation."""
+        self._change()
+        self._messages[:] = list(messages)
+        self._turn_start = 0
+        self._fresh_from = len(self._messages)
+        for listener in self._replaced:
             listener(self.messages)
 
-    def on_add(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    def load_history(self, history: Sequence[Message], *, fresh_from: int = 0) -> None:
+        """Put the persisted ``history`` before this turn's messages (persistence middleware
+        does this, and listeners are not told). ``fresh_from`` is the index in ``history`` of
+        the first message whose reported usage may anchor a token count (``len(history)``:
+        none, since the history is a compacted view)."""
+        self._change()
+        self._messages[:0] = history
+        self._turn_start += len(history)
+        self._fresh_from = (self._fresh_from + len(history) if self._fresh_from
+                            else min(max(fresh_from, 0), len(history)))
 
-    def on_replace(self, listener: Callable[[Sequence[Message]], None]) -> None:
-        self._replace_listeners.append(listener)
-
-    def emit(self, event: str, **payload: Any) -> None:
-        self.events.emit(self, event, payload)
-
-    def stop(self, reason: str, notice: str) -> None:
-        """End the turn early with a notice for the user (not sent to the model, not saved)."""
-        self.stopped = reason
-        self.notices.append(notice)
+    def put_first(self, message: Message) -> None:
+        """Put ``message`` (a system prompt) in front; it is not persisted nor part of the
+        turn's new messages."""
+        self._change()
+        self._messages.insert(0, message)
+        self._turn_start += 1
+        if self._fresh_from:
+            self._fresh_from += 1
 
     def usage_anchor(self) -> int | None:
         """Index of the last assistant message whose reported usage describes this very
         conversation (it was produced after the latest compaction), or ``None``."""
-        for i in range(len(self.messages) - 1, -1, -1):
-            m = self.messages[i]
-            if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
-                return None if id(m) in self.stale_usage else i
-        return None
+        return _usage_anchor(self._messages, self._fresh_from)
+
+    def on_add(self, listener: Listener) -> None:
+        """Call ``listener(message)`` for every message ``add`` appends."""
+        self._added.append(listener)
+
+    def on_replace(self, listener: ReplaceListener) -> None:
+        """Call ``listener(messages)`` after every ``replace``."""
+        self._replaced.append(listener)
+
+    def _change(self) -> None:
+        self._snapshot = None
+
+    # -- what the turn runs with ---------------------------------------------------------------
+    @property
+    def tools(self) -> tuple[Tool | ToolSpec, ...]:
+        """The tools advertised to the model (set by the tool pipeline)."""
+        return self._tools
+
+    def offer_tools(self, tools: Iterable[Tool | ToolSpec]) -> None:
+        """Advertise ``tools`` to the model on the next call."""
+        self._tools = tuple(tools)
 
     @property
-    def last(self) -> Message | None:
-        return self.messages[-1] if self.messages else None
+    def metadata(self) -> Mapping[str, Any]:
+        """What ``agent.start(..., **metadata)`` was given (read-only)."""
+        return self._metadata
+
+    @property
+    def session(self) -> Session | None:
+        """The session, when ``SessionTree`` is in the stack."""
+        return self._session
+
+    def attach_session(self, session: Session) -> None:
+        """Record the session the conversation lives in (``SessionTree`` does)."""
+        self._session = session
+
+    # -- how the turn goes ---------------------------------------------------------------------
+    @property
+    def iteration(self) -> int:
+        """How many times the tool loop went round (0 on the first model call)."""
+        return self._iteration
+
+    def next_iteration(self) -> int:
+        """Count one more time round the tool loop; returns the new count."""
+        self._iteration += 1
+        return self._iteration
+
+    @property
+    def stopped(self) -> str | None:
+        """Why the turn stopped early, if it did."""
+        return self._stopped
+
+    def stop(self, reason: str, notice: str) -> None:
+        """End the turn early with a notice for the user (not sent to the model, not saved)."""
+        self._stopped = reason
+        self.notice(notice)
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """Notes for the user: never sent to the model, never persisted."""
+        return tuple(self._notices)
+
+    def notice(self, text: str) -> None:
+        """Add a note for the user."""
+        self._notices.append(text)
+
+    @property
+    def handler_errors(self) -> tuple[tuple[str, Exception], ...]:
+        """``(event, exception)`` for every event handler that raised."""
+        return tuple(self._handler_errors)
+
+    # -- who is told ---------------------------------------------------------------------------
+    @property
+    def events(self) -> Events:
+        return self._events
+
+    def emit(self, payload: Payload) -> None:
+        """Emit the event ``payload`` names (``payload["event"]``) to its handlers."""
+        self._events.emit(self, payload)
+
+    def _handler_failed(self, event: str, error: Exception) -> None:
+        self._handler_errors.append((event, error))
+
+
+def _usage_anchor(messages: Sequence[Message], fresh_from: int) -> int | None:
+    # Same rule as contextree.tokens.usage_anchor(messages, fresh_from), which the core
+    # area is adding; call that instead once it lands.
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
+            return i if i >= fresh_from else None
+    return None
 
 
 @dataclass

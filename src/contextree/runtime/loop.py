@@ -9,37 +9,37 @@ from typing import Any
 
 import orjson
 
-from ..errors import ModelError
+from ..errors import InvalidArgument, ModelError
 from ..messages import Message
 from .builder import App
 from .env import Env
+from .events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload
 
 
 class SystemPrompt:
     """Put ``text`` first in the conversation on every turn (it is never persisted)."""
 
-    def __init__(self, app: App, text: str = "You are a helpful assistant.") -> None:
+    def __init__(self, app: App, /, text: str = "You are a helpful assistant.") -> None:
         self.app = app
         self.text = text
 
     def __call__(self, env: Env) -> Env:
-        if not (env.messages and env.messages[0].role == "system"
-                and (env.messages[0].meta or {}).get("kind") is None):
-            env.messages.insert(0, Message.system(self.text))
-            env.turn_start += 1
+        first = env.messages[0] if env.messages else None
+        if first is None or first.role != "system" or first.kind is not None:
+            env.put_first(Message.system(self.text))
         return self.app(env)
 
 
 class ToolResultLoop:
     """Call the inner stack again while the last message is a tool result."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, /) -> None:
         self.app = app
 
     def __call__(self, env: Env) -> Env:
         env = self.app(env)
         while env.stopped is None and env.last is not None and env.last.role == "tool":
-            env.iteration += 1
+            env.next_iteration()
             env = self.app(env)
         return env
 
@@ -47,9 +47,9 @@ class ToolResultLoop:
 class MaxIterations:
     """Stop the turn after ``limit`` model calls, with a notice and a ``max_iterations`` event."""
 
-    def __init__(self, app: App, limit: int = 100) -> None:
+    def __init__(self, app: App, /, limit: int = 100) -> None:
         if limit < 1:
-            raise ValueError("limit must be at least 1")
+            raise InvalidArgument(f"MaxIterations: limit must be at least 1, got {limit}")
         self.app = app
         self.limit = limit
 
@@ -57,7 +57,7 @@ class MaxIterations:
         if env.iteration >= self.limit:
             env.stop("max_iterations", f"Stopped after {self.limit} model calls in one turn "
                      "(MaxIterations); start another turn to continue.")
-            env.emit("max_iterations", limit=self.limit)
+            env.emit(MaxIterationsPayload(event=Event.MAX_ITERATIONS, limit=self.limit))
             return env
         return self.app(env)
 
@@ -66,9 +66,9 @@ class DoomLoop:
     """Stop when the model makes the same tool call with the same arguments ``threshold``
     times in a row, with a notice and a ``doom_loop`` event."""
 
-    def __init__(self, app: App, threshold: int = 3) -> None:
+    def __init__(self, app: App, /, threshold: int = 3) -> None:
         if threshold < 2:
-            raise ValueError("threshold must be at least 2")
+            raise InvalidArgument(f"DoomLoop: threshold must be at least 2, got {threshold}")
         self.app = app
         self.threshold = threshold
 
@@ -87,7 +87,8 @@ class DoomLoop:
         if len(signatures) >= self.threshold and len(set(signatures)) == 1:
             env.stop("doom_loop", f"Stopped: the model repeated the same tool call "
                      f"{self.threshold} times in a row.")
-            env.emit("doom_loop", calls=orjson.loads(signatures[0]), times=self.threshold)
+            env.emit(DoomLoopPayload(event=Event.DOOM_LOOP, calls=orjson.loads(signatures[0]),
+                                     times=self.threshold))
         return env
 
 
@@ -95,10 +96,10 @@ class Retry:
     """Retry model calls that failed with a retryable ``ModelError`` (rate limits, server
     errors), waiting as the provider asked (retry-after) or with jittered exponential backoff."""
 
-    def __init__(self, app: App, attempts: int = 4, base_delay: float = 1.0,
+    def __init__(self, app: App, /, attempts: int = 4, base_delay: float = 1.0,
                  max_delay: float = 60.0, sleep: Callable[[float], Any] = time.sleep) -> None:
         if attempts < 1:
-            raise ValueError("attempts must be at least 1")
+            raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
         self.app = app
         self.attempts = attempts
         self.base_delay = base_delay
@@ -115,6 +116,7 @@ class Retry:
                 delay = e.retry_after if e.retry_after is not None else min(
                     self.max_delay, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
                 delay = min(delay, self.max_delay)
-                env.emit("retry", attempt=attempt, delay=delay, error=str(e), status=e.status)
+                env.emit(RetryPayload(event=Event.RETRY, attempt=attempt, delay=delay,
+                                      error=str(e), status=e.status))
                 self.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -32,7 +32,7 @@ class SessionLog:
     atomically (temp file, fsync, rename).
     """
 
-    def __init__(self, app: App, path: str | os.PathLike[str]) -> None:
+    def __init__(self, app: App, /, path: str | os.PathLike[str]) -> None:
         self.app = app
         self.path = Path(path)
 
@@ -56,12 +56,10 @@ class SessionLog:
     def __call__(self, env: Env) -> Env:
         history = self.load()
         new = list(env.messages)
-        env.messages[:0] = history
-        env.turn_start = len(history)
-        if any((m.meta or {}).get("kind") in COMPACTED_KINDS for m in history):
-            # The file was rewritten by a compaction: which replies came after it is not
-            # recorded, so none of the loaded usage anchors a token count.
-            env.stale_usage.update(id(m) for m in history)
+        # A file rewritten by a compaction does not record which replies came after it, so
+        # then none of the loaded usage anchors a token count.
+        compacted = any((m.meta or {}).get("kind") in COMPACTED_KINDS for m in history)
+        env.load_history(history, fresh_from=len(history) if compacted else 0)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -106,7 +104,7 @@ class SessionTree:
     """The session tree as the agent's memory: every message is appended as an entry when
     it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
 
-    def __init__(self, app: App, path: str | os.PathLike[str] | None = None, *,
+    def __init__(self, app: App, /, path: str | os.PathLike[str] | None = None, *,
                  session: Session | None = None, **create_options: Any) -> None:
         if (path is None) == (session is None):
             raise ValueError("give SessionTree a path or a session (one of them)")
@@ -124,12 +122,11 @@ class SessionTree:
         try:
             new = list(env.messages)
             ctx = session.build_context()
-            env.messages[:0] = ctx.messages
-            env.turn_start = len(ctx.messages)
+            fresh = 0
             if ctx.compaction is not None:  # usage from before it describes another view
                 fresh = ctx.usage_anchor if ctx.usage_anchor is not None else len(ctx.messages)
-                env.stale_usage.update(id(m) for m in ctx.messages[:fresh])
-            env.session = session
+            env.load_history(ctx.messages, fresh_from=fresh)
+            env.attach_session(session)
             for m in new:
                 session.append_message(m)
             model = [ctx.model]  # the model in force, updated as replies name theirs

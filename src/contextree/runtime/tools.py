@@ -6,13 +6,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..markers import truncation_of
 from ..messages import Message, ToolCall
 from ..overflow import OverflowStore
-from ..tools import ALL, Tool, ToolContext, ToolResult
-from ..tools.base import as_tools
-from ..truncation import is_truncated, truncate
+from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
+from ..truncation import LIMITS, TruncationLimits, is_truncated, truncate
 from .builder import App
 from .env import Env
+from .events import Event, ToolEndPayload, ToolStartPayload, TruncatedPayload
 
 StartHook = Callable[[ToolCall, Env], "dict[str, Any] | ToolResult | str | None"]
 ApproveHook = Callable[[ToolCall, Env], "bool | str"]
@@ -22,19 +23,20 @@ EndHook = Callable[[ToolCall, ToolResult, Env], "ToolResult | None"]
 class DefaultToolPipeline:
     """Runs tool calls after the model replies, ``concurrency`` at a time, results in call
     order. Nothing a tool does can crash the turn: an unknown tool, invalid arguments or an
-    exception become an error result the model can read. Every result is truncated (head,
-    or tail for ``shell``) unless the tool truncated it itself.
+    exception become an error result the model can read. Every result is truncated to
+    ``limits``, keeping the end the tool asks for (``Tool.truncate_from``: the tail for a
+    shell-kind tool, else the head), unless the tool truncated it itself.
 
     Hooks: ``tool_start(call, env)`` may return new arguments or an answer (then the tool is
     not run); ``tool_approve(call, env)`` may return ``False`` or a reason to deny it;
     ``tool_end(call, result, env)`` may return a replacement result.
     """
 
-    def __init__(self, app: App, tools: Sequence[Tool | Callable[..., Any]] = ALL, *,
+    def __init__(self, app: App, /, tools: Sequence[Tool | Callable[..., Any]] = ALL, *,
                  concurrency: int = 4, context: ToolContext | None = None,
                  store: OverflowStore | None = None, tool_start: StartHook | None = None,
                  tool_approve: ApproveHook | None = None, tool_end: EndHook | None = None,
-                 max_lines: int = 2000, max_bytes: int = 51200) -> None:
+                 limits: TruncationLimits = LIMITS) -> None:
         self.app = app
         self.tools = as_tools(tools)
         self.by_name = {t.name: t for t in self.tools}
@@ -42,10 +44,10 @@ class DefaultToolPipeline:
         self.context = context
         self.store = store
         self.tool_start, self.tool_approve, self.tool_end = tool_start, tool_approve, tool_end
-        self.caps = {"max_lines": max_lines, "max_bytes": max_bytes}
+        self.limits = limits
 
     def __call__(self, env: Env) -> Env:
-        env.tools = list(self.tools)
+        env.offer_tools(self.tools)
         env = self.app(env)
         reply = env.last
         if env.stopped or reply is None or reply.role != "assistant" or not reply.tool_calls:
@@ -69,7 +71,7 @@ class DefaultToolPipeline:
         return ctx
 
     def _run(self, call: ToolCall, env: Env) -> ToolResult:
-        env.emit("tool_start", call=call)
+        env.emit(ToolStartPayload(event=Event.TOOL_START, call=call))
         try:
             result = self._execute(call, env)
         except Exception as e:  # the turn goes on; the model reads what went wrong
@@ -80,7 +82,7 @@ class DefaultToolPipeline:
                 result = self.tool_end(call, result, env) or result
             except Exception as e:
                 result = ToolResult(f"tool_end hook raised {type(e).__name__}: {e}", is_error=True)
-        env.emit("tool_end", call=call, result=result)
+        env.emit(ToolEndPayload(event=Event.TOOL_END, call=call, result=result))
         return result
 
     def _execute(self, call: ToolCall, env: Env) -> ToolResult:
@@ -105,18 +107,22 @@ class DefaultToolPipeline:
                 return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)
         result = tool.run(arguments, context=self._context(env) if tool.context is None else None)
         if tool.truncates_itself or is_truncated(result.meta):
-            if is_truncated(result.meta):
-                info = (result.meta or {})["truncated"]
-                env.emit("truncated", call=call, saved_path=info.get("saved_path"),
-                         total_bytes=info.get("total_bytes"), total_lines=info.get("total_lines"))
+            record = truncation_of(result.meta)
+            if record is not None:
+                env.emit(TruncatedPayload(event=Event.TRUNCATED, call=call,
+                                          saved_path=record.saved_path,
+                                          total_bytes=record.total_bytes,
+                                          total_lines=record.total_lines))
             return result
-        cut = truncate(result.content, direction="tail" if call.name == "shell" else "head",
+        caps = self.limits
+        cut = truncate(result.content, direction=tool.truncate_from or "head",
                        store=self.store or self._context(env).store,
                        session_id=env.session.id if env.session is not None else None,
-                       label=call.name, **self.caps)
+                       label=call.name, max_lines=caps.max_lines, max_bytes=caps.max_bytes,
+                       max_line_chars=caps.max_line_chars)
         if not cut.truncated:
             return result
-        env.emit("truncated", call=call, saved_path=cut.saved_path,
-                 total_bytes=cut.total_bytes, total_lines=cut.total_lines)
+        env.emit(TruncatedPayload(event=Event.TRUNCATED, call=call, saved_path=cut.saved_path,
+                                  total_bytes=cut.total_bytes, total_lines=cut.total_lines))
         return ToolResult(cut.text, is_error=result.is_error, meta={**(result.meta or {}),
                                                                    **cut.meta()})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
@@ -17,6 +19,23 @@ from ..errors import (
 # Entries that record a change of bookkeeping rather than of the conversation. They sit in
 # the tree like any entry, but ``tree()`` hides leaf moves.
 HIDDEN_IN_TREE = (LeafEntry,)
+
+
+@dataclass(frozen=True)
+class StorageHealth:
+    """What ``Storage.health()`` reports: how big a session is and what was set aside.
+
+    ``size`` is the bytes the session takes where it is kept (the file; on PostgreSQL the
+    bytes of its JSON lines), ``None`` when it is kept nowhere (memory).
+    ``quarantined_lines`` counts lines ever moved to the quarantine file, plus a torn last
+    line that a read-only open skipped; ``torn_line`` is that line's number, while it is
+    still in the file.
+    """
+
+    entries: int
+    size: int | None
+    quarantined_lines: int = 0
+    torn_line: int | None = None
 
 
 @runtime_checkable
@@ -67,6 +86,24 @@ class Storage(Protocol):
     def __len__(self) -> int: ...
 
     def __contains__(self, entry_id: object) -> bool: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group the appends made inside the block.
+
+        PostgreSQL: one transaction, so they are stored all together or not at all. JSONL: the
+        writes are buffered and synced once at the end (a crash inside the block may lose
+        them, never what came before). Memory: nothing to group. Batches nest.
+        """
+        ...
+
+    def delete(self) -> None:
+        """Remove the session and everything stored with it (the one exception to
+        append-only), then close. Refused on a read-only storage."""
+        ...
+
+    def health(self) -> StorageHealth:
+        """Entry count, size, and lines set aside; see ``StorageHealth``."""
+        ...
 
     def close(self) -> None: ...
 

@@ -19,7 +19,6 @@ import json
 import os
 import socket
 import stat
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import msgspec
 
+from .._files import atomic_write, write_all
 from ..entries import (
     FORMAT_VERSION,
     LINE_DECODER,
@@ -48,7 +48,7 @@ from ..errors import (
     SessionNotFound,
     StorageFailure,
 )
-from .base import IndexedStorage, TreeIndex, verify_links
+from .base import IndexedStorage, StorageHealth, TreeIndex, verify_links
 
 CHUNK = 2 << 20  # bytes read and decoded per msgspec call when loading
 BATCH_BUFFER = 1 << 20  # bytes buffered in a batch before they are written
@@ -70,7 +70,7 @@ def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]
         return 0
     fd = os.open(quarantine_path(path), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
-        _write_all(fd, "".join(lines).encode())
+        write_all(fd, "".join(lines).encode())
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -129,10 +129,11 @@ class JsonlStorage(IndexedStorage):
         *,
         durable: bool = True,
     ) -> JsonlStorage:
-        """Create a new session file atomically; fails with ``exists`` if it is already there.
+        """Create a new session file atomically; ``SessionExists`` if it is already there.
 
-        The header and ``entries`` are written to a temporary file, synced, then linked into
-        place, so a crash leaves either no file or the complete one.
+        The header and ``entries`` are written to a temporary file, synced (unless not
+        ``durable``), then linked into place, so a crash leaves either no file or the
+        complete one.
         """
         target = Path(path)
         index = TreeIndex(header, str(target))
@@ -142,22 +143,13 @@ class JsonlStorage(IndexedStorage):
             index.add(entry)
             data += encode_line(entry)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd_tmp, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         try:
-            _write_all(fd_tmp, bytes(data))
-            os.fsync(fd_tmp)
-            os.close(fd_tmp)
-            try:
-                os.link(tmp, target)  # atomic, and never replaces an existing file
-            except FileExistsError:
-                raise SessionExists(
-                    "a file is already there; choose another path or open it",
-                    path=str(target),
-                ) from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        _fsync_dir(target.parent)
+            atomic_write(target, bytes(data), overwrite=False, durable=durable)
+        except FileExistsError:
+            raise SessionExists(
+                "a file is already there; choose another path or open it",
+                path=str(target),
+            ) from None
         fd = os.open(target, os.O_RDWR | os.O_APPEND)
         _lock(fd, target)
         return cls(target, index, fd=fd, size=len(data), durable=durable)
@@ -176,16 +168,15 @@ class JsonlStorage(IndexedStorage):
             fd = os.open(target, os.O_RDONLY if readonly else os.O_RDWR | os.O_APPEND)
         except FileNotFoundError:
             raise SessionNotFound(
-                "no session file here; create one with Session.create(path)",
+                "no such session file (Session.create(path) or `contextree import` makes one)",
                 path=str(target),
             ) from None
         except IsADirectoryError:
-            raise InvalidArgument("this is a directory, not a session file",
-                               path=str(target)) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # read-only opens of a directory succeed
+            raise _not_a_file(target, directory=True) from None
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # read-only opens of a directory succeed
             os.close(fd)
-            raise InvalidArgument("this is not a regular file, not a session "
-                               "file", path=str(target))
+            raise _not_a_file(target, directory=stat.S_ISDIR(mode))
         locked = False
         try:
             if not readonly:
@@ -266,7 +257,7 @@ class JsonlStorage(IndexedStorage):
     def _write(self, data: bytes) -> None:
         assert self._fd is not None
         try:
-            _write_all(self._fd, data)
+            write_all(self._fd, data)
         except OSError as e:
             # Never leave a partial line behind: cut the file back to its last whole line.
             with contextlib.suppress(OSError):
@@ -288,6 +279,28 @@ class JsonlStorage(IndexedStorage):
         """Lines of this session ever quarantined, plus a torn tail skipped read-only."""
         skipped = 1 if self.torn is not None and self._readonly else 0
         return quarantined_count(self.file) + skipped
+
+    def health(self) -> StorageHealth:
+        """Entries, the file's size on disk, quarantined lines, a torn tail left in place."""
+        try:
+            size = os.stat(self.file).st_size
+        except OSError:
+            size = self._size
+        left = self.torn.line if self.torn is not None and self._readonly else None
+        return StorageHealth(entries=len(self), size=size,
+                             quarantined_lines=self.quarantined_lines(), torn_line=left)
+
+    def delete(self) -> None:
+        """Remove the session file and its quarantine file (repair's backups stay), then
+        close. Needs the writer's lock, so nobody is writing to it meanwhile."""
+        if self._fd is None:
+            raise ReadOnlySession("this session was opened read-only; open it with "
+                                  "readonly=False to delete it", path=str(self.file))
+        for path in (self.file, quarantine_path(self.file)):
+            path.unlink(missing_ok=True)
+        self._buffer.clear()
+        self._durable = False  # nothing left to sync
+        self.close()
 
     @property
     def size(self) -> int:
@@ -539,24 +552,15 @@ class TornLineWarning(UserWarning):
 
 # -- file helpers ----------------------------------------------------------------------------
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+def _not_a_file(path: Path, *, directory: bool) -> InvalidArgument:
+    if directory:
+        return InvalidArgument("this is a directory, not a session file (`contextree ls DIR` "
+                               "lists the sessions in it)", path=str(path))
+    return InvalidArgument("this is not a regular file, not a session file", path=str(path))
 
 
 def _lock(fd: int, path: Path) -> None:
-    """Take the writer's lock or raise ``locked`` naming who holds it."""
+    """Take the writer's lock or raise ``SessionLocked`` naming who holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._files import atomic_write
 from ..entries import (
     AnyEntry,
     LabelEntry,
@@ -27,7 +28,7 @@ from ..entries import (
     now,
 )
 from ..errors import SessionNotFound
-from .jsonl import _fsync_dir, _lock, _write_all, lock_info_path, quarantine, quarantine_path
+from .jsonl import _lock, lock_info_path, quarantine, quarantine_path
 
 
 @dataclass
@@ -67,23 +68,17 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairRepo
         backup = Path(f"{target}.bak-{stamp}")
         shutil.copy2(target, backup)
         report.backup = str(backup)
-        body = b"".join(line + b"\n" for line in keep)
-        fd_tmp, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                       dir=target.parent)
-        try:
-            _write_all(fd_tmp, body)
-            os.fsync(fd_tmp)
-            os.close(fd_tmp)
-            quarantine(target, [
-                {"reason": reason, "line": n, "repaired_at": now(),
-                 "text": raw.decode("utf-8", errors="replace")}
-                for n, reason, raw in bad
-            ])
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        _fsync_dir(target.parent)
+        records = [{"reason": reason, "line": n, "repaired_at": now(),
+                    "text": raw.decode("utf-8", errors="replace")} for n, reason, raw in bad]
+
+        def body() -> Iterator[bytes]:
+            yield b"".join(line + b"\n" for line in keep)
+            # Once the new file is written in full (so the disk had room) and before it
+            # replaces the old one, the quarantine gets the lines: a crash in between leaves
+            # them in both places, never in neither.
+            quarantine(target, records)
+
+        atomic_write(target, body())
         report.quarantine_file = str(quarantine_path(target))
         return report
     finally:

@@ -5,29 +5,25 @@ Each tool takes a ``ToolContext`` (workspace, overflow store, session, cwd). Pas
 
     tools = make_tools(workspace="/path/to/project")
     result = tools[0].run({"path": "README.md"})
+
+A tool declares its ``kind`` (``ToolKind``) and which end of a long result to keep
+(``truncate_from``); ``kind_of_tool_name`` maps other agents' tool names to kinds.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from contextree.tools.base import (
-    Tool,
-    ToolContext,
-    ToolResult,
-    as_tools,
-    build_tool,
-    parse_docstring,
-    schema_for,
-    tool,
-)
+from contextree.overflow import OverflowStore
+from contextree.tools.context import ToolContext
+from contextree.tools.decorator import as_tools, build_tool, tool
+from contextree.tools.docstrings import parse_docstring
 from contextree.tools.files import edit, read, write
+from contextree.tools.kinds import ToolKind, TruncateFrom, kind_of_tool_name
+from contextree.tools.result import ToolResult
+from contextree.tools.schema import schema_for
 from contextree.tools.search import glob, grep
 from contextree.tools.shell import shell
+from contextree.tools.tool import Tool
 from contextree.tools.workspace import StrPath, Workspace
-
-if TYPE_CHECKING:
-    from contextree.overflow import OverflowStore
 
 ALL: list[Tool] = [read, write, edit, shell, grep, glob]
 """The built-in tools, unbound (each call gets the context given to ``run``, or none)."""
@@ -58,13 +54,16 @@ __all__ = [
     "ALL_TOOLS",
     "Tool",
     "ToolContext",
+    "ToolKind",
     "ToolResult",
+    "TruncateFrom",
     "Workspace",
     "as_tools",
     "build_tool",
     "edit",
     "glob",
     "grep",
+    "kind_of_tool_name",
     "make_tools",
     "parse_docstring",
     "read",

@@ -10,19 +10,24 @@ import difflib
 import json
 import os
 import re
-import secrets
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from contextree._files import atomic_write as write_whole
 from contextree.errors import ToolError
-from contextree.tools.base import ToolContext, ToolResult, tool
+from contextree.markers import TruncationRecord
+from contextree.tools.context import ToolContext
+from contextree.tools.decorator import tool
+from contextree.tools.kinds import ToolKind
+from contextree.tools.result import ToolResult
+from contextree.truncation import LIMITS, cut_marker
 
-MAX_LINES = 2000
-MAX_BYTES = 50 * 1024
-MAX_LINE_CHARS = 2000
+MAX_LINES = LIMITS.max_lines
+MAX_BYTES = LIMITS.max_bytes
+MAX_LINE_CHARS = LIMITS.max_line_chars
 BINARY_SNIFF = 8192
 _CHUNK = 1 << 20
 
@@ -42,7 +47,7 @@ def cut_line(text: str, max_chars: int = MAX_LINE_CHARS) -> str:
     """``text`` cut to ``max_chars`` characters, marked as truncation marks a cut line."""
     if len(text) <= max_chars:
         return text
-    return f"{text[:max_chars]}… [line truncated, {len(text)} chars]"
+    return text[:max_chars] + cut_marker(len(text))
 
 
 def clean(text: str) -> str:
@@ -65,28 +70,13 @@ def count_lines(text: str) -> int:
 
 
 def atomic_write(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a temp file and a rename; keeps the file's mode."""
+    """Write ``data`` to ``target`` all at once (``contextree._files.atomic_write``), keeping
+    an existing file's mode; a new file gets the usual ``0o666`` less the umask."""
     try:
-        mode: int | None = target.stat().st_mode & 0o7777
+        mode = target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        mode = None
-    tmp = target.parent / f".{target.name}.{secrets.token_hex(4)}.tmp"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o666)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        mode = 0o666
+    write_whole(target, data, mode=mode)
 
 
 def os_error(action: str, path: str, e: OSError) -> ToolError:
@@ -126,7 +116,7 @@ class _Page:
     first_cut: int  # number of the first of them (0 when none)
 
 
-@tool(truncates_itself=True)
+@tool(truncates_itself=True, kind=ToolKind.READ)
 def read(
     path: str, offset: int = 1, limit: int = MAX_LINES, context: ToolContext | None = None
 ) -> ToolResult:
@@ -227,18 +217,12 @@ def _page_result(
         text += "\n\n" + _more_hint(path, page, limit)
     if page.cut:
         text += "\n\n" + _cut_hint(path, page)
-    if partial:
-        size = target.stat().st_size
-        meta["truncated"] = {
-            "saved_path": None,  # nothing was lost: the file itself holds the rest
-            "total_lines": page.total,
-            "total_bytes": size,
-            "shown_lines": len(page.lines),
-            "direction": "head",
-            "by": "read",
-            "first_line": offset,
-            "cut_lines": page.cut,
-        }
+    if partial:  # nothing was lost (no saved_path): the file itself holds the rest
+        meta.update(TruncationRecord(
+            total_lines=page.total, total_bytes=target.stat().st_size,
+            shown_lines=len(page.lines), direction="head", by="read", first_line=offset,
+            cut_lines=page.cut,
+        ).to_meta())
     return ToolResult(text, meta=meta)
 
 
@@ -297,7 +281,7 @@ def _dir_entries(directory: Path) -> Iterator[str]:
 
 
 # -- write ---------------------------------------------------------------------------------
-@tool
+@tool(kind=ToolKind.WRITE)
 def write(path: str, content: str, context: ToolContext | None = None) -> ToolResult:
     """Write a file, replacing it if it exists; missing parent directories are created. The file is written atomically (a reader never sees half of it).
 
@@ -329,7 +313,7 @@ def write(path: str, content: str, context: ToolContext | None = None) -> ToolRe
 _NUMBERED = re.compile(r"^\s*\d+\t")
 
 
-@tool
+@tool(kind=ToolKind.EDIT)
 def edit(
     path: str,
     old_string: str,

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from contextree.errors import ToolError
-from contextree.tools.base import ToolContext, ToolResult, tool
+from contextree.tools.context import ToolContext
+from contextree.tools.decorator import tool
 from contextree.tools.files import BINARY_SNIFF, is_binary, not_found
+from contextree.tools.kinds import ToolKind
+from contextree.tools.result import ToolResult
 from contextree.tools.workspace import is_under, real
 
 SKIP_DIRS = frozenset(
@@ -158,7 +161,7 @@ def _start(path: str, ctx: ToolContext) -> Path:
 
 
 # -- grep ----------------------------------------------------------------------------------
-@tool
+@tool(kind=ToolKind.SEARCH)
 def grep(
     pattern: str,
     path: str = ".",
@@ -290,7 +293,7 @@ def _cut(line: str) -> str:
 
 
 # -- glob ----------------------------------------------------------------------------------
-@tool
+@tool(kind=ToolKind.SEARCH)
 def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> ToolResult:
     """Find files and directories by name pattern; results are sorted alphabetically, directories end with '/'. '*' matches within one path segment, '**' across directories ("**/*.py" finds Python files at any depth), '?' one character, [abc] one of a set, {a,b} either alternative. .git, node_modules and cache directories are skipped.
 

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from contextree.errors import ToolError
-from contextree.tools.base import ToolContext, ToolResult, tool
+from contextree.tools.context import ToolContext
+from contextree.tools.decorator import tool
+from contextree.tools.kinds import ToolKind
+from contextree.tools.result import ToolResult
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 3600.0
@@ -131,7 +134,7 @@ def _signal_name(exit_code: int) -> str:
         return ""
 
 
-@tool(truncates_itself=True)
+@tool(truncates_itself=True, kind=ToolKind.SHELL)
 def shell(
     command: str, timeout: float = DEFAULT_TIMEOUT, context: ToolContext | None = None
 ) -> ToolResult:

@@ -1,0 +1,32 @@
+"""PostgreSQL storage: many sessions in one database, shared by processes on many machines.
+
+Needs the ``contextree[postgres]`` extra (psycopg); importing this package without it raises
+an ``ImportError`` that says so. The parts:
+
+- ``schema``: tables, migrations, ``create_schema`` (run once per database, explicitly);
+- ``connection``: pools and connections, the session URL, password-free locations;
+- ``errors``: psycopg errors as contextree errors, in one place;
+- ``storage``: ``PostgresStorage``, one session;
+- ``listing``: ``list_sessions`` and ``delete_session``.
+"""
+
+from __future__ import annotations
+
+from .connection import split_session_url
+from .driver import Target
+from .listing import SessionSummary, delete_session, list_sessions
+from .schema import SCHEMA_VERSION, create_schema, schema_version
+from .storage import UNSET, PostgresStorage
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "UNSET",
+    "PostgresStorage",
+    "SessionSummary",
+    "Target",
+    "create_schema",
+    "delete_session",
+    "list_sessions",
+    "schema_version",
+    "split_session_url",
+]

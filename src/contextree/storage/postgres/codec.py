@@ -1,0 +1,91 @@
+"""Entries as rows and rows as entries: the stored line is the entry's JSON line, byte for
+byte, so what is read back is exactly what was appended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+from ...entries import (
+    LINE_DECODER,
+    AnyEntry,
+    BranchSummaryEntry,
+    LeafEntry,
+    LineError,
+    SessionHeader,
+    decode_line,
+    encode_line,
+    from_dict,
+    to_dict,
+)
+from ...errors import InvalidEntry, InvalidHeader
+
+__all__ = ["anchored", "created_at", "decode_entry", "decode_header", "decode_many",
+           "entry_row", "line_text", "with_parent"]
+
+
+def line_text(line: SessionHeader | AnyEntry) -> str:
+    """The JSON line of a header or entry, without the newline."""
+    return encode_line(line)[:-1].decode()
+
+
+def entry_row(session_id: str, entry: AnyEntry) -> tuple[str, str, str | None, str, str | None, str]:
+    """The ``contextree_entries`` columns of an entry, for ``COPY``."""
+    target = entry.target_id if isinstance(entry, LeafEntry) else None
+    return (session_id, entry.id, entry.parent_id, entry.type, target, line_text(entry))
+
+
+def created_at(header: SessionHeader) -> datetime:
+    try:
+        when = datetime.fromisoformat(header.created_at)
+    except (TypeError, ValueError):
+        return datetime.now(UTC)
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def anchored(entry: AnyEntry) -> bool:
+    """A branch summary's parent is its ``from_id`` by definition: never re-parent it."""
+    return isinstance(entry, BranchSummaryEntry) and entry.from_id == entry.parent_id
+
+
+def with_parent(entry: AnyEntry, parent: str | None) -> AnyEntry:
+    """A copy of ``entry`` with another parent (unknown fields kept)."""
+    data = to_dict(entry)
+    data["parent_id"] = parent
+    copy = from_dict(data)
+    assert not isinstance(copy, SessionHeader)
+    return copy
+
+
+def decode_entry(line: str, location: str) -> AnyEntry:
+    try:
+        entry = decode_line(line)
+    except LineError as e:
+        raise InvalidEntry(f"a stored entry does not decode ({e})", path=location) from None
+    if isinstance(entry, SessionHeader):
+        raise InvalidEntry("a session header is stored as an entry", path=location)
+    return entry
+
+
+def decode_many(lines: list[str], location: str) -> list[AnyEntry]:
+    """Decode lines in one msgspec call; lines of unknown types fall back one by one."""
+    try:
+        out: list[Any] = LINE_DECODER.decode_lines("\n".join(lines))
+    except msgspec.DecodeError:
+        return [decode_entry(line, location) for line in lines]
+    if len(out) != len(lines) or any(isinstance(e, SessionHeader) for e in out):
+        return [decode_entry(line, location) for line in lines]
+    return out
+
+
+def decode_header(line: str, location: str) -> SessionHeader:
+    try:
+        header = decode_line(line)
+    except LineError as e:
+        raise InvalidHeader(f"the stored session header does not decode ({e})",
+                            path=location) from None
+    if not isinstance(header, SessionHeader):
+        raise InvalidHeader("the stored session header is not a header", path=location)
+    return header

@@ -1,0 +1,16 @@
+"""The names of contextree's tables and constraints, which the schema creates and the error
+mapping recognises."""
+
+from __future__ import annotations
+
+SESSIONS = "contextree_sessions"
+ENTRIES = "contextree_entries"
+SCHEMA_VERSIONS = "contextree_schema_version"
+APPEND_FUNCTION = "contextree_append"
+
+ENTRY_ID_KEY = f"{ENTRIES}_pkey"  # (session_id, id): duplicate ids are impossible
+SESSION_ID_KEY = f"{SESSIONS}_pkey"
+PARENT_KEY = f"{ENTRIES}_parent_fkey"  # (session_id, parent_id): the parent exists
+TARGET_KEY = f"{ENTRIES}_target_fkey"  # (session_id, target_id): a leaf move's target exists
+
+NO_SCHEMA = "run contextree.storage.postgres.create_schema(url) first"
