@@ -852,3 +852,38 @@ def test_codex_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -
     assert rest[-1] == ("user", NEXT)
     assert all(r[0] == "system" or r[1].startswith("<environment_context>") for r in rest[:-1])
     s.close()
+
+
+def test_cli_lists_and_imports_by_id_prefix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                            ) -> None:
+    from typer.testing import CliRunner
+
+    from contextree.cli import app
+
+    project = tmp_path / ".claude" / "projects" / "-work-demo"
+    project.mkdir(parents=True)
+    sid = lines_of(CC / "tools" / "session-1.jsonl")[0]["sessionId"]
+    shutil.copy(CC / "tools" / "session-1.jsonl", project / f"{sid}.jsonl")
+    day = tmp_path / "codex" / "sessions" / "2026" / "12" / "01"
+    day.mkdir(parents=True)
+    tid = lines_of(CX / "simple" / "rollout-1.jsonl")[0]["payload"]["id"]
+    shutil.copy(CX / "simple" / "rollout-1.jsonl", day / f"rollout-2026-12-01T08-00-00-{tid}.jsonl")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["import", "claude-code", "--list", "--home",
+                                 str(tmp_path / ".claude"), "--json"])
+    assert listed.exit_code == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["id"] == sid and row["first_prompt"].startswith("Read a.txt")
+    text = runner.invoke(app, ["import", "codex", "--list", "--home", str(tmp_path / "codex")])
+    assert text.exit_code == 0 and tid in text.stdout and "List the files" in text.stdout
+    done = runner.invoke(app, ["import", "claude-code", sid[:8], "--home",
+                               str(tmp_path / ".claude")])
+    assert done.exit_code == 0, done.stderr
+    with Session.open(tmp_path / f"{sid}.contextree.jsonl", readonly=True) as s:
+        assert s.id == sid and len(s.build_context().messages) == 8
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    done = runner.invoke(app, ["import", "codex", tid[:13], "-o", str(tmp_path / "cx.jsonl")])
+    assert done.exit_code == 0, done.stderr
+    missing = runner.invoke(app, ["import", "codex", "ffff"])
+    assert missing.exit_code == 1 and "no Codex thread 'ffff'" in missing.stderr
