@@ -887,3 +887,80 @@ def test_cli_lists_and_imports_by_id_prefix(tmp_path: Path, monkeypatch: pytest.
     assert done.exit_code == 0, done.stderr
     missing = runner.invoke(app, ["import", "codex", "ffff"])
     assert missing.exit_code == 1 and "no Codex thread 'ffff'" in missing.stderr
+
+
+# -- records the fixtures do not have -------------------------------------------------------
+
+def write_lines(path: Path, lines: list[Json]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    return path
+
+
+def test_claude_code_unknown_records_are_kept_and_reported(tmp_path: Path,
+                                                           imported: Any) -> None:
+    lines = lines_of(CC / "simple" / "session-1.jsonl")
+    prompt = next(d for d in lines if d["type"] == "user")
+    first_reply = next(d for d in lines if d["type"] == "assistant")
+    png = {"type": "base64", "media_type": "image/png", "data": TINY_PNG}
+    prompt["message"]["content"] = [{"type": "text", "text": "What is in this picture?"},
+                                    {"type": "image", "source": png}]
+    future = {"type": "x-future", "uuid": "u-future", "parentUuid": prompt["uuid"],
+              "payload": {"anything": 1}}
+    skills = {"type": "attachment", "uuid": "u-skills", "parentUuid": "u-future",
+              "attachment": {"type": "skill_listing", "content": "- pdf: read PDFs"}}
+    first_reply["parentUuid"] = "u-skills"
+    error = {"type": "assistant", "uuid": "u-error", "parentUuid": lines[-2]["uuid"],
+             "isApiErrorMessage": True, "message": {
+                 "id": "x", "role": "assistant", "model": "<synthetic>",
+                 "content": [{"type": "text", "text": "API Error: overloaded"}]}}
+    lines = [*lines[:3], future, skills, *lines[3:-1], error,
+             {"type": "x-note", "note": "no uuid"}]
+    s = imported("claude-code", write_lines(tmp_path / "s.jsonl", lines))
+    msgs = s.build_context().messages
+    assert [m.role for m in msgs] == ["user", "assistant", "tool", "assistant"]
+    image = msgs[0].content[1]  # type: ignore[index]
+    assert isinstance(image, ImagePart) and image.data == TINY_PNG
+    customs = {e.custom_type for e in s.find(CustomEntry) if e.id in {x.id for x in s.branch()}}
+    assert {"claude-code/x-future", "claude-code/attachment", "claude-code/api_error",
+            "claude-code/x-note"} <= customs
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    assert report["unknown_types"] == ["x-future", "x-note"]
+    assert report["unrendered_attachments"] == {"skill_listing": 1}
+    assert sum(e.parent_id is None for e in s.entries()) == 1
+
+
+def test_claude_code_summary_after_an_attachment_is_joined(tmp_path: Path,
+                                                           imported: Any) -> None:
+    """Newer Claude Code versions may write an attachment between the boundary and the
+    summary: the summary still goes into the compaction entry, the attachment after it."""
+    lines = lines_of(CC / "compact_reactive" / "session-1.jsonl")
+    boundary = next(d for d in lines if d.get("subtype") == "compact_boundary")
+    summary = next(d for d in lines if d.get("isCompactSummary"))
+    between = {"type": "attachment", "uuid": "u-between", "parentUuid": boundary["uuid"],
+               "attachment": {"type": "agent_listing_delta", "addedLines": ["- a: b"],
+                              "removedTypes": [], "isInitial": True}}
+    summary["parentUuid"] = "u-between"
+    at = lines.index(summary)
+    lines = [*lines[:at], between, *lines[at:]]
+    s = imported("claude-code", write_lines(tmp_path / "s.jsonl", lines))
+    msgs = s.build_context().messages
+    assert msgs[0].kind == "compaction_summary"
+    assert [m.text for m in msgs if m.role == "system"][0].startswith("Available agent types")
+    assert msgs[-1].text == "After compacting: a.txt is the only file."
+    assert sum(e.parent_id is None for e in s.entries()) == 1
+
+
+def test_sidechain_records_before_its_first_line_stay_with_it(tmp_path: Path,
+                                                              imported: Any) -> None:
+    src = CC / "subagent"
+    shutil.copytree(src, tmp_path / "copy")
+    agent = tmp_path / "copy" / "session-1" / "subagents" / "agent-1.jsonl"
+    lines = lines_of(agent)
+    write_lines(agent, [{"type": "queue-operation", "operation": "enqueue"}, *lines])
+    s = imported("claude-code", tmp_path / "copy" / "session-1.jsonl")
+    (link,) = [e for e in s.find(CustomEntry) if e.custom_type == "claude-code/subagent"]
+    branch = s.branch(link.data["last_entry_id"])
+    assert isinstance(branch[0], CustomEntry) and branch[0].custom_type == \
+        "claude-code/queue-operation"
+    assert [m.role for m in s.build_context(link.data["last_entry_id"]).messages] == [
+        "user", "assistant", "tool", "assistant"]

@@ -508,15 +508,24 @@ class _Builder:
             return self.last(self.tail[id(group)])
         return self.last(node.out)
 
+    @staticmethod
+    def _start_key(f: _File) -> str | None:
+        """What the records before a file's first line are chained after (main: the root)."""
+        return None if f.role == "main" else f"\0start:{f.path}"
+
+    def _start(self, f: _File) -> str | None:
+        key = self._start_key(f)
+        tip = self.last(key)
+        return None if tip == key else tip
+
     def resolve(self, f: _File, node: _Node) -> str | None:
         """The entry id ``node`` hangs from."""
-        own_root = f.role != "main" or node.sidechain
         if node.parent is None:
-            return None if own_root else self.last(None)
+            return None if node.sidechain else self._start(f)
         target = f.by_uuid.get(node.parent)
         if target is None or not target.placed or target.out is None:
             self.missing_parents += 1
-            return None if own_root else self.last(None)
+            return None if node.sidechain else self._start(f)
         return self.tip(target)
 
     # -- nodes ------------------------------------------------------------------------------
@@ -611,10 +620,11 @@ class _Builder:
 
     def _inline_custom(self, f: _File, node: _Node) -> None:
         """A record without a uuid: chained after the last line written before it."""
-        parent = self.last(self.anchor.get(id(f)))
-        if parent is None and f.role != "main":
-            parent = None  # before a sub-agent's first line: a root of its own
-        self.tip_after[parent] = self._custom(node, parent, node.record_type)
+        at = self.anchor.get(id(f))
+        key = at if at is not None else self._start_key(f)
+        tip = self.last(key)
+        parent = None if tip == self._start_key(f) else tip
+        self.tip_after[tip] = self._custom(node, parent, node.record_type)
 
     def _join_summary(self, f: _File, node: _Node) -> bool:
         """Fold an ``isCompactSummary`` line into the compaction entry of its boundary."""

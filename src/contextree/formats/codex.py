@@ -96,6 +96,7 @@ CUSTOM_TOOL = "custom_tool_call"
 KNOWN_LINES = frozenset(("session_meta", "response_item", "compacted", "turn_context",
                          "world_state", "token_usage_record", "event_msg"))
 _OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+_NOT_SENT = ("ghost_snapshot",)  # undo snapshots: kept as custom entries
 _STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_call": "input",
              "function_call_output": "output", "custom_tool_call_output": "output",
              "reasoning": "encrypted_content"}
@@ -361,6 +362,9 @@ class _Builder:
             return
         if kind == "token_usage_record":
             usage = _usage(payload.get("usage"))
+            raw = payload.get("usage")
+            if isinstance(raw, dict) and isinstance(raw.get("input_tokens"), int):
+                self.last_input_tokens = raw["input_tokens"]
             if self.pending.items:
                 self.pending.usage = usage
             elif self.compaction_output is not None and self.compaction_output[1] is None:
@@ -479,6 +483,10 @@ class _Builder:
         self.append(entry, {"records": records})
 
     def _item(self, line: Json, payload: Json, ts: str) -> None:
+        if payload.get("type") in _NOT_SENT:
+            self.flush()
+            self.add_custom(line, ts)
+            return
         meta = line.get("metadata")
         if payload.get("type") == "message" and isinstance(meta, dict) \
                 and meta.get("compaction_output"):
