@@ -945,7 +945,7 @@ def test_claude_code_summary_after_an_attachment_is_joined(tmp_path: Path,
     s = imported("claude-code", write_lines(tmp_path / "s.jsonl", lines))
     msgs = s.build_context().messages
     assert msgs[0].kind == "compaction_summary"
-    assert [m.text for m in msgs if m.role == "system"][0].startswith("Available agent types")
+    assert next(m.text for m in msgs if m.role == "system").startswith("Available agent types")
     assert msgs[-1].text == "After compacting: a.txt is the only file."
     assert sum(e.parent_id is None for e in s.entries()) == 1
 
