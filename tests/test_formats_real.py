@@ -471,8 +471,7 @@ CX_STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_
 def cx_strip(d: Json) -> Json:
     p = d["payload"]
     key = CX_STRIPPED.get(p.get("type")) if d["type"] == "response_item" else None
-    if d["type"] == "session_meta" and isinstance(p.get("base_instructions"), dict) and not \
-            d.get("_custom"):
+    if d["type"] == "session_meta" and isinstance(p.get("base_instructions"), dict):
         base = {k: v for k, v in p["base_instructions"].items() if k != "text"}
         return {**d, "payload": {**p, "base_instructions": base}}
     return {**d, "payload": {k: v for k, v in p.items() if k != key}} if key else d

@@ -682,11 +682,13 @@ class _Builder:
             seg = meta.get("preservedSegment")
             uuids = _segment(f, seg) if isinstance(seg, dict) else []
         out: list[_Node] = []
+        seen: set[int] = set()
         for u in uuids:
             node = f.by_uuid.get(u) if isinstance(u, str) else None
             if node is None or not node.placed:
                 self.missing_preserved += 1
-            elif node not in out:
+            elif id(node) not in seen:
+                seen.add(id(node))
                 out.append(node)
         return out
 
