@@ -590,7 +590,7 @@ class _Builder:
         first = self._id(node.uuids[0])
         node.ids = [first] + [self._id(f"{first}.{i}") for i in range(1, len(msgs))]
         for i, (eid, msg) in enumerate(zip(node.ids, msgs, strict=True)):
-            entry = MessageEntry(eid, parent, stamp, message=msg)
+            entry = MessageEntry(id=eid, parent_id=parent, timestamp=stamp, message=msg)
             if i == 0:
                 entry.set_extra({EXTRA_KEY: self._kept(node)})
             self._add(entry)
@@ -608,8 +608,8 @@ class _Builder:
     def _custom(self, node: _Node, parent: str | None, kind: str) -> str:
         eid = self._id(node.uuids[0] if node.uuids else None)
         custom_type = CUSTOM_PREFIX + kind
-        entry = CustomEntry(eid, parent, self._time(node), custom_type=custom_type,
-                            data=node.first)
+        entry = CustomEntry(id=eid, parent_id=parent, timestamp=self._time(node),
+                            custom_type=custom_type, data=node.first)
         if node.rewritten:
             entry.set_extra({EXTRA_KEY: {"rewritten": node.rewritten}})
         self._add(entry)
@@ -663,7 +663,8 @@ class _Builder:
         eid = self._id(node.uuids[0])
         pre, post = meta.get("preTokens"), meta.get("postTokens")
         entry = CompactionEntry(
-            eid, parent, self._time(node), summary="", first_kept_entry_id=None,
+            id=eid, parent_id=parent, timestamp=self._time(node), summary="",
+            first_kept_entry_id=None,
             tokens_before=pre if isinstance(pre, int) else 0,
             tokens_after=post if isinstance(post, int) else None,
             retained_tail=tail,
@@ -712,7 +713,7 @@ class _Builder:
                       "file": str(agent.path), "meta": agent.meta}
         parent = self.last(after)
         eid = self._id(None)
-        entry = CustomEntry(eid, parent, self.stamp or now(),
+        entry = CustomEntry(id=eid, parent_id=parent, timestamp=self.stamp or now(),
                             custom_type=CUSTOM_PREFIX + "subagent", data=data)
         self._add(entry)
         self.custom[entry.custom_type] += 1
@@ -785,7 +786,7 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     if name is not None:
         stamp = entries[-1].timestamp if entries else now()
         info_id = b._id(f"{leaf}.name" if leaf else None)
-        entries.append(SessionInfoEntry(info_id, leaf, stamp, name=name))
+        entries.append(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
         leaf = info_id
     report = _report(b, main, agents)
     info = main.info

@@ -223,7 +223,8 @@ def _assistant(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Json]) 
     if not blocks:
         return
     first = envelopes[0] if envelopes and envelopes[0].get("type") == "assistant" else None
-    mid = (first or {}).get("message", {}).get("id") or "msg_" + w.new_uuid("m").replace("-", "")[:24]
+    mid = (first or {}).get("message", {}).get("id") or \
+        "msg_" + w.new_uuid("m").replace("-", "")[:24]
     usage = _usage(msg)
     matched = len(envelopes) == len(blocks)
     for i, block in enumerate(blocks):

@@ -327,14 +327,15 @@ class _Builder:
         kept: Json = {"records": [_kept_line(x) for x in lines]}
         if parts is not None:
             kept["parts"] = parts
-        self.append(MessageEntry(self.ids.new(), self.leaf, ts, message=msg), kept)
+        self.append(MessageEntry(id=self.ids.new(), parent_id=self.leaf, timestamp=ts,
+                                 message=msg), kept)
 
     def add_custom(self, line: Json, ts: str) -> None:
         custom_type = CUSTOM_PREFIX + str(line.get("type"))
         if self.thread is None:
             self.custom[custom_type] += 1
-        self.append(CustomEntry(self.ids.new(), self.leaf, ts, custom_type=custom_type,
-                                data=line))
+        self.append(CustomEntry(id=self.ids.new(), parent_id=self.leaf, timestamp=ts,
+                                custom_type=custom_type, data=line))
 
     # -- lines -----------------------------------------------------------------------------
     def line(self, n: int, obj: Any, path: Path) -> None:
@@ -402,7 +403,7 @@ class _Builder:
         if isinstance(base, dict):
             kept = {**line, "payload": {**payload, "base_instructions": {
                 k: v for k, v in base.items() if k != "text"}}}
-        self.append(MessageEntry(self.ids.new(), self.leaf, ts, message=msg),
+        self.append(MessageEntry(id=self.ids.new(), parent_id=self.leaf, timestamp=ts, message=msg),
                     {"records": [kept]})
 
     def _turn_context(self, line: Json, payload: Json, ts: str) -> None:
@@ -410,12 +411,12 @@ class _Builder:
         model, effort = payload.get("model"), payload.get("effort")
         if isinstance(model, str) and model != self.model:
             self.model = model
-            self.append(ModelChangeEntry(self.ids.new(), self.leaf, ts, provider=self.provider,
-                                         model_id=model))
+            self.append(ModelChangeEntry(id=self.ids.new(), parent_id=self.leaf, timestamp=ts,
+                                         provider=self.provider, model_id=model))
         if isinstance(effort, str) and effort != self.effort:
             self.effort = effort
-            self.append(ThinkingLevelChangeEntry(self.ids.new(), self.leaf, ts,
-                                                 thinking_level=effort))
+            self.append(ThinkingLevelChangeEntry(id=self.ids.new(), parent_id=self.leaf,
+                                                 timestamp=ts, thinking_level=effort))
 
     def _event(self, line: Json, payload: Json, ts: str) -> None:
         kind = payload.get("type")
@@ -476,7 +477,8 @@ class _Builder:
             records.insert(0, _kept_line(output_line))
             self.compaction_output = None
         entry = CompactionEntry(
-            self.ids.new(), self.leaf, ts, summary="", first_kept_entry_id=None,
+            id=self.ids.new(), parent_id=self.leaf, timestamp=ts, summary="",
+            first_kept_entry_id=None,
             tokens_before=self.last_input_tokens, retained_tail=tail, usage=usage,
             details={"source": "codex", "window_number": payload.get("window_number")},
         )
@@ -656,7 +658,8 @@ def read(path: Path, progress: Progress | None = None, *,
     leaf = b.leaf
     if b.name is not None:
         stamp = b.entries[-1].timestamp if b.entries else now()
-        b.entries.append(SessionInfoEntry(b.ids.new(), leaf, stamp, name=b.name))
+        b.entries.append(SessionInfoEntry(id=b.ids.new(), parent_id=leaf, timestamp=stamp,
+                                          name=b.name))
         leaf = b.entries[-1].id
     report: Json = {"records": dict(sorted(b.records.items())),
                     "custom_entries": dict(sorted(b.custom.items())),

@@ -15,7 +15,8 @@ model sees at ``at`` (default: the leaf):
 
 A compaction summary keeps its role: one imported from Codex or Claude Code stays a user
 message (Codex itself puts its summaries in the history that way), contextree's own (a
-system message) becomes a developer message. ``export_to_home`` writes the rollout where Codex finds it by id:
+system message) becomes a developer message. ``export_to_home`` writes the rollout where
+Codex finds it by id:
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl``.
 """
 
