@@ -963,3 +963,32 @@ def test_sidechain_records_before_its_first_line_stay_with_it(tmp_path: Path,
         "claude-code/queue-operation"
     assert [m.role for m in s.build_context(link.data["last_entry_id"]).messages] == [
         "user", "assistant", "tool", "assistant"]
+
+
+def test_exports_keep_each_provider_to_its_own_parts(tmp_path: Path) -> None:
+    """Thinking signed by one provider, and blocks or items only one API knows, are not
+    written for the other; a data URL image becomes an Anthropic base64 image."""
+    from contextree.formats import claude_code_export, codex_export
+    from contextree.messages import UnknownPart
+
+    s = Session.create(tmp_path / "s.jsonl", durable=False)
+    s.append_message(Message.user([TextPart(text="look"),
+                                   ImagePart(url=f"data:image/png;base64,{TINY_PNG}")]))
+    s.append_message(Message.assistant([
+        ThinkingPart(thinking="anthropic", signature="sig-a"),
+        ThinkingPart(thinking="openai", signature="enc-o").set_extra({"id": "rs_1"}),
+        UnknownPart({"type": "server_tool_use", "id": "srv_1", "name": "web_search",
+                     "input": {}}),
+        UnknownPart({"type": "web_search_call", "id": "ws_1", "status": "completed"}),
+        TextPart(text="done")]))
+    cc = [d for d in claude_code_export.records(s) if d["type"] == "assistant"]
+    blocks = [d["message"]["content"][0] for d in cc]
+    assert [b["type"] for b in blocks] == ["thinking", "server_tool_use", "text"]
+    assert blocks[0]["signature"] == "sig-a"
+    user = next(d for d in claude_code_export.records(s) if d["type"] == "user")
+    assert user["message"]["content"][1]["source"] == {
+        "type": "base64", "media_type": "image/png", "data": TINY_PNG}
+    items = [d["payload"] for d in codex_export.lines(s)[1:]]
+    assert [i["type"] for i in items] == ["message", "reasoning", "web_search_call", "message"]
+    assert items[1]["encrypted_content"] == "enc-o"
+    s.close()

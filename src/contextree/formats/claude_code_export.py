@@ -200,6 +200,9 @@ def block_of(part: AnyPart, *, assistant: bool = False) -> Json | None:
         if part.data is not None:
             source = {"type": "base64", "media_type": part.mime_type or "image/png",
                       "data": part.data}
+        elif part.url is not None and part.url.startswith("data:") and ";base64," in part.url:
+            media, _, data = part.url[5:].partition(";base64,")
+            source = {"type": "base64", "media_type": media or "image/png", "data": data}
         elif part.url is not None:
             source = {"type": "url", "url": part.url}
         else:
@@ -207,8 +210,15 @@ def block_of(part: AnyPart, *, assistant: bool = False) -> Json | None:
         return {"type": "image", "source": {**source, **source_extra},
                 **_known(extra, ("cache_control",))}
     if isinstance(part, UnknownPart):
-        return dict(part.data)
+        return None if is_responses_item(part.type) else dict(part.data)
     return None
+
+
+def is_responses_item(kind: str) -> bool:
+    """Whether a part another importer kept is an OpenAI Responses item or content part
+    (never an Anthropic block, so never sent to Anthropic)."""
+    return kind.endswith(("_call", "_call_output")) or kind.startswith(
+        ("input_", "output_")) or kind in ("compaction", "reasoning", "message")
 
 
 def _assistant(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Json]) -> None:

@@ -36,6 +36,7 @@ from ..entries import now
 from ..errors import SessionExists
 from ..messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart
 from .base import Json, dump_lines, iso_to_ms
+from .claude_code_export import is_responses_item
 from .codex import CUSTOM_TOOL, codex_home
 
 __all__ = ["TESTED_VERSION", "export_to_home", "items", "lines", "thread_uuid", "write"]
@@ -222,8 +223,8 @@ def _assistant_items(msg: Message, custom_calls: set[str]) -> list[Json]:
         elif isinstance(p, TextPart):
             if p.text:
                 text.append({"type": "output_text", "text": p.text, "annotations": []})
-        elif isinstance(p, UnknownPart) and p.type not in ("image", "tool_use"):
-            out.append(dict(p.data))
+        elif isinstance(p, UnknownPart) and is_responses_item(p.type):
+            out.append(dict(p.data))  # an item Codex wrote that contextree does not model
     if text:
         out.append({"type": "message", "role": "assistant", "content": text})
     for call in msg.tool_calls or ():
