@@ -547,11 +547,18 @@ def test_codex_fork_parent_is_found_by_thread_id(tmp_path: Path) -> None:
     day = home / "sessions" / "2026" / "12" / "01"
     day.mkdir(parents=True)
     shutil.copy(src / "rollout-1.jsonl", day / "rollout-parent.jsonl")
+    later = {"timestamp": "2026-12-01T09:00:00.000Z", "ordinal": 34, "type": "response_item",
+             "payload": {"type": "message", "role": "user",
+                         "content": [{"type": "input_text", "text": "LATER, after the fork"}]}}
+    with open(day / "rollout-parent.jsonl", "a") as f:  # the parent went on after the fork
+        f.write(json.dumps(later) + "\n")
     (day / f"rollout-decoy-{parent_id}.jsonl").write_text(
         json.dumps({"type": "session_meta", "payload": {"id": "someone-else"}}) + "\n")
     imported = codex.read(alone / f"rollout-x-{parent_id}.jsonl", home=home)
     assert imported.report["fork_parents"][0]["path"] == str(day / "rollout-parent.jsonl")
     assert imported.header.parent_session == parent_id
+    texts = [e.message.text for e in imported.entries if isinstance(e, MessageEntry)]
+    assert "What does a.txt contain?" in texts and "LATER, after the fork" not in texts
 
 
 # -- finding sessions -----------------------------------------------------------------------
