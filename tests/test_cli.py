@@ -62,7 +62,7 @@ def make_session(path: Path, *, turns: int = 3) -> dict[str, str]:
         for i in range(turns):
             s.append_message(Message.user(f"step {i}"))
             s.append_message(Message.assistant(f"done {i}"))
-        ids["compaction"] = s.append_compaction("Fixed add() in calc.py.", ids["found"], 900,
+        ids["compaction"] = s.append_compaction(summary="Fixed add() in calc.py.", first_kept_entry_id=ids["found"], tokens_before=900,
                                                 tokens_after=300)
         ids["tip_a"] = s.append_message(Message.user("Now try approach A."))
         ids["summary"] = s.move_to(ids["found"], "Approach A was abandoned.") or ""

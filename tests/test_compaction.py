@@ -20,13 +20,15 @@ from contextree.compaction import (
     Summarize,
     ToolResults,
     default_pipeline,
-    run_compaction,
 )
 from contextree.compaction.summarize import SYSTEM_PROMPT
 from contextree.entries import CompactionEntry, MessageEntry
 from contextree.errors import ModelUnavailable
+from contextree.markers import TruncationRecord
 from contextree.messages import Message, ToolCall, Usage
 from contextree.models.scripted import ScriptedModel
+from contextree.runtime.compaction import compaction_events
+from contextree.runtime.events import CompactionFailedPayload, Event
 from contextree.tokens import EstimateCounter
 
 COUNTER = EstimateCounter()
@@ -271,7 +273,8 @@ def test_placeholder_of_a_truncated_result_points_to_the_overflow_file() -> None
     c.user("Run the tests.")
     saved = '/data/tool-output/2024 "x"/shell-abc.txt'
     c.step(tools=[("shell", {"command": "pytest -x"}, big(400))],
-           meta={"truncated": {"saved_path": saved, "total_lines": 90_000}})
+           meta=TruncationRecord(total_lines=90_000, total_bytes=4_000_000, shown_lines=400,
+                                 saved_path=saved).to_meta())
     c.step(tools=[("read", {"path": "x.py"}, "short")])
     s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
     text = context(s).messages[3].text
@@ -565,7 +568,8 @@ def test_summarize_sends_a_structured_prompt_and_marks_the_summary() -> None:
     after = context(s)
     summary = after.messages[0]
     assert summary.role == "system" and summary.meta == {
-        "kind": "compaction_summary", "entry_id": r.entry_id, "tokens_before": r.tokens_before}
+        "kind": "compaction_summary", "entry_id": r.entry_id, "tokens_before": r.tokens_before,
+        "summary": "## Objective\nRefactor modules 0-5."}  # the raw summary, as written
     assert "Refactor modules 0-5." in summary.text
     assert not any("Refactor modules 0-5." in m.text for m in after.messages if m.role == "user")
     assert r.summary == "## Objective\nRefactor modules 0-5."
@@ -681,17 +685,16 @@ def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: P
     original = [e for e in s.branch()]
     on_disk = snapshot(path)
     model = ScriptedModel([ModelUnavailable("provider down")])
-    events: list[tuple[str, dict[str, Any]]] = []
-    r = run_compaction(s, CompactionPolicy(2000),
-                       pipeline(SlidingWindow(), Summarize(model), Digest()),
-                       emit=lambda name, payload: events.append((name, payload)))
+    r = s.compact(2000, pipeline=pipeline(SlidingWindow(), Summarize(model), Digest()))
+    events = compaction_events(r)
     assert len(model.calls) == 1
     summ = next(x for x in r.stages if x.name == "summarize")
     assert not summ.applied and "provider down" in summ.note
     assert r.applied[-1] == "digest"
-    assert ("compaction_failed", {"stage": "summarize",
-                                  "error": repr(ModelUnavailable("provider down"))}) \
-        in events
+    assert {"event": Event.COMPACTION_FAILED, "reason": f"stage summarize {summ.note}",
+            "tokens": summ.tokens_before, "stage": "summarize",
+            "error": repr(ModelUnavailable("provider down"))} in events
+    assert [e["event"] for e in events] == ["compaction_failed", "compacted"]
     # history untouched: the old entries unchanged, one compaction entry appended
     branch = s.branch()
     assert branch[: len(original)] == original
@@ -708,14 +711,27 @@ def test_a_failing_ladder_writes_nothing(tmp_path: Path) -> None:
     long_session(s, turns=6)
     on_disk = snapshot(path)
     original = s.branch()
-    events: list[tuple[str, dict[str, Any]]] = []
-    r = run_compaction(s, CompactionPolicy(2000),
-                       pipeline(Summarize(ScriptedModel([RuntimeError("boom")]))),
-                       emit=lambda name, payload: events.append((name, payload)))
+    r = s.compact(2000, pipeline=pipeline(Summarize(ScriptedModel([RuntimeError("boom")]))))
+    events = compaction_events(r)
     assert r.entry_id is None and r.applied == [] and not r.reached_target and r.reason
     assert snapshot(path) == on_disk and s.branch() == original
-    assert [e[0] for e in events] == ["compaction_start", "compaction_failed"]
-    assert events[-1][1]["stage"] == "summarize" and "boom" in events[-1][1]["error"]
+    assert [e["event"] for e in events] == ["compaction_failed", "compaction_failed"]
+    first = events[0]
+    assert first["stage"] == "summarize" and "boom" in (first.get("error") or "")
+    assert events[1] == {"event": "compaction_failed", "reason": r.reason,
+                         "tokens": r.tokens_before, "stage": None, "error": None}
+
+
+def test_compaction_failed_has_one_payload_shape() -> None:
+    """A failing stage and a failing ladder report through the same payload type."""
+    s, _ = long_session(turns=6)
+    r = s.compact(2000, pipeline=pipeline(Summarize(ScriptedModel([RuntimeError("boom")]))))
+    failed = [p for p in compaction_events(r) if p["event"] == Event.COMPACTION_FAILED]
+    assert len(failed) == 2 and {p.get("stage") for p in failed} == {"summarize", None}
+    shape = set(CompactionFailedPayload.__annotations__) | {"event"}
+    assert all(set(p) == shape for p in failed)
+    assert all(isinstance(p["reason"], str) and p["reason"] for p in failed)
+    assert all(isinstance(p["tokens"], int) for p in failed)
 
 
 def test_an_empty_summary_counts_as_a_failure() -> None:
@@ -912,7 +928,7 @@ def test_a_retained_tail_compaction_is_counted_as_shown_then_digested() -> None:
     c.turn("Imported task.")
     tail = [Message.user("Retained request: keep the CLI flags."),
             Message.assistant("Retained answer " + "with detail " * 300)]
-    s.append_compaction("Imported summary.", None, 50_000, retained_tail=tail)
+    s.append_compaction(summary="Imported summary.", first_kept_entry_id=None, tokens_before=50_000, retained_tail=tail)
     c.turn("New task after the import.", steps=6)
     before = context(s)
     assert "Retained answer" in before.messages[1].text + before.messages[2].text
@@ -1011,18 +1027,14 @@ def test_usage_below_the_estimate_scales_it_down() -> None:
 
 def test_compacted_event_payload() -> None:
     s, _ = long_task(steps=20)
-    events: list[tuple[str, dict[str, Any]]] = []
     model = ScriptedModel(["THE SUMMARY"])
-    r = run_compaction(s, CompactionPolicy(3000),
-                       pipeline(ToolResults(keep_recent=1), SlidingWindow(),
-                                Summarize(model, keep_ratio=0.9), Digest()),
-                       emit=lambda n, p: events.append((n, p)))
-    names = [e[0] for e in events]
-    assert names == ["compaction_start", "compacted"]
-    start = events[0][1]
-    assert start["window"] == 3000 and start["leaf_id"] is not None
-    p = events[1][1]
-    assert p == r.payload()
+    r = s.compact(3000, pipeline=pipeline(ToolResults(keep_recent=1), SlidingWindow(),
+                                          Summarize(model, keep_ratio=0.9), Digest()))
+    events = compaction_events(r)
+    names = [e["event"] for e in events]
+    assert names == ["compacted"]
+    p = dict(events[0])
+    assert p.pop("event") == "compacted" and p == r.payload()
     assert p["entry_id"] == s.leaf_id
     assert p["summary"] == "THE SUMMARY"
     assert [st["name"] for st in p["stages"]] == ["tool_results", "sliding_window", "summarize"]
@@ -1045,7 +1057,7 @@ def test_compacted_event_payload() -> None:
 
 def test_no_compacted_event_on_dry_run() -> None:
     s, _ = long_session(turns=6)
-    events: list[str] = []
-    run_compaction(s, CompactionPolicy(2000), default_pipeline(), dry_run=True,
-                   emit=lambda n, p: events.append(n))
-    assert events == ["compaction_start"]
+    before = s.branch()
+    r = s.compact(2000, pipeline=default_pipeline(), dry_run=True)
+    assert r.entry is not None and r.entry_id is None and s.branch() == before
+    assert compaction_events(r) == []

@@ -245,7 +245,7 @@ def test_every_stage_keeps_the_invariants(conversation: list[Turn], stages: list
                                           usage: int) -> None:
     s, _, system_id = session_with(conversation, usage)
     ctx = s.build_context()
-    total = count_context(ctx.messages, COUNTER, anchor=ctx.usage_anchor)
+    total = count_context(ctx.messages, COUNTER, fresh_from=ctx.fresh_from)
     window = max(1, int(total * fraction / compact_to))
     run_and_check(s, system_id, stages, window, compact_to)
 

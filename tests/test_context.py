@@ -86,12 +86,13 @@ def test_compaction_keeps_summary_then_first_kept_onwards_then_later_entries() -
     s.append_message(A("m2"))
     k = s.append_message(U("m3"))
     s.append_message(A("m4"))
-    c = s.append_compaction("what happened before", k, 12345)
+    c = s.append_compaction(summary="what happened before", first_kept_entry_id=k, tokens_before=12345)
     s.append_message(U("m5"))
     ctx = s.build_context()
     assert ctx.messages[0].role == "system"
     assert ctx.messages[0].meta == {"kind": "compaction_summary", "entry_id": c,
-                                    "tokens_before": 12345}
+                                    "tokens_before": 12345,
+                                    "summary": "what happened before"}  # the raw summary
     assert ctx.messages[0].text.endswith("what happened before")
     assert texts(ctx)[1:] == ["m3", "m4", "m5"]
     assert ctx.compaction is not None and ctx.compaction.id == c
@@ -102,7 +103,7 @@ def test_compaction_retained_tail_replaces_kept_entries() -> None:
     s = ct.Session.in_memory()
     s.append_message(U("m1"))
     k = s.append_message(A("m2"))
-    c = s.append_compaction("sum", k, 10, retained_tail=[U("tail1"), A("tail2")])
+    c = s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10, retained_tail=[U("tail1"), A("tail2")])
     s.append_message(U("after"))
     ctx = s.build_context()
     assert texts(ctx)[1:] == ["tail1", "tail2", "after"]
@@ -112,7 +113,7 @@ def test_compaction_retained_tail_replaces_kept_entries() -> None:
 def test_compaction_without_first_kept_keeps_only_later_entries() -> None:
     s = ct.Session.in_memory()
     s.append_message(U("m1"))
-    s.append_compaction("sum", None, 10)
+    s.append_compaction(summary="sum", first_kept_entry_id=None, tokens_before=10)
     s.append_message(U("after"))
     assert texts(s.build_context())[1:] == ["after"]
 
@@ -120,7 +121,7 @@ def test_compaction_without_first_kept_keeps_only_later_entries() -> None:
 def test_compaction_with_empty_summary_adds_no_summary_message() -> None:
     s = ct.Session.in_memory()
     k = s.append_message(U("m1"))
-    s.append_compaction("", k, 10)
+    s.append_compaction(summary="", first_kept_entry_id=k, tokens_before=10)
     assert [m.role for m in s.build_context().messages] == ["user"]
 
 
@@ -128,9 +129,9 @@ def test_latest_compaction_on_the_branch_decides() -> None:
     s = ct.Session.in_memory()
     s.append_message(U("m1"))
     k2 = s.append_message(U("m2"))
-    s.append_compaction("first", k2, 10)
+    s.append_compaction(summary="first", first_kept_entry_id=k2, tokens_before=10)
     k3 = s.append_message(U("m3"))
-    s.append_compaction("second", k3, 20)
+    s.append_compaction(summary="second", first_kept_entry_id=k3, tokens_before=20)
     s.append_message(U("m4"))
     ctx = s.build_context()
     assert ctx.messages[0].text.endswith("second")
@@ -139,9 +140,9 @@ def test_latest_compaction_on_the_branch_decides() -> None:
     s2 = ct.Session.in_memory()
     s2.append_message(U("m1"))
     k = s2.append_message(U("m2"))
-    s2.append_compaction("old", k, 10)
+    s2.append_compaction(summary="old", first_kept_entry_id=k, tokens_before=10)
     s2.append_message(U("m3"))
-    s2.append_compaction("new", k, 20)
+    s2.append_compaction(summary="new", first_kept_entry_id=k, tokens_before=20)
     ctx2 = s2.build_context()
     assert [m.text for m in ctx2.messages if m.meta] == [ctx2.messages[0].text]
     assert texts(ctx2)[1:] == ["m2", "m3"]
@@ -151,7 +152,7 @@ def test_compaction_on_another_branch_does_not_apply() -> None:
     s = ct.Session.in_memory()
     a = s.append_message(U("m1"))
     s.append_message(U("m2"))
-    s.append_compaction("sum", None, 10)
+    s.append_compaction(summary="sum", first_kept_entry_id=None, tokens_before=10)
     s.move_to(a)
     s.append_message(U("m3"))
     assert texts(s.build_context()) == ["m1", "m3"]
@@ -176,7 +177,7 @@ def test_state_is_derived_from_the_whole_branch() -> None:
     s.append_model_change("anthropic", "claude")
     s.append_thinking_level_change("high")
     s.append_active_tools_change(["read", "shell"])
-    s.append_compaction("sum", k, 10)  # compaction hides messages, not state
+    s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10)  # compaction hides messages, not state
     ctx = s.build_context()
     assert ctx.model == ("anthropic", "claude")
     assert ctx.thinking_level == "high"
@@ -190,7 +191,7 @@ def test_cleared_tool_results_show_their_placeholder() -> None:
     first = s.append_message(U("go"))
     s.append_message(A("", tool_calls=[call("c1")]))
     r = s.append_message(result("c1", "a very long output"))
-    s.append_compaction("", first, 10, cleared={r: "[cleared: re-run read]"})
+    s.append_compaction(summary="", first_kept_entry_id=first, tokens_before=10, cleared={r: "[cleared: re-run read]"})
     ctx = s.build_context()
     tool = ctx.messages[-1]
     assert tool.role == "tool" and tool.text == "[cleared: re-run read]"
@@ -203,7 +204,7 @@ def test_usage_anchor_ignores_usage_reported_before_the_compaction() -> None:
     k = s.append_message(U("q"))
     s.append_message(A("r", usage=ct.Usage(input=50, output=5, total=55)))
     assert s.build_context().usage_anchor == 1
-    s.append_compaction("sum", k, 10)
+    s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10)
     assert s.build_context().usage_anchor is None
     s.append_message(A("r2", usage=ct.Usage(input=20, output=2, total=22)))
     ctx = s.build_context()
@@ -260,7 +261,7 @@ def test_result_whose_call_was_compacted_away_is_dropped() -> None:
     s.append_message(A("", tool_calls=[call("c1")]))
     k = s.append_message(result("c1"))
     s.append_message(U("next"))
-    s.append_compaction("sum", k, 10)
+    s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10)
     ctx = s.build_context()
     assert [m.role for m in ctx.messages] == ["system", "user"]
 
@@ -315,7 +316,7 @@ def grow(ops: list[tuple[Any, ...]]) -> tuple[ct.Session, list[str]]:
         elif kind == "compact":
             branch = [e.id for e in s.branch()]
             first_kept = branch[op[1] % len(branch)] if branch and op[1] is not None else None
-            ids.append(s.append_compaction("sum" if op[3] else "", first_kept, 10,
+            ids.append(s.append_compaction(summary="sum" if op[3] else "", first_kept_entry_id=first_kept, tokens_before=10,
                                            retained_tail=op[2]))
         elif kind == "custom_message":
             ids.append(s.append_custom_message("note", "cm", display=op[1]))
@@ -421,6 +422,6 @@ def test_pinned_entries_before_the_kept_range_come_right_after_the_summary() -> 
     task = s.append_message(U("the task"))
     s.append_message(A("old work"))
     k = s.append_message(U("recent"))
-    s.append_compaction("sum", k, 10, pinned=[task])
+    s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10, pinned=[task])
     s.append_message(A("after"))
     assert texts(s.build_context())[1:] == ["the task", "recent", "after"]

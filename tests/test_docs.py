@@ -12,7 +12,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 
-@pytest.mark.parametrize("page", sorted(DOCS.glob("*.md")), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", sorted([*DOCS.glob("*.md"), *DOCS.glob("integrations/*.md")]),
+                         ids=lambda p: p.name)
 def test_doc_examples_run(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CONTEXTREE_HOME", str(tmp_path / "home"))

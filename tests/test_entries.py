@@ -36,7 +36,7 @@ def build_every_entry_type(s: ct.Session) -> dict[str, str]:
     ids["model_change"] = s.append_model_change("openai", "gpt-4")
     ids["active_tools_change"] = s.append_active_tools_change(["bash", "read"])
     ids["compaction"] = s.append_compaction(
-        "summary of earlier", a, 100_000,
+        summary="summary of earlier", first_kept_entry_id=a, tokens_before=100_000,
         details={"k": [1, {"2": None}]},
         usage=ct.Usage(input=1, output=2, total=3, cost=0.5),
         retained_tail=[ct.Message.user("kept")],

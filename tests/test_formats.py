@@ -75,7 +75,7 @@ def build_session(path: Path) -> Session:
     s.append_message(Message.user([TextPart(text="Screenshot of the failure:"),
                                    ImagePart(data="aGVsbG8=", mime_type="image/png")]))
     kept = s.append_message(Message.assistant("I'll return None for empty input."))
-    s.append_compaction("Parser fails on empty input; reading parser.py.", kept, 5000,
+    s.append_compaction(summary="Parser fails on empty input; reading parser.py.", first_kept_entry_id=kept, tokens_before=5000,
                         details={"stages": ["digest"]}, usage=Usage(input=10, output=5),
                         tokens_after=800, cleared={result: "[tool result cleared]"},
                         pinned=[task])

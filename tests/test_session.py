@@ -101,7 +101,7 @@ def apply_ops(s: ct.Session, ops: list[tuple[Any, ...]]) -> None:
             first_kept = branch[op[1] % len(branch)] if branch and op[1] is not None else None
             tail = [ct.Message.user("kept")] if op[2] else None
             usage = ct.Usage(input=5, output=5, total=10, cost=0.01) if op[3] else None
-            ids.append(s.append_compaction("sum", first_kept, 1000, usage=usage,
+            ids.append(s.append_compaction(summary="sum", first_kept_entry_id=first_kept, tokens_before=1000, usage=usage,
                                            retained_tail=tail))
         elif kind == "custom":
             ids.append(s.append_custom("ext", op[1]))
@@ -124,9 +124,9 @@ def snapshot(s: ct.Session) -> dict[str, Any]:
     return {
         "leaf": s.leaf_id,
         "name": s.name,
-        "labels": s.storage.labels(),
+        "labels": s.labels(),
         "branch": [to_dict(e) for e in s.branch()],
-        "entries": [to_dict(e) for e in s.storage.entries()],
+        "entries": [to_dict(e) for e in s.entries()],
         "messages": [m.to_dict() for m in ctx.messages],
         "context_entry_ids": ctx.entry_ids,
         "state": (ctx.model, ctx.thinking_level, ctx.active_tools, ctx.usage_anchor),
@@ -245,6 +245,41 @@ def test_label_set_and_clear_and_unknown_target() -> None:
     assert info.value.code == "entry_not_found"
 
 
+def test_read_api_entries_labels_find_len_in() -> None:
+    s = ct.Session.in_memory()
+    assert s and len(s) == 0 and list(s.entries()) == [] and s.labels() == {}
+    assert bool(s) is True  # an empty session is truthy: ``session or default`` keeps it
+    a = s.append_message(ct.Message.user("a"))
+    b = s.append_message(ct.Message.assistant("b"))
+    label = s.set_label(a, "start")
+    s.append_compaction(summary="sum", first_kept_entry_id=b, tokens_before=10)
+    s.set_label(b, "reply")
+    s.set_label(b, None)
+    ids = [e.id for e in s.entries()]
+    assert len(s) == len(ids) == 6 and ids[:3] == [a, b, label]
+    assert a in s and label in s and "nope" not in s and 42 not in s
+    assert s.labels() == {a: "start"}
+    assert s.label_of(a) == "start" and s.label_of(b) is None and s.label_of("nope") is None
+    assert [e.id for e in s.find(ct.MessageEntry)] == [a, b]
+    assert [e.target_id for e in s.find(ct.LabelEntry)] == [a, b, b]
+    assert len(s.find(ct.CompactionEntry)) == 1
+    assert all(isinstance(e, ct.LabelEntry) for e in s.find(ct.LabelEntry))
+
+
+def test_append_compaction_takes_keywords_only() -> None:
+    s = ct.Session.in_memory()
+    k = s.append_message(ct.Message.user("a"))
+    with pytest.raises(TypeError):
+        s.append_compaction("sum", k, 10)  # type: ignore[misc]
+    assert len(s) == 1
+    c = s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10,
+                            tokens_after=4)
+    entry = s.get_entry(c)
+    assert isinstance(entry, ct.CompactionEntry)
+    assert (entry.summary, entry.first_kept_entry_id, entry.tokens_before,
+            entry.tokens_after) == ("sum", k, 10, 4)
+
+
 def test_set_name_keeps_latest() -> None:
     s = ct.Session.in_memory()
     assert s.name is None
@@ -262,7 +297,7 @@ def test_compaction_first_kept_must_be_on_branch() -> None:
     s.move_to(a)
     s.append_message(ct.Message.user("d"))
     with pytest.raises(ct.InvalidArgument) as info:
-        s.append_compaction("x", c, 10)
+        s.append_compaction(summary="x", first_kept_entry_id=c, tokens_before=10)
     assert info.value.code == "invalid_argument"
 
 
@@ -329,7 +364,7 @@ def test_fork_copies_path_links_source_and_carries_labels(tmp_path: Path) -> Non
         assert forked.label_of(a) == "first" and forked.label_of(b) == "second"
         assert [m.to_dict() for m in forked.build_context().messages] == src_ctx
         assert all(e.id in {a, b} or isinstance(e, ct.LabelEntry)
-                   for e in forked.storage.entries())
+                   for e in forked.entries())
         forked.append_message(ct.Message.user("continues"))  # the fork is writable
     with ct.Session.open(tmp_path / "fork.jsonl") as again:
         assert again.label_of(a) == "first"
@@ -382,7 +417,7 @@ def test_stats_counts_roles_usage_cost_models_for_branch_and_file(tmp_path: Path
         s.move_to(a)
         s.append_message(ct.Message.assistant("alt", usage=u3, model="big", provider="p"))
         s.append_message(ct.Message.tool("t", tool_call_id="x"))
-        s.append_compaction("sum", None, 10, usage=u1)
+        s.append_compaction(summary="sum", first_kept_entry_id=None, tokens_before=10, usage=u1)
         st_ = s.stats()
     assert st_.branch_count == 2
     assert st_.entry_count == 8  # 6 messages, 1 leaf move, 1 compaction

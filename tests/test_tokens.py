@@ -16,7 +16,8 @@ from contextree.tokens import (
     TiktokenCounter,
     TokenCounter,
     count_context,
-    find_anchor,
+    fresh_start,
+    usage_anchor,
 )
 
 PROSE = (
@@ -140,38 +141,43 @@ def convo() -> list[Message]:
     ]
 
 
-def test_find_anchor_and_anchored_count() -> None:
+def test_usage_anchor_and_anchored_count() -> None:
     msgs = convo()
-    assert find_anchor(msgs) == 2
+    assert usage_anchor(msgs) == 2
     expected = 1000 + 500 + 20 + 30 + counter.count_messages(msgs[3:])
-    assert count_context(msgs, counter, anchor=2) == expected
+    assert count_context(msgs, counter) == expected
+    assert count_context(msgs, counter, fresh_from=2) == expected
 
 
 def test_no_anchor_is_the_pure_estimate() -> None:
     msgs = convo()
-    assert count_context(msgs, counter) == counter.count_messages(msgs)
-    for bad in (0, 3, 99, -1):
-        assert count_context(msgs, counter, anchor=bad) == counter.count_messages(msgs)
+    assert count_context(msgs[:2], counter) == counter.count_messages(msgs[:2])
+    # usage from before ``fresh_from`` (produced before a compaction) anchors nothing
+    for stale in (3, 5, 99):
+        assert usage_anchor(msgs, stale) is None
+        assert count_context(msgs, counter, fresh_from=stale) == counter.count_messages(msgs)
 
 
 def test_anchor_skips_assistants_without_usable_usage() -> None:
     msgs = [*convo(), Message.assistant("done", usage=Usage(output=5))]
-    assert find_anchor(msgs) == 2
-    assert find_anchor([Message.user("hi"), Message.assistant("yo")]) is None
-    assert find_anchor([]) is None
+    assert usage_anchor(msgs) == 2
+    assert usage_anchor([Message.user("hi"), Message.assistant("yo")]) is None
+    assert usage_anchor([]) is None
 
 
 @pytest.mark.parametrize("kind", [Kind.COMPACTION_SUMMARY, Kind.CLEARED_TOOL_RESULT])
 def test_compacted_view_has_no_anchor(kind: Kind) -> None:
     msgs = convo()
     msgs[1] = msgs[1].marked(kind, content="summary of earlier turns")
-    assert find_anchor(msgs) is None
+    assert usage_anchor(msgs) is None  # where the compaction fell is not recorded
+    assert fresh_start(msgs) == len(msgs)
+    assert usage_anchor(msgs, fresh_from=2) == 2  # when it is, later usage anchors
 
 
 def test_other_meta_kinds_keep_the_anchor() -> None:
     msgs = convo()
     msgs[3] = msgs[3].replace(content="a.txt", meta={"truncated": {"saved_path": None}})
-    assert find_anchor(msgs) == 2
+    assert usage_anchor(msgs) == 2 and fresh_start(msgs) == 0
 
 
 def test_tiktoken_counter_with_a_local_encoding(monkeypatch: pytest.MonkeyPatch) -> None:

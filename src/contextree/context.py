@@ -22,8 +22,9 @@ from .entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
-from .markers import Kind
+from .markers import Kind, marker
 from .messages import Message
+from .tokens import usage_anchor
 
 # A projector turns a custom entry into messages: (entry, index in context entries, entries).
 Projector = Callable[[CustomEntry, int, Sequence[AnyEntry]], Sequence[Message]]
@@ -38,9 +39,9 @@ class SessionContext:
     """The messages to send and the state in force at the leaf.
 
     ``entry_ids[i]`` is the id of the entry that produced ``messages[i]`` (``None`` for a
-    message contextree added, such as an "interrupted" tool result). ``usage_anchor`` is the
-    index of the last assistant message whose reported usage describes this very context
-    (it came after the latest compaction), or ``None``.
+    message contextree added, such as an "interrupted" tool result). ``fresh_from`` is the
+    index of the first message from an entry appended after the latest compaction (``0``
+    without one): usage reported before it describes a context that no longer exists.
     """
 
     messages: list[Message]
@@ -49,7 +50,13 @@ class SessionContext:
     active_tools: list[str] | None = None
     entry_ids: list[str | None] = field(default_factory=list)
     compaction: CompactionEntry | None = None
-    usage_anchor: int | None = None
+    fresh_from: int = 0
+
+    @property
+    def usage_anchor(self) -> int | None:
+        """The index of the assistant message whose reported usage describes this very
+        context (see :func:`contextree.tokens.usage_anchor`), or ``None``."""
+        return usage_anchor(self.messages, self.fresh_from)
 
 
 def latest_compaction(path: Sequence[AnyEntry]) -> int | None:
@@ -103,18 +110,31 @@ def build_context(
                 m = m.marked(Kind.CLEARED_TOOL_RESULT, content=cleared[entry.id])
             raw.append((m, entry.id))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
-    ctx.usage_anchor = _usage_anchor(ctx, path)
+    ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
     return ctx
 
 
 def summary_message(comp: CompactionEntry) -> Message:
-    """The compaction summary as the model sees it: a system message marked in ``meta``."""
+    """The compaction summary as the model sees it: a system message whose marker carries
+    the raw summary, so a list of messages can be compacted again without reading text."""
     return Message(
         role="system",
         content=SUMMARY_PREFIX + comp.summary,
-        meta={"kind": "compaction_summary", "entry_id": comp.id,
-              "tokens_before": comp.tokens_before},
+        meta=marker(Kind.COMPACTION_SUMMARY, entry_id=comp.id,
+                    tokens_before=comp.tokens_before, summary=comp.summary),
     )
+
+
+def summary_of(message: Message) -> tuple[str, int] | None:
+    """The raw summary and ``tokens_before`` a compaction summary message was rendered from
+    (by :func:`summary_message`), or ``None`` for any other message. A marker without the raw
+    summary (written by an older version) gives the text the model saw."""
+    if message.kind is not Kind.COMPACTION_SUMMARY:
+        return None
+    meta = message.meta or {}
+    summary, tokens_before = meta.get("summary"), meta.get("tokens_before")
+    return (summary if isinstance(summary, str) else message.text,
+            tokens_before if isinstance(tokens_before, int) else 0)
 
 
 def _entry_messages(
@@ -130,7 +150,7 @@ def _entry_messages(
             Message(
                 role="user",
                 content=entry.content,
-                meta={"kind": "custom_message", "custom_type": entry.custom_type},
+                meta=marker(Kind.CUSTOM_MESSAGE, custom_type=entry.custom_type),
             ),
         )
     if isinstance(entry, BranchSummaryEntry):
@@ -139,7 +159,7 @@ def _entry_messages(
                 role="system",
                 content="The conversation returned here from another branch. Summary of that "
                 "branch:\n\n" + entry.summary,
-                meta={"kind": "branch_summary", "from_id": entry.from_id},
+                meta=marker(Kind.BRANCH_SUMMARY, from_id=entry.from_id),
             ),
         )
     if isinstance(entry, CustomEntry) and projectors and entry.custom_type in projectors:
@@ -165,7 +185,7 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
 def interrupted_result(call_id: str, name: str | None) -> Message:
     """The tool result that stands in for one that never arrived."""
     return Message.tool(INTERRUPTED, tool_call_id=call_id, name=name, is_error=True,
-                        meta={"kind": "interrupted"})
+                        meta=marker(Kind.INTERRUPTED))
 
 
 def repair_pairing(
@@ -205,18 +225,14 @@ def repair_pairing(
     return out, ids
 
 
-def _usage_anchor(ctx: SessionContext, path: Sequence[AnyEntry]) -> int | None:
-    """The last assistant message with usage, if its call saw the current compacted view.
-
-    Usage reported before the latest compaction describes a context that no longer exists,
-    so only messages from entries appended after that compaction can anchor a count.
-    """
+def _fresh_from(ctx: SessionContext, path: Sequence[AnyEntry]) -> int:
+    """The index of the first message from an entry after the latest compaction on ``path``
+    (``len(messages)`` when there is none yet)."""
     ci = latest_compaction(path)
-    fresh = None if ci is None else {e.id for e in path[ci + 1 :]}
-    for i in range(len(ctx.messages) - 1, -1, -1):
-        m = ctx.messages[i]
-        if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
-            if fresh is None or ctx.entry_ids[i] in fresh:
-                return i
-            return None
-    return None
+    if ci is None:
+        return 0
+    after = {e.id for e in path[ci + 1 :]}
+    for i, eid in enumerate(ctx.entry_ids):
+        if eid is not None and eid in after:
+            return i
+    return len(ctx.messages)

@@ -8,11 +8,21 @@ restores exactly where the session was.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from msgspec import UNSET, UnsetType
+
+from .compaction import (
+    CompactionPipeline,
+    CompactionPolicy,
+    CompactionResult,
+    default_pipeline,
+    plan_compaction,
+)
 from .context import Projector, SessionContext, build_context
 from .entries import (
     ActiveToolsChangeEntry,
@@ -35,23 +45,28 @@ from .errors import (
     DuplicateId,
     EntryNotFound,
     InvalidArgument,
+    LeafConflict,
     SessionExists,
     SessionNotFound,
     StorageFailure,
 )
 from .messages import Message, Usage
+from .models.base import Model
 from .stats import SessionStats, compute_stats
 from .storage.backends import Target, create_storage, open_storage, resolve
-from .storage.base import HIDDEN_IN_TREE, Storage
+from .storage.base import HIDDEN_IN_TREE, Storage, StorageHealth
 from .storage.memory import MemoryStorage
+from .tokens import TokenCounter
 
 if TYPE_CHECKING:
-    from .compaction import CompactionPipeline, CompactionResult
     from .overflow import OverflowStore
-    from .tokens import TokenCounter
 
 
 E = TypeVar("E")
+
+ExpectedLeaf = str | None | UnsetType
+"""``expected_leaf=``: the entry the leaf must be for a write to go ahead (``None``: an empty
+session or a leaf before the first entry); unset, no check."""
 
 
 @dataclass
@@ -162,12 +177,15 @@ class Session:
         return cls(MemoryStorage(header))
 
     def close(self) -> None:
+        """Close the storage (a file's writer lock is released); the session is then unusable."""
         self.storage.close()
 
     def __enter__(self) -> Session:
+        """``with Session.open(...) as s:`` closes the session at the end of the block."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the session."""
         self.close()
 
     @contextlib.contextmanager
@@ -180,26 +198,32 @@ class Session:
     # -- identity ------------------------------------------------------------------------
     @property
     def id(self) -> str:
+        """The session's id (from its header)."""
         return self.storage.header.id
 
     @property
     def header(self) -> SessionHeader:
+        """The header line: id, creation time, working directory, metadata, fork origin."""
         return self.storage.header
 
     @property
     def leaf_id(self) -> str | None:
+        """The current leaf: the entry new appends go under (``None``: before the first)."""
         return self.storage.leaf_id
 
     @property
     def name(self) -> str | None:
+        """The display name set with ``set_name``, or ``None``."""
         return self.storage.name or None
 
     @property
     def location(self) -> str:
+        """Where the session is stored: a file path, a URL, or ``"memory"``."""
         return self.storage.location
 
     # -- appending -----------------------------------------------------------------------
-    def _append(self, cls: type[Any], parent_id: str | None = None, **fields: Any) -> str:
+    def _append(self, cls: type[Any], parent_id: str | None = None, *,
+                expected_leaf: ExpectedLeaf = UNSET, **fields: Any) -> str:
         """Build an entry under the leaf (or ``parent_id``) with a fresh id and store it.
 
         Every backend refuses a duplicate id, so a random id that happens to be taken is
@@ -210,50 +234,85 @@ class Session:
         for _ in range(8):
             entry = cls(new_id(), parent, now(), **fields)
             try:
-                self.storage.append(entry)
+                self._store(entry, expected_leaf)
             except DuplicateId:
                 continue
             return entry.id  # type: ignore[no-any-return]
         raise StorageFailure("could not find an unused entry id after 8 tries",
                            path=self.location)  # pragma: no cover - 2**-256 odds
 
-    def append(self, entry: AnyEntry) -> str:
+    def _store(self, entry: AnyEntry, expected_leaf: ExpectedLeaf) -> None:
+        """Append ``entry``, refusing with ``LeafConflict`` unless the leaf is
+        ``expected_leaf`` (when given).
+
+        A backend whose ``append`` takes ``expected_leaf`` (PostgreSQL) checks it in the
+        transaction that appends; for the others the check is made here, which cannot race
+        another process since they admit one writer at a time.
+        """
+        if isinstance(expected_leaf, UnsetType):
+            self.storage.append(entry)
+        elif _checks_leaf(self.storage):
+            self.storage.append(entry, expected_leaf=expected_leaf)  # type: ignore[call-arg]
+        else:
+            self._check_leaf(expected_leaf)
+            self.storage.append(entry)
+
+    def _check_leaf(self, expected_leaf: ExpectedLeaf) -> None:
+        if not isinstance(expected_leaf, UnsetType) and self.leaf_id != expected_leaf:
+            raise LeafConflict(f"the leaf is {self.leaf_id!r}, not the expected "
+                               f"{expected_leaf!r}: another write came first; read the new "
+                               "leaf and retry", path=self.location)
+
+    def append(self, entry: AnyEntry, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Append a ready-made entry (its id, parent and timestamp are used as given)."""
-        self.storage.append(entry)
+        self._store(entry, expected_leaf)
         return entry.id
 
-    def append_message(self, message: Message | Mapping[str, Any]) -> str:
+    def append_message(self, message: Message | Mapping[str, Any], *,
+                       expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Append a message (a ``Message`` or its dict form) under the leaf; returns its id."""
         if not isinstance(message, Message):
             message = Message.from_dict(dict(message))
-        return self._append(MessageEntry, message=message)
+        return self._append(MessageEntry, message=message, expected_leaf=expected_leaf)
 
-    def append_thinking_level_change(self, thinking_level: str) -> str:
-        return self._append(ThinkingLevelChangeEntry, thinking_level=thinking_level)
+    def append_thinking_level_change(self, thinking_level: str, *,
+                                     expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record a new thinking level (in force from here on in ``build_context``)."""
+        return self._append(ThinkingLevelChangeEntry, thinking_level=thinking_level,
+                            expected_leaf=expected_leaf)
 
-    def append_model_change(self, provider: str, model_id: str) -> str:
-        return self._append(ModelChangeEntry, provider=provider, model_id=model_id)
+    def append_model_change(self, provider: str, model_id: str, *,
+                            expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record a switch to another model (in force from here on)."""
+        return self._append(ModelChangeEntry, provider=provider, model_id=model_id,
+                            expected_leaf=expected_leaf)
 
-    def append_active_tools_change(self, active_tool_names: Sequence[str]) -> str:
-        return self._append(ActiveToolsChangeEntry, active_tool_names=list(active_tool_names))
+    def append_active_tools_change(self, active_tool_names: Sequence[str], *,
+                                   expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record the set of tools offered to the model from here on."""
+        return self._append(ActiveToolsChangeEntry, active_tool_names=list(active_tool_names),
+                            expected_leaf=expected_leaf)
 
     def append_compaction(
         self,
+        *,
         summary: str,
         first_kept_entry_id: str | None,
         tokens_before: int,
-        details: Any = None,
-        usage: Usage | None = None,
-        retained_tail: Sequence[Message] | None = None,
-        from_hook: bool = False,
-        *,
         tokens_after: int | None = None,
+        retained_tail: Sequence[Message] | None = None,
         cleared: Mapping[str, str] | None = None,
         pinned: Sequence[str] | None = None,
+        details: Any = None,
+        usage: Usage | None = None,
+        from_hook: bool = False,
+        expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
         """Record a compaction: from here on the model sees ``summary`` and the kept entries.
 
         ``first_kept_entry_id`` must be on the current branch; ``cleared`` maps tool-result
-        entry ids to the placeholder text shown instead of their content.
+        entry ids to the placeholder text shown instead of their content. ``Session.compact``
+        plans one and calls this.
         """
         branch_ids = {e.id for e in self.branch()}
         if first_kept_entry_id is not None and first_kept_entry_id not in branch_ids:
@@ -278,6 +337,7 @@ class Session:
             details=details,
             usage=usage,
             from_hook=from_hook,
+            expected_leaf=expected_leaf,
         )
 
     def append_branch_summary(
@@ -287,33 +347,43 @@ class Session:
         details: Any = None,
         usage: Usage | None = None,
         from_hook: bool = False,
+        *,
+        expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
         """A branch summary as a child of ``from_id``; it becomes the leaf."""
         self._require(from_id)
         return self._append(BranchSummaryEntry, parent_id=from_id, from_id=from_id,
-                            summary=summary, details=details, usage=usage, from_hook=from_hook)
+                            summary=summary, details=details, usage=usage, from_hook=from_hook,
+                            expected_leaf=expected_leaf)
 
-    def append_custom(self, custom_type: str, data: Any = None) -> str:
-        return self._append(CustomEntry, custom_type=custom_type, data=data)
+    def append_custom(self, custom_type: str, data: Any = None, *,
+                      expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Append application data the model does not see (unless a projector shows it)."""
+        return self._append(CustomEntry, custom_type=custom_type, data=data,
+                            expected_leaf=expected_leaf)
 
     def append_custom_message(
-        self, custom_type: str, content: str, details: Any = None, display: bool = True
+        self, custom_type: str, content: str, details: Any = None, display: bool = True, *,
+        expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
+        """Append an application message the model sees (as a user message)."""
         return self._append(CustomMessageEntry, custom_type=custom_type, content=content,
-                            details=details, display=display)
+                            details=details, display=display, expected_leaf=expected_leaf)
 
-    def set_label(self, target_id: str, label: str | None) -> str:
+    def set_label(self, target_id: str, label: str | None, *,
+                  expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Set (or with ``None`` clear) the label of an entry; returns the label entry's id."""
         self._require(target_id)
-        return self._append(LabelEntry, target_id=target_id, label=label)
+        return self._append(LabelEntry, target_id=target_id, label=label,
+                            expected_leaf=expected_leaf)
 
-    def set_name(self, name: str | None) -> str:
+    def set_name(self, name: str | None, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Set the session's display name; ``None`` (or ``""``) clears it.
 
         A clear is written as an empty name, as pi does: a ``session_info`` entry without a
         name only records other metadata and leaves the name alone.
         """
-        return self._append(SessionInfoEntry, name=name or "")
+        return self._append(SessionInfoEntry, name=name or "", expected_leaf=expected_leaf)
 
     # -- reading entries ---------------------------------------------------------------
     def get_entry(self, entry_id: str) -> AnyEntry | None:
@@ -345,11 +415,16 @@ class Session:
         return len(self.storage)
 
     def __contains__(self, entry_id: object) -> bool:
+        """True when an entry with that id is in the session (on any branch)."""
         return entry_id in self.storage
 
     def __bool__(self) -> bool:
         """Always true, also when empty: ``session or default`` must not drop a new session."""
         return True
+
+    def health(self) -> StorageHealth:
+        """How many entries, how big where it is kept, and what lines were set aside."""
+        return self.storage.health()
 
     # -- navigation ----------------------------------------------------------------------
 
@@ -361,7 +436,8 @@ class Session:
         return entry
 
     def move_to(
-        self, entry_id: str | None, summary: str | Mapping[str, Any] | None = None
+        self, entry_id: str | None, summary: str | Mapping[str, Any] | None = None, *,
+        expected_leaf: ExpectedLeaf = UNSET,
     ) -> str | None:
         """Move the leaf to ``entry_id`` (``None``: before the first entry).
 
@@ -378,7 +454,8 @@ class Session:
                 raise InvalidArgument("a branch summary needs an entry to "
                                    "branch from; pass an entry id", path=self.location)
             if isinstance(summary, str):
-                return self.append_branch_summary(entry_id, summary)
+                return self.append_branch_summary(entry_id, summary,
+                                                  expected_leaf=expected_leaf)
             usage = summary.get("usage")
             if isinstance(usage, Mapping):
                 usage = Usage(**usage)
@@ -388,9 +465,12 @@ class Session:
                 details=summary.get("details"),
                 usage=usage,
                 from_hook=bool(summary.get("from_hook", False)),
+                expected_leaf=expected_leaf,
             )
         if entry_id != self.leaf_id:
-            self._append(LeafEntry, target_id=entry_id)
+            self._append(LeafEntry, target_id=entry_id, expected_leaf=expected_leaf)
+        else:
+            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
         return None
 
     def branch(self, leaf_id: str | None = None) -> list[AnyEntry]:
@@ -398,6 +478,8 @@ class Session:
         return self.storage.path(self.leaf_id if leaf_id is None else leaf_id)
 
     def children(self, entry_id: str | None) -> list[AnyEntry]:
+        """The entries directly under ``entry_id`` (``None``: the roots), oldest first; leaf
+        moves and other entries hidden in the tree are left out."""
         out: list[AnyEntry] = []
         for cid in self.storage.children(entry_id):
             e = self.storage.get(cid)
@@ -485,24 +567,43 @@ class Session:
         *,
         pipeline: CompactionPipeline | None = None,
         counter: TokenCounter | None = None,
-        model: Any = None,
+        model: Model | None = None,
         compact_at: float = 0.7,
         compact_to: float = 0.4,
         dry_run: bool = False,
         force: bool = False,
+        expected_leaf: ExpectedLeaf = UNSET,
     ) -> CompactionResult:
         """Run the compaction ladder on the current branch (see ``contextree.compaction``).
 
-        Appends one compaction entry when a stage made the context smaller; the entries
-        before it stay in the file. ``dry_run`` reports what would happen and writes nothing.
+        Plans with ``plan_compaction`` (``pipeline``, default ``default_pipeline(model)``),
+        then appends the planned compaction entry; the entries before it stay in the file.
+        ``dry_run`` returns the plan and writes nothing.
         """
-        from .compaction import compact
-
-        return compact(self, window=window, compact_at=compact_at, compact_to=compact_to,
-                       pipeline=pipeline, counter=counter, model=model, dry_run=dry_run,
-                       force=force)
+        policy = CompactionPolicy(window, compact_at, compact_to)
+        result = plan_compaction(self.branch(), policy, pipeline or default_pipeline(model),
+                                 counter, force=force, projectors=self.projectors)
+        planned = result.entry
+        if dry_run or planned is None:
+            return result
+        entry_id = self.append_compaction(
+            summary=planned.summary,
+            first_kept_entry_id=planned.first_kept_entry_id,
+            tokens_before=planned.tokens_before,
+            tokens_after=planned.tokens_after,
+            cleared=planned.cleared,
+            pinned=planned.pinned,
+            details=planned.details,
+            usage=planned.usage,
+            expected_leaf=expected_leaf,
+        )
+        stored = self.get_entry(entry_id)
+        assert isinstance(stored, CompactionEntry)
+        result.entry, result.entry_id = stored, entry_id
+        return result
 
     def stats(self) -> SessionStats:
+        """Message, token and cost totals for the current branch and the whole session."""
         return compute_stats(self)
 
     def __repr__(self) -> str:
@@ -514,3 +615,16 @@ def new_session_id() -> str:
     import uuid
 
     return str(uuid.uuid4())
+
+
+_LEAF_CHECKING: dict[type[Any], bool] = {}
+
+
+def _checks_leaf(storage: Storage) -> bool:
+    """Whether ``storage.append`` takes ``expected_leaf`` (and checks it as it writes)."""
+    kind = type(storage)
+    known = _LEAF_CHECKING.get(kind)
+    if known is None:
+        known = _LEAF_CHECKING[kind] = "expected_leaf" in inspect.signature(
+            storage.append).parameters
+    return known

@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .entries import AnyEntry, CompactionEntry, LeafEntry, MessageEntry
 from .messages import Usage
+from .storage.base import StorageHealth
 
-if TYPE_CHECKING:
-    from .session import Session
+
+class StatsSource(Protocol):
+    """What the statistics read of a session (``Session`` is one)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str | None: ...
+
+    @property
+    def leaf_id(self) -> str | None: ...
+
+    def entries(self) -> Iterator[AnyEntry]: ...
+
+    def branch(self, leaf_id: str | None = None) -> list[AnyEntry]: ...
+
+    def health(self) -> StorageHealth: ...
 
 
 @dataclass
@@ -112,15 +129,12 @@ def tally(entries: Iterable[AnyEntry]) -> UsageStats:
     return s
 
 
-def compute_stats(session: Session) -> SessionStats:
-    storage = session.storage
-    all_entries = list(storage.entries())
+def compute_stats(session: StatsSource) -> SessionStats:
+    """The statistics of ``session``: its current branch, all its entries, and how many of
+    its branches end in a tip."""
+    all_entries = list(session.entries())
     parents = {e.parent_id for e in all_entries if not isinstance(e, LeafEntry)}
     tips = sum(1 for e in all_entries if not isinstance(e, LeafEntry) and e.id not in parents)
-    quarantined = 0
-    counter = getattr(storage, "quarantined_lines", None)
-    if callable(counter):
-        quarantined = int(counter())
     return SessionStats(
         session_id=session.id,
         name=session.name,
@@ -129,5 +143,5 @@ def compute_stats(session: Session) -> SessionStats:
         branch_count=tips,
         branch=tally(session.branch()),
         file=tally(all_entries),
-        quarantined_lines=quarantined,
+        quarantined_lines=session.health().quarantined_lines,
     )

@@ -2,8 +2,9 @@
 
 Two counters share one interface: :class:`EstimateCounter` (offline, fast, no dependencies)
 and :class:`TiktokenCounter` (exact for OpenAI tokenizers, optional extra ``tiktoken``).
-:func:`count_context` is the number compaction decides on: anchored on the usage the provider
-reported for the last call, so only messages added since then are estimated.
+:func:`count_context` is the number compaction decides on: anchored (:func:`usage_anchor`,
+the one place that decides whether reported usage describes a context) on the usage the
+provider reported for the last call, so only messages added since then are estimated.
 """
 
 from __future__ import annotations
@@ -17,27 +18,21 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from contextree.errors import ContextreeError, missing_extra
+from contextree.markers import COMPACTED
 from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 
 __all__ = [
-    "COMPACTED_KINDS",
     "EstimateCounter",
     "TiktokenCounter",
     "TokenCounter",
     "count_context",
-    "find_anchor",
+    "fresh_start",
+    "usage_anchor",
 ]
 
 IMAGE_TOKENS = 1200
 MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 3
-
-# Messages of these ``meta["kind"]`` mean the list is a compacted view of the conversation:
-# usage a provider reported earlier no longer describes it.
-COMPACTED_KINDS: frozenset[str] = frozenset(
-    ("compaction_summary", "cleared_tool_result", "window_note")
-)
-
 
 @runtime_checkable
 class TokenCounter(Protocol):
@@ -223,38 +218,47 @@ def _usable(msg: Message) -> bool:
     return msg.role == "assistant" and usage is not None and usage.context_tokens > 0
 
 
-def find_anchor(messages: Sequence[Message]) -> int | None:
-    """Index of the last assistant message whose reported usage describes this list.
+def fresh_start(messages: Sequence[Message]) -> int:
+    """Where reported usage starts to describe ``messages`` when nobody recorded it.
 
-    None when there is no such message, or when any message is a compaction artefact
-    (``meta["kind"]`` in :data:`COMPACTED_KINDS`): then the list is not what the provider saw.
+    A list that holds a compaction marker (a summary, a cleared result) was compacted at a
+    point nothing recorded, so none of its usage describes it: ``len(messages)``. Otherwise
+    every message is as the provider saw it: ``0``.
     """
-    anchor: int | None = None
-    for i, msg in enumerate(messages):
-        if msg.meta and msg.meta.get("kind") in COMPACTED_KINDS:
-            return None
-        if _usable(msg):
-            anchor = i
-    return anchor
+    if any(m.kind in COMPACTED for m in messages):
+        return len(messages)
+    return 0
+
+
+def usage_anchor(messages: Sequence[Message], fresh_from: int | None = None) -> int | None:
+    """The index of the message whose reported usage describes ``messages``, or ``None``.
+
+    The one rule for every counter (context building, compaction, the runtime, the CLI): the
+    last assistant message with usable usage, provided it sits at index ``fresh_from`` or
+    later. Messages before ``fresh_from`` were produced before the latest compaction, so
+    their usage describes a context that no longer exists. ``None`` (not recorded):
+    :func:`fresh_start` decides from the markers in the list.
+    """
+    start = fresh_start(messages) if fresh_from is None else fresh_from
+    for i in range(len(messages) - 1, -1, -1):
+        if _usable(messages[i]):
+            return i if i >= start else None
+    return None
 
 
 def count_context(
-    messages: Sequence[Message], counter: TokenCounter, *, anchor: int | None = None
+    messages: Sequence[Message], counter: TokenCounter, *, fresh_from: int | None = None
 ) -> int:
     """Tokens the next request will send.
 
-    With ``anchor`` (from :func:`find_anchor`) pointing at an assistant message with usage:
-    the prompt and output the provider reported for that call plus an estimate of the
-    messages after it. Otherwise the estimate of all messages.
+    Anchored on :func:`usage_anchor`: the prompt and output the provider reported for that
+    call plus an estimate of the messages after it. With no anchor, the estimate of all
+    messages.
     """
-    if (
-        isinstance(anchor, int)
-        and not isinstance(anchor, bool)
-        and 0 <= anchor < len(messages)
-        and _usable(messages[anchor])
-    ):
-        usage = messages[anchor].usage
-        assert usage is not None  # checked by _usable
-        reported = usage.input + usage.cache_read + usage.cache_write + usage.output
-        return reported + counter.count_messages(messages[anchor + 1 :])
-    return counter.count_messages(messages)
+    anchor = usage_anchor(messages, fresh_from)
+    if anchor is None:
+        return counter.count_messages(messages)
+    usage = messages[anchor].usage
+    assert usage is not None  # checked by usage_anchor
+    reported = usage.input + usage.cache_read + usage.cache_write + usage.output
+    return reported + counter.count_messages(messages[anchor + 1 :])

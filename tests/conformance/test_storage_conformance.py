@@ -357,7 +357,7 @@ def _script(session: Session) -> None:
     d = session.append_message({"role": "user", "content": "on the new branch"})
     session.append_message({"role": "assistant", "content": "ok", "model": "m2",
                             "provider": "p", "usage": {"input": 20, "output": 3}})
-    session.append_compaction("summary of the start", d, 40, tokens_after=12)
+    session.append_compaction(summary="summary of the start", first_kept_entry_id=d, tokens_before=40, tokens_after=12)
     session.append_custom("app_state", {"k": [1, 2]})
     session.append_custom_message("note", "a note for the model")
     session.set_label(c, "q2")

@@ -18,7 +18,7 @@ from ..stats import SessionStats, UsageStats
 from ..storage import Address
 from ..storage.backends import PostgresBackend
 from ..storage.jsonl import load
-from ..tokens import EstimateCounter, count_context, find_anchor
+from ..tokens import EstimateCounter, count_context
 from .app import command
 from .listing import rows as listing_rows
 from .listing import scan
@@ -205,8 +205,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
     counts = [counter.count_message(m) for m in ctx.messages]
-    anchor = find_anchor(ctx.messages)
-    total = count_context(ctx.messages, counter, anchor=anchor)
+    anchor = ctx.usage_anchor
+    total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
     model = "/".join(ctx.model) if ctx.model else None
     if as_json:
         emit_json({

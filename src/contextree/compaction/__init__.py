@@ -1,52 +1,25 @@
-"""Compaction: keep a conversation inside the model's window without losing its history."""
+"""Compaction: keep a conversation inside the model's window without losing its history.
+
+``plan_compaction(branch_or_messages, policy, ladder, counter)`` is pure and returns the
+compaction entry to append; ``Session.compact`` plans and appends it. A ladder is a list of
+stages (``ToolResults``, ``SlidingWindow``, ``Summarize``, ``Digest``, or any callable
+``(state, plan) -> plan | None`` with a ``name``).
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..tokens import TokenCounter
-from .digest import Digest, digest_messages
+from .digest import digest_messages
 from .pipeline import (
     CompactionPipeline,
-    CompactionPolicy,
     CompactionResult,
-    CompactionState,
-    Plan,
-    Stage,
     StageReport,
-    run_compaction,
+    default_pipeline,
+    plan_compaction,
 )
-from .stages import SlidingWindow, ToolResults, placeholder
+from .policy import CompactionPolicy
+from .stages import Digest, SlidingWindow, ToolResults, placeholder
+from .state import CompactionState, Plan, Stage
 from .summarize import Summarize
-
-
-def default_pipeline(model: Any = None) -> CompactionPipeline:
-    """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
-    digest when a model is given (the digest is then the fallback if the model fails)."""
-    stages: list[Stage] = [ToolResults(), SlidingWindow()]
-    if model is not None:
-        stages.append(Summarize(model))
-    stages.append(Digest())
-    return CompactionPipeline(stages)
-
-
-def compact(
-    session: Any,
-    *,
-    window: int,
-    compact_at: float = 0.7,
-    compact_to: float = 0.4,
-    pipeline: CompactionPipeline | None = None,
-    counter: TokenCounter | None = None,
-    model: Any = None,
-    dry_run: bool = False,
-    force: bool = False,
-) -> CompactionResult:
-    """Run the ladder on the session's current branch and append a compaction entry."""
-    policy = CompactionPolicy(window, compact_at, compact_to)
-    return run_compaction(session, policy, pipeline or default_pipeline(model), counter,
-                          dry_run=dry_run, force=force)
-
 
 __all__ = [
     "CompactionPipeline",
@@ -60,9 +33,8 @@ __all__ = [
     "StageReport",
     "Summarize",
     "ToolResults",
-    "compact",
     "default_pipeline",
     "digest_messages",
     "placeholder",
-    "run_compaction",
+    "plan_compaction",
 ]

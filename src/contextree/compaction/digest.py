@@ -1,5 +1,6 @@
-"""``Digest``: a deterministic, offline summary of the dropped history.
+"""``digest_messages``: a deterministic, offline summary of a run of messages.
 
+The ``Digest`` stage (``contextree.compaction.stages``) writes it for the history it drops.
 It keeps what an agent needs to carry on: the user's requests verbatim, files read and
 changed, commands run with their exit codes, errors seen, the decisions the assistant
 announced and its last plan. It is the default when no model is configured and the fallback
@@ -16,13 +17,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import orjson
 
 from ..messages import Message, ToolCall
-from .pipeline import CompactionState, Plan, with_summary
-from .stages import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, cap, choose_cut, error_excerpt, exit_code
+from .evidence import READ_TOOLS, SHELL_TOOLS, WRITE_TOOLS, cap, error_excerpt, exit_code
+
+__all__ = ["DEFAULT_MAX_CHARS", "digest_messages"]
 
 _DECISION = re.compile(
     r"\b(?:decid\w*|decision|instead of|going with|go with|chose|choose|opt(?:ed)? for|"
@@ -125,8 +127,7 @@ def digest_messages(
     calls: dict[str, ToolCall] = {}
     texts: list[str] = []
     for m, _ in items:
-        kind = (m.meta or {}).get("kind")
-        if m.role == "user" and kind is None:
+        if m.role == "user" and m.kind is None:
             if m.text.strip():
                 requests.append(cap(m.text, 2000))
         elif m.role == "assistant":
@@ -213,72 +214,3 @@ def _fit(sections: list[_Section], budget: int) -> None:
         for s in fits:
             remaining -= sizes[id(s)]
             active.remove(s)
-
-
-def dropped_items(state: CompactionState, first_kept: int,
-                  pins: Sequence[str]) -> list[tuple[Message, str | None]]:
-    """Messages of the initial view that a cut at ``first_kept`` removes, as first written."""
-    pinned = set(pins)
-    out: list[tuple[Message, str | None]] = []
-    for eid in state.initial_ids:
-        i = state.index.get(eid)
-        if i is None or i >= first_kept or eid in pinned:
-            continue
-        m = state.original(eid)
-        if m is not None:
-            out.append((m, eid))
-    return out
-
-
-def summary_cut(state: CompactionState, plan: Plan, keep_ratio: float
-                ) -> tuple[Plan, list[tuple[Message, str | None]]] | None:
-    """For the summarizing stages: the plan that keeps about ``keep_ratio`` of the target of
-    recent messages, and the messages it removes (``None`` when it removes nothing)."""
-    cut = choose_cut(state, plan, int(state.policy.target * keep_ratio))
-    first_kept = max(cut.first_kept, plan.first_kept) if cut else plan.first_kept
-    pins = tuple(dict.fromkeys([*plan.pinned, *(cut.pins if cut else ())]))
-    items = dropped_items(state, first_kept, pins)
-    if not items:
-        return None
-    return replace(plan, first_kept=first_kept, pinned=pins), items
-
-
-class Digest:
-    """Summarize everything before a cut with ``digest_messages``; keep recent steps whole.
-
-    The cut keeps about ``keep_ratio`` of the target of recent messages; the digest gets the
-    room left under the target (between ``min_chars`` and ``max_chars`` characters).
-    """
-
-    name = "digest"
-
-    def __init__(self, keep_ratio: float = 0.5, *, min_chars: int = 2_000,
-                 max_chars: int = DEFAULT_MAX_CHARS) -> None:
-        if not 0 < keep_ratio <= 1:
-            raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio!r}")
-        if not 0 < min_chars <= max_chars:
-            raise ValueError(f"need 0 < min_chars <= max_chars, got {min_chars}, {max_chars}")
-        self.keep_ratio = keep_ratio
-        self.min_chars = min_chars
-        self.max_chars = max_chars
-
-    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
-        found = summary_cut(state, plan, self.keep_ratio)
-        if found is None:
-            return None
-        new, items = found
-        ids = [eid for _, eid in items if eid]
-        # The room under the target, in characters: start from a conservative guess of the
-        # characters a token, then shrink if the rendered digest still overruns.
-        room = state.policy.target - state.bare_tokens(new)
-        chars = max(self.min_chars, min(self.max_chars, room * 3))
-        previous = state.initial_plan.summary
-        for _ in range(4):
-            summary = digest_messages(previous, items, max_chars=chars)
-            candidate = with_summary(new, summary, ids)
-            over = state.tokens_with_summary(candidate) - state.policy.target
-            if over <= 0 or chars <= self.min_chars:
-                return candidate
-            used = state.count(Message.system(summary)) or 1
-            chars = max(self.min_chars, int(chars * (used - over) / used * 0.95))
-        return candidate

@@ -1,89 +1,73 @@
-"""The compaction ladder: a policy decides *when*, an ordered list of stages decides *what*.
+"""The compaction planner: a policy decides *when*, an ordered ladder of stages decides *what*.
 
-Stages never touch the session. Each turns a ``Plan`` (a view of the branch that a compaction
-entry can describe: summary, first kept entry, pinned entries, cleared tool results) into a
-smaller one; the first plan that fits the target ends the ladder and is appended as one
-compaction entry, so the original history stays in the file.
+``plan_compaction(source, policy, ladder, counter)`` is pure: it reads a branch (or a plain
+list of messages) and returns a ``CompactionResult`` that carries the compaction entry to
+append, touching no session. ``Session.compact`` plans and then appends that entry; the
+runtime plans on its message list and emits the events from the result. Stages emit
+nothing either: a stage that fails is reported in ``result.stages`` and the ladder goes on.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..context import (
-    Projector,
-    SessionContext,
-    build_context,
-    latest_compaction,
-    summary_message,
-)
-from ..entries import AnyEntry, CompactionEntry, MessageEntry
-from ..errors import CompactionError
-from ..messages import Message, Usage
-from ..tokens import EstimateCounter, TokenCounter, count_context
+from ..context import Projector, SessionContext, build_context
+from ..entries import AnyEntry, CompactionEntry, new_id, now
+from ..errors import CompactionError, InvalidArgument
+from ..messages import Message
+from ..models.base import Model
+from ..tokens import EstimateCounter, TokenCounter, fresh_start
+from .policy import CompactionPolicy
+from .source import branch_of
+from .stages import Digest, SlidingWindow, ToolResults
+from .state import CompactionState, Plan, Stage
+from .summarize import Summarize
+
+__all__ = [
+    "CompactionPipeline",
+    "CompactionResult",
+    "StageReport",
+    "default_pipeline",
+    "plan_compaction",
+]
 
 log = logging.getLogger("contextree.compaction")
-
-Emit = Callable[[str, dict[str, Any]], None]
-_CANDIDATE_ID = "\x00candidate"
-
-
-@dataclass(frozen=True)
-class CompactionPolicy:
-    """``window`` tokens; compact once the context reaches ``compact_at`` of it, down to
-    ``compact_to`` of it."""
-
-    window: int
-    compact_at: float = 0.7
-    compact_to: float = 0.4
-
-    def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0:
-            raise ValueError(f"window must be a positive number of tokens, got {self.window!r}")
-        if not 0 < self.compact_to < self.compact_at <= 1:
-            raise ValueError(
-                "need 0 < compact_to < compact_at <= 1 (compact down to a fraction of the window "
-                f"smaller than the one that triggers), got compact_at={self.compact_at}, "
-                f"compact_to={self.compact_to}"
-            )
-
-    @property
-    def trigger(self) -> int:
-        return int(self.window * self.compact_at)
-
-    @property
-    def target(self) -> int:
-        return int(self.window * self.compact_to)
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A view of the branch that one compaction entry can describe."""
-
-    summary: str
-    first_kept: int  # index in the branch of the first kept entry
-    cleared: dict[str, str] = field(default_factory=dict)
-    pinned: tuple[str, ...] = ()
-    usage: Usage | None = None
-    summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
 
 
 @dataclass
 class StageReport:
+    """What one stage did: tokens before and after it, and why it was not applied.
+
+    ``error`` is the ``repr`` of the exception when the stage failed (the ladder went on).
+    """
+
     name: str
     tokens_before: int
     tokens_after: int
     applied: bool
     note: str = ""
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the stage raised instead of offering a plan."""
+        return self.error is not None
 
 
 @dataclass
 class CompactionResult:
-    """What a compaction run did (``entry_id`` is ``None`` when nothing was written)."""
+    """What a compaction plan (or run) found.
+
+    ``entry`` is the compaction entry to append (``None`` when nothing can be done); once
+    ``Session.compact`` appended it, ``entry`` is the stored entry and ``entry_id`` its id
+    (``None`` when nothing was written: a dry run, or no entry). ``branch`` is what was
+    planned on (for a message list, the entries standing for it), so ``context()`` can
+    show the view the entry gives.
+    """
 
     tokens_before: int
     tokens_after: int
@@ -95,14 +79,30 @@ class CompactionResult:
     dropped: list[str] = field(default_factory=list)
     summarized: list[str] = field(default_factory=list)
     reason: str = ""
+    entry: CompactionEntry | None = None
+    branch: list[AnyEntry] = field(default_factory=list, repr=False)
+    projectors: Mapping[str, Projector] | None = field(default=None, repr=False)
 
     @property
     def reached_target(self) -> bool:
+        """True when the context is at or under the target."""
         return self.tokens_after <= self.target
 
     @property
     def applied(self) -> list[str]:
+        """The names of the stages whose plans were taken, in order."""
         return [s.name for s in self.stages if s.applied]
+
+    @property
+    def failures(self) -> list[StageReport]:
+        """The stages that raised."""
+        return [s for s in self.stages if s.failed]
+
+    def context(self) -> SessionContext:
+        """What the model sees once ``entry`` is appended to the branch planned on (the
+        branch as it is when there is no entry)."""
+        path = [*self.branch, self.entry] if self.entry is not None else self.branch
+        return build_context(path, projectors=self.projectors)
 
     def payload(self) -> dict[str, Any]:
         """The ``compacted`` event payload."""
@@ -121,207 +121,6 @@ class CompactionResult:
         }
 
 
-class Stage(Protocol):
-    """One rung of the ladder: a smaller plan, or ``None`` when it has nothing to offer."""
-
-    name: str
-
-    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None: ...
-
-
-class CompactionState:
-    """The branch being compacted, with cached token counts and the rendering of plans."""
-
-    def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
-                 counter: TokenCounter, projectors: Mapping[str, Projector] | None = None
-                 ) -> None:
-        self.branch = list(branch)
-        self.projectors = dict(projectors) if projectors else None
-        self.policy = policy
-        self.counter = counter
-        self.index = {e.id: i for i, e in enumerate(self.branch)}
-        # Token counts are cached by object id, only for the messages of the branch's
-        # entries: ``self.branch`` keeps them alive, so their ids cannot be reused by the
-        # short-lived messages a render creates (placeholders, the summary).
-        self._stable = {id(e.message) for e in self.branch if isinstance(e, MessageEntry)}
-        self._counts: dict[int, int] = {}
-        # Other messages (placeholders, summaries) are rebuilt by every render: their counts
-        # are cached by what is counted.
-        self._text_counts: dict[tuple[str, str, str | None], int] = {}
-        self._renders: dict[int, tuple[Plan, SessionContext]] = {}
-        self._tokens: dict[int, tuple[Plan, int]] = {}
-        self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
-        self.tokens_before = 0
-        self.base: CompactionEntry | None = None
-        ci = latest_compaction(self.branch)
-        if ci is not None:
-            base = self.branch[ci]
-            assert isinstance(base, CompactionEntry)
-            self.base = base
-        self.initial_plan = self._initial_plan(ci)
-        initial = self.render(self.initial_plan)
-        if self.base is not None and self.base.retained_tail:
-            # The initial plan digests the retained messages: count what is shown now.
-            current = build_context(self.branch, projectors=projectors)
-            estimate = self.estimate(current.messages)
-            self.tokens_before = count_context(current.messages, _Cached(self),
-                                               anchor=current.usage_anchor)
-        else:
-            # The initial view shows the same messages as the current context; only usage
-            # reported after the latest compaction can anchor the count (as in build_context).
-            estimate = self.estimate(initial.messages)
-            self.tokens_before = count_context(initial.messages, _Cached(self),
-                                               anchor=self._anchor(initial, ci))
-        # Plans are counted so that the current view counts exactly what the provider last
-        # reported (plus the estimate of what came after). When it reported more than the
-        # estimate, the excess is taken as overhead outside the messages (a system prompt or
-        # tool definitions the runtime adds), the same whatever is dropped; when it reported
-        # less, the estimate is scaled down (it overestimates this content).
-        self.scale = 1.0
-        self.offset = 0
-        if estimate and self.tokens_before < estimate:
-            self.scale = self.tokens_before / estimate
-        else:
-            self.offset = self.tokens_before - estimate
-        self.initial_ids = [i for i in initial.entry_ids if i is not None]
-
-    def _anchor(self, ctx: SessionContext, ci: int | None) -> int | None:
-        for i in range(len(ctx.messages) - 1, -1, -1):
-            m = ctx.messages[i]
-            if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
-                fresh = ci is None or self.index.get(ctx.entry_ids[i] or "", -1) > ci
-                return i if fresh else None
-        return None
-
-    def _initial_plan(self, ci: int | None) -> Plan:
-        base = self.base
-        if base is None or ci is None:
-            return Plan(summary="", first_kept=0)
-        first = ci + 1
-        if base.retained_tail is None and base.first_kept_entry_id in self.index:
-            first = self.index[base.first_kept_entry_id]
-        summary = base.summary
-        if base.retained_tail:
-            from .digest import digest_messages
-
-            summary = digest_messages(summary, [(m, None) for m in base.retained_tail])
-        return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
-                    pinned=tuple(base.pinned or ()))
-
-    def entry_for(self, plan: Plan) -> CompactionEntry:
-        """The compaction entry that would describe ``plan``."""
-        first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
-        kept_from = plan.first_kept
-        live = {e.id for e in self.branch[kept_from:]}
-        return CompactionEntry(
-            _CANDIDATE_ID,
-            self.branch[-1].id if self.branch else None,
-            "",
-            summary=plan.summary,
-            first_kept_entry_id=first,
-            tokens_before=self.tokens_before,
-            cleared={k: v for k, v in plan.cleared.items() if k in live} or None,
-            pinned=[p for p in plan.pinned if self.index.get(p, len(self.branch)) < kept_from]
-            or None,
-        )
-
-    def render(self, plan: Plan) -> SessionContext:
-        """The context the model would see after appending ``plan``'s compaction entry.
-
-        Cached per plan object (plans are immutable): the stages and the ladder ask for the
-        same plans several times. The result is shared: do not modify it.
-        """
-        hit = self._renders.get(id(plan))
-        if hit is not None and hit[0] is plan:
-            return hit[1]
-        ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
-        self._renders[id(plan)] = (plan, ctx)
-        return ctx
-
-    def estimate(self, messages: Sequence[Message]) -> int:
-        return sum(self.sizes(messages))
-
-    def sizes(self, messages: Sequence[Message]) -> list[int]:
-        """The unscaled estimate of each message (cached for the branch's own messages)."""
-        counts = self._counts
-        stable = self._stable
-        by_text = self._text_counts
-        count = self.counter.count_message
-        out = []
-        for m in messages:
-            key = id(m)
-            if key in stable:
-                n = counts.get(key)
-                if n is None:
-                    n = counts[key] = count(m)
-            elif isinstance(m.content, str) and not m.tool_calls:
-                tkey = (m.role, m.content, m.name)
-                n = by_text.get(tkey)
-                if n is None:
-                    n = by_text[tkey] = count(m)
-            else:
-                n = count(m)
-            out.append(n)
-        return out
-
-    def count(self, message: Message) -> int:
-        return round(self.estimate((message,)) * self.scale)
-
-    def tokens(self, plan: Plan) -> int:
-        """The tokens of the context ``plan`` describes, as the ladder counts them."""
-        hit = self._tokens.get(id(plan))
-        if hit is not None and hit[0] is plan:
-            return hit[1]
-        n = round(self.estimate(self.render(plan).messages) * self.scale) + self.offset
-        self._tokens[id(plan)] = (plan, n)
-        return n
-
-    def bare_tokens(self, plan: Plan) -> int:
-        """The tokens of ``plan`` without its summary (cached by cut, pins and cleared)."""
-        key = (plan.first_kept, plan.pinned, id(plan.cleared))
-        hit = self._bare.get(key)
-        if hit is not None and hit[0] is plan.cleared:
-            return hit[1]
-        n = self.tokens(replace(plan, summary="") if plan.summary else plan)
-        self._bare[key] = (plan.cleared, n)
-        return n
-
-    def tokens_with_summary(self, plan: Plan) -> int:
-        """``tokens(plan)`` without rendering it: the tokens of the same plan with no summary
-        plus its summary message (which comes first and pairs with nothing). Stages that try
-        several summaries for one cut use it; the count is cached for the ladder."""
-        n = self.bare_tokens(plan)
-        if plan.summary:
-            message = summary_message(self.entry_for(plan))
-            n += round(self.sizes((message,))[0] * self.scale)
-        self._tokens[id(plan)] = (plan, n)
-        return n
-
-    def original(self, entry_id: str) -> Message | None:
-        """A message as first written (before any placeholder replaced it)."""
-        i = self.index.get(entry_id)
-        if i is None:
-            return None
-        entry = self.branch[i]
-        return entry.message if isinstance(entry, MessageEntry) else None
-
-
-class _Cached:
-    """The state's cached estimates, as a ``TokenCounter``."""
-
-    def __init__(self, state: CompactionState) -> None:
-        self.state = state
-
-    def count_text(self, text: str) -> int:
-        return self.state.counter.count_text(text)
-
-    def count_message(self, msg: Message) -> int:
-        return self.state.sizes((msg,))[0]
-
-    def count_messages(self, msgs: Sequence[Message]) -> int:
-        return self.state.estimate(msgs)
-
-
 class CompactionPipeline:
     """An ordered ladder of stages; the order is the policy (cheap stages first)."""
 
@@ -330,61 +129,116 @@ class CompactionPipeline:
             raise ValueError("a compaction pipeline needs at least one stage")
         self.stages = list(stages)
 
-    def plan(
-        self,
-        branch: Sequence[AnyEntry],
-        policy: CompactionPolicy,
-        counter: TokenCounter | None = None,
-        emit: Emit | None = None,
-        *,
-        force: bool = False,
-        projectors: Mapping[str, Projector] | None = None,
-    ) -> tuple[CompactionState, Plan | None, CompactionResult]:
-        """Run the ladder on ``branch`` without writing anything.
 
-        Unless ``force``, nothing is done when the context is already at or under target.
-        ``projectors`` turn custom entries into messages, as in ``build_context``.
-        """
-        state = CompactionState(branch, policy, counter or EstimateCounter(), projectors)
-        target = policy.target
-        result = CompactionResult(state.tokens_before, state.tokens_before, target)
-        if state.tokens_before <= target and not force:
-            result.reason = "already under the target"
-            return state, None, result
-        plan = state.initial_plan
-        tokens = state.tokens(plan)
-        best: Plan | None = None
-        for stage in self.stages:
-            name = getattr(stage, "name", type(stage).__name__)
-            try:
-                candidate = stage(state, plan)
-            except Exception as e:  # a failing stage (e.g. the summarizer) never loses history
-                log.warning("compaction stage %s failed: %s", name, e)
-                result.stages.append(StageReport(name, tokens, tokens, False, f"failed: {e}"))
-                if emit is not None:
-                    emit("compaction_failed", {"stage": name, "error": repr(e)})
-                continue
-            if candidate is None:
-                result.stages.append(StageReport(name, tokens, tokens, False, "nothing to do"))
-                continue
-            after = state.tokens(candidate)
-            if after >= tokens:
-                result.stages.append(StageReport(name, tokens, after, False, "not smaller: rejected"))
-                continue
-            result.stages.append(StageReport(name, tokens, after, True))
-            plan, tokens, best = candidate, after, candidate
-            if tokens <= target:
-                break
-        result.tokens_after = tokens
-        if tokens > target:
-            stages = "; ".join(f"{s.name}: {s.note or 'applied'}" for s in result.stages)
-            result.reason = (f"the ladder reached {tokens} tokens, above the target of {target}; "
-                             "no stage could drop or shrink more of what is left (the system "
-                             f"prompt, the current task and its newest steps) ({stages})")
-        return state, best, result
+def default_pipeline(model: Model | None = None) -> CompactionPipeline:
+    """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
+    digest when a model is given (the digest is then the fallback if the model fails)."""
+    stages: list[Stage] = [ToolResults(), SlidingWindow()]
+    if model is not None:
+        stages.append(Summarize(model))
+    stages.append(Digest())
+    return CompactionPipeline(stages)
 
 
-def describe(state: CompactionState, plan: Plan, result: CompactionResult) -> None:
+def plan_compaction(
+    source: Sequence[AnyEntry] | Sequence[Message],
+    policy: CompactionPolicy,
+    pipeline: CompactionPipeline | None = None,
+    counter: TokenCounter | None = None,
+    *,
+    force: bool = False,
+    projectors: Mapping[str, Projector] | None = None,
+    fresh_from: int | None = None,
+) -> CompactionResult:
+    """Run the ladder on a branch (entries, root first) or a list of messages; write nothing.
+
+    Unless ``force``, nothing is planned when the context is already at or under the target.
+    ``projectors`` turn custom entries into messages, as in ``build_context``. For a message
+    list, ``fresh_from`` is the index of its first message produced since the latest
+    compaction (``None``: decided by its markers, see ``contextree.tokens.fresh_start``); a
+    previous compaction summary in the list is updated, not piled on. The result's
+    ``entry`` then refers to the entries standing for the messages (ids ``m<index>``), and
+    ``result.context().messages`` is the compacted list.
+    """
+    if not source:
+        raise CompactionError("there is nothing to compact: the session (or the list of "
+                              "messages) is empty")
+    started = time.perf_counter()
+    branch: list[AnyEntry]
+    if isinstance(source[0], Message):
+        messages = [m for m in source if isinstance(m, Message)]
+        if len(messages) != len(source):
+            raise InvalidArgument("compact a branch of entries or a list of messages, "
+                                  "not a mix of both")
+        chain = branch_of(messages)
+        branch = chain.entries
+        # ``fresh_from`` counts list positions; the state wants context positions.
+        start = fresh_start(messages) if fresh_from is None else fresh_from
+        fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
+    else:
+        branch = [e for e in source if not isinstance(e, Message)]
+    state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
+                            fresh_from=fresh_from)
+    result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
+                              branch=branch, projectors=projectors)
+    if state.tokens_before <= policy.target and not force:
+        result.reason = "already under the target"
+        return result
+    plan = _climb(pipeline or default_pipeline(), state, result)
+    if plan is None:
+        if not result.reason:
+            result.reason = "no stage could make the context smaller"
+        return result
+    _describe(state, plan, result)
+    details = {
+        "stages": result.applied,
+        "dropped": len(result.dropped),
+        "summarized": len(result.summarized),
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+    result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
+                                   details=details)
+    return result
+
+
+def _climb(pipeline: CompactionPipeline, state: CompactionState,
+           result: CompactionResult) -> Plan | None:
+    """Try each stage in order from the initial view; the best plan (``None``: no stage
+    made the context smaller). Fills in ``result.stages`` and ``tokens_after``."""
+    target = state.policy.target
+    plan = state.initial_plan
+    tokens = state.tokens(plan)
+    best: Plan | None = None
+    for stage in pipeline.stages:
+        name = getattr(stage, "name", type(stage).__name__)
+        try:
+            candidate = stage(state, plan)
+        except Exception as e:  # a failing stage (e.g. the summarizer) never loses history
+            log.warning("compaction stage %s failed: %s", name, e)
+            result.stages.append(StageReport(name, tokens, tokens, False, f"failed: {e}",
+                                             error=repr(e)))
+            continue
+        if candidate is None:
+            result.stages.append(StageReport(name, tokens, tokens, False, "nothing to do"))
+            continue
+        after = state.tokens(candidate)
+        if after >= tokens:
+            result.stages.append(StageReport(name, tokens, after, False, "not smaller: rejected"))
+            continue
+        result.stages.append(StageReport(name, tokens, after, True))
+        plan, tokens, best = candidate, after, candidate
+        if tokens <= target:
+            break
+    result.tokens_after = tokens
+    if tokens > target:
+        stages = "; ".join(f"{s.name}: {s.note or 'applied'}" for s in result.stages)
+        result.reason = (f"the ladder reached {tokens} tokens, above the target of {target}; "
+                         "no stage could drop or shrink more of what is left (the system "
+                         f"prompt, the current task and its newest steps) ({stages})")
+    return best
+
+
+def _describe(state: CompactionState, plan: Plan, result: CompactionResult) -> None:
     """Fill in what was cleared, dropped and summarized, comparing with the initial view."""
     after = state.render(plan)
     kept = {i for i in after.entry_ids if i is not None}
@@ -394,59 +248,3 @@ def describe(state: CompactionState, plan: Plan, result: CompactionResult) -> No
                       and (state.base is None or i != state.base.id)]
     result.summarized = list(plan.summarized)
     result.summary = plan.summary
-
-
-def run_compaction(
-    session: Any,
-    policy: CompactionPolicy,
-    pipeline: CompactionPipeline,
-    counter: TokenCounter | None = None,
-    *,
-    dry_run: bool = False,
-    force: bool = False,
-    emit: Emit | None = None,
-    from_hook: bool = False,
-) -> CompactionResult:
-    """Compact ``session``'s current branch if it is over the target (or ``force``)."""
-    branch = session.branch()
-    if not branch:
-        raise CompactionError("the session is empty; there is nothing to compact")
-    started = time.perf_counter()
-    if emit is not None:
-        emit("compaction_start", {"leaf_id": session.leaf_id, "window": policy.window})
-    state, plan, result = pipeline.plan(branch, policy, counter, emit, force=force,
-                                        projectors=getattr(session, "projectors", None))
-    if plan is None:
-        if not result.reason:
-            result.reason = "no stage could make the context smaller"
-        return result
-    describe(state, plan, result)
-    if dry_run:
-        return result
-    entry = state.entry_for(plan)
-    result.entry_id = session.append_compaction(
-        plan.summary,
-        entry.first_kept_entry_id,
-        state.tokens_before,
-        details={
-            "stages": result.applied,
-            "dropped": len(result.dropped),
-            "summarized": len(result.summarized),
-            "seconds": round(time.perf_counter() - started, 4),
-        },
-        usage=plan.usage,
-        from_hook=from_hook,
-        tokens_after=result.tokens_after,
-        cleared=entry.cleared,
-        pinned=entry.pinned,
-    )
-    if emit is not None:
-        emit("compacted", result.payload())
-    return result
-
-
-def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
-                 usage: Usage | None = None) -> Plan:
-    return replace(plan, summary=summary,
-                   summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
-                   usage=usage if usage is not None else plan.usage)

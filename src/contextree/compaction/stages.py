@@ -1,59 +1,21 @@
-"""The free rungs of the ladder: clear old tool results, then drop the oldest turns."""
+"""The offline rungs of the ladder: clear old tool results, drop the oldest turns, digest
+what a cut removes."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import orjson
 
+from .._text import shorten
 from ..messages import Message, ToolCall
-from ..truncation import is_truncated
-from .pipeline import CompactionState, Plan
+from ..truncation import LIMITS
+from .cuts import choose_cut, summary_cut
+from .digest import DEFAULT_MAX_CHARS, digest_messages
+from .evidence import SHELL_TOOLS, WRITE_TOOLS, error_excerpt, exit_code
+from .state import CompactionState, Plan, with_summary
 
-READ_TOOLS = frozenset({"read", "grep", "glob", "view", "cat", "ls", "list"})
-WRITE_TOOLS = frozenset({"write", "edit", "create", "apply_patch", "str_replace", "patch",
-                         "multi_edit", "delete", "move", "rename"})
-SHELL_TOOLS = frozenset({"shell", "bash", "exec", "run", "sh", "terminal"})
-_EXIT = re.compile(r"exit code[:= ]+(-?\d+)", re.IGNORECASE)
-_ERROR_LINE = re.compile(
-    r"error|exception|traceback|fail|fatal|panic|assert|denied|not found|no such|invalid|"
-    r"cannot|can't|unable|refused|timed out|timeout",
-    re.IGNORECASE,
-)
-
-
-def cap(text: str, n: int) -> str:
-    """``text`` in at most about ``n`` characters: its start and end, with the cut marked."""
-    text = text.strip()
-    if len(text) <= n:
-        return text
-    head = n * 3 // 4
-    return f"{text[:head]} … [{len(text) - n} chars omitted] … {text[len(text) - (n - head):]}"
-
-
-def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
-    """The exit code of a command's result: from its meta, or (``scan_text``) stated in its
-    text."""
-    meta = result.meta or {}
-    code = meta.get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
-    if not scan_text:
-        return None
-    m = _EXIT.search(result.text[-400:]) or _EXIT.search(result.text[:400])
-    return int(m.group(1)) if m else None
-
-
-def error_excerpt(text: str, n: int = 800) -> str:
-    """The lines of an error output that say what went wrong, and its last line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    picked = [line for line in lines if _ERROR_LINE.search(line)][-6:]
-    if lines[-1] not in picked:
-        picked.append(lines[-1])
-    return cap(" | ".join(dict.fromkeys(cap(line, 300) for line in picked)), n)
+__all__ = ["Digest", "SlidingWindow", "ToolResults", "placeholder"]
 
 
 class ToolResults:
@@ -87,7 +49,7 @@ class ToolResults:
         sizes = state.sizes(messages)
         for i, m in enumerate(messages[:protected_from]):
             eid = ids[i]
-            if m.role != "tool" or eid is None or eid in cleared or (m.meta or {}).get("kind"):
+            if m.role != "tool" or eid is None or eid in cleared or m.kind is not None:
                 continue
             call = calls.get(m.tool_call_id or "")
             text = placeholder(m, call)
@@ -110,9 +72,7 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
     name = call.name if call else (result.name or "tool")
     args = ""
     if call is not None:
-        args = orjson.dumps(call.arguments).decode()
-        if len(args) > 200:
-            args = args[:200] + "…"
+        args = shorten(orjson.dumps(call.arguments).decode(), 201)
     text = result.text
     size = f"{text.count(chr(10)) + 1} lines, {len(text.encode())} bytes"
     if call is not None and call.name in WRITE_TOOLS:
@@ -124,12 +84,11 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
         how = "Run the command again if you need its output and it is safe to repeat."
     else:
         how = "Run the tool again with the same arguments if you need it."
-    meta = result.meta or {}
-    if is_truncated(meta):
-        saved = meta["truncated"].get("saved_path")
-        if saved:
-            how = (f"The full output is saved at {saved}; read it with "
-                   f"read(path={orjson.dumps(saved).decode()}, offset=1, limit=2000).")
+    truncation = result.truncation
+    if truncation is not None and truncation.saved_path:
+        saved = truncation.saved_path
+        how = (f"The full output is saved at {saved}; read it with "
+               f"read(path={orjson.dumps(saved).decode()}, offset=1, limit={LIMITS.max_lines}).")
     code = exit_code(result, scan_text=call is None or call.name in SHELL_TOOLS)
     error = ""
     if result.is_error or (code is not None and code != 0):
@@ -137,77 +96,6 @@ def placeholder(result: Message, call: ToolCall | None) -> str:
         status = f"exit code {code}" if code is not None else "an error"
         error = f" It ended with {status}: {excerpt}." if excerpt else f" It ended with {status}."
     return f"[Cleared to save context: result of {name}({args}), {size}.{error} {how}]"
-
-
-@dataclass(frozen=True)
-class Cut:
-    """Where the kept part of the context starts, and what must stay pinned before it."""
-
-    first_kept: int  # index in the branch
-    pins: tuple[str, ...]
-    dropped_tokens: int
-    dropped_ids: tuple[str, ...]
-
-
-def choose_cut(state: CompactionState, plan: Plan, budget: int, *,
-               reserve: int = 0, steps: bool = True) -> Cut | None:
-    """The earliest cut that brings the context to ``budget`` tokens (or the latest possible).
-
-    Cuts fall before a user message (a whole turn) when one reaches the budget, else (when
-    ``steps``) before an assistant message (a whole step: a call is never separated from its
-    results). The system prompt and the current task (the last user message) are pinned,
-    never dropped, and so are the entries ``plan`` already pins.
-    """
-    ctx = state.render(plan)
-    messages, ids = ctx.messages, ctx.entry_ids
-    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
-    last_step = max((i for i, m in enumerate(messages) if m.role in ("user", "assistant")),
-                    default=None)
-    if last_step is None:
-        return None
-    candidates: list[tuple[int, bool]] = []  # (position, is turn start)
-    for i in range(1, last_step + 1):
-        m, eid = messages[i], ids[i]
-        if eid is None or m.role not in ("user", "assistant"):
-            continue
-        if state.index.get(eid, -1) >= plan.first_kept and (steps or m.role == "user"):
-            candidates.append((i, m.role == "user"))
-    if not candidates:
-        return None
-    # Messages that stay whatever the cut: system messages (the prompt, the summary) and
-    # pins. Everything else before a cut is dropped, with the results of its calls.
-    plan_pins = set(plan.pinned)
-    keep = [
-        (m.role == "system" and ids[i] is not None) or ids[i] in plan_pins or i == last_user
-        for i, m in enumerate(messages)
-    ]
-    sizes = state.sizes(messages)
-    scale = state.scale
-    total = round(sum(sizes) * scale) + state.offset + reserve
-    # dropped[k]: estimated tokens dropped by a cut before message k (a prefix sum)
-    dropped = [0.0] * (len(messages) + 1)
-    for j, n in enumerate(sizes):
-        dropped[j + 1] = dropped[j] + (0 if keep[j] else n)
-    chosen: int | None = None
-    for turns_only in (True, False):
-        for pos, is_turn in candidates:
-            if turns_only and not is_turn:
-                continue
-            if total - round(dropped[pos] * scale) <= budget:
-                chosen = pos
-                break
-        if chosen is not None:
-            break
-    if chosen is None:
-        chosen = candidates[-1][0]
-    pos = chosen
-    return Cut(
-        first_kept=state.index[ids[pos] or ""],
-        pins=tuple(eid for j in range(pos) if keep[j]
-                   and (eid := ids[j]) is not None and eid in state.index),
-        dropped_tokens=round(dropped[pos] * scale),
-        dropped_ids=tuple(eid for j in range(pos) if not keep[j] and (eid := ids[j]) is not None),
-    )
 
 
 class SlidingWindow:
@@ -236,3 +124,44 @@ class SlidingWindow:
         summary = f"{plan.summary}\n\n{note}" if plan.summary else note
         return replace(plan, summary=summary, first_kept=cut.first_kept,
                        pinned=tuple(dict.fromkeys([*plan.pinned, *cut.pins])))
+
+
+class Digest:
+    """Summarize everything before a cut with ``digest_messages``; keep recent steps whole.
+
+    The cut keeps about ``keep_ratio`` of the target of recent messages; the digest gets the
+    room left under the target (between ``min_chars`` and ``max_chars`` characters).
+    """
+
+    name = "digest"
+
+    def __init__(self, keep_ratio: float = 0.5, *, min_chars: int = 2_000,
+                 max_chars: int = DEFAULT_MAX_CHARS) -> None:
+        if not 0 < keep_ratio <= 1:
+            raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio!r}")
+        if not 0 < min_chars <= max_chars:
+            raise ValueError(f"need 0 < min_chars <= max_chars, got {min_chars}, {max_chars}")
+        self.keep_ratio = keep_ratio
+        self.min_chars = min_chars
+        self.max_chars = max_chars
+
+    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
+        found = summary_cut(state, plan, self.keep_ratio)
+        if found is None:
+            return None
+        new, items = found
+        ids = [eid for _, eid in items if eid]
+        # The room under the target, in characters: start from a conservative guess of the
+        # characters a token, then shrink if the rendered digest still overruns.
+        room = state.policy.target - state.bare_tokens(new)
+        chars = max(self.min_chars, min(self.max_chars, room * 3))
+        previous = state.initial_plan.summary
+        for _ in range(4):
+            summary = digest_messages(previous, items, max_chars=chars)
+            candidate = with_summary(new, summary, ids)
+            over = state.tokens_with_summary(candidate) - state.policy.target
+            if over <= 0 or chars <= self.min_chars:
+                return candidate
+            used = state.count(Message.system(summary)) or 1
+            chars = max(self.min_chars, int(chars * (used - over) / used * 0.95))
+        return candidate

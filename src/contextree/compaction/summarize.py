@@ -7,10 +7,14 @@ from typing import Any
 
 import orjson
 
+from .._text import shorten
 from ..errors import CompactionError
 from ..messages import Message, Usage
-from .digest import summary_cut
-from .pipeline import CompactionState, Plan, with_summary
+from ..models.base import Model
+from .cuts import summary_cut
+from .state import CompactionState, Plan, with_summary
+
+__all__ = ["SYSTEM_PROMPT", "Summarize", "render_transcript"]
 
 SYSTEM_PROMPT = """\
 You compact the history of an AI agent's conversation so the agent can continue without it.
@@ -29,11 +33,9 @@ def render_transcript(items: Sequence[tuple[Message, str | None]], *, cap: int =
     """The messages as plain text for the summarizer (long tool output shortened)."""
     lines = []
     for m, _ in items:
-        text = m.text
-        if len(text) > cap:
-            text = text[: cap // 2] + f"\n… [{len(text) - cap} chars omitted] …\n" + text[-cap // 2 :]
+        text = shorten(m.text, cap, keep="middle", counted=True)
         if m.role == "assistant" and m.tool_calls:
-            calls = "; ".join(f"{c.name}({orjson.dumps(c.arguments).decode()[:500]})"
+            calls = "; ".join(f"{c.name}({shorten(orjson.dumps(c.arguments).decode(), 500)})"
                               for c in m.tool_calls)
             text = f"{text}\n[tool calls: {calls}]" if text else f"[tool calls: {calls}]"
         label = f"tool result ({m.name})" if m.role == "tool" and m.name else m.role
@@ -42,7 +44,7 @@ def render_transcript(items: Sequence[tuple[Message, str | None]], *, cap: int =
 
 
 class Summarize:
-    """Summarize the dropped history with ``model`` (any object with ``complete(messages)``).
+    """Summarize the dropped history with ``model`` (its ``complete`` is called).
 
     Input larger than ``max_input_tokens`` (the summarizer's own budget) is summarized in
     chunks, each updating the summary so far. The model is asked to stay within the room the
@@ -52,7 +54,7 @@ class Summarize:
 
     name = "summarize"
 
-    def __init__(self, model: Any, *, keep_ratio: float = 0.5,
+    def __init__(self, model: Model, *, keep_ratio: float = 0.5,
                  max_input_tokens: int = 60_000, min_summary_tokens: int = 256,
                  max_summary_tokens: int = 8_000, **options: Any) -> None:
         if not hasattr(model, "complete"):

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import cast
 
-from ..compaction import CompactionPipeline, CompactionPolicy, default_pipeline, run_compaction
-from ..context import SUMMARY_PREFIX
-from ..session import Session
+from ..compaction import (
+    CompactionPipeline,
+    CompactionPolicy,
+    CompactionResult,
+    default_pipeline,
+    plan_compaction,
+)
+from ..messages import Message
+from ..models.base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from .builder import App
 from .env import Env
-from .events import CompactionFailedPayload, Event, as_payload
+from .events import CompactedPayload, CompactionFailedPayload, CompactionStartPayload, Event
 
 
 class DefaultCompactionPipeline:
@@ -18,13 +24,13 @@ class DefaultCompactionPipeline:
 
     It belongs inside ``ToolResultLoop`` so it runs before every model call. With a
     ``SessionTree`` the compaction is appended to the session (history stays on disk);
-    otherwise the conversation is compacted in memory and ``SessionLog`` rewrites its file.
-    When the ladder cannot reach the target it is not retried until the context has grown
-    by another tenth of the window, so it never burns calls in a loop.
+    otherwise the same planner compacts the conversation in memory and ``SessionLog``
+    rewrites its file. When the ladder cannot reach the target it is not retried until the
+    context has grown by another tenth of the window, so it never burns calls in a loop.
     """
 
-    def __init__(self, app: App, /, window: int, *, summarizer: Any = None,
-                 summariser: Any = None, compactor: CompactionPipeline | None = None,
+    def __init__(self, app: App, /, window: int, *, summarizer: Model | None = None,
+                 summariser: Model | None = None, compactor: CompactionPipeline | None = None,
                  compact_at: float = 0.7, compact_to: float = 0.4,
                  counter: TokenCounter | None = None) -> None:
         self.app = app
@@ -34,40 +40,77 @@ class DefaultCompactionPipeline:
         self._failed_at: int | None = None
 
     def __call__(self, env: Env) -> Env:
-        tokens = count_context(env.messages, self.counter, anchor=env.usage_anchor())
+        tokens = count_context(env.messages, self.counter, fresh_from=env.fresh_from)
         if tokens >= self.policy.trigger and not self._recently_failed(tokens):
-            self.compact(env)
+            self.compact(env, tokens)
         return self.app(env)
 
     def _recently_failed(self, tokens: int) -> bool:
         return self._failed_at is not None and tokens < self._failed_at + self.policy.window // 10
 
-    def compact(self, env: Env) -> None:
-        system = [m for m in env.messages if m.role == "system" and not (m.meta or {}).get("kind")]
-        session = env.session if env.session is not None else self._in_memory(env)
-        result = run_compaction(session, self.policy, self.pipeline, self.counter,
-                                emit=lambda event, payload: env.emit(as_payload(event, payload)))
+    def compact(self, env: Env, tokens: int | None = None) -> None:
+        """Compact ``env``'s conversation now and report it (``tokens``: its count, if known)."""
+        if tokens is None:
+            tokens = count_context(env.messages, self.counter, fresh_from=env.fresh_from)
+        session = env.session
+        env.emit(CompactionStartPayload(event=Event.COMPACTION_START,
+                                        leaf_id=session.leaf_id if session is not None else None,
+                                        window=self.policy.window, tokens=tokens))
+        prompts = [m for m in env.messages if _is_prompt(m)]
+        result: CompactionResult
+        if session is not None:
+            result = session.compact(self.policy.window, compact_at=self.policy.compact_at,
+                                     compact_to=self.policy.compact_to,
+                                     pipeline=self.pipeline, counter=self.counter)
+        else:
+            result = self._plan(env)
+        for payload in compaction_events(result):
+            env.emit(payload)
         if result.entry_id is None:
             self._failed_at = result.tokens_before
-            env.emit(CompactionFailedPayload(event=Event.COMPACTION_FAILED, reason=result.reason,
-                                             tokens=result.tokens_before, stage=None, error=None))
             return
         self._failed_at = None if result.reached_target else result.tokens_after
-        env.replace([*system, *session.build_context().messages])
+        env.replace([*prompts, *result.context().messages])
 
-    @staticmethod
-    def _in_memory(env: Env) -> Session:
-        """A throwaway session holding the conversation (no SessionTree in the stack); an
-        earlier compaction summary becomes a compaction entry again, so summaries are updated
-        rather than piled up."""
-        session = Session.in_memory()
-        for m in env.messages:
-            kind = (m.meta or {}).get("kind")
-            if m.role == "system" and not kind:
-                continue  # the system prompt is put back in front afterwards
-            if kind == "compaction_summary":
-                text = m.text.removeprefix(SUMMARY_PREFIX)
-                session.append_compaction(text, None, int((m.meta or {}).get("tokens_before", 0)))
-            else:
-                session.append_message(m)
-        return session
+    def _plan(self, env: Env) -> CompactionResult:
+        """Plan on the conversation itself (no session in the stack); the system prompt is
+        left out and put back in front afterwards, as with a session."""
+        conversation: list[Message] = []
+        fresh_from = 0
+        for i, m in enumerate(env.messages):
+            if _is_prompt(m):
+                continue
+            if i < env.fresh_from:
+                fresh_from += 1
+            conversation.append(m)
+        result = plan_compaction(conversation, self.policy, self.pipeline, self.counter,
+                                 fresh_from=fresh_from)
+        if result.entry is not None:
+            result.entry_id = result.entry.id  # applied: it replaces the conversation
+        return result
+
+
+def _is_prompt(m: Message) -> bool:
+    """A system prompt (re-added every turn), not a system message contextree made."""
+    return m.role == "system" and m.kind is None
+
+
+def compaction_events(result: CompactionResult
+                      ) -> list[CompactedPayload | CompactionFailedPayload]:
+    """The events that report a compaction run, in order: ``compaction_failed`` for each
+    stage that raised, then ``compacted`` when the entry was applied (``entry_id`` set), or
+    ``compaction_failed`` for the whole ladder when there is no entry (a dry run's plan ends
+    with neither). One payload type an event (``runtime.events``)."""
+    events: list[CompactedPayload | CompactionFailedPayload] = [
+        CompactionFailedPayload(event=Event.COMPACTION_FAILED, reason=f"stage {s.name} {s.note}",
+                                tokens=s.tokens_before, stage=s.name, error=s.error)
+        for s in result.failures
+    ]
+    if result.entry_id is not None:
+        events.append(cast(CompactedPayload, {"event": Event.COMPACTED, **result.payload()}))
+    elif result.entry is None:
+        events.append(CompactionFailedPayload(event=Event.COMPACTION_FAILED,
+                                              reason=result.reason,
+                                              tokens=result.tokens_before, stage=None,
+                                              error=None))
+    return events

@@ -16,6 +16,7 @@ from typing import Any
 from ..messages import Message, Usage
 from ..models.base import ToolSpec
 from ..session import Session
+from ..tokens import usage_anchor
 from ..tools.tool import Tool
 from .events import ALL_EVENTS, Event, Payload, event_named
 
@@ -139,7 +140,7 @@ class Env:
     def usage_anchor(self) -> int | None:
         """Index of the last assistant message whose reported usage describes this very
         conversation (it was produced after the latest compaction), or ``None``."""
-        return _usage_anchor(self._messages, self._fresh_from)
+        return usage_anchor(self._messages, self._fresh_from)
 
     def on_add(self, listener: Listener) -> None:
         """Call ``listener(message)`` for every message ``add`` appends."""
@@ -222,16 +223,6 @@ class Env:
 
     def _handler_failed(self, event: str, error: Exception) -> None:
         self._handler_errors.append((event, error))
-
-
-def _usage_anchor(messages: Sequence[Message], fresh_from: int) -> int | None:
-    # Same rule as contextree.tokens.usage_anchor(messages, fresh_from), which the core
-    # area is adding; call that instead once it lands.
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
-        if m.role == "assistant" and m.usage is not None and m.usage.context_tokens > 0:
-            return i if i >= fresh_from else None
-    return None
 
 
 @dataclass

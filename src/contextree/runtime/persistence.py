@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .._files import atomic_write, write_all
 from ..errors import CorruptLine
 from ..messages import Message
 from ..session import Session
-from ..tokens import COMPACTED_KINDS
+from ..tokens import fresh_start
 from .builder import App
 from .env import Env
 
 
 def _persisted(m: Message) -> bool:
     """System prompts are re-added every turn; compaction summaries are history."""
-    return m.role != "system" or (m.meta or {}).get("kind") is not None
+    return m.role != "system" or m.kind is not None
 
 
 class SessionLog:
@@ -29,7 +28,7 @@ class SessionLog:
 
     Beyond the seed: new messages are appended (and synced) as they are produced, so a crash
     or an exception loses nothing already said; after compaction the file is rewritten
-    atomically (temp file, fsync, rename).
+    atomically (``atomic_write``: temp file, fsync, rename).
     """
 
     def __init__(self, app: App, /, path: str | os.PathLike[str]) -> None:
@@ -37,6 +36,8 @@ class SessionLog:
         self.path = Path(path)
 
     def load(self) -> list[Message]:
+        """The messages in the file (none if there is no file); a torn last line is
+        skipped, any other unreadable line is an error."""
         if not self.path.exists():
             return []
         out = []
@@ -58,8 +59,7 @@ class SessionLog:
         new = list(env.messages)
         # A file rewritten by a compaction does not record which replies came after it, so
         # then none of the loaded usage anchors a token count.
-        compacted = any((m.meta or {}).get("kind") in COMPACTED_KINDS for m in history)
-        env.load_history(history, fresh_from=len(history) if compacted else 0)
+        env.load_history(history, fresh_from=fresh_start(history))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -82,22 +82,18 @@ class SessionLog:
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _append(self, fd: int, messages: Sequence[Message]) -> None:
-        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
+        data = _lines(messages)
         if data:
-            os.write(fd, data)
+            write_all(fd, data)
             os.fsync(fd)
 
     def _rewrite(self, messages: Sequence[Message]) -> None:
-        data = b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-            os.close(fd)
-            os.replace(tmp, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        atomic_write(self.path, _lines(messages))
+
+
+def _lines(messages: Sequence[Message]) -> bytes:
+    """The JSON lines of the messages the log keeps."""
+    return b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
 
 
 class SessionTree:
@@ -105,27 +101,31 @@ class SessionTree:
     it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
 
     def __init__(self, app: App, /, path: str | os.PathLike[str] | None = None, *,
-                 session: Session | None = None, **create_options: Any) -> None:
+                 session: Session | None = None, cwd: str | None = None,
+                 session_id: str | None = None, metadata: dict[str, Any] | None = None,
+                 durable: bool = True) -> None:
+        """``path`` (a file or URL, opened or created) or a ready ``session``; ``cwd``,
+        ``session_id`` and ``metadata`` apply when the session is created."""
         if (path is None) == (session is None):
             raise ValueError("give SessionTree a path or a session (one of them)")
         self.app = app
         self.path = path
         self.session = session
-        self.create_options = create_options
+        self.cwd, self.session_id, self.metadata = cwd, session_id, metadata
+        self.durable = durable
 
     def __call__(self, env: Env) -> Env:
         session = self.session
         owned = session is None
         if session is None:
             assert self.path is not None
-            session = Session.open_or_create(self.path, **self.create_options)
+            session = Session.open_or_create(self.path, cwd=self.cwd,
+                                             session_id=self.session_id,
+                                             metadata=self.metadata, durable=self.durable)
         try:
             new = list(env.messages)
             ctx = session.build_context()
-            fresh = 0
-            if ctx.compaction is not None:  # usage from before it describes another view
-                fresh = ctx.usage_anchor if ctx.usage_anchor is not None else len(ctx.messages)
-            env.load_history(ctx.messages, fresh_from=fresh)
+            env.load_history(ctx.messages, fresh_from=ctx.fresh_from)  # before: another view
             env.attach_session(session)
             for m in new:
                 session.append_message(m)

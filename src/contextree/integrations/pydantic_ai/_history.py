@@ -1,0 +1,359 @@
+"""``ContextreeHistory``: the model sees contextree's compacted view; the history keeps all.
+
+pydantic-ai's own ``ProcessHistory`` rewrites the run's history (``ctx.messages``) with what
+its processor returns, so what was trimmed is gone for the rest of the run. This capability
+only replaces the messages of the request being sent (``request_context.messages``): the run's
+history, ``result.all_messages()`` and the stored conversation keep every message.
+
+Per conversation it keeps a working contextree session mirroring the messages (seeded from a
+``ContextreeConversationStore`` when the conversation is stored there, with the compactions
+persisted in it). Before each model request it runs contextree's compaction ladder once the
+context reaches ``compact_at`` of ``window``, builds the view (the latest compaction's summary,
+the kept turns, cleared tool results as placeholders, every tool call paired with exactly one
+result) and maps it back to pydantic-ai messages: untouched messages are the original objects,
+a request that lost parts (a dropped or cleared tool result) is a copy with what is left.
+
+Bound to a store, each compaction is saved with the messages it follows on the next
+``store.save(...)``, as a ``compaction`` entry of the conversation's session: the view is the
+same after a reopen, in another process, and the prompt prefix stays byte-stable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic_ai import messages as pm
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.conversation_store import ConversationEntry
+from pydantic_ai.tools import AgentDepsT, RunContext
+
+from ...compaction import CompactionPipeline, CompactionPolicy
+from ...context import SessionContext
+from ...entries import AnyEntry, CompactionEntry, MessageEntry
+from ...markers import Kind
+from ...messages import Message
+from ...session import Session
+from ...tokens import EstimateCounter, TokenCounter, count_context
+from . import _mapping as mp
+from ._store import ContextreeConversationStore
+
+_TEMP = "t-"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _time(stamp: str) -> datetime:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return _EPOCH
+
+
+class _Working:
+    """The working session of one conversation and how its entries map to messages."""
+
+    def __init__(self) -> None:
+        self.session = Session.in_memory()
+        self.messages: list[pm.ModelMessage] = []
+        self.ids: list[str] = []  # the final entry id of each mirrored message
+        self.by_id: dict[str, pm.ModelMessage] = {}
+        self.mapped: dict[str, set[int]] = {}  # final id -> indices of parts with a shape
+        self.stored = 0  # how many of ``messages`` the store has (their ids are the store's)
+        self.alias: dict[str, str] = {}  # temporary final id -> the store's entry id
+        self.unflushed: list[CompactionEntry] = []
+        self.staged: tuple[dict[str, str], int, list[pm.ModelMessage], list[str]] | None = None
+        self.failed_at: int | None = None
+        self.invalid = False
+
+    def add(self, entries: Sequence[AnyEntry], messages: Sequence[pm.ModelMessage],
+            ids: Sequence[str]) -> None:
+        for entry in entries:
+            self.session.append(entry)
+            data = mp.info(entry)
+            if data is not None:
+                pid = mp.group_of(entry.id, data)
+                self.mapped.setdefault(pid, set()).update(data.get("parts") or ())
+        for message, pid in zip(messages, ids, strict=True):
+            self.messages.append(message)
+            self.ids.append(pid)
+            self.by_id[pid] = message
+
+    def append(self, messages: Sequence[pm.ModelMessage]) -> None:
+        ids = [f"{_TEMP}{uuid.uuid4().hex[:16]}" for _ in messages]
+        entries = mp.group_entries(((i, m, None) for i, m in zip(ids, messages, strict=True)),
+                                   self.session.leaf_id)
+        self.add(entries, messages, ids)
+
+    def store_id(self, entry_id: str) -> str | None:
+        """The id an entry of this session has (or will have) in the store, if known."""
+        if not entry_id.startswith(_TEMP):
+            return entry_id
+        base, sep, suffix = entry_id.partition("~")
+        stored = self.alias.get(base)
+        return None if stored is None else stored + sep + suffix
+
+    def stored_head(self) -> str | None:
+        return self.store_id(self.ids[self.stored - 1]) if self.stored else None
+
+
+class ContextreeHistory(ProcessHistory[AgentDepsT]):
+    """Send the model contextree's compacted, pairing-valid view; keep the history whole.
+
+    ``window`` is the model's context window in tokens; compaction starts at ``compact_at``
+    of it and goes down to ``compact_to``. ``pipeline`` is the ladder (default: clear old
+    tool results, drop the oldest turns, offline digest; pass ``summarizer=`` a contextree
+    model to summarize with it). ``store`` persists the compactions with the conversation.
+    """
+
+    def __init__(
+        self,
+        window: int,
+        *,
+        store: ContextreeConversationStore | None = None,
+        compact_at: float = 0.7,
+        compact_to: float = 0.4,
+        pipeline: CompactionPipeline | None = None,
+        summarizer: Any = None,
+        counter: TokenCounter | None = None,
+        max_conversations: int = 32,
+    ) -> None:
+        self.processor = self._process
+        self.policy = CompactionPolicy(window, compact_at, compact_to)
+        self.store = store
+        self.pipeline = pipeline
+        self.summarizer = summarizer
+        self.counter: TokenCounter = counter or EstimateCounter()
+        self.max_conversations = max_conversations
+        self._working: OrderedDict[str, _Working] = OrderedDict()
+        self.compactions = 0
+        if store is not None:
+            store.add_pending_hook(self._flush)
+            store.add_saved_hook(self._saved)
+
+    @property
+    def window(self) -> int:
+        return self.policy.window
+
+    def __repr__(self) -> str:
+        return f"ContextreeHistory(window={self.window})"
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None
+
+    async def before_model_request(self, ctx: RunContext[AgentDepsT], request_context: Any) -> Any:
+        # Only the request is changed: ``ctx.messages`` (the run's history) keeps everything.
+        request_context.messages = self.view(ctx.conversation_id, list(request_context.messages))
+        return request_context
+
+    def _process(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+        return self.view(None, messages)
+
+    # -- the view ---------------------------------------------------------------------------------
+    def view(self, conversation_id: str | None, messages: list[pm.ModelMessage]
+             ) -> list[pm.ModelMessage]:
+        """What the model is sent for ``messages``: compacted when over the trigger."""
+        if not messages:
+            return messages
+        ws = self._sync(conversation_id or "", messages)
+        ctx = ws.session.build_context()
+        tokens = count_context(ctx.messages, self.counter, anchor=ctx.usage_anchor)
+        recently_failed = (ws.failed_at is not None
+                           and tokens < ws.failed_at + self.window // 10)
+        if tokens >= self.policy.trigger and not recently_failed:
+            result = ws.session.compact(self.window, pipeline=self.pipeline,
+                                        counter=self.counter, model=self.summarizer,
+                                        compact_at=self.policy.compact_at,
+                                        compact_to=self.policy.compact_to)
+            if result.entry_id is None:
+                ws.failed_at = tokens
+            else:
+                ws.failed_at = None if result.reached_target else result.tokens_after
+                entry = ws.session.get_entry(result.entry_id)
+                assert isinstance(entry, CompactionEntry)
+                ws.unflushed.append(entry)
+                self.compactions += 1
+                ctx = ws.session.build_context()
+        return self._to_pydantic(ws, ctx)
+
+    def _sync(self, key: str, messages: list[pm.ModelMessage]) -> _Working:
+        ws = self._working.get(key)
+        if ws is not None and not ws.invalid:
+            n = len(ws.messages)
+            if len(messages) >= n:
+                if all(a is b for a, b in zip(ws.messages, messages, strict=False)):
+                    ws.append(messages[n:])
+                    self._working.move_to_end(key)
+                    return ws
+                if ws.messages == messages[:n]:
+                    for i in range(n):  # the same messages as new objects: follow them
+                        ws.messages[i] = ws.by_id[ws.ids[i]] = messages[i]
+                    ws.append(messages[n:])
+                    self._working.move_to_end(key)
+                    return ws
+        ws = self._seeded(key, messages)
+        self._working[key] = ws
+        while len(self._working) > self.max_conversations:
+            self._working.popitem(last=False)
+        return ws
+
+    def _seeded(self, key: str, messages: list[pm.ModelMessage]) -> _Working:
+        """A working session: the stored history (with its compactions) when ``messages``
+        continue it, then the rest of ``messages``."""
+        ws = _Working()
+        entries = self.store.branch_entries(key) if self.store is not None and key else None
+        if entries:
+            finals = [e for e in entries if mp.is_final(e)]
+            if len(finals) <= len(messages):
+                stored = mp.load([mp.info(e)["json"] for e in finals])  # type: ignore[index]
+                if stored == messages[: len(finals)]:
+                    ws.add(entries, messages[: len(finals)], [e.id for e in finals])
+                    ws.stored = len(finals)
+        ws.append(messages[len(ws.messages):])
+        return ws
+
+    def _to_pydantic(self, ws: _Working, ctx: SessionContext) -> list[pm.ModelMessage]:
+        out: list[pm.ModelMessage] = []
+        group: str | None = None
+        present: dict[int, Message] = {}
+        changed = False
+        extra: list[pm.ModelRequestPart] = []
+
+        def finish() -> None:
+            nonlocal group, changed
+            if group is not None:
+                out.append(self._rebuilt(ws, group, present, changed, extra))
+            group, changed = None, False
+            present.clear()
+            extra.clear()
+
+        # Parts contextree adds are stamped with the time of the entry they stand for (or the
+        # one before), so the same view is the same messages, after a reopen too.
+        stamp = _EPOCH
+        for m, eid in zip(ctx.messages, ctx.entry_ids, strict=True):
+            entry = ws.session.get_entry(eid) if eid is not None else None
+            if entry is not None:
+                stamp = _time(entry.timestamp)
+            data = mp.info(entry)
+            if data is not None and eid is not None:
+                assert isinstance(entry, MessageEntry)
+                pid = mp.group_of(eid, data)
+                if pid != group:
+                    finish()
+                    group = pid
+                for i in data.get("parts") or ():
+                    present[i] = m
+                changed = changed or m is not entry.message
+                continue
+            if m.role == "tool":  # a result contextree stands in for (an interrupted call)
+                part = pm.ToolReturnPart(tool_name=m.name or "", content=m.text,
+                                         tool_call_id=m.tool_call_id or "",
+                                         outcome="interrupted" if m.kind == Kind.INTERRUPTED
+                                         else "success", timestamp=stamp)
+                if group is not None and isinstance(ws.by_id.get(group), pm.ModelRequest):
+                    extra.append(part)
+                else:
+                    finish()
+                    out.append(pm.ModelRequest(parts=[part]))
+                continue
+            finish()
+            if m.role == "assistant":
+                out.append(pm.ModelResponse(parts=[pm.TextPart(m.text)], timestamp=stamp))
+            elif m.role == "user":
+                out.append(pm.ModelRequest(parts=[pm.UserPromptPart(m.text, timestamp=stamp)]))
+            else:  # a compaction or branch summary
+                out.append(pm.ModelRequest(parts=[pm.SystemPromptPart(m.text, timestamp=stamp)]))
+        finish()
+        return out
+
+    @staticmethod
+    def _rebuilt(ws: _Working, pid: str, present: dict[int, Message], changed: bool,
+                 extra: list[pm.ModelRequestPart]) -> pm.ModelMessage:
+        original = ws.by_id[pid]
+        mapped = ws.mapped.get(pid, set())
+        if isinstance(original, pm.ModelResponse) or (
+                not changed and not extra and set(present) == mapped):
+            return original
+        returns: list[pm.ModelRequestPart] = []
+        others: list[pm.ModelRequestPart] = []
+        for i, part in enumerate(original.parts):
+            if i in present:
+                m = present[i]
+                if m.kind == Kind.CLEARED_TOOL_RESULT and isinstance(part, pm.BaseToolReturnPart):
+                    part = dataclasses.replace(part, content=m.text)  # type: ignore[arg-type]
+                (returns if isinstance(part, pm.BaseToolReturnPart) else others).append(part)
+            elif i not in mapped:
+                others.append(part)  # bookkeeping parts travel with their message
+        return dataclasses.replace(original, parts=[*returns, *extra, *others])
+
+    # -- persisting compactions with a save -------------------------------------------------------
+    def _flush(self, cid: str, new: Sequence[ConversationEntry]
+               ) -> list[tuple[str | None, AnyEntry]]:
+        ws = self._working.get(cid)
+        if ws is None:
+            return []
+        ws.staged = None
+        if ws.invalid or not new:
+            return []
+        if new[0].parent_id != ws.stored_head():
+            ws.invalid = True  # the store moved on without this copy: start again next time
+            return []
+        alias: dict[str, str] = {}
+        unsaved = ws.messages[ws.stored:]
+        matched = 0
+        for entry, message in zip(new, unsaved, strict=False):
+            if entry.message is not message and entry.message != message:
+                break
+            alias[ws.ids[ws.stored + matched]] = entry.id
+            matched += 1
+        rest = [e for e in new[matched:]] if matched == len(unsaved) else []
+        ws.staged = (alias, matched, [e.message for e in rest], [e.id for e in rest])
+        names = {**ws.alias, **alias}
+
+        def store_id(entry_id: str | None) -> str | None:
+            if entry_id is None or not entry_id.startswith(_TEMP):
+                return entry_id
+            base, sep, suffix = entry_id.partition("~")
+            stored = names.get(base)
+            return None if stored is None else stored + sep + suffix
+
+        head = ws.stored_head()
+        out: list[tuple[str | None, AnyEntry]] = []
+        for comp in ws.unflushed:
+            anchor = mp.nearest_final(ws.session, comp.parent_id)
+            after = store_id(anchor) if anchor is not None else None
+            if anchor is None or after is None:
+                continue
+            refs = [comp.first_kept_entry_id, *(comp.cleared or {}), *(comp.pinned or ())]
+            if any(r is not None and store_id(r) is None for r in refs):
+                continue
+            moved = comp.replace(
+                first_kept_entry_id=store_id(comp.first_kept_entry_id),
+                cleared={store_id(k) or k: v for k, v in comp.cleared.items()}
+                if comp.cleared else None,
+                pinned=[store_id(p) or p for p in comp.pinned] if comp.pinned else None,
+            )
+            out.append((None if after == head else after, moved))
+        return out
+
+    def _saved(self, cid: str) -> None:
+        ws = self._working.get(cid)
+        if ws is None:
+            return
+        staged, ws.staged = ws.staged, None
+        if staged is None:
+            ws.invalid = True  # a branch or delete, or a save this copy had no part in
+            return
+        alias, matched, messages, ids = staged
+        ws.alias.update(alias)
+        ws.stored += matched
+        ws.unflushed.clear()
+        if messages:  # the rest of the save (the run's last response): mirror it as stored
+            entries = mp.group_entries(((i, m, None) for i, m in zip(ids, messages, strict=True)),
+                                       ws.session.leaf_id)
+            ws.add(entries, messages, ids)
+            ws.stored += len(messages)
