@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import contextree as ct
+from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
     CompactionPipeline,
     CompactionState,
@@ -31,8 +32,7 @@ from contextree.compaction import (
     Summarize,
     ToolResults,
 )
-from contextree.messages import Message, ToolCall, Usage
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter
 
 WORDS = ("the", "config", "loader", "returns", "a", "dict", "of", "settings", "parser",

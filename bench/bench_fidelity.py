@@ -1149,14 +1149,14 @@ def agent_loop(plan: Plan, window: int, with_model: bool) -> LoopRun:
     session = Session.in_memory()
     with tempfile.TemporaryDirectory() as spill:
         agent = (ct.agent()
-                 .use(ct.SessionTree, session=session)
-                 .use(ct.SystemPrompt, text=plan.system)
-                 .use(ct.ToolResultLoop)
-                 .use(ct.MaxIterations, limit=10_000)
-                 .use(ct.DefaultCompactionPipeline, window=window,
+                 .use(ct.runtime.SessionTree, session=session)
+                 .use(ct.runtime.SystemPrompt, text=plan.system)
+                 .use(ct.runtime.ToolResultLoop)
+                 .use(ct.runtime.MaxIterations, limit=10_000)
+                 .use(ct.runtime.DefaultCompactionPipeline, window=window,
                       summarizer=summ,
                       compact_at=0.7, compact_to=0.4)
-                 .use(ct.DefaultToolPipeline, tools=replay_tools(plan), concurrency=1,
+                 .use(ct.runtime.DefaultToolPipeline, tools=replay_tools(plan), concurrency=1,
                       store=ct.OverflowStore(spill))
                  .run(model))
         agent.on("compacted", lambda env, p: events.append(p))

@@ -33,10 +33,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.conversation import Conversation  # noqa: E402
-from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore  # noqa: E402
-from pydantic_ai.messages import (  # noqa: E402
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationStore, InMemoryConversationStore
+from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
     ModelResponse,
@@ -45,10 +45,10 @@ from pydantic_ai.messages import (  # noqa: E402
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
-from pydantic_ai.usage import RequestUsage  # noqa: E402
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
-from contextree.integrations.pydantic_ai import (  # noqa: E402
+from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,
 )
@@ -165,7 +165,7 @@ async def main() -> None:
                 print(f"{name:34} {size:>7} {r['load']:>9.2f} {r['save']:>9.2f} {r['turn']:>9.2f} "
                       f"{r['turn'] / base:>11.2f}x")
         print()
-        print(f"Agent.run turns with the store (load, run with one tool call, save; median ms)")
+        print("Agent.run turns with the store (load, run with one tool call, save; median ms)")
         print(f"{'store':34} {'items':>7} {'turn':>9} {'vs baseline':>12}")
         for size in args.sizes:
             base = None

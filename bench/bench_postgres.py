@@ -25,9 +25,8 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from contextree import Session, SessionHeader
-from contextree.entries import AnyEntry, MessageEntry, now
-from contextree.messages import Message
+from contextree import Message, Session
+from contextree.entries import AnyEntry, MessageEntry, SessionHeader, now
 from contextree.storage import JsonlStorage
 from contextree.storage.postgres import PostgresStorage, create_schema
 

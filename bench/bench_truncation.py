@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from contextree.overflow import OverflowStore
+from contextree import OverflowStore, truncate
 from contextree.tokens import EstimateCounter
-from contextree.truncation import truncate
 
 LEVELS = ("DEBUG", "INFO", "INFO", "INFO", "WARN", "ERROR")
 WORDS = [

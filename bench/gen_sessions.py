@@ -151,13 +151,13 @@ class Writer:
         if parent is None:
             parent = self.path[-1][0] if self.path else None
         self.write(cls(eid, parent, self.stamp(), **fields))
-        if cls is ct.LeafEntry:
+        if cls is ct.entries.LeafEntry:
             return eid
         if parent is not None and (not self.path or self.path[-1][0] != parent):
             cut = next(i for i in range(len(self.path) - 1, -1, -1) if self.path[i][0] == parent)
             del self.path[cut + 1:]
         self.path.append((eid, kind))
-        if cls is ct.MessageEntry:
+        if cls is ct.entries.MessageEntry:
             self.messages += 1
         return eid
 
@@ -176,16 +176,16 @@ def generate(out: Path, messages: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     corpus = Corpus(rng)
     w = Writer(out, rng)
-    w.write(ct.SessionHeader(
+    w.write(ct.entries.SessionHeader(
         id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
         created_at=w.stamp(),
         cwd="/home/dev/project",
         metadata={"generator": "bench/gen_sessions.py", "seed": seed, "messages": messages},
     ))
     provider, model = MODELS[0]
-    w.add(ct.ModelChangeEntry, "state", provider=provider, model_id=model)
-    w.add(ct.ThinkingLevelChangeEntry, "state", thinking_level="medium")
-    w.add(ct.ActiveToolsChangeEntry, "state", active_tool_names=list(TOOLS))
+    w.add(ct.entries.ModelChangeEntry, "state", provider=provider, model_id=model)
+    w.add(ct.entries.ThinkingLevelChangeEntry, "state", thinking_level="medium")
+    w.add(ct.entries.ActiveToolsChangeEntry, "state", active_tool_names=list(TOOLS))
     context_chars = 0
     compact_at = rng.randrange(600_000, 1_200_000)  # characters of context before compaction
     call_no = 0
@@ -206,10 +206,10 @@ def generate(out: Path, messages: int, seed: int) -> dict[str, Any]:
         ask = f"Please {rng.choice(WORDS)} the {rng.choice(WORDS)} in {rng.choice(FILES)}. "
         if rng.random() < 0.1:  # pasted a traceback or a log
             ask += "Here is what I see:\n```\n" + corpus.text(rng, rng.randrange(500, 8000)) + "\n```"
-        user_id = w.add(ct.MessageEntry, "user", message=ct.Message.user(ask))
+        user_id = w.add(ct.entries.MessageEntry, "user", message=ct.Message.user(ask))
         context_chars += len(ask)
         if rng.random() < 0.03:
-            w.add(ct.LabelEntry, "label", target_id=user_id, label=f"task-{w.messages}")
+            w.add(ct.entries.LabelEntry, "label", target_id=user_id, label=f"task-{w.messages}")
             counts["labels"] += 1
         # -- rounds of tool use
         for _ in range(min(12, int(rng.expovariate(1 / 3)) + 1)):
@@ -236,7 +236,7 @@ def generate(out: Path, messages: int, seed: int) -> dict[str, Any]:
             content: list[Any] = [ct.ThinkingPart(thinking=thinking,
                                                   signature=f"{rng.getrandbits(256):064x}"),
                                   ct.TextPart(text=say)]
-            w.add(ct.MessageEntry, "assistant", message=ct.Message.assistant(
+            w.add(ct.entries.MessageEntry, "assistant", message=ct.Message.assistant(
                 content, tool_calls=calls, usage=usage(len(say) + len(thinking)), model=model,
                 provider=provider, stop_reason="tool_use"))
             context_chars += len(say) + len(thinking) + 200 * len(calls)
@@ -247,14 +247,14 @@ def generate(out: Path, messages: int, seed: int) -> dict[str, Any]:
                     counts["interrupted"] += 1
                     continue
                 body = corpus.text(rng, result_size(rng))
-                w.add(ct.MessageEntry, "tool", message=ct.Message.tool(
+                w.add(ct.entries.MessageEntry, "tool", message=ct.Message.tool(
                     body, tool_call_id=c.id, name=c.name, is_error=rng.random() < 0.05))
                 context_chars += len(body)
         if w.messages >= messages:
             break
         # -- the answer
         answer = "Done. " + " ".join(rng.choice(WORDS) for _ in range(rng.randrange(20, 300)))
-        w.add(ct.MessageEntry, "assistant", message=ct.Message.assistant(
+        w.add(ct.entries.MessageEntry, "assistant", message=ct.Message.assistant(
             [ct.TextPart(text=answer)], usage=usage(len(answer)), model=model,
             provider=provider, stop_reason="end_turn"))
         context_chars += len(answer)
@@ -263,25 +263,25 @@ def generate(out: Path, messages: int, seed: int) -> dict[str, Any]:
         users = [eid for eid, kind in w.path[-60:] if kind == "user"]
         if r < 0.02 and len(users) > 1:  # go back and try again, with a summary
             target = rng.choice(users[:-1])
-            w.add(ct.BranchSummaryEntry, "summary", parent=target, from_id=target,
+            w.add(ct.entries.BranchSummaryEntry, "summary", parent=target, from_id=target,
                   summary="Tried: " + " ".join(rng.choice(WORDS) for _ in range(60)))
             counts["branches"] += 1
         elif r < 0.03 and len(users) > 1:  # a plain leaf move back
             target = rng.choice(users[:-1])
-            w.add(ct.LeafEntry, "leaf", target_id=target)
+            w.add(ct.entries.LeafEntry, "leaf", target_id=target)
             cut = next(i for i in range(len(w.path) - 1, -1, -1) if w.path[i][0] == target)
             del w.path[cut + 1:]
             counts["leaf_moves"] += 1
         elif r < 0.04:
             provider, model = rng.choice(MODELS)
-            w.add(ct.ModelChangeEntry, "state", provider=provider, model_id=model)
+            w.add(ct.entries.ModelChangeEntry, "state", provider=provider, model_id=model)
         elif r < 0.05:
-            w.add(ct.ThinkingLevelChangeEntry, "state",
+            w.add(ct.entries.ThinkingLevelChangeEntry, "state",
                   thinking_level=rng.choice(("low", "medium", "high")))
         if context_chars > compact_at:
             recent = [eid for eid, kind in w.path[-40:] if kind == "user"]
             first_kept = recent[-1] if recent else None
-            w.add(ct.CompactionEntry, "compaction",
+            w.add(ct.entries.CompactionEntry, "compaction",
                   summary="## Summary\n" + corpus.text(rng, rng.randrange(1500, 6000)),
                   first_kept_entry_id=first_kept, tokens_before=context_chars // 4,
                   tokens_after=4000, details={"read_files": list(FILES[:4])},

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from contextree import CompactionEntry, Message, Session, ToolCall, Usage
+from contextree import Message, Session, ToolCall, Usage
 from contextree.cli import app
+from contextree.entries import CompactionEntry
 
 DATA = Path(__file__).parent / "data" / "formats"
 runner = CliRunner()

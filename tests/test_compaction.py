@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import contextree as ct
+from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
     CompactionPipeline,
     CompactionPolicy,
@@ -21,14 +22,13 @@ from contextree.compaction import (
     ToolResults,
     default_pipeline,
 )
-from contextree.compaction.summarize import SYSTEM_PROMPT
+from contextree.compaction._summarize import SYSTEM_PROMPT
 from contextree.entries import CompactionEntry, MessageEntry
 from contextree.errors import ModelUnavailable
 from contextree.markers import TruncationRecord
-from contextree.messages import Message, ToolCall, Usage
-from contextree.models.scripted import ScriptedModel
-from contextree.runtime.compaction import compaction_events
-from contextree.runtime.events import CompactionFailedPayload, Event
+from contextree.models import ScriptedModel
+from contextree.runtime._compaction import compaction_events
+from contextree.runtime._events import CompactionFailedPayload, Event
 from contextree.tokens import EstimateCounter
 
 COUNTER = EstimateCounter()
@@ -946,7 +946,7 @@ def test_projected_custom_entries_are_counted() -> None:
     def project(entry: Any, index: int, entries: Any) -> list[Message]:
         return [Message.user(f"[note] {entry.data['text']}")]
 
-    s = ct.Session(ct.MemoryStorage(ct.SessionHeader(id="p", created_at="2024-01-01")),
+    s = ct.Session(ct.storage.MemoryStorage(ct.entries.SessionHeader(id="p", created_at="2024-01-01")),
                    projectors={"note": project})
     c = Convo(s)
     c.turn("First task.")

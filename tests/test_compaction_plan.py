@@ -15,7 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 import contextree as ct
-import contextree.session as session_module
+import contextree._session as session_module
+from contextree import Message, ToolCall, Usage
+from contextree._context import SUMMARY_PREFIX
 from contextree.cli import app
 from contextree.compaction import (
     CompactionPipeline,
@@ -25,11 +27,9 @@ from contextree.compaction import (
     ToolResults,
     plan_compaction,
 )
-from contextree.context import SUMMARY_PREFIX
 from contextree.entries import CompactionEntry
 from contextree.markers import Kind
-from contextree.messages import Message, ToolCall, Usage
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter, count_context
 
 COUNTER = EstimateCounter()
@@ -139,11 +139,11 @@ def test_the_runtime_compacts_a_flat_log_without_a_session(tmp_path: Path,
              for i in range(8)]
     compacted: list[dict[str, Any]] = []
     agent = (ct.agent()
-             .use(ct.SessionLog, path=tmp_path / "log.jsonl")
-             .use(ct.ToolResultLoop)
-             .use(ct.DefaultCompactionPipeline, window=6000,
+             .use(ct.runtime.SessionLog, path=tmp_path / "log.jsonl")
+             .use(ct.runtime.ToolResultLoop)
+             .use(ct.runtime.DefaultCompactionPipeline, window=6000,
                   compactor=CompactionPipeline([Digest()]))
-             .use(ct.DefaultToolPipeline, tools=[big])
+             .use(ct.runtime.DefaultToolPipeline, tools=[big])
              .run(ScriptedModel([*calls, "done"])))
     agent.on("compacted", lambda env, p: compacted.append(p))
     assert agent.start("go").text == "done"
@@ -194,8 +194,8 @@ def test_the_same_context_is_counted_the_same_way_everywhere(tmp_path: Path) -> 
     # (the reported overhead cannot be dropped, so this ladder cannot reach the target)
     events: list[dict[str, Any]] = []
     agent = (ct.agent()
-             .use(ct.SessionTree, session=s)
-             .use(ct.DefaultCompactionPipeline, window=4_000, counter=COUNTER)
+             .use(ct.runtime.SessionTree, session=s)
+             .use(ct.runtime.DefaultCompactionPipeline, window=4_000, counter=COUNTER)
              .run(ScriptedModel(["ok"])))
     agent.on("*", lambda env, p: events.append(p))
     agent.start()
@@ -223,8 +223,8 @@ def test_usage_from_before_the_compaction_is_stale_everywhere(tmp_path: Path) ->
         == estimate
     starts: list[dict[str, Any]] = []
     agent = (ct.agent()
-             .use(ct.SessionTree, session=s)
-             .use(ct.DefaultCompactionPipeline, window=max(2, estimate), compact_at=0.5,
+             .use(ct.runtime.SessionTree, session=s)
+             .use(ct.runtime.DefaultCompactionPipeline, window=max(2, estimate), compact_at=0.5,
                   compact_to=0.25, counter=COUNTER)
              .run(ScriptedModel(["ok"])))
     agent.on("compaction_start", lambda env, p: starts.append(p))
@@ -241,9 +241,9 @@ def test_a_system_prompt_put_in_front_keeps_stale_usage_stale(tmp_path: Path) ->
     s.append_compaction(summary="Looked.", first_kept_entry_id=kept, tokens_before=800_000)
     starts: list[dict[str, Any]] = []
     agent = (ct.agent()
-             .use(ct.SessionTree, session=s)
-             .use(ct.SystemPrompt, text="You are terse.")
-             .use(ct.DefaultCompactionPipeline, window=1_000_000, counter=COUNTER)
+             .use(ct.runtime.SessionTree, session=s)
+             .use(ct.runtime.SystemPrompt, text="You are terse.")
+             .use(ct.runtime.DefaultCompactionPipeline, window=1_000_000, counter=COUNTER)
              .run(ScriptedModel(["ok"])))
     agent.on("compaction_start", lambda env, p: starts.append(p))
     agent.start("Fix it.")

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import contextree as ct
+from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
     CompactionPipeline,
     CompactionResult,
@@ -29,8 +30,7 @@ from contextree.compaction import (
     default_pipeline,
 )
 from contextree.errors import ModelError
-from contextree.messages import Message, ToolCall, Usage
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter, count_context
 
 COUNTER = EstimateCounter()

@@ -62,7 +62,7 @@ def test_branch_summaries_and_custom_messages_become_messages() -> None:
 def test_custom_entries_are_dropped_unless_a_projector_claims_them() -> None:
     seen: list[tuple[str, int, list[str]]] = []
 
-    def project(entry: ct.CustomEntry, index: int, entries: Sequence[Any]) -> list[ct.Message]:
+    def project(entry: ct.entries.CustomEntry, index: int, entries: Sequence[Any]) -> list[ct.Message]:
         seen.append((entry.custom_type, index, [e.id for e in entries]))
         return [U(f"projected {entry.data['n']}")]
 
@@ -291,7 +291,7 @@ TREE_OPS = st.lists(
 )
 
 
-def project(entry: ct.CustomEntry, index: int, entries: Sequence[Any]) -> list[ct.Message]:
+def project(entry: ct.entries.CustomEntry, index: int, entries: Sequence[Any]) -> list[ct.Message]:
     return [ct.Message.from_dict(d) for d in entry.data]
 
 
@@ -327,7 +327,7 @@ def grow(ops: list[tuple[Any, ...]]) -> tuple[ct.Session, list[str]]:
 
 def reference_raw(path: Sequence[Any]) -> list[tuple[ct.Message, str]]:
     """The seed's rule, written independently: (message, producing entry id) before pairing."""
-    ci = max((i for i, e in enumerate(path) if isinstance(e, ct.CompactionEntry)), default=None)
+    ci = max((i for i, e in enumerate(path) if isinstance(e, ct.entries.CompactionEntry)), default=None)
     out: list[tuple[ct.Message, str]] = []
     entries = list(path)
     if ci is not None:
@@ -340,14 +340,14 @@ def reference_raw(path: Sequence[Any]) -> list[tuple[ct.Message, str]]:
             ids = [e.id for e in path[:ci]]
             if comp.first_kept_entry_id in ids:
                 start = ids.index(comp.first_kept_entry_id)
-                kept = [e for e in path[start:ci] if not isinstance(e, ct.CompactionEntry)]
+                kept = [e for e in path[start:ci] if not isinstance(e, ct.entries.CompactionEntry)]
         entries = kept + list(path[ci + 1:])
     for e in entries:
-        if isinstance(e, ct.MessageEntry):
+        if isinstance(e, ct.entries.MessageEntry):
             out.append((e.message, e.id))
-        elif isinstance(e, ct.BranchSummaryEntry | ct.CustomMessageEntry):
+        elif isinstance(e, ct.entries.BranchSummaryEntry | ct.entries.CustomMessageEntry):
             out.append((ct.Message.system("x"), e.id))
-        elif isinstance(e, ct.CustomEntry):
+        elif isinstance(e, ct.entries.CustomEntry):
             out.extend((m, e.id) for m in project(e, 0, []))
     return out
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 import contextree as ct
-from contextree.storage import jsonl
+from contextree.storage import _jsonl as jsonl
 
 
 def test_a_failed_sync_refuses_further_appends_until_reopened(
@@ -32,7 +32,7 @@ def test_a_failed_sync_refuses_further_appends_until_reopened(
     assert second.value.code == "storage"
     session.close()
     with ct.Session.open(path) as again:  # reopening reads what is really on disk
-        texts = [e.message.text for e in again.branch() if isinstance(e, ct.MessageEntry)]
+        texts = [e.message.text for e in again.branch() if isinstance(e, ct.entries.MessageEntry)]
         assert texts[0] == "kept" and "refused" not in texts
         again.append_message(ct.Message.user("writable again"))
 
@@ -68,7 +68,7 @@ def test_move_to_a_leaf_move_entry_is_refused() -> None:
     first = session.append_message(ct.Message.user("a"))
     session.append_message(ct.Message.user("b"))
     session.move_to(first)
-    leaf_move = next(e.id for e in session.storage.entries() if isinstance(e, ct.LeafEntry))
+    leaf_move = next(e.id for e in session.storage.entries() if isinstance(e, ct.entries.LeafEntry))
     with pytest.raises(ct.InvalidArgument) as err:
         session.move_to(leaf_move)
     assert err.value.code == "invalid_argument"
@@ -99,7 +99,7 @@ def test_an_empty_entry_id_in_a_file_is_an_invalid_entry(tmp_path: Path) -> None
 
 
 def test_a_random_id_that_is_taken_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
-    import contextree.session as session_module
+    import contextree._session as session_module
 
     session = ct.Session.in_memory()
     taken = session.append_message(ct.Message.user("a"))

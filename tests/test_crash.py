@@ -59,7 +59,7 @@ def test_sigkilled_writer_loses_no_acknowledged_entry(tmp_path: Path, seed: int)
     acked = run_and_kill(path, seed)
     assert acked, "the writer acknowledged nothing before it was killed"
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ct.TornLineWarning)
+        warnings.simplefilter("ignore", ct.storage.TornLineWarning)
         s = ct.Session.open(path)
     with s:
         present = {e.id for e in s.storage.entries()}
@@ -74,7 +74,7 @@ def test_sigkilled_writer_loses_no_acknowledged_entry(tmp_path: Path, seed: int)
         after = s.append_message(ct.Message.user("after the crash"))
         assert s.get_entry(after).parent_id in present  # type: ignore[union-attr]
     with warnings.catch_warnings():
-        warnings.simplefilter("error", ct.TornLineWarning)  # nothing torn is left
+        warnings.simplefilter("error", ct.storage.TornLineWarning)  # nothing torn is left
         with ct.Session.open(path, readonly=True) as again:
             assert again.leaf_id == after
             assert set(acked) <= {e.id for e in again.storage.entries()}
@@ -105,7 +105,7 @@ def test_readonly_open_skips_torn_tail_without_touching_the_file(
     with open(path, "ab") as f:
         f.write(TAILS[tail])
     before = path.read_bytes()
-    with pytest.warns(ct.TornLineWarning, match=r"s\.jsonl:5"):
+    with pytest.warns(ct.storage.TornLineWarning, match=r"s\.jsonl:5"):
         s = ct.Session.open(path, readonly=True)
     with s:
         assert [e.id for e in s.branch()] == ids
@@ -121,7 +121,7 @@ def test_writable_open_quarantines_torn_tail_and_continues(tmp_path: Path, tail:
     good = path.read_bytes()
     with open(path, "ab") as f:
         f.write(TAILS[tail])
-    with pytest.warns(ct.TornLineWarning, match="quarantine"):
+    with pytest.warns(ct.storage.TornLineWarning, match="quarantine"):
         s = ct.Session.open(path)
     with s:
         assert path.read_bytes() == good  # cut back to the last whole line
@@ -155,7 +155,7 @@ def test_valid_last_line_without_newline_is_not_lost(tmp_path: Path) -> None:
     ids = make_session(path)
     data = path.read_bytes()
     path.write_bytes(data[:-1])  # the last entry lost only its newline
-    with pytest.warns(ct.TornLineWarning):
+    with pytest.warns(ct.storage.TornLineWarning):
         s = ct.Session.open(path)
     with s:
         # the unacknowledged write is moved aside, never half-kept; it is in the quarantine

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from contextree import Session
-from contextree.demo import run_demo
+from contextree.cli.demo import run_demo
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -164,9 +164,9 @@ def test_unknown_fields_and_types_are_kept_byte_for_byte(tmp_path: Path) -> None
     original = file_lines(path)
     with ct.Session.open(path) as s:
         e1 = s.get_entry("e1")
-        assert isinstance(e1, ct.MessageEntry) and e1.extra == {"x_entry": "entry-level"}
+        assert isinstance(e1, ct.entries.MessageEntry) and e1.extra == {"x_entry": "entry-level"}
         e3 = s.get_entry("e3")
-        assert isinstance(e3, ct.UnknownEntry) and e3.type == "bookmark_v9"
+        assert isinstance(e3, ct.entries.UnknownEntry) and e3.type == "bookmark_v9"
         assert s.header.extra == {"x_header": {"a": 1}}
         s.append_message(ct.Message.user("after"))  # the file is appended to, never rewritten
     now_lines = file_lines(path)

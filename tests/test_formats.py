@@ -20,25 +20,27 @@ from typing import Any
 import pytest
 
 from contextree import (
-    BranchSummaryEntry,
-    CompactionEntry,
-    CustomEntry,
     ImagePart,
-    LeafEntry,
     Message,
-    MessageEntry,
-    ModelChangeEntry,
     Session,
     SessionError,
     SessionExists,
-    SessionInfoEntry,
     TextPart,
-    ThinkingLevelChangeEntry,
     ThinkingPart,
     ToolCall,
     Usage,
 )
-from contextree.entries import to_dict
+from contextree.entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    to_dict,
+)
 from contextree.formats import (
     FORMATS,
     UnknownFormatError,

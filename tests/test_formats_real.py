@@ -36,11 +36,10 @@ from typing import Any
 
 import pytest
 
-from contextree import CompactionEntry, CustomEntry, Message, MessageEntry, Session
-from contextree.entries import AnyEntry
+from contextree import ImagePart, Message, Session, TextPart, ThinkingPart
+from contextree.entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from contextree.errors import SessionNotFound
 from contextree.formats import claude_code, codex, import_session
-from contextree.messages import ImagePart, TextPart, ThinkingPart
 
 REAL = Path(__file__).parent / "data" / "formats" / "real"
 CC = REAL / "claude_code"
@@ -975,8 +974,8 @@ def test_sidechain_records_before_its_first_line_stay_with_it(tmp_path: Path,
 def test_exports_keep_each_provider_to_its_own_parts(tmp_path: Path) -> None:
     """Thinking signed by one provider, and blocks or items only one API knows, are not
     written for the other; a data URL image becomes an Anthropic base64 image."""
+    from contextree import UnknownPart
     from contextree.formats import claude_code_export, codex_export
-    from contextree.messages import UnknownPart
 
     s = Session.create(tmp_path / "s.jsonl", durable=False)
     s.append_message(Message.user([TextPart(text="look"),

@@ -150,7 +150,7 @@ def test_replace_keeps_unknown_fields() -> None:
     assert copy.extra == {"x_vendor": {"a": 1}}
     assert copy.to_dict() == {"role": "user", "content": "bye", "x_vendor": {"a": 1}}
     call = ct.ToolCall.from_dict({"id": "c", "name": "n", "x": 2}) if hasattr(
-        ct.ToolCall, "from_dict") else ct.messages.convert({"id": "c", "name": "n", "x": 2},
+        ct.ToolCall, "from_dict") else ct._messages.convert({"id": "c", "name": "n", "x": 2},
                                                            ct.ToolCall)
     assert call.replace(name="m").extra == {"x": 2}
 

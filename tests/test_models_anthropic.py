@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from contextree import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.errors import ModelError
 from contextree.markers import Kind
-from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.models import AnthropicMessages, Model
 from fakes.anthropic_server import (
     AnthropicServer,

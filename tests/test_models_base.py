@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contextree.errors import model_error_for_status
-from contextree.models.base import (
+from contextree.models._base import (
     is_local_url,
     merge_options,
     parse_retry_after,

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from contextree import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.errors import ModelError
 from contextree.markers import Kind
-from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.models import Model, OpenAIChat
 from fakes import Reply
 from fakes.openai_server import OpenAIServer, completion, error, tool_call

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import pytest
 
+from contextree import Message, ToolCall, Usage
 from contextree.errors import ModelError, ModelRateLimited
-from contextree.messages import Message, ToolCall, Usage
 from contextree.models import Model, ScriptedModel
 
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextree.messages import (
+from contextree import (
     ImagePart,
     Message,
     TextPart,
@@ -30,19 +30,19 @@ from contextree.messages import (
     UnknownPart,
     Usage,
 )
-from contextree.models.wire_anthropic import (
+from contextree.models._wire_anthropic import (
     assistant_from_anthropic,
     from_anthropic,
     to_anthropic,
     usage_from_anthropic,
 )
-from contextree.models.wire_common import (
+from contextree.models._wire_common import (
     RAW_ARGUMENTS_KEY,
     arguments_from_json,
     arguments_to_json,
     parse_data_url,
 )
-from contextree.models.wire_openai import (
+from contextree.models._wire_openai import (
     from_openai_chat,
     from_openai_responses,
     to_openai_chat,
@@ -726,13 +726,13 @@ def _imported_modules(module: ModuleType) -> set[str]:
 
 def test_provider_wire_modules_do_not_import_each_other() -> None:
     """Both build on ``wire_common``; neither reaches into the other."""
-    import contextree.models.wire_anthropic as wire_anthropic
-    import contextree.models.wire_openai as wire_openai
+    import contextree.models._wire_anthropic as wire_anthropic
+    import contextree.models._wire_openai as wire_openai
 
     for module, other in ((wire_anthropic, "wire_openai"), (wire_openai, "wire_anthropic")):
         imported = _imported_modules(module)
         assert not [n for n in imported if other in n], (module.__name__, imported)
-        assert "contextree.models.wire_common" in imported
+        assert "contextree.models._wire_common" in imported
 
 
 def test_wire_anthropic_loads_without_wire_openai() -> None:
@@ -748,14 +748,14 @@ def test_wire_anthropic_loads_without_wire_openai() -> None:
             package = types.ModuleType(name)
             package.__path__ = [path]
             sys.modules[name] = package
-        from contextree.messages import Message
-        from contextree.models.wire_anthropic import from_anthropic, to_anthropic
+        from contextree import Message
+        from contextree.models import from_anthropic, to_anthropic
         assert from_anthropic(*to_anthropic([Message.user("hi")])) == [Message.user("hi")]
         loaded = sorted(m for m in sys.modules if m.startswith("contextree.models."))
-        assert "contextree.models.wire_openai" not in loaded, loaded
+        assert "contextree.models._wire_openai" not in loaded, loaded
         print(" ".join(loaded))
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert "contextree.models.wire_common" in done.stdout.split()
+    assert "contextree.models._wire_common" in done.stdout.split()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from contextree.overflow import OverflowStore
+from contextree import OverflowStore
 
 
 @pytest.fixture

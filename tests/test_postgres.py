@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from contextree import Session
+from contextree import Message, Session
 from contextree.entries import (
     AnyEntry,
     BranchSummaryEntry,
@@ -32,7 +32,6 @@ from contextree.entries import (
     now,
 )
 from contextree.errors import SessionError
-from contextree.messages import Message
 
 psycopg = pytest.importorskip("psycopg")
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
@@ -41,7 +40,7 @@ from psycopg_pool import ConnectionPool  # noqa: E402
 from conformance import fresh_schema_url, postgres_error, postgres_skip_reason, postgres_url  # noqa: E402
 from contextree.storage import postgres as pg  # noqa: E402
 from contextree.storage.postgres import PostgresStorage  # noqa: E402
-from contextree.storage.postgres.storage import _PATH  # noqa: E402
+from contextree.storage.postgres._storage import _PATH  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 

@@ -106,7 +106,7 @@ def test_session_tree_on_a_url_resumes_the_same_session(url: str) -> None:
 
     target = f"{url}#tree-{id(url)}"
     model = ScriptedModel(["Nice to meet you.", "Your name is Nathan."])
-    agent = ct.agent().use(ct.SessionTree, path=target).run(model)
+    agent = ct.agent().use(ct.runtime.SessionTree, path=target).run(model)
     agent.start("My name is Nathan.")
     agent.start("What's my name?")
     assert "My name is Nathan." in [m.text for m in model.calls[1]]

@@ -25,10 +25,10 @@ import pytest
 
 import contextree as ct
 from contextree import Message, ModelError, OverflowStore, Session, ToolCall
-from contextree.context import INTERRUPTED
+from contextree._context import INTERRUPTED
 from contextree.entries import CompactionEntry, MessageEntry
 from contextree.errors import ModelRateLimited, ModelRequestRejected, ModelUnavailable
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.runtime import (
     DefaultCompactionPipeline,
     DefaultToolPipeline,
@@ -280,7 +280,7 @@ CHILD = textwrap.dedent("""
     from pathlib import Path
     import contextree as ct
     from contextree import Message, ToolCall
-    from contextree.models.scripted import ScriptedModel
+    from contextree.models import ScriptedModel
     from contextree.runtime import SessionTree, ToolResultLoop, DefaultToolPipeline
 
     path, marker = Path(sys.argv[1]), Path(sys.argv[2])

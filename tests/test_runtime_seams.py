@@ -12,12 +12,14 @@ import pytest
 import contextree as ct
 from contextree import InvalidArgument, Message, OverflowStore, ToolCall, Usage
 from contextree.errors import ModelUnavailable
-from contextree.models.scripted import ScriptedModel
+from contextree.models import ScriptedModel
 from contextree.runtime import (
+    PAYLOADS,
     DefaultCompactionPipeline,
     DefaultToolPipeline,
     DoomLoop,
     Env,
+    Event,
     MaxIterations,
     Retry,
     SessionLog,
@@ -25,7 +27,6 @@ from contextree.runtime import (
     SystemPrompt,
     ToolResultLoop,
 )
-from contextree.runtime.events import PAYLOADS, Event
 from contextree.tools import ToolKind
 
 
@@ -255,7 +256,7 @@ def test_truncate_from_overrides_the_kind(tmp_path: Path) -> None:
 
 def test_pipeline_limits_come_from_one_object(tmp_path: Path) -> None:
     store = OverflowStore(tmp_path / "overflow", gc_interval=None)
-    limits = ct.truncation.TruncationLimits(max_lines=10)
+    limits = ct.TruncationLimits(max_lines=10)
     model = ScriptedModel([call("c1", "lines", n=50), "ok"])
     events: list[dict[str, Any]] = []
     agent = (ct.agent().use(ToolResultLoop)

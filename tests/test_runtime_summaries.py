@@ -25,12 +25,12 @@ def test_session_log_keeps_a_single_summary_across_compactions(tmp_path: Path) -
     compacted: list[int] = []
     agent = (
         ct.agent()
-        .use(ct.SessionLog, path=tmp_path / "log.jsonl")
-        .use(ct.SystemPrompt, text="sys")
-        .use(ct.ToolResultLoop)
-        .use(ct.DefaultCompactionPipeline, window=6000,
+        .use(ct.runtime.SessionLog, path=tmp_path / "log.jsonl")
+        .use(ct.runtime.SystemPrompt, text="sys")
+        .use(ct.runtime.ToolResultLoop)
+        .use(ct.runtime.DefaultCompactionPipeline, window=6000,
              compactor=CompactionPipeline([Digest()]))
-        .use(ct.DefaultToolPipeline, tools=[_tool("big")])
+        .use(ct.runtime.DefaultToolPipeline, tools=[_tool("big")])
         .run(model)
     )
     agent.on("compacted", lambda env, p: compacted.append(p["tokens_after"]))
@@ -69,11 +69,11 @@ def test_usage_reported_after_a_compaction_anchors_the_next_count(tmp_path: Path
     starts: list[int] = []
     agent = (
         ct.agent()
-        .use(ct.SessionTree, path=tmp_path / "s.jsonl")
-        .use(ct.ToolResultLoop)
-        .use(ct.DefaultCompactionPipeline, window=6000,
+        .use(ct.runtime.SessionTree, path=tmp_path / "s.jsonl")
+        .use(ct.runtime.ToolResultLoop)
+        .use(ct.runtime.DefaultCompactionPipeline, window=6000,
              compactor=CompactionPipeline([Digest()]))
-        .use(ct.DefaultToolPipeline, tools=[fetch])
+        .use(ct.runtime.DefaultToolPipeline, tools=[fetch])
         .run(ScriptedModel([reply] * 10))
     )
     agent.on("compaction_start", lambda env, p: starts.append(step))

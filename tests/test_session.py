@@ -27,8 +27,8 @@ def deterministic_ids() -> Iterator[None]:
     counter = itertools.count()
     clock = itertools.count()
     with (
-        mock.patch("contextree.session.new_id", lambda: f"id{next(counter):05d}"),
-        mock.patch("contextree.session.now",
+        mock.patch("contextree._session.new_id", lambda: f"id{next(counter):05d}"),
+        mock.patch("contextree._session.now",
                    lambda: f"2026-01-01T00:00:{next(clock) % 60:02d}.000Z"),
     ):
         yield
@@ -260,10 +260,10 @@ def test_read_api_entries_labels_find_len_in() -> None:
     assert a in s and label in s and "nope" not in s and 42 not in s
     assert s.labels() == {a: "start"}
     assert s.label_of(a) == "start" and s.label_of(b) is None and s.label_of("nope") is None
-    assert [e.id for e in s.find(ct.MessageEntry)] == [a, b]
-    assert [e.target_id for e in s.find(ct.LabelEntry)] == [a, b, b]
-    assert len(s.find(ct.CompactionEntry)) == 1
-    assert all(isinstance(e, ct.LabelEntry) for e in s.find(ct.LabelEntry))
+    assert [e.id for e in s.find(ct.entries.MessageEntry)] == [a, b]
+    assert [e.target_id for e in s.find(ct.entries.LabelEntry)] == [a, b, b]
+    assert len(s.find(ct.entries.CompactionEntry)) == 1
+    assert all(isinstance(e, ct.entries.LabelEntry) for e in s.find(ct.entries.LabelEntry))
 
 
 def test_append_compaction_takes_keywords_only() -> None:
@@ -275,7 +275,7 @@ def test_append_compaction_takes_keywords_only() -> None:
     c = s.append_compaction(summary="sum", first_kept_entry_id=k, tokens_before=10,
                             tokens_after=4)
     entry = s.get_entry(c)
-    assert isinstance(entry, ct.CompactionEntry)
+    assert isinstance(entry, ct.entries.CompactionEntry)
     assert (entry.summary, entry.first_kept_entry_id, entry.tokens_before,
             entry.tokens_after) == ("sum", k, 10, 4)
 
@@ -337,7 +337,7 @@ def test_tree_shows_branches_labels_and_hides_leaf_moves() -> None:
     assert roots[0].children[1].children[0].entry.id == lab
     assert roots[0].children[1].on_branch and not roots[0].children[0].on_branch
     assert roots[0].children[1].children[0].is_leaf
-    assert all(not isinstance(n.entry, ct.LeafEntry) for n in roots[0].children)
+    assert all(not isinstance(n.entry, ct.entries.LeafEntry) for n in roots[0].children)
     assert [e.id for e in s.children(a)] == [b, c]
 
 
@@ -363,7 +363,7 @@ def test_fork_copies_path_links_source_and_carries_labels(tmp_path: Path) -> Non
         assert [e.id for e in forked.branch()][:2] == [a, b]
         assert forked.label_of(a) == "first" and forked.label_of(b) == "second"
         assert [m.to_dict() for m in forked.build_context().messages] == src_ctx
-        assert all(e.id in {a, b} or isinstance(e, ct.LabelEntry)
+        assert all(e.id in {a, b} or isinstance(e, ct.entries.LabelEntry)
                    for e in forked.entries())
         forked.append_message(ct.Message.user("continues"))  # the fork is writable
     with ct.Session.open(tmp_path / "fork.jsonl") as again:

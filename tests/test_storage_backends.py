@@ -14,7 +14,8 @@ import contextree as ct
 from contextree.cli import app
 from contextree.entries import AnyEntry, SessionHeader
 from contextree.errors import InvalidArgument, SessionNotFound
-from contextree.storage import Address, MemoryStorage, Storage, backends, resolve
+from contextree.storage import Address, MemoryStorage, Storage, resolve
+from contextree.storage import _backends as backends
 
 CONNINFO = ["user=x dbname=y", "host=localhost port=5432 dbname=app",
             "dbname='my db' user=me password=s3cret"]

@@ -188,16 +188,16 @@ def test_appending_a_duplicate_or_parentless_entry_is_refused(tmp_path: Path) ->
     with ct.Session.create(path, cwd="/") as s:
         a = s.append_message(ct.Message.user("a"))
         size = path.stat().st_size
-        dup = ct.MessageEntry(a, None, "2026-01-01T00:00:00.000Z", message=ct.Message.user("x"))
+        dup = ct.entries.MessageEntry(a, None, "2026-01-01T00:00:00.000Z", message=ct.Message.user("x"))
         with pytest.raises(ct.SessionError) as info:
             s.append(dup)
         assert info.value.code == "duplicate_id"
-        orphan = ct.MessageEntry("new", "ghost", "2026-01-01T00:00:00.000Z",
+        orphan = ct.entries.MessageEntry("new", "ghost", "2026-01-01T00:00:00.000Z",
                                  message=ct.Message.user("x"))
         with pytest.raises(ct.SessionError) as info:
             s.append(orphan)
         assert info.value.code == "missing_parent"
-        leaf = ct.LeafEntry("lf", a, "2026-01-01T00:00:00.000Z", target_id="ghost")
+        leaf = ct.entries.LeafEntry("lf", a, "2026-01-01T00:00:00.000Z", target_id="ghost")
         with pytest.raises(ct.SessionError) as info:
             s.append(leaf)
         assert info.value.code == "missing_parent"
@@ -230,7 +230,7 @@ def test_tiny_read_blocks_load_the_same_tree(
     with ct.Session.open(path, readonly=True) as s:
         expected = [to_dict(e) for e in s.storage.entries()]
         leaf = s.leaf_id
-    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
+    monkeypatch.setattr("contextree.storage._jsonl.CHUNK", chunk)
     with ct.Session.open(path) as s:
         assert [to_dict(e) for e in s.storage.entries()] == expected
         assert s.leaf_id == leaf
@@ -249,7 +249,7 @@ def test_error_lines_are_exact_at_any_block_boundary(
             orjson.dumps({"type": "session_info", "id": "z", "parent_id": None,
                           "timestamp": "t", "name": "n"}) + b"\n"]
     path.write_bytes(b"".join(body))
-    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
+    monkeypatch.setattr("contextree.storage._jsonl.CHUNK", chunk)
     with pytest.raises(ct.SessionError) as info:
         ct.Session.open(path, readonly=True)
     assert (info.value.code, info.value.line) == ("corrupt_line", len(good) + 3)
@@ -263,8 +263,8 @@ def test_torn_tail_is_found_at_any_block_size(
     good = build_varied(path)
     with open(path, "ab") as f:
         f.write(b'{"type":"message","id":"t')
-    monkeypatch.setattr("contextree.storage.jsonl.CHUNK", chunk)
-    with pytest.warns(ct.TornLineWarning, match=rf"s\.jsonl:{len(good) + 1}:"):
+    monkeypatch.setattr("contextree.storage._jsonl.CHUNK", chunk)
+    with pytest.warns(ct.storage.TornLineWarning, match=rf"s\.jsonl:{len(good) + 1}:"):
         s = ct.Session.open(path)
     with s:
         assert path.read_bytes() == b"".join(good)
@@ -284,7 +284,7 @@ def test_failed_write_leaves_no_partial_line(
             real_write(fd, bytes(data)[: len(data) // 2])
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr("contextree.storage.jsonl.os.write", half_then_enospc)
+        monkeypatch.setattr("contextree.storage._jsonl.os.write", half_then_enospc)
         with pytest.raises(ct.SessionError) as info:
             s.append_message(ct.Message.user("b" * 1000))
         assert info.value.code == "storage"

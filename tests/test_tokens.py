@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from contextree import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.errors import ContextreeError
 from contextree.markers import Kind
-from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from contextree.tokens import (
     EstimateCounter,
     TiktokenCounter,

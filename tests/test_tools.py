@@ -11,8 +11,8 @@ from typing import Annotated, Any, Literal
 
 import pytest
 
+from contextree import OverflowStore
 from contextree.errors import ToolError
-from contextree.overflow import OverflowStore
 from contextree.tools import (
     ALL,
     Tool,

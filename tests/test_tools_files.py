@@ -14,10 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextree.overflow import OverflowStore
+from contextree import OverflowStore, truncate
 from contextree.tools import ToolContext, ToolResult, Workspace, edit, read, write
-from contextree.tools.files import MAX_BYTES
-from contextree.truncation import truncate
+from contextree.tools._files import MAX_BYTES
 
 HINT = re.compile(r"read\(path=(\"(?:[^\"\\]|\\.)*\"), offset=(\d+), limit=(\d+)\)")
 

@@ -9,7 +9,7 @@ import pytest
 
 from contextree.errors import ToolError
 from contextree.tools import ToolContext, ToolResult, Workspace, glob, grep
-from contextree.tools.search import expand_braces, glob_to_regex
+from contextree.tools._search import expand_braces, glob_to_regex
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contextree.overflow import OverflowStore
+from contextree import OverflowStore
 from contextree.tools import ToolContext, ToolResult, Workspace, read, shell
 
 

@@ -9,10 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextree import Message, OverflowStore
+from contextree._truncation import Truncation, is_truncated, truncate
 from contextree.markers import truncation_of
-from contextree.messages import Message
-from contextree.overflow import OverflowStore
-from contextree.truncation import Truncation, is_truncated, truncate
 
 HINT_START = "[Output truncated:"
 READ_CALL = re.compile(

@@ -1,24 +1,20 @@
-"""contextree: durable, branchable sessions for LLM agents, and context that fits the window."""
+"""contextree: durable, branchable sessions for LLM agents, and context that fits the window.
 
-from .compaction import CompactionPipeline, CompactionPolicy, CompactionResult
-from .context import SessionContext, build_context
-from .entries import (
-    ActiveToolsChangeEntry,
-    AnyEntry,
-    BranchSummaryEntry,
-    CompactionEntry,
-    CustomEntry,
-    CustomMessageEntry,
-    Entry,
-    LabelEntry,
-    LeafEntry,
-    MessageEntry,
-    ModelChangeEntry,
-    SessionHeader,
-    SessionInfoEntry,
-    ThinkingLevelChangeEntry,
-    UnknownEntry,
-)
+The names here are the ones a user needs every day. Each layer has its own namespace:
+``contextree.entries`` (the typed lines of a session), ``contextree.storage`` (backends),
+``contextree.compaction`` (the ladder and its stages), ``contextree.runtime`` (middleware),
+``contextree.tools``, ``contextree.models``, ``contextree.formats`` (import/export),
+``contextree.markers`` (synthetic messages), ``contextree.tokens`` (counters),
+``contextree.errors`` and ``contextree.integrations``.
+"""
+
+from . import compaction, entries, errors, formats, markers, models, runtime, storage, tokens, tools
+from ._context import SessionContext, build_context
+from ._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart, Usage
+from ._overflow import OverflowStore
+from ._session import Session, TreeNode
+from ._stats import SessionStats, UsageStats
+from ._truncation import Truncation, TruncationLimits, truncate
 from .errors import (
     CompactionError,
     ContextreeError,
@@ -45,131 +41,73 @@ from .errors import (
     ToolError,
     TornLine,
 )
-from .messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart, Usage
-from .models import AnthropicMessages, Model, OpenAIChat, ScriptedModel
-from .overflow import OverflowStore
-from .runtime import (
-    Agent,
-    DefaultCompactionPipeline,
-    DefaultToolPipeline,
-    DoomLoop,
-    Env,
-    MaxIterations,
-    Retry,
-    SessionLog,
-    SessionTree,
-    SystemPrompt,
-    ToolResultLoop,
-    TurnResult,
-    agent,
-)
-from .session import Session, TreeNode
-from .stats import SessionStats, UsageStats
-from .storage import JsonlStorage, MemoryStorage, Storage, TornLineWarning
-from .storage.repair import RepairReport, repair
-from .tools import ALL, Tool, ToolContext, ToolResult, Workspace, make_tools, tool
-from .truncation import Truncation, truncate
+from .runtime import Agent, TurnResult, agent
+from .storage import RepairReport, repair
+from .tools import Tool, ToolKind, ToolResult, Workspace, make_tools, tool
 
 __version__ = "0.1.0"
 
-
-def __getattr__(name: str) -> object:
-    # PostgreSQL support needs the optional psycopg (contextree[postgres]): load it on use.
-    if name in ("PostgresStorage", "create_schema", "list_sessions"):
-        from .storage import postgres
-
-        return getattr(postgres, name)
-    raise AttributeError(f"module 'contextree' has no attribute {name!r}")
-
 __all__ = [
-    "ALL",
-    "ActiveToolsChangeEntry",
     "Agent",
-    "AnthropicMessages",
-    "AnyEntry",
-    "BranchSummaryEntry",
-    "CompactionEntry",
     "CompactionError",
-    "CompactionPipeline",
-    "CompactionPolicy",
-    "CompactionResult",
     "ContextreeError",
     "CorruptLine",
     "CorruptSession",
-    "CustomEntry",
-    "CustomMessageEntry",
-    "DefaultCompactionPipeline",
-    "DefaultToolPipeline",
-    "DoomLoop",
     "DuplicateId",
-    "Entry",
     "EntryNotFound",
-    "Env",
     "ImagePart",
     "InvalidArgument",
     "InvalidEntry",
     "InvalidHeader",
-    "JsonlStorage",
-    "LabelEntry",
     "LeafConflict",
-    "LeafEntry",
-    "MaxIterations",
-    "MemoryStorage",
     "Message",
-    "MessageEntry",
     "MissingParent",
-    "Model",
-    "ModelChangeEntry",
     "ModelError",
     "ModelRateLimited",
     "ModelRequestRejected",
     "ModelUnavailable",
-    "OpenAIChat",
     "OverflowStore",
     "ParentCycle",
-    "PostgresStorage",
     "ReadOnlySession",
     "RepairReport",
-    "Retry",
-    "ScriptedModel",
     "Session",
     "SessionContext",
     "SessionError",
     "SessionExists",
-    "SessionHeader",
-    "SessionInfoEntry",
     "SessionLocked",
-    "SessionLog",
     "SessionNotFound",
     "SessionStats",
-    "SessionTree",
-    "Storage",
     "StorageFailure",
-    "SystemPrompt",
     "TextPart",
-    "ThinkingLevelChangeEntry",
     "ThinkingPart",
     "Tool",
     "ToolCall",
-    "ToolContext",
     "ToolError",
+    "ToolKind",
     "ToolResult",
-    "ToolResultLoop",
     "TornLine",
-    "TornLineWarning",
     "TreeNode",
     "Truncation",
+    "TruncationLimits",
     "TurnResult",
-    "UnknownEntry",
     "UnknownPart",
     "Usage",
     "UsageStats",
     "Workspace",
     "agent",
     "build_context",
-    "create_schema",
+    "compaction",
+    "entries",
+    "errors",
+    "formats",
     "make_tools",
+    "markers",
+    "models",
     "repair",
+    "runtime",
+    "storage",
+    "tokens",
     "tool",
+    "tools",
     "truncate",
 ]

@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 import orjson
 
+from ._messages import NESTED, Message, Usage, _Extras, convert, enc_hook, has_extras, to_builtins
 from .errors import CorruptLine, InvalidEntry, SessionError
-from .messages import NESTED, Message, Usage, _Extras, convert, enc_hook, has_extras, to_builtins
 
 FORMAT_VERSION = 1
 

@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
+from contextree._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 from contextree.errors import ContextreeError, missing_extra
 from contextree.markers import COMPACTED
-from contextree.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 
 __all__ = [
     "EstimateCounter",

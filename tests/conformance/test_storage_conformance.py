@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from contextree import Session
+from contextree import Message, OverflowStore, Session
 from contextree.entries import (
     AnyEntry,
     LabelEntry,
@@ -34,8 +34,6 @@ from contextree.errors import (
     SessionExists,
     SessionNotFound,
 )
-from contextree.messages import Message
-from contextree.overflow import OverflowStore
 from contextree.storage import MemoryStorage, Storage, StorageHealth
 
 from .conftest import Backend, new_header
@@ -387,7 +385,7 @@ def _snapshot(session: Session) -> dict[str, Any]:
 @pytest.fixture
 def deterministic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Session ids and timestamps from counters, so two runs write identical entries."""
-    import contextree.session as session_module
+    import contextree._session as session_module
 
     def reset() -> None:
         counter = itertools.count()
@@ -400,7 +398,7 @@ def deterministic(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_session_behaviour_matches_memory(backend: Backend, deterministic: None,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import contextree.session as session_module
+    import contextree._session as session_module
 
     reference = Session(MemoryStorage(new_header()))
     _script(reference)

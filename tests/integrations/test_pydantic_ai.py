@@ -56,7 +56,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RequestUsage, RunUsage
 
-from contextree import CompactionEntry, CustomEntry, MessageEntry
+from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
 from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import typer
 
 from ..errors import ContextreeError
-from ..formats.base import UnknownFormatError
+from ..formats._base import UnknownFormatError
 from .output import UsageProblem, fail
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,4 +1,4 @@
-"""``contextree demo``: the offline agent run (see ``contextree.demo``)."""
+"""``contextree demo``: the offline agent run (see ``contextree.cli.demo``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def demo(
 ) -> None:
     """Run a real agent loop offline (scripted model, real tools): truncation, compaction,
     a branch and a label; then print the tree, the stats and the model's context."""
-    from ..demo import run_demo
+    from .demo import run_demo
 
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)

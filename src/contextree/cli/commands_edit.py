@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from ..overflow import OverflowStore
-from ..session import Session
-from ..storage.repair import repair
+from .._overflow import OverflowStore
+from .._session import Session
+from ..storage._repair import repair
 from .app import command
 from .output import Out, UsageProblem, clip, emit_json, human_size, short_id
 from .sessions import open_session, resolve_entry

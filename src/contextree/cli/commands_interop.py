@@ -10,13 +10,15 @@ import typer
 from ..errors import SessionNotFound
 from ..formats import (
     FORMATS,
+    HOME_FORMATS,
     UnknownFormatError,
     detect_format,
     export_session,
+    find_tool_session,
     get_format,
     import_session,
+    list_tool_sessions,
 )
-from ..formats.homes import HOME_FORMATS, find_session, list_sessions
 from .app import command
 from .output import Out, UsageProblem, clip, emit_json, progress_bar
 from .sessions import open_session, resolve_entry
@@ -62,7 +64,7 @@ def import_command(
     src = Path(source)
     default_dir = src.parent
     if not src.is_file() and name in HOME_FORMATS:
-        src = find_session(name, source, home)  # by id or prefix, in the tool's home
+        src = find_tool_session(name, source, home)  # by id or prefix, in the tool's home
         default_dir = Path.cwd()
     if not src.is_file():
         raise SessionNotFound("no such file to import", path=str(src))
@@ -75,7 +77,7 @@ def import_command(
 
 
 def _list_sessions(fmt: str, home: str | None, as_json: bool) -> None:
-    found = list_sessions(fmt, home)
+    found = list_tool_sessions(fmt, home)
     if as_json:
         emit_json([f.to_dict() for f in found])
         return

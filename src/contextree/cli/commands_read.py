@@ -9,15 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
+from .._messages import Message
+from .._session import Session, TreeNode
+from .._stats import SessionStats, UsageStats
 from ..entries import MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
-from ..messages import Message
-from ..session import Session, TreeNode
-from ..stats import SessionStats, UsageStats
 from ..storage import Address
-from ..storage.backends import PostgresBackend
-from ..storage.jsonl import load
+from ..storage._backends import PostgresBackend
+from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
 from .listing import rows as listing_rows

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from .._messages import ImagePart, Message, TextPart, ThinkingPart, UnknownPart
+from .._session import TreeNode
 from .._text import first_line, shorten
 from ..entries import (
     ActiveToolsChangeEntry,
@@ -23,8 +25,6 @@ from ..entries import (
     ThinkingLevelChangeEntry,
     UnknownEntry,
 )
-from ..messages import ImagePart, Message, TextPart, ThinkingPart, UnknownPart
-from ..session import TreeNode
 from .output import clip, short_id
 
 ARGS_PREVIEW = 40  # characters of a tool call's arguments in a one-line summary

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import warnings
 
+from .._session import Session
 from ..errors import EntryNotFound, InvalidArgument
-from ..session import Session
 from ..storage import Address, Storage, open_storage, resolve
-from ..storage.jsonl import TornLineWarning
+from ..storage._jsonl import TornLineWarning
 from .output import UsageProblem, warn
 
 MIN_PREFIX = 4

@@ -8,18 +8,18 @@ stages (``ToolResults``, ``SlidingWindow``, ``Summarize``, ``Digest``, or any ca
 
 from __future__ import annotations
 
-from .digest import digest_messages
-from .pipeline import (
+from ._digest import digest_messages
+from ._pipeline import (
     CompactionPipeline,
     CompactionResult,
     StageReport,
     default_pipeline,
     plan_compaction,
 )
-from .policy import CompactionPolicy
-from .stages import Digest, SlidingWindow, ToolResults, placeholder
-from .state import CompactionState, Plan, Stage
-from .summarize import Summarize
+from ._policy import CompactionPolicy
+from ._stages import Digest, SlidingWindow, ToolResults, placeholder
+from ._state import CompactionState, Plan, Stage
+from ._summarize import Summarize
 
 __all__ = [
     "CompactionPipeline",

@@ -30,12 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import atomic_write
+from .._session import Session
 from ..errors import EntryNotFound, SessionExists, SessionNotFound
-from ..session import Session
 from ..storage import create_storage
-from . import brute, claude_code, claude_code_export, codex, codex_export, pi, provider_lists
-from .base import Ids, Imported, Progress, UnknownFormatError, finish
-from .detect import detect_format
+from . import _brute as brute
+from . import _claude_code as claude_code
+from . import _claude_code_export as claude_code_export
+from . import _codex as codex
+from . import _codex_export as codex_export
+from . import _pi as pi
+from . import _provider_lists as provider_lists
+from ._base import Ids, Imported, Progress, UnknownFormatError, finish
+from ._detect import detect_format
+from ._homes import HOME_FORMATS, FoundSession, find_tool_session, list_tool_sessions
 
 Reader = Callable[[Path, Progress | None], Imported]
 """Reads a source file (reporting progress) into the header and entries of a new session."""
@@ -160,12 +167,20 @@ def export_session(
 
 __all__ = [
     "FORMATS",
+    "HOME_FORMATS",
     "Format",
+    "FoundSession",
     "Imported",
     "Progress",
     "UnknownFormatError",
+    "claude_code",
+    "claude_code_export",
+    "codex",
+    "codex_export",
     "detect_format",
     "export_session",
+    "find_tool_session",
     "get_format",
     "import_session",
+    "list_tool_sessions",
 ]

@@ -11,13 +11,13 @@
     agent.start("Fix the failing test")
 """
 
-from .builder import Agent, ModelCall, agent
-from .compaction import DefaultCompactionPipeline
-from .env import Env, Events, TurnResult
-from .events import PAYLOADS, Event
-from .loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
-from .persistence import SessionLog, SessionTree
-from .tools import DefaultToolPipeline
+from ._builder import Agent, ModelCall, agent
+from ._compaction import DefaultCompactionPipeline
+from ._env import Env, Events, TurnResult
+from ._events import PAYLOADS, Event
+from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
+from ._persistence import SessionLog, SessionTree
+from ._tools import DefaultToolPipeline
 
 __all__ = [
     "PAYLOADS",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .backends import (
+from ._backends import (
     Address,
     Backend,
     Target,
@@ -19,16 +19,18 @@ from .backends import (
     register_backend,
     resolve,
 )
-from .base import Storage, StorageHealth, TreeIndex
-from .jsonl import JsonlStorage, TornLineWarning
-from .memory import MemoryStorage
+from ._base import Storage, StorageHealth, TreeIndex
+from ._jsonl import JsonlStorage, TornLineWarning
+from ._memory import MemoryStorage
+from ._repair import RepairReport, repair
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStorage
+    from .postgres import PostgresStorage  # noqa: F401 (loaded on use by __getattr__)
 
 
 def __getattr__(name: str) -> Any:
-    # PostgreSQL support needs the optional psycopg: import it only when asked for.
+    # PostgreSQL support needs the optional psycopg: import it only when asked for (so it is
+    # not in __all__, and `from contextree.storage import *` works without the extra).
     if name in ("PostgresStorage", "create_schema", "list_sessions"):
         from . import postgres
 
@@ -41,7 +43,7 @@ __all__ = [
     "Backend",
     "JsonlStorage",
     "MemoryStorage",
-    "PostgresStorage",
+    "RepairReport",
     "Storage",
     "StorageHealth",
     "Target",
@@ -50,5 +52,6 @@ __all__ = [
     "create_storage",
     "open_storage",
     "register_backend",
+    "repair",
     "resolve",
 ]

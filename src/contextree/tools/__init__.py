@@ -12,18 +12,18 @@ A tool declares its ``kind`` (``ToolKind``) and which end of a long result to ke
 
 from __future__ import annotations
 
-from contextree.overflow import OverflowStore
-from contextree.tools.context import ToolContext
-from contextree.tools.decorator import as_tools, build_tool, tool
-from contextree.tools.docstrings import parse_docstring
-from contextree.tools.files import edit, read, write
-from contextree.tools.kinds import ToolKind, TruncateFrom, kind_of_tool_name
-from contextree.tools.result import ToolResult
-from contextree.tools.schema import schema_for
-from contextree.tools.search import glob, grep
-from contextree.tools.shell import shell
-from contextree.tools.tool import Tool
-from contextree.tools.workspace import StrPath, Workspace
+from contextree._overflow import OverflowStore
+from contextree.tools._context import ToolContext
+from contextree.tools._decorator import as_tools, build_tool, tool
+from contextree.tools._docstrings import parse_docstring
+from contextree.tools._files import edit, read, write
+from contextree.tools._kinds import ToolKind, TruncateFrom, kind_of_tool_name
+from contextree.tools._result import ToolResult
+from contextree.tools._schema import schema_for
+from contextree.tools._search import glob, grep
+from contextree.tools._shell import shell
+from contextree.tools._tool import Tool
+from contextree.tools._workspace import StrPath, Workspace
 
 ALL: list[Tool] = [read, write, edit, shell, grep, glob]
 """The built-in tools, unbound (each call gets the context given to ``run``, or none)."""

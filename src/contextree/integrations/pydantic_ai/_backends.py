@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+from ..._session import Session
 from ...entries import AnyEntry, SessionHeader, now
 from ...errors import LeafConflict, SessionNotFound
-from ...session import Session
 from ...storage import MemoryStorage, create_storage
 
 KEY = "pydantic_ai"

@@ -32,12 +32,12 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.conversation_store import ConversationEntry
 from pydantic_ai.tools import AgentDepsT, RunContext
 
+from ..._context import SessionContext
+from ..._messages import Message
+from ..._session import Session
 from ...compaction import CompactionPipeline, CompactionPolicy
-from ...context import SessionContext
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
-from ...messages import Message
-from ...session import Session
 from ...tokens import EstimateCounter, TokenCounter, count_context
 from . import _mapping as mp
 from ._store import ContextreeConversationStore
@@ -161,7 +161,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
             return messages
         ws = self._sync(conversation_id or "", messages)
         ctx = ws.session.build_context()
-        tokens = count_context(ctx.messages, self.counter, anchor=ctx.usage_anchor)
+        tokens = count_context(ctx.messages, self.counter, fresh_from=ctx.fresh_from)
         recently_failed = (ws.failed_at is not None
                            and tokens < ws.failed_at + self.window // 10)
         if tokens >= self.policy.trigger and not recently_failed:

@@ -19,9 +19,9 @@ from typing import Any
 import pydantic_core
 from pydantic_ai import messages as pm
 
+from ..._messages import ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, Usage
+from ..._session import Session
 from ...entries import AnyEntry, MessageEntry, now
-from ...messages import ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, Usage
-from ...session import Session
 
 KEY = "pydantic_ai"
 """The key of ``Message.extra`` that holds the pydantic-ai side of a stored message."""

@@ -36,9 +36,9 @@ from pydantic_ai.conversation_store import (
     ConversationStore,
 )
 
+from ..._session import Session
 from ...entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry, now
 from ...errors import LeafConflict, SessionExists
-from ...session import Session
 from . import _mapping as mp
 from ._backends import Backend, JsonlBackend, backend_for
 
@@ -74,7 +74,7 @@ class ContextreeConversationStore(ConversationStore):
 
     ``location`` picks the storage: a directory (one JSONL file per conversation, durable on
     every save), a ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool`` (the schema must
-    exist: ``contextree.create_schema(url)``), or ``None`` for memory.
+    exist: ``contextree.storage.create_schema(url)``), or ``None`` for memory.
 
     The sessions are ordinary contextree sessions: ``session(conversation_id)`` opens one for
     ``tree()``, ``stats()``, ``build_context()`` or the ``contextree`` command line.

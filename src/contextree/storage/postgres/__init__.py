@@ -12,11 +12,11 @@ an ``ImportError`` that says so. The parts:
 
 from __future__ import annotations
 
-from .connection import split_session_url
-from .driver import Target
-from .listing import SessionSummary, delete_session, list_sessions
-from .schema import SCHEMA_VERSION, create_schema, schema_version
-from .storage import UNSET, PostgresStorage
+from ._connection import split_session_url
+from ._driver import Target
+from ._listing import SessionSummary, delete_session, list_sessions
+from ._schema import SCHEMA_VERSION, create_schema, schema_version
+from ._storage import UNSET, PostgresStorage
 
 __all__ = [
     "SCHEMA_VERSION",

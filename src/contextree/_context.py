@@ -1,0 +1,238 @@
+"""Building what the model sees from a path of entries.
+
+``build_context(path)`` follows the AgentCore.jl rules (the latest compaction on the path
+decides: its summary, the kept entries, then everything after it) and then guarantees the
+pairing invariant that providers enforce: each tool result directly follows the assistant
+message that called it, each call has a result, and no result is orphaned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from ._messages import Message
+from .entries import (
+    ActiveToolsChangeEntry,
+    AnyEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+)
+from .markers import Kind, marker
+from .tokens import usage_anchor
+
+# A projector turns a custom entry into messages: (entry, index in context entries, entries).
+Projector = Callable[[CustomEntry, int, Sequence[AnyEntry]], Sequence[Message]]
+
+INTERRUPTED = "[no result: the tool call was interrupted before it returned a result]"
+SUMMARY_PREFIX = ("Earlier parts of this conversation were compacted to fit the context window. "
+                  "Summary of what came before:\n\n")
+
+
+@dataclass
+class SessionContext:
+    """The messages to send and the state in force at the leaf.
+
+    ``entry_ids[i]`` is the id of the entry that produced ``messages[i]`` (``None`` for a
+    message contextree added, such as an "interrupted" tool result). ``fresh_from`` is the
+    index of the first message from an entry appended after the latest compaction (``0``
+    without one): usage reported before it describes a context that no longer exists.
+    """
+
+    messages: list[Message]
+    model: tuple[str, str] | None = None  # (provider, model_id)
+    thinking_level: str | None = None
+    active_tools: list[str] | None = None
+    entry_ids: list[str | None] = field(default_factory=list)
+    compaction: CompactionEntry | None = None
+    fresh_from: int = 0
+
+    @property
+    def usage_anchor(self) -> int | None:
+        """The index of the assistant message whose reported usage describes this very
+        context (see :func:`contextree.tokens.usage_anchor`), or ``None``."""
+        return usage_anchor(self.messages, self.fresh_from)
+
+
+def latest_compaction(path: Sequence[AnyEntry]) -> int | None:
+    """Index of the last compaction entry on the path, or ``None``."""
+    for i in range(len(path) - 1, -1, -1):
+        if isinstance(path[i], CompactionEntry):
+            return i
+    return None
+
+
+def context_entries(path: Sequence[AnyEntry]) -> tuple[CompactionEntry | None, list[AnyEntry]]:
+    """The entries that make up the context: kept ones before the compaction and all after."""
+    ci = latest_compaction(path)
+    if ci is None:
+        return None, list(path)
+    comp = path[ci]
+    assert isinstance(comp, CompactionEntry)
+    after = list(path[ci + 1 :])
+    if comp.retained_tail is not None or comp.first_kept_entry_id is None:
+        return comp, after
+    pinned = set(comp.pinned or ())
+    for i in range(ci):
+        if path[i].id == comp.first_kept_entry_id:
+            # Older compactions inside the kept range are superseded by this one.
+            kept = [e for e in path[:i] if e.id in pinned]
+            kept += [e for e in path[i:ci] if not isinstance(e, CompactionEntry)]
+            return comp, kept + after
+    return comp, after
+
+
+def build_context(
+    path: Sequence[AnyEntry],
+    *,
+    projectors: Mapping[str, Projector] | None = None,
+) -> SessionContext:
+    """The context the model sees at the end of ``path`` (root first)."""
+    ctx = SessionContext(messages=[])
+    _derive_state(path, ctx)
+    comp, entries = context_entries(path)
+    ctx.compaction = comp
+    cleared = (comp.cleared or {}) if comp is not None else {}
+    raw: list[tuple[Message, str | None]] = []
+    if comp is not None:
+        if comp.summary:
+            raw.append((summary_message(comp), comp.id))
+        for m in comp.retained_tail or ():
+            raw.append((m, comp.id))
+    for index, entry in enumerate(entries):
+        for m in _entry_messages(entry, index, entries, projectors):
+            if entry.id in cleared and m.role == "tool":
+                m = m.marked(Kind.CLEARED_TOOL_RESULT, content=cleared[entry.id])
+            raw.append((m, entry.id))
+    ctx.messages, ctx.entry_ids = repair_pairing(raw)
+    ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
+    return ctx
+
+
+def summary_message(comp: CompactionEntry) -> Message:
+    """The compaction summary as the model sees it: a system message whose marker carries
+    the raw summary, so a list of messages can be compacted again without reading text."""
+    return Message(
+        role="system",
+        content=SUMMARY_PREFIX + comp.summary,
+        meta=marker(Kind.COMPACTION_SUMMARY, entry_id=comp.id,
+                    tokens_before=comp.tokens_before, summary=comp.summary),
+    )
+
+
+def summary_of(message: Message) -> tuple[str, int] | None:
+    """The raw summary and ``tokens_before`` a compaction summary message was rendered from
+    (by :func:`summary_message`), or ``None`` for any other message. A marker without the raw
+    summary (written by an older version) gives the text the model saw."""
+    if message.kind is not Kind.COMPACTION_SUMMARY:
+        return None
+    meta = message.meta or {}
+    summary, tokens_before = meta.get("summary"), meta.get("tokens_before")
+    return (summary if isinstance(summary, str) else message.text,
+            tokens_before if isinstance(tokens_before, int) else 0)
+
+
+def _entry_messages(
+    entry: AnyEntry,
+    index: int,
+    entries: Sequence[AnyEntry],
+    projectors: Mapping[str, Projector] | None,
+) -> Sequence[Message]:
+    if isinstance(entry, MessageEntry):
+        return (entry.message,)
+    if isinstance(entry, CustomMessageEntry):
+        return (
+            Message(
+                role="user",
+                content=entry.content,
+                meta=marker(Kind.CUSTOM_MESSAGE, custom_type=entry.custom_type),
+            ),
+        )
+    if isinstance(entry, BranchSummaryEntry):
+        return (
+            Message(
+                role="system",
+                content="The conversation returned here from another branch. Summary of that "
+                "branch:\n\n" + entry.summary,
+                meta=marker(Kind.BRANCH_SUMMARY, from_id=entry.from_id),
+            ),
+        )
+    if isinstance(entry, CustomEntry) and projectors and entry.custom_type in projectors:
+        return projectors[entry.custom_type](entry, index, entries)
+    return ()
+
+
+def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
+    for entry in path:
+        if isinstance(entry, ModelChangeEntry):
+            ctx.model = (entry.provider, entry.model_id)
+        elif isinstance(entry, ThinkingLevelChangeEntry):
+            ctx.thinking_level = entry.thinking_level
+        elif isinstance(entry, ActiveToolsChangeEntry):
+            ctx.active_tools = list(entry.active_tool_names)
+        elif isinstance(entry, MessageEntry):
+            # A reply names the model that wrote it: the latest one is in force.
+            m = entry.message
+            if m.role == "assistant" and m.model and m.provider:
+                ctx.model = (m.provider, m.model)
+
+
+def interrupted_result(call_id: str, name: str | None) -> Message:
+    """The tool result that stands in for one that never arrived."""
+    return Message.tool(INTERRUPTED, tool_call_id=call_id, name=name, is_error=True,
+                        meta=marker(Kind.INTERRUPTED))
+
+
+def repair_pairing(
+    raw: Sequence[tuple[Message, str | None]],
+) -> tuple[list[Message], list[str | None]]:
+    """Enforce the pairing invariant on (message, entry id) pairs.
+
+    A tool call with no result before the next non-tool message gets an explicit
+    "interrupted" result; a tool result that does not answer a call of the assistant message
+    just before it (an orphan, or a duplicate) is left out.
+    """
+    out: list[Message] = []
+    ids: list[str | None] = []
+    pending: dict[str, str | None] = {}  # call id -> tool name, in call order
+
+    def close_pending() -> None:
+        for call_id, name in pending.items():
+            out.append(interrupted_result(call_id, name))
+            ids.append(None)
+        pending.clear()
+
+    for msg, eid in raw:
+        if msg.role == "tool":
+            call_id = msg.tool_call_id
+            if call_id is not None and call_id in pending:
+                del pending[call_id]
+                out.append(msg)
+                ids.append(eid)
+            continue  # orphan or duplicate result: never sent
+        close_pending()
+        out.append(msg)
+        ids.append(eid)
+        if msg.role == "assistant" and msg.tool_calls:
+            for call in msg.tool_calls:
+                pending[call.id] = call.name
+    close_pending()
+    return out, ids
+
+
+def _fresh_from(ctx: SessionContext, path: Sequence[AnyEntry]) -> int:
+    """The index of the first message from an entry after the latest compaction on ``path``
+    (``len(messages)`` when there is none yet)."""
+    ci = latest_compaction(path)
+    if ci is None:
+        return 0
+    after = {e.id for e in path[ci + 1 :]}
+    for i, eid in enumerate(ctx.entry_ids):
+        if eid is not None and eid in after:
+            return i
+    return len(ctx.messages)

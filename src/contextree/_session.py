@@ -1,0 +1,630 @@
+"""``Session``: the user-facing API over a storage backend.
+
+Every ``append_*`` builds one entry whose parent is the current leaf, stores it durably and
+returns its id. Navigation (``move_to``) and naming are entries too, so reopening a file
+restores exactly where the session was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from msgspec import UNSET, UnsetType
+
+from ._context import Projector, SessionContext, build_context
+from ._messages import Message, Usage
+from ._stats import SessionStats, compute_stats
+from .compaction import (
+    CompactionPipeline,
+    CompactionPolicy,
+    CompactionResult,
+    default_pipeline,
+    plan_compaction,
+)
+from .entries import (
+    ActiveToolsChangeEntry,
+    AnyEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    LeafEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    new_id,
+    now,
+)
+from .errors import (
+    DuplicateId,
+    EntryNotFound,
+    InvalidArgument,
+    LeafConflict,
+    SessionExists,
+    SessionNotFound,
+    StorageFailure,
+)
+from .models._base import Model
+from .storage._backends import Target, create_storage, open_storage, resolve
+from .storage._base import HIDDEN_IN_TREE, Storage, StorageHealth
+from .storage._memory import MemoryStorage
+from .tokens import TokenCounter
+
+if TYPE_CHECKING:
+    from ._overflow import OverflowStore
+
+
+E = TypeVar("E")
+
+ExpectedLeaf = str | None | UnsetType
+"""``expected_leaf=``: the entry the leaf must be for a write to go ahead (``None``: an empty
+session or a leaf before the first entry); unset, no check."""
+
+
+@dataclass
+class TreeNode:
+    """One entry in ``Session.tree()``, with its label and children (oldest first)."""
+
+    entry: AnyEntry
+    label: str | None = None
+    children: list[TreeNode] = field(default_factory=list)
+    on_branch: bool = False  # on the path from the root to the current leaf
+    is_leaf: bool = False
+
+
+class Session:
+    """A conversation as a tree of entries, with a current leaf."""
+
+    def __init__(self, storage: Storage, *, projectors: Mapping[str, Projector] | None = None):
+        self.storage = storage
+        self.projectors: dict[str, Projector] = dict(projectors or {})
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        target: Target | Storage,
+        *,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = True,
+    ) -> Session:
+        """Create a new session: a JSONL file (``SessionExists`` if there is one), or in
+        PostgreSQL for a ``postgresql://host/db`` URL (its ``#SESSION_ID``, if any, is the id).
+
+        A ready ``Storage`` already holds a session: ``Session.open(storage)`` uses it, and
+        here it is refused with ``SessionExists``.
+        """
+        if not isinstance(target, str | os.PathLike):
+            storage = open_storage(target)  # refuses what is not a storage
+            raise SessionExists(f"this storage already holds session {storage.header.id!r}; "
+                                "use it with Session.open(storage)", path=storage.location)
+        address = resolve(target)
+        header = SessionHeader(
+            id=session_id or address.session_id or new_session_id(),
+            created_at=now(),
+            cwd=cwd if cwd is not None else os.getcwd(),
+            metadata=metadata,
+        )
+        return cls(create_storage(address, header, durable=durable))
+
+    @classmethod
+    def open(
+        cls,
+        target: Target | Storage,
+        *,
+        readonly: bool = False,
+        durable: bool = True,
+    ) -> Session:
+        """Open a session file, a ``postgresql://host/db#SESSION_ID`` URL, or wrap a ready
+        ``Storage`` (say a ``PostgresStorage`` on the application's own pool). Read-only
+        sessions need no lock and change nothing."""
+        return cls(open_storage(target, readonly=readonly, durable=durable))
+
+    @classmethod
+    def open_or_create(
+        cls,
+        target: Target | Storage,
+        *,
+        cwd: str | None = None,
+        session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        durable: bool = True,
+    ) -> Session:
+        """Open the session at ``target`` (a file, a URL with ``#SESSION_ID``, or a ready
+        ``Storage``), creating it first if there is none; safe when several processes race
+        to create it. ``cwd``, ``session_id`` and ``metadata`` apply only when it is created."""
+        try:
+            return cls.open(target, durable=durable)
+        except SessionNotFound:
+            pass
+        try:
+            return cls.create(target, cwd=cwd, session_id=session_id, metadata=metadata,
+                              durable=durable)
+        except SessionExists:
+            return cls.open(target, durable=durable)  # another process created it first
+
+    @staticmethod
+    def delete(target: Target | Storage, *, store: OverflowStore | None = None) -> int:
+        """Delete a session (a file with its quarantine file, a URL, or a ready ``Storage``)
+        and the tool outputs it spilled to the overflow store (``store``, default the
+        user's); returns how many spill files went. A file open for writing elsewhere is
+        not deleted (``SessionLocked``)."""
+        from ._overflow import OverflowStore
+
+        storage = open_storage(target)  # a file takes the writer's lock: nobody writes
+        session_id = storage.header.id
+        try:
+            storage.delete()
+        finally:
+            if storage is not target:
+                storage.close()
+        return (store or OverflowStore.default()).delete_session(session_id)
+
+    @classmethod
+    def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:
+        """A session that lives only in this process."""
+        header = SessionHeader(id=session_id or new_session_id(), created_at=now(), cwd=cwd)
+        return cls(MemoryStorage(header))
+
+    def close(self) -> None:
+        """Close the storage (a file's writer lock is released); the session is then unusable."""
+        self.storage.close()
+
+    def __enter__(self) -> Session:
+        """``with Session.open(...) as s:`` closes the session at the end of the block."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the session."""
+        self.close()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Session]:
+        """Group appends (see ``Storage.batch``): on PostgreSQL one transaction, all or
+        nothing; on JSONL one sync to disk at the end."""
+        with self.storage.batch():
+            yield self
+
+    # -- identity ------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """The session's id (from its header)."""
+        return self.storage.header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        """The header line: id, creation time, working directory, metadata, fork origin."""
+        return self.storage.header
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf: the entry new appends go under (``None``: before the first)."""
+        return self.storage.leaf_id
+
+    @property
+    def name(self) -> str | None:
+        """The display name set with ``set_name``, or ``None``."""
+        return self.storage.name or None
+
+    @property
+    def location(self) -> str:
+        """Where the session is stored: a file path, a URL, or ``"memory"``."""
+        return self.storage.location
+
+    # -- appending -----------------------------------------------------------------------
+    def _append(self, cls: type[Any], parent_id: str | None = None, *,
+                expected_leaf: ExpectedLeaf = UNSET, **fields: Any) -> str:
+        """Build an entry under the leaf (or ``parent_id``) with a fresh id and store it.
+
+        Every backend refuses a duplicate id, so a random id that happens to be taken is
+        replaced and tried again rather than checked beforehand (one round trip fewer on a
+        database).
+        """
+        parent = self.leaf_id if parent_id is None else parent_id
+        for _ in range(8):
+            entry = cls(new_id(), parent, now(), **fields)
+            try:
+                self._store(entry, expected_leaf)
+            except DuplicateId:
+                continue
+            return entry.id  # type: ignore[no-any-return]
+        raise StorageFailure("could not find an unused entry id after 8 tries",
+                           path=self.location)  # pragma: no cover - 2**-256 odds
+
+    def _store(self, entry: AnyEntry, expected_leaf: ExpectedLeaf) -> None:
+        """Append ``entry``, refusing with ``LeafConflict`` unless the leaf is
+        ``expected_leaf`` (when given).
+
+        A backend whose ``append`` takes ``expected_leaf`` (PostgreSQL) checks it in the
+        transaction that appends; for the others the check is made here, which cannot race
+        another process since they admit one writer at a time.
+        """
+        if isinstance(expected_leaf, UnsetType):
+            self.storage.append(entry)
+        elif _checks_leaf(self.storage):
+            self.storage.append(entry, expected_leaf=expected_leaf)  # type: ignore[call-arg]
+        else:
+            self._check_leaf(expected_leaf)
+            self.storage.append(entry)
+
+    def _check_leaf(self, expected_leaf: ExpectedLeaf) -> None:
+        if not isinstance(expected_leaf, UnsetType) and self.leaf_id != expected_leaf:
+            raise LeafConflict(f"the leaf is {self.leaf_id!r}, not the expected "
+                               f"{expected_leaf!r}: another write came first; read the new "
+                               "leaf and retry", path=self.location)
+
+    def append(self, entry: AnyEntry, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Append a ready-made entry (its id, parent and timestamp are used as given)."""
+        self._store(entry, expected_leaf)
+        return entry.id
+
+    def append_message(self, message: Message | Mapping[str, Any], *,
+                       expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Append a message (a ``Message`` or its dict form) under the leaf; returns its id."""
+        if not isinstance(message, Message):
+            message = Message.from_dict(dict(message))
+        return self._append(MessageEntry, message=message, expected_leaf=expected_leaf)
+
+    def append_thinking_level_change(self, thinking_level: str, *,
+                                     expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record a new thinking level (in force from here on in ``build_context``)."""
+        return self._append(ThinkingLevelChangeEntry, thinking_level=thinking_level,
+                            expected_leaf=expected_leaf)
+
+    def append_model_change(self, provider: str, model_id: str, *,
+                            expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record a switch to another model (in force from here on)."""
+        return self._append(ModelChangeEntry, provider=provider, model_id=model_id,
+                            expected_leaf=expected_leaf)
+
+    def append_active_tools_change(self, active_tool_names: Sequence[str], *,
+                                   expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Record the set of tools offered to the model from here on."""
+        return self._append(ActiveToolsChangeEntry, active_tool_names=list(active_tool_names),
+                            expected_leaf=expected_leaf)
+
+    def append_compaction(
+        self,
+        *,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        tokens_after: int | None = None,
+        retained_tail: Sequence[Message] | None = None,
+        cleared: Mapping[str, str] | None = None,
+        pinned: Sequence[str] | None = None,
+        details: Any = None,
+        usage: Usage | None = None,
+        from_hook: bool = False,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str:
+        """Record a compaction: from here on the model sees ``summary`` and the kept entries.
+
+        ``first_kept_entry_id`` must be on the current branch; ``cleared`` maps tool-result
+        entry ids to the placeholder text shown instead of their content. ``Session.compact``
+        plans one and calls this.
+        """
+        branch_ids = {e.id for e in self.branch()}
+        if first_kept_entry_id is not None and first_kept_entry_id not in branch_ids:
+            raise InvalidArgument(
+                f"first_kept_entry_id {first_kept_entry_id!r} is not on the current branch; "
+                "pass an entry from branch() (or None to keep nothing before the compaction)",
+                path=self.location,
+            )
+        for eid in [*(cleared or ()), *(pinned or ())]:
+            if eid not in branch_ids:
+                raise InvalidArgument(f"cleared or pinned entry {eid!r} is not "
+                                   "on the current branch", path=self.location)
+        return self._append(
+            CompactionEntry,
+            summary=summary,
+            first_kept_entry_id=first_kept_entry_id,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            retained_tail=list(retained_tail) if retained_tail is not None else None,
+            cleared=dict(cleared) if cleared else None,
+            pinned=list(pinned) if pinned else None,
+            details=details,
+            usage=usage,
+            from_hook=from_hook,
+            expected_leaf=expected_leaf,
+        )
+
+    def append_branch_summary(
+        self,
+        from_id: str,
+        summary: str,
+        details: Any = None,
+        usage: Usage | None = None,
+        from_hook: bool = False,
+        *,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str:
+        """A branch summary as a child of ``from_id``; it becomes the leaf."""
+        self._require(from_id)
+        return self._append(BranchSummaryEntry, parent_id=from_id, from_id=from_id,
+                            summary=summary, details=details, usage=usage, from_hook=from_hook,
+                            expected_leaf=expected_leaf)
+
+    def append_custom(self, custom_type: str, data: Any = None, *,
+                      expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Append application data the model does not see (unless a projector shows it)."""
+        return self._append(CustomEntry, custom_type=custom_type, data=data,
+                            expected_leaf=expected_leaf)
+
+    def append_custom_message(
+        self, custom_type: str, content: str, details: Any = None, display: bool = True, *,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str:
+        """Append an application message the model sees (as a user message)."""
+        return self._append(CustomMessageEntry, custom_type=custom_type, content=content,
+                            details=details, display=display, expected_leaf=expected_leaf)
+
+    def set_label(self, target_id: str, label: str | None, *,
+                  expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Set (or with ``None`` clear) the label of an entry; returns the label entry's id."""
+        self._require(target_id)
+        return self._append(LabelEntry, target_id=target_id, label=label,
+                            expected_leaf=expected_leaf)
+
+    def set_name(self, name: str | None, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
+        """Set the session's display name; ``None`` (or ``""``) clears it.
+
+        A clear is written as an empty name, as pi does: a ``session_info`` entry without a
+        name only records other metadata and leaves the name alone.
+        """
+        return self._append(SessionInfoEntry, name=name or "", expected_leaf=expected_leaf)
+
+    # -- reading entries ---------------------------------------------------------------
+    def get_entry(self, entry_id: str) -> AnyEntry | None:
+        """The entry with that id, or ``None``."""
+        return self.storage.get(entry_id)
+
+    def label_of(self, entry_id: str) -> str | None:
+        """The label of an entry, or ``None``."""
+        return self.storage.label(entry_id)
+
+    def labels(self) -> dict[str, str]:
+        """Every label in force: entry id -> label."""
+        return self.storage.labels()
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every entry of every branch, in append order."""
+        return self.storage.entries()
+
+    def find(self, entry_type: type[E]) -> list[E]:
+        """Every entry of one type (``session.find(CompactionEntry)``), in append order."""
+        config = getattr(entry_type, "__struct_config__", None)
+        tag = getattr(config, "tag", None)
+        if not isinstance(tag, str):
+            return [e for e in self.storage.entries() if isinstance(e, entry_type)]
+        return [e for e in self.storage.find(tag) if isinstance(e, entry_type)]
+
+    def __len__(self) -> int:
+        """How many entries the session holds (all branches; the header not counted)."""
+        return len(self.storage)
+
+    def __contains__(self, entry_id: object) -> bool:
+        """True when an entry with that id is in the session (on any branch)."""
+        return entry_id in self.storage
+
+    def __bool__(self) -> bool:
+        """Always true, also when empty: ``session or default`` must not drop a new session."""
+        return True
+
+    def health(self) -> StorageHealth:
+        """How many entries, how big where it is kept, and what lines were set aside."""
+        return self.storage.health()
+
+    # -- navigation ----------------------------------------------------------------------
+
+    def _require(self, entry_id: str) -> AnyEntry:
+        entry = self.storage.get(entry_id)
+        if entry is None:
+            raise EntryNotFound(f"no entry {entry_id!r} in this session",
+                               path=self.location)
+        return entry
+
+    def move_to(
+        self, entry_id: str | None, summary: str | Mapping[str, Any] | None = None, *,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str | None:
+        """Move the leaf to ``entry_id`` (``None``: before the first entry).
+
+        With a ``summary`` (text, or a dict with ``summary``, ``details``, ``usage``,
+        ``from_hook``) a branch summary entry is appended as a child of ``entry_id`` and
+        becomes the leaf, in one write; its id is returned.
+        """
+        if entry_id is not None and isinstance(self._require(entry_id), LeafEntry):
+            raise InvalidArgument(f"{entry_id!r} is a leaf move, not a "
+                               "point in the conversation; move to the entry it points at",
+                               path=self.location)
+        if summary is not None:
+            if entry_id is None:
+                raise InvalidArgument("a branch summary needs an entry to "
+                                   "branch from; pass an entry id", path=self.location)
+            if isinstance(summary, str):
+                return self.append_branch_summary(entry_id, summary,
+                                                  expected_leaf=expected_leaf)
+            usage = summary.get("usage")
+            if isinstance(usage, Mapping):
+                usage = Usage(**usage)
+            return self.append_branch_summary(
+                entry_id,
+                str(summary["summary"]),
+                details=summary.get("details"),
+                usage=usage,
+                from_hook=bool(summary.get("from_hook", False)),
+                expected_leaf=expected_leaf,
+            )
+        if entry_id != self.leaf_id:
+            self._append(LeafEntry, target_id=entry_id, expected_leaf=expected_leaf)
+        else:
+            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
+        return None
+
+    def branch(self, leaf_id: str | None = None) -> list[AnyEntry]:
+        """Entries from the root to ``leaf_id`` (default: the current leaf)."""
+        return self.storage.path(self.leaf_id if leaf_id is None else leaf_id)
+
+    def children(self, entry_id: str | None) -> list[AnyEntry]:
+        """The entries directly under ``entry_id`` (``None``: the roots), oldest first; leaf
+        moves and other entries hidden in the tree are left out."""
+        out: list[AnyEntry] = []
+        for cid in self.storage.children(entry_id):
+            e = self.storage.get(cid)
+            if e is not None and not isinstance(e, HIDDEN_IN_TREE):
+                out.append(e)
+        return out
+
+    def tree(self) -> list[TreeNode]:
+        """The whole entry tree (roots first), built without recursion; leaf moves hidden."""
+        leaf = self.leaf_id
+        on_branch = {e.id for e in self.branch()} if leaf is not None else set()
+        labels = self.storage.labels()
+        nodes: dict[str, TreeNode] = {}
+        roots: list[TreeNode] = []
+        for entry in self.storage.entries():
+            if isinstance(entry, HIDDEN_IN_TREE):
+                continue
+            node = TreeNode(entry, labels.get(entry.id), on_branch=entry.id in on_branch,
+                            is_leaf=entry.id == leaf)
+            nodes[entry.id] = node
+        for node in nodes.values():
+            parent = node.entry.parent_id
+            if parent is None or parent not in nodes:
+                roots.append(node)
+            else:
+                nodes[parent].children.append(node)
+        return roots
+
+    def fork(self, new_path: str | os.PathLike[str], at: str | None = None) -> Session:
+        """A new session file holding the path from the root to ``at`` (default: the leaf).
+
+        The new header links back to this session; labels of copied entries come along. The
+        file appears complete or not at all.
+        """
+        at = self.leaf_id if at is None else at
+        if at is None:
+            raise InvalidArgument("the session is empty; there is nothing "
+                               "to fork", path=self.location)
+        if self.storage.get(at) is None:
+            raise EntryNotFound(f"no entry {at!r} to fork at; pick an "
+                               "id from `contextree tree`", path=self.location)
+        path = [e for e in self.branch(at) if not isinstance(e, LeafEntry)]
+        # A leaf move on the path would point outside the copy; they are not copied, and the
+        # last copied entry is `at` itself or the label entries below.
+        kept = {e.id for e in path}
+        labels = self.storage.labels()
+        on_path: dict[str, str | None] = {}
+        for e in path:
+            if isinstance(e, LabelEntry):
+                on_path[e.target_id] = e.label
+        extra: list[AnyEntry] = []
+        parent = path[-1].id
+        for target, text in labels.items():
+            if target in kept and on_path.get(target) != text:
+                label_id = new_id()
+                while label_id in kept:
+                    label_id = new_id()
+                extra.append(LabelEntry(label_id, parent, now(), target_id=target, label=text))
+                kept.add(label_id)
+                parent = label_id
+        header = SessionHeader(
+            id=new_session_id(),
+            created_at=now(),
+            cwd=self.header.cwd,
+            parent_session=self.location if self.location != "memory" else self.id,
+            metadata={"forked_from": {"session_id": self.id, "entry_id": at}},
+        )
+        return Session(create_storage(new_path, header, [*path, *extra]),
+                       projectors=self.projectors)
+
+    # -- reading -------------------------------------------------------------------------
+    def build_context(
+        self,
+        leaf_id: str | None = None,
+        *,
+        projectors: Mapping[str, Projector] | None = None,
+    ) -> SessionContext:
+        """What the model sees at ``leaf_id`` (default: the current leaf)."""
+        return build_context(self.branch(leaf_id),
+                             projectors={**self.projectors, **(projectors or {})})
+
+    def compact(
+        self,
+        window: int,
+        *,
+        pipeline: CompactionPipeline | None = None,
+        counter: TokenCounter | None = None,
+        model: Model | None = None,
+        compact_at: float = 0.7,
+        compact_to: float = 0.4,
+        dry_run: bool = False,
+        force: bool = False,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> CompactionResult:
+        """Run the compaction ladder on the current branch (see ``contextree.compaction``).
+
+        Plans with ``plan_compaction`` (``pipeline``, default ``default_pipeline(model)``),
+        then appends the planned compaction entry; the entries before it stay in the file.
+        ``dry_run`` returns the plan and writes nothing.
+        """
+        policy = CompactionPolicy(window, compact_at, compact_to)
+        result = plan_compaction(self.branch(), policy, pipeline or default_pipeline(model),
+                                 counter, force=force, projectors=self.projectors)
+        planned = result.entry
+        if dry_run or planned is None:
+            return result
+        entry_id = self.append_compaction(
+            summary=planned.summary,
+            first_kept_entry_id=planned.first_kept_entry_id,
+            tokens_before=planned.tokens_before,
+            tokens_after=planned.tokens_after,
+            cleared=planned.cleared,
+            pinned=planned.pinned,
+            details=planned.details,
+            usage=planned.usage,
+            expected_leaf=expected_leaf,
+        )
+        stored = self.get_entry(entry_id)
+        assert isinstance(stored, CompactionEntry)
+        result.entry, result.entry_id = stored, entry_id
+        return result
+
+    def stats(self) -> SessionStats:
+        """Message, token and cost totals for the current branch and the whole session."""
+        return compute_stats(self)
+
+    def __repr__(self) -> str:
+        return f"Session(id={self.id!r}, location={self.location!r}, leaf={self.leaf_id!r})"
+
+
+def new_session_id() -> str:
+    """A session id: a UUID4 string, unique across machines."""
+    import uuid
+
+    return str(uuid.uuid4())
+
+
+_LEAF_CHECKING: dict[type[Any], bool] = {}
+
+
+def _checks_leaf(storage: Storage) -> bool:
+    """Whether ``storage.append`` takes ``expected_leaf`` (and checks it as it writes)."""
+    kind = type(storage)
+    known = _LEAF_CHECKING.get(kind)
+    if known is None:
+        known = _LEAF_CHECKING[kind] = "expected_leaf" in inspect.signature(
+            storage.append).parameters
+    return known

@@ -1,0 +1,445 @@
+"""Truncation: cap one tool result before it enters the context, losing nothing.
+
+A result longer than ``max_lines`` lines or ``max_bytes`` UTF-8 bytes (whichever is hit
+first) is cut to a preview; lines wider than ``max_line_chars`` characters are shortened.
+The original is saved in an :class:`~contextree._overflow.OverflowStore` and the preview ends
+with a hint telling the model how to ``read`` the rest. That a result was truncated is
+recorded in :meth:`Truncation.meta` (for ``Message.meta``), never guessed from its text.
+
+The work is done on bytes with ``count``/``find``/``rfind`` and slicing, so a 100 MB output
+costs a few passes at memory speed; only the shown lines are looked at one by one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from contextree._overflow import OverflowStore
+from contextree.markers import TRUNCATION_KEY, TruncationRecord
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_LINES",
+    "DEFAULT_MAX_LINE_CHARS",
+    "LIMITS",
+    "Direction",
+    "Truncation",
+    "TruncationLimits",
+    "cut_marker",
+    "is_truncated",
+    "truncate",
+]
+
+Direction = Literal["head", "tail", "middle"]
+DIRECTIONS: frozenset[str] = frozenset(("head", "tail", "middle"))
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationLimits:
+    """The caps on one tool result: ``max_lines`` lines or ``max_bytes`` UTF-8 bytes,
+    whichever comes first, and ``max_line_chars`` characters per line (the seed's figures)."""
+
+    max_lines: int = 2000
+    max_bytes: int = 50 * 1024
+    max_line_chars: int = 2000
+
+
+LIMITS = TruncationLimits()
+DEFAULT_MAX_LINES = LIMITS.max_lines
+DEFAULT_MAX_BYTES = LIMITS.max_bytes
+DEFAULT_MAX_LINE_CHARS = LIMITS.max_line_chars
+
+META_KEY = TRUNCATION_KEY
+_NL = 0x0A
+
+
+@dataclass(frozen=True, slots=True)
+class Truncation:
+    """The outcome of :func:`truncate`.
+
+    ``text`` is what the model sees: the original when nothing was cut, else the preview
+    followed by a hint. ``shown_lines`` counts lines of the original that appear in the
+    preview, whole or shortened.
+    """
+
+    text: str
+    truncated: bool
+    saved_path: str | None
+    total_lines: int
+    total_bytes: int
+    shown_lines: int
+    direction: Direction = "head"
+
+    def record(self) -> TruncationRecord:
+        """What was cut, as the marker vocabulary records it."""
+        return TruncationRecord(
+            total_lines=self.total_lines, total_bytes=self.total_bytes,
+            shown_lines=self.shown_lines, direction=self.direction, saved_path=self.saved_path,
+        )
+
+    def meta(self) -> dict[str, Any]:
+        """The marker to merge into ``Message.meta`` so the result is not truncated again."""
+        return self.record().to_meta()
+
+
+def is_truncated(meta: dict[str, Any] | None) -> bool:
+    """True when ``meta`` (a ``Message.meta``) marks the result as already truncated."""
+    return isinstance(meta, dict) and bool(meta.get(META_KEY))
+
+
+# -- scanning -----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Side:
+    """Lines kept from one end of the output: ``data[start:end]`` (modulo line cuts)."""
+
+    start: int
+    end: int
+    pieces: list[bytes] = field(default_factory=list)
+    lines: int = 0
+    partial: bool = False  # the innermost line is shown only in part (byte cap)
+    cuts: int = 0  # lines shortened to max_line_chars
+    first_cut: int | None = None  # byte offset where the first shortened line starts
+
+    def note_cut(self, pos: int) -> None:
+        self.cuts += 1
+        if self.first_cut is None or pos < self.first_cut:
+            self.first_cut = pos
+
+
+_CONT_TABLE = bytes(0x80 if 0x80 <= b < 0xC0 else 0 for b in range(256))
+
+
+def _is_cont(byte: int) -> bool:
+    return byte & 0xC0 == 0x80
+
+
+def _align_back(data: bytes, pos: int, lo: int) -> int:
+    """The last character start at or before ``pos`` (not before ``lo``): a safe end cut."""
+    for q in range(pos, max(lo, pos - 3) - 1, -1):
+        if q <= lo or q >= len(data) or not _is_cont(data[q]):
+            return q
+    return pos  # not UTF-8 here; any cut is as good
+
+
+def _align_forward(data: bytes, pos: int, hi: int) -> int:
+    """The first character start at or after ``pos`` (not after ``hi``): a safe start cut."""
+    for q in range(pos, min(hi, pos + 3) + 1):
+        if q >= hi or not _is_cont(data[q]):
+            return q
+    return pos
+
+
+def _char_count(data: bytes, start: int, end: int) -> int:
+    """Characters in ``data[start:end]``: bytes that are not UTF-8 continuation bytes."""
+    seg = data[start:end]
+    if seg.isascii():
+        return len(seg)
+    return len(seg) - seg.translate(_CONT_TABLE).count(0x80)
+
+
+def cut_marker(chars: int, *, keep_end: bool = False) -> str:
+    """What stands where a line of ``chars`` characters was cut (before the kept end, or
+    after the kept start): the same words wherever a line is cut."""
+    if keep_end:
+        return f"[line truncated, {chars} chars] …"
+    return f"… [line truncated, {chars} chars]"
+
+
+def _cut_line(data: bytes, start: int, end: int, limit: int, keep_end: bool) -> tuple[bytes, bytes]:
+    """The kept part of the line ``data[start:end]`` and its cut marker (b"" if it fits)."""
+    if end - start <= limit:
+        return data[start:end], b""
+    chars = _char_count(data, start, end)
+    if chars <= limit:
+        return data[start:end], b""
+    if keep_end:
+        region = data[_align_forward(data, max(start, end - 4 * limit), end) : end]
+        kept = region[-limit:] if region.isascii() else _decode(region)[-limit:].encode()
+    else:
+        region = data[start : _align_back(data, min(end, start + 4 * limit), start)]
+        kept = region[:limit] if region.isascii() else _decode(region)[:limit].encode()
+    return kept, cut_marker(chars, keep_end=keep_end).encode()
+
+
+def _scan_head(data: bytes, max_lines: int, budget: int, limit: int) -> _Side:
+    """Whole lines from the start while both caps allow (a part of the first if none fit)."""
+    stop = len(data)
+    side = _Side(0, 0)
+    pos, used = 0, 0
+    while pos < stop and side.lines < max_lines:
+        nl = data.find(b"\n", pos)
+        content_end = stop if nl < 0 else nl
+        nxt = stop if nl < 0 else nl + 1
+        kept, marker = _cut_line(data, pos, content_end, limit, keep_end=False)
+        size = len(kept) + len(marker) + (nxt - content_end)
+        if used + size > budget:
+            if side.lines == 0:
+                cut = _align_back(data, pos + min(budget, len(kept)), pos)
+                if cut > pos:
+                    side.pieces.append(data[pos:cut])
+                    side.lines, side.partial, pos = 1, True, cut
+            break
+        if marker:
+            side.note_cut(pos)
+        side.pieces.append(kept + marker + data[content_end:nxt])
+        side.lines += 1
+        used += size
+        pos = nxt
+    side.end = pos
+    return side
+
+
+def _scan_tail(data: bytes, floor: int, max_lines: int, budget: int, limit: int) -> _Side:
+    """Whole lines from the end, not before ``floor``; a part of the last if none fit."""
+    end = len(data)
+    side = _Side(end, end)
+    used = 0
+    while end > floor and side.lines < max_lines:
+        content_end = end - 1 if data[end - 1] == _NL else end
+        nl = data.rfind(b"\n", floor, content_end)
+        start = floor if nl < 0 else nl + 1
+        kept, marker = _cut_line(data, start, content_end, limit, keep_end=True)
+        size = len(marker) + len(kept) + (end - content_end)
+        if used + size > budget:
+            if side.lines == 0:
+                take = min(budget, len(kept) + (end - content_end))
+                cut = _align_forward(data, end - take, end)
+                if cut < end:
+                    side.pieces.append(data[cut:end])
+                    side.lines, side.partial, end = 1, True, cut
+            break
+        if marker:
+            side.note_cut(start)
+        side.pieces.append(marker + kept + data[content_end:end])
+        side.lines += 1
+        used += size
+        end = start
+    side.pieces.reverse()
+    side.start = end
+    return side
+
+
+def _plan(
+    data: bytes, total_lines: int, max_lines: int, max_bytes: int, limit: int, direction: str
+) -> tuple[_Side, _Side]:
+    """The head and tail parts to show; the bytes between them are left out."""
+    n = len(data)
+    if direction == "head":
+        return _scan_head(data, max_lines, max_bytes, limit), _Side(n, n)
+    if direction == "tail":
+        return _Side(0, 0), _scan_tail(data, 0, max_lines, max_bytes, limit)
+    if total_lines <= max_lines:
+        whole = _scan_head(data, max_lines, max_bytes, limit)
+        if whole.end == n:
+            return whole, _Side(n, n)
+    head = _scan_head(data, max_lines - max_lines // 2, max_bytes - max_bytes // 2, limit)
+    tail = _scan_tail(data, head.end, max_lines // 2, max_bytes // 2, limit)
+    return head, tail
+
+
+# -- the preview --------------------------------------------------------------------------
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _count_lines(data: bytes) -> int:
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data[-1] == _NL else 1)
+
+
+def human_size(n: int) -> str:
+    """A byte count for people: ``812 bytes``, ``50.0 KB``, ``3.1 MB``."""
+    if n < 1024:
+        return f"{n} bytes"
+    size = float(n)
+    for unit in ("KB", "MB", "GB"):
+        size /= 1024
+        if size < 1024 or unit == "GB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Line numbers (1-based) of what is shown and what is left out."""
+
+    head: _Side
+    tail: _Side
+    total_lines: int
+    total_bytes: int
+
+    @property
+    def tail_first(self) -> int:
+        return self.total_lines - self.tail.lines + 1
+
+    @property
+    def omitted_bytes(self) -> int:
+        return self.tail.start - self.head.end
+
+    @property
+    def omitted_first(self) -> int:
+        return max(1, self.head.lines if self.head.partial else self.head.lines + 1)
+
+    @property
+    def omitted_last(self) -> int:
+        return self.tail_first if self.tail.partial else self.tail_first - 1
+
+    def shown(self) -> str:
+        spans = []
+        if self.head.lines:
+            spans.append((1, self.head.lines))
+        if self.tail.lines:
+            spans.append((self.tail_first, self.total_lines))
+        if not spans:
+            return "nothing"
+        noun = "line" if len(spans) == 1 and spans[0][0] == spans[0][1] else "lines"
+        return noun + " " + " and ".join(_span(a, b) for a, b in spans)
+
+
+def _separator(layout: _Layout) -> str:
+    count = layout.omitted_last - layout.omitted_first + 1
+    noun = "line" if count == 1 else "lines"
+    size = layout.omitted_bytes
+    return f"[… {count} {noun} ({size} bytes, {human_size(size)}) omitted …]\n"
+
+
+def _body(layout: _Layout, direction: str) -> str:
+    head = _decode(b"".join(layout.head.pieces))
+    tail = _decode(b"".join(layout.tail.pieces))
+    if direction != "middle" or layout.omitted_bytes == 0:
+        return head + tail
+    gap = "\n" if head and not head.endswith("\n") else ""
+    return head + gap + _separator(layout) + tail
+
+
+def _read_window(data: bytes, layout: _Layout, direction: str, max_lines: int) -> tuple[int, int]:
+    """``(offset, limit)`` for the ``read`` tool: the next lines the model has not seen."""
+    if layout.omitted_bytes == 0:  # only over-long lines were cut: point at the first one
+        cuts = [p for p in (layout.head.first_cut, layout.tail.first_cut) if p is not None]
+        return data.count(b"\n", 0, min(cuts)) + 1, 1
+    first, last = layout.omitted_first, max(layout.omitted_first, layout.omitted_last)
+    if direction == "tail":
+        first = max(first, last - max_lines + 1)
+    return first, min(max_lines, last - first + 1)
+
+
+def _hint(
+    layout: _Layout, window: tuple[int, int], saved: str | None, error: str | None, limit: int
+) -> str:
+    shown = layout.shown()
+    notes = []
+    if layout.head.partial or layout.tail.partial:
+        notes.append("a line longer than the byte cap is shown in part")
+    cuts = layout.head.cuts + layout.tail.cuts
+    if cuts:
+        notes.append(f"{cuts} {'line' if cuts == 1 else 'lines'} longer than {limit} chars cut")
+    extra = f"; {'; '.join(notes)}" if notes else ""
+    head = (
+        f"[Output truncated: showing {shown} of {layout.total_lines} "
+        f"({human_size(layout.total_bytes)}){extra}."
+    )
+    if saved is None:
+        return f"{head} The full output could not be saved: {error}]"
+    offset, count = window
+    return (
+        f"{head} Full output saved to {saved}. Read more with "
+        f"read(path={json.dumps(saved)}, offset={offset}, limit={count})]"
+    )
+
+
+# -- entry point --------------------------------------------------------------------------
+
+
+def _check_cap(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer (1 or more), got {value!r}")
+    return value
+
+
+def _as_bytes(text: str | bytes) -> bytes:
+    if isinstance(text, str):
+        return text.encode("utf-8", "surrogatepass")
+    if isinstance(text, bytes):
+        return text
+    if isinstance(text, bytearray | memoryview):
+        return bytes(text)
+    raise TypeError(f"truncate() needs str or bytes, got {type(text).__name__}")
+
+
+def truncate(
+    text: str | bytes,
+    *,
+    max_lines: int = DEFAULT_MAX_LINES,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_line_chars: int = DEFAULT_MAX_LINE_CHARS,
+    direction: Direction = "head",
+    store: OverflowStore | None = None,
+    session_id: str | None = None,
+    label: str = "output",
+) -> Truncation:
+    """Cap ``text`` at ``max_lines`` lines or ``max_bytes`` UTF-8 bytes, whichever hits first.
+
+    ``direction`` picks what survives: ``head`` the start, ``tail`` the true end (errors and
+    summaries live there), ``middle`` both ends with a line saying what was left out. When
+    anything is cut the original is saved to ``store`` (default: ``OverflowStore.default()``)
+    and the preview ends with a hint giving the file and the ``read`` call for the rest.
+    Text that fits is returned unchanged and nothing is written.
+    """
+    max_lines = _check_cap("max_lines", max_lines)
+    max_bytes = _check_cap("max_bytes", max_bytes)
+    max_line_chars = _check_cap("max_line_chars", max_line_chars)
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'head', 'tail' or 'middle', got {direction!r}")
+    data = _as_bytes(text)
+    total_lines = _count_lines(data)
+    n = len(data)
+    if n <= max_bytes and total_lines <= max_lines and n <= max_line_chars:
+        return _untouched(text, data, total_lines, direction)
+    head, tail = _plan(data, total_lines, max_lines, max_bytes, max_line_chars, direction)
+    layout = _Layout(head, tail, total_lines, n)
+    if layout.omitted_bytes == 0 and head.cuts + tail.cuts == 0:
+        return _untouched(text, data, total_lines, direction)
+    saved, error = _spill(data, store, session_id, label)
+    window = _read_window(data, layout, direction, max_lines)
+    hint = _hint(layout, window, saved, error, max_line_chars)
+    body = _body(layout, direction)
+    if body:
+        body += "\n\n" if not body.endswith("\n") else "\n"
+    return Truncation(
+        text=body + hint,
+        truncated=True,
+        saved_path=saved,
+        total_lines=total_lines,
+        total_bytes=n,
+        shown_lines=head.lines + tail.lines,
+        direction=direction,
+    )
+
+
+def _untouched(
+    text: str | bytes, data: bytes, total_lines: int, direction: Direction
+) -> Truncation:
+    out = text if isinstance(text, str) else _decode(data)
+    return Truncation(out, False, None, total_lines, len(data), total_lines, direction)
+
+
+def _spill(
+    data: bytes, store: OverflowStore | None, session_id: str | None, label: str
+) -> tuple[str | None, str | None]:
+    """Save the original; ``(path, None)``, or ``(None, reason)`` if the disk refused."""
+    try:
+        target = store if store is not None else OverflowStore.default()
+        return str(target.save(data, session_id=session_id, label=label)), None
+    except OSError as exc:
+        return None, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,331 @@
+"""``contextree demo``: a real agent loop, offline, on a small coding task.
+
+A ``ScriptedModel`` plays the model: its replies are functions of what the agent sends, so it
+reacts to real tool output. Everything else is the real runtime: ``SessionTree`` on a file,
+the real ``shell``/``read``/``edit``/``write`` tools confined to a temporary workspace,
+truncation with the overflow store (inside the temporary directory), compaction with the
+offline digest, then a branch with a summary and a label.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.tree import Tree
+
+from .._messages import Message, ToolCall
+from .._overflow import OverflowStore
+from .._session import Session, TreeNode
+from .._text import shorten
+from ..compaction import CompactionPipeline, Digest, ToolResults
+from ..entries import (
+    AnyEntry,
+    BranchSummaryEntry,
+    CompactionEntry,
+    LabelEntry,
+    MessageEntry,
+    ModelChangeEntry,
+)
+from ..models._scripted import ScriptedModel
+from ..runtime import (
+    DefaultCompactionPipeline,
+    DefaultToolPipeline,
+    MaxIterations,
+    SessionTree,
+    SystemPrompt,
+    ToolResultLoop,
+    agent,
+)
+from ..runtime._events import Event
+from ..tools import make_tools
+
+__all__ = ["run_demo"]
+
+WINDOW = 12_000  # tokens: small, so the big build log forces a compaction
+
+CORE = '''\
+"""A tiny calculator."""
+
+
+def add(a: int, b: int) -> int:
+    """Return the sum of a and b."""
+    return a - b
+'''
+
+TESTS = '''\
+import unittest
+
+from calc.core import add
+
+
+class AddTest(unittest.TestCase):
+    def test_add(self) -> None:
+        self.assertEqual(add(2, 3), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
+'''
+
+BUILD = '''\
+for i in range(1, 5001):
+    print(f"step {i} ok")
+print("[build] WARNING: module_42.py uses a deprecated API")
+print("[build] finished: 5000 steps, 1 warning")
+'''
+
+Step = Callable[[Sequence[Message]], Message | str]
+
+
+class _Calls:
+    """Tool-call ids in order, so the session file reads naturally."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, name: str, **arguments: Any) -> Message:
+        self.n += 1
+        return Message.assistant("", tool_calls=[ToolCall(id=f"call_{self.n}", name=name,
+                                                          arguments=arguments)])
+
+
+def _last_tool(messages: Sequence[Message]) -> str:
+    return messages[-1].text if messages and messages[-1].role == "tool" else ""
+
+
+def _script(python: str) -> tuple[list[Step], list[Step], list[Step]]:
+    """The model's replies for the three turns, each reacting to the last tool result."""
+    call = _Calls()
+    test_cmd = f"{python} -m unittest discover -s tests -t ."
+
+    fix: list[Step] = [
+        lambda m: call("shell", command=test_cmd),
+        lambda m: (call("read", path="calc/core.py") if "FAILED" in _last_tool(m)
+                   else "The tests already pass; nothing to fix."),
+        lambda m: (call("edit", path="calc/core.py", old_string="return a - b",
+                        new_string="return a + b") if "return a - b" in _last_tool(m)
+                   else "I could not find the bug."),
+        lambda m: call("shell", command=test_cmd),
+        lambda m: ("Fixed it: `add` subtracted instead of adding (calc/core.py line 6). "
+                   "The test suite passes now." if "OK" in _last_tool(m)
+                   else "The tests still fail:\n" + _last_tool(m)[-500:]),
+    ]
+
+    def warnings(m: Sequence[Message]) -> Message | str:
+        out = _last_tool(m)
+        found = [line for line in out.splitlines() if "WARNING" in line]
+        truncated = "[Output truncated" in out
+        note = (" The log was long, so only its end was shown; the full output was saved."
+                if truncated else "")
+        return ("One warning: " + found[0].removeprefix("[build] ").strip() + "." + note
+                if found else "No warnings." + note)
+
+    build: list[Step] = [
+        lambda m: call("write", path="build.py", content=BUILD),
+        lambda m: call("shell", command=f"{python} build.py"),
+        warnings,
+    ]
+
+    def multiply_edit(m: Sequence[Message]) -> Message:
+        return call("edit", path="calc/core.py", old_string='    return a + b\n',
+                    new_string='    return a + b\n\n\ndef multiply(a: int, b: int) -> int:\n'
+                             '    """Return the product of a and b."""\n    return a * b\n')
+
+    branch: list[Step] = [
+        multiply_edit,
+        lambda m: call("write", path="tests/test_multiply.py", content=TESTS.replace(
+            "add", "multiply").replace("AddTest", "MultiplyTest").replace("2, 3), 5",
+                                                                          "2, 3), 6")),
+        lambda m: call("shell", command=test_cmd),
+        lambda m: ("Added `multiply` with a test; all tests pass." if "OK" in _last_tool(m)
+                   else "The new test fails:\n" + _last_tool(m)[-500:]),
+    ]
+    return fix, build, branch
+
+
+def _workspace(root: Path) -> None:
+    (root / "calc").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "calc" / "__init__.py").write_text("")
+    (root / "calc" / "core.py").write_text(CORE)
+    (root / "tests" / "__init__.py").write_text("")
+    (root / "tests" / "test_add.py").write_text(TESTS)
+
+
+def _describe(entry: AnyEntry, label: str | None) -> str:
+    tag = f" [bold magenta]🏷 {label}[/]" if label else ""
+    if isinstance(entry, MessageEntry):
+        m = entry.message
+        if m.tool_calls:
+            calls = ", ".join(f"{c.name}({_short(str(next(iter(c.arguments.values()), '')))})"
+                              for c in m.tool_calls)
+            return f"[cyan]assistant[/] → {calls}{tag}"
+        text = _short(m.text)
+        style = {"user": "green", "assistant": "cyan", "tool": "yellow"}.get(m.role, "white")
+        trunc = " [red](truncated)[/]" if m.truncation is not None else ""
+        return f"[{style}]{m.role}[/]: {text}{trunc}{tag}"
+    if isinstance(entry, CompactionEntry):
+        return (f"[bold red]compaction[/]: {entry.tokens_before:,} → "
+                f"{entry.tokens_after or 0:,} tokens{tag}")
+    if isinstance(entry, BranchSummaryEntry):
+        return f"[bold blue]branch summary[/]: {_short(entry.summary)}{tag}"
+    if isinstance(entry, ModelChangeEntry):
+        return f"[dim]model: {entry.provider}/{entry.model_id}[/]{tag}"
+    return f"[dim]{type(entry).__name__}[/]{tag}"
+
+
+def _short(text: str, n: int = 70) -> str:
+    return shorten(" ".join(text.split()), n)
+
+
+def _children(node: TreeNode) -> list[TreeNode]:
+    """Children, with label entries replaced by theirs (labels are shown inline)."""
+    out: list[TreeNode] = []
+    todo = list(reversed(node.children))
+    while todo:
+        child = todo.pop()
+        if isinstance(child.entry, LabelEntry):
+            todo.extend(reversed(child.children))
+        else:
+            out.append(child)
+    return out
+
+
+def _render_tree(session: Session) -> Tree:
+    """Chains of single children stay at one level; each branch gets its own subtree."""
+    root = Tree(f"[bold]session {session.id}[/]")
+    stack: list[tuple[Tree, TreeNode]] = [(root, n) for n in reversed(session.tree())]
+    while stack:
+        parent, node = stack.pop()
+        while True:
+            children = _children(node)
+            marker = " [bold green]← leaf[/]" if node.is_leaf else ""
+            here = parent.add(_describe(node.entry, node.label) + marker)
+            if len(children) == 1:
+                node = children[0]
+                continue
+            subtrees = []
+            for n, child in enumerate(children, start=1):
+                current = " (current)" if child.on_branch else ""
+                subtrees.append((here.add(f"[bold]branch {n}{current}[/]"), child))
+            stack.extend(reversed(subtrees))
+            break
+    return root
+
+
+def run_demo(workdir: Path | None = None, console: Console | None = None) -> dict[str, Any]:
+    """Run the demo in ``workdir`` (default: a new temporary directory) and print it.
+
+    Returns facts about the run: the session path, entry, compaction, truncation and branch
+    counts, the overflow files, and the final replies.
+    """
+    console = console or Console()
+    if workdir is None:
+        workdir = Path(tempfile.mkdtemp(prefix="contextree-demo-"))
+    workdir = Path(workdir)
+    workspace = workdir / "workspace"
+    _workspace(workspace)
+    store = OverflowStore(workdir / "overflow", gc_interval=None)
+    path = workdir / "session.jsonl"
+    python = shlex.quote(sys.executable)
+    fix, build, branch = _script(python)
+    model = ScriptedModel([*fix, *build, *branch], name="scripted-demo")
+
+    facts: dict[str, Any] = {"compactions": 0, "truncations": 0, "replies": []}
+    compactions: list[dict[str, Any]] = []
+    truncations: list[dict[str, Any]] = []
+    demo = (agent()
+            .use(SessionTree, path=path, cwd=str(workspace))
+            .use(SystemPrompt, text="You are a careful coding agent. Use the tools to inspect "
+                                    "and change the project in the workspace.")
+            .use(ToolResultLoop)
+            .use(MaxIterations, limit=20)
+            # No summarizer: the ladder ends at the offline digest. The sliding window is left
+            # out so the digest (what was asked, read, changed and run) is what you see.
+            .use(DefaultCompactionPipeline, window=WINDOW,
+                 compactor=CompactionPipeline([ToolResults(), Digest()]))
+            .use(DefaultToolPipeline, tools=make_tools(workspace, store=store), store=store)
+            .run(model))
+    demo.on(Event.COMPACTED, lambda env, p: compactions.append(p))
+    demo.on(Event.TRUNCATED, lambda env, p: truncations.append(p))
+
+    def turn(prompt: str) -> str:
+        console.print(f"\n[bold green]user[/] {prompt}")
+        result = demo.start(prompt)
+        console.print(f"[bold cyan]agent[/] {result.text}  "
+                      f"[dim]({result.iterations + 1} model calls)[/]")
+        facts["replies"].append(result.text)
+        return result.text
+
+    console.rule("[bold]contextree demo: an agent fixes a bug, offline")
+    console.print(f"workspace: {workspace}\nsession:   {path}")
+    turn("The tests in this project fail. Find the bug and fix it.")
+    with Session.open(path) as s:
+        fixed_at = s.leaf_id
+        assert fixed_at is not None
+        s.set_label(fixed_at, "tests-fixed")
+    turn("Write build.py that prints a verbose build log, run it, and tell me about warnings.")
+    for c in compactions:
+        console.print(f"[red]compacted[/]: {c['tokens_before']:,} → {c['tokens_after']:,} "
+                      f"tokens ({', '.join(s['name'] for s in c['stages'] if s['applied'])}; "
+                      f"{len(c['cleared'])} tool results cleared, {len(c['dropped'])} entries "
+                      "dropped from the context, all kept in the file)")
+    for t in truncations:
+        console.print(f"[red]truncated[/]: {t['total_lines']:,} lines → saved to "
+                      f"{t['saved_path']}")
+
+    console.print("\n[bold]Branching[/]: back to the entry labelled 'tests-fixed', "
+                  "with a summary of the abandoned branch.")
+    with Session.open(path) as s:
+        s.move_to(fixed_at, summary="Explored a verbose build log (5000 steps, one deprecation "
+                                    "warning in module_42.py); no code changed.")
+    turn("Now add a multiply function with a test.")
+
+    with Session.open(path) as s:
+        stats = s.stats()
+        context = s.build_context().messages
+        console.rule("[bold]The session tree")
+        console.print(_render_tree(s))
+        console.rule("[bold]Stats")
+        table = Table(show_header=False)
+        table.add_row("entries", str(stats.entry_count))
+        table.add_row("branches", str(stats.branch_count))
+        table.add_row("messages (file)", str(stats.file.message_count))
+        table.add_row("messages (current branch)", str(stats.branch.message_count))
+        table.add_row("compactions", str(stats.file.compactions))
+        table.add_row("tokens (file)", f"{stats.total_tokens:,}")
+        console.print(table)
+        console.rule("[bold]What the model would see next")
+        for m in context:
+            console.print(Panel(_short(m.text or ", ".join(
+                f"{c.name}({c.arguments})" for c in m.tool_calls or []), 300),
+                title=m.role, title_align="left", expand=True))
+        facts.update(
+            session_path=str(path),
+            workspace=str(workspace),
+            session_id=s.id,
+            entries=stats.entry_count,
+            branches=stats.branch_count,
+            compactions=stats.file.compactions,
+            truncations=len(truncations),
+            overflow_files=sorted(str(p) for p in (workdir / "overflow").rglob("*")
+                                  if p.is_file()),
+            context_messages=len(context),
+            label=s.label_of(fixed_at),
+            model_calls=len(model.calls),
+        )
+    facts["compacted_events"] = len(compactions)
+    facts["tests_pass"] = "passes" in facts["replies"][0] and "pass" in facts["replies"][-1]
+    warning = re.search(r"module_\d+\.py", facts["replies"][1])
+    facts["warning_found"] = warning.group(0) if warning else None
+    console.print(f"\n[dim]Session file: {path}  (try: contextree tree {path})[/]")
+    return facts

@@ -1,0 +1,250 @@
+"""The compaction planner: a policy decides *when*, an ordered ladder of stages decides *what*.
+
+``plan_compaction(source, policy, ladder, counter)`` is pure: it reads a branch (or a plain
+list of messages) and returns a ``CompactionResult`` that carries the compaction entry to
+append, touching no session. ``Session.compact`` plans and then appends that entry; the
+runtime plans on its message list and emits the events from the result. Stages emit
+nothing either: a stage that fails is reported in ``result.stages`` and the ladder goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._context import Projector, SessionContext, build_context
+from .._messages import Message
+from ..entries import AnyEntry, CompactionEntry, new_id, now
+from ..errors import CompactionError, InvalidArgument
+from ..models._base import Model
+from ..tokens import EstimateCounter, TokenCounter, fresh_start
+from ._policy import CompactionPolicy
+from ._source import branch_of
+from ._stages import Digest, SlidingWindow, ToolResults
+from ._state import CompactionState, Plan, Stage
+from ._summarize import Summarize
+
+__all__ = [
+    "CompactionPipeline",
+    "CompactionResult",
+    "StageReport",
+    "default_pipeline",
+    "plan_compaction",
+]
+
+log = logging.getLogger("contextree.compaction")
+
+
+@dataclass
+class StageReport:
+    """What one stage did: tokens before and after it, and why it was not applied.
+
+    ``error`` is the ``repr`` of the exception when the stage failed (the ladder went on).
+    """
+
+    name: str
+    tokens_before: int
+    tokens_after: int
+    applied: bool
+    note: str = ""
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True when the stage raised instead of offering a plan."""
+        return self.error is not None
+
+
+@dataclass
+class CompactionResult:
+    """What a compaction plan (or run) found.
+
+    ``entry`` is the compaction entry to append (``None`` when nothing can be done); once
+    ``Session.compact`` appended it, ``entry`` is the stored entry and ``entry_id`` its id
+    (``None`` when nothing was written: a dry run, or no entry). ``branch`` is what was
+    planned on (for a message list, the entries standing for it), so ``context()`` can
+    show the view the entry gives.
+    """
+
+    tokens_before: int
+    tokens_after: int
+    target: int
+    stages: list[StageReport] = field(default_factory=list)
+    entry_id: str | None = None
+    summary: str = ""
+    cleared: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    summarized: list[str] = field(default_factory=list)
+    reason: str = ""
+    entry: CompactionEntry | None = None
+    branch: list[AnyEntry] = field(default_factory=list, repr=False)
+    projectors: Mapping[str, Projector] | None = field(default=None, repr=False)
+
+    @property
+    def reached_target(self) -> bool:
+        """True when the context is at or under the target."""
+        return self.tokens_after <= self.target
+
+    @property
+    def applied(self) -> list[str]:
+        """The names of the stages whose plans were taken, in order."""
+        return [s.name for s in self.stages if s.applied]
+
+    @property
+    def failures(self) -> list[StageReport]:
+        """The stages that raised."""
+        return [s for s in self.stages if s.failed]
+
+    def context(self) -> SessionContext:
+        """What the model sees once ``entry`` is appended to the branch planned on (the
+        branch as it is when there is no entry)."""
+        path = [*self.branch, self.entry] if self.entry is not None else self.branch
+        return build_context(path, projectors=self.projectors)
+
+    def payload(self) -> dict[str, Any]:
+        """The ``compacted`` event payload."""
+        return {
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "target": self.target,
+            "stages": [vars(s) for s in self.stages],
+            "cleared": list(self.cleared),
+            "dropped": list(self.dropped),
+            "summarized": list(self.summarized),
+            "summary": self.summary,
+            "entry_id": self.entry_id,
+            "reached_target": self.reached_target,
+            "reason": self.reason,
+        }
+
+
+class CompactionPipeline:
+    """An ordered ladder of stages; the order is the policy (cheap stages first)."""
+
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        if not stages:
+            raise ValueError("a compaction pipeline needs at least one stage")
+        self.stages = list(stages)
+
+
+def default_pipeline(model: Model | None = None) -> CompactionPipeline:
+    """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
+    digest when a model is given (the digest is then the fallback if the model fails)."""
+    stages: list[Stage] = [ToolResults(), SlidingWindow()]
+    if model is not None:
+        stages.append(Summarize(model))
+    stages.append(Digest())
+    return CompactionPipeline(stages)
+
+
+def plan_compaction(
+    source: Sequence[AnyEntry] | Sequence[Message],
+    policy: CompactionPolicy,
+    pipeline: CompactionPipeline | None = None,
+    counter: TokenCounter | None = None,
+    *,
+    force: bool = False,
+    projectors: Mapping[str, Projector] | None = None,
+    fresh_from: int | None = None,
+) -> CompactionResult:
+    """Run the ladder on a branch (entries, root first) or a list of messages; write nothing.
+
+    Unless ``force``, nothing is planned when the context is already at or under the target.
+    ``projectors`` turn custom entries into messages, as in ``build_context``. For a message
+    list, ``fresh_from`` is the index of its first message produced since the latest
+    compaction (``None``: decided by its markers, see ``contextree.tokens.fresh_start``); a
+    previous compaction summary in the list is updated, not piled on. The result's
+    ``entry`` then refers to the entries standing for the messages (ids ``m<index>``), and
+    ``result.context().messages`` is the compacted list.
+    """
+    if not source:
+        raise CompactionError("there is nothing to compact: the session (or the list of "
+                              "messages) is empty")
+    started = time.perf_counter()
+    branch: list[AnyEntry]
+    if isinstance(source[0], Message):
+        messages = [m for m in source if isinstance(m, Message)]
+        if len(messages) != len(source):
+            raise InvalidArgument("compact a branch of entries or a list of messages, "
+                                  "not a mix of both")
+        chain = branch_of(messages)
+        branch = chain.entries
+        # ``fresh_from`` counts list positions; the state wants context positions.
+        start = fresh_start(messages) if fresh_from is None else fresh_from
+        fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
+    else:
+        branch = [e for e in source if not isinstance(e, Message)]
+    state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
+                            fresh_from=fresh_from)
+    result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
+                              branch=branch, projectors=projectors)
+    if state.tokens_before <= policy.target and not force:
+        result.reason = "already under the target"
+        return result
+    plan = _climb(pipeline or default_pipeline(), state, result)
+    if plan is None:
+        if not result.reason:
+            result.reason = "no stage could make the context smaller"
+        return result
+    _describe(state, plan, result)
+    details = {
+        "stages": result.applied,
+        "dropped": len(result.dropped),
+        "summarized": len(result.summarized),
+        "seconds": round(time.perf_counter() - started, 4),
+    }
+    result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
+                                   details=details)
+    return result
+
+
+def _climb(pipeline: CompactionPipeline, state: CompactionState,
+           result: CompactionResult) -> Plan | None:
+    """Try each stage in order from the initial view; the best plan (``None``: no stage
+    made the context smaller). Fills in ``result.stages`` and ``tokens_after``."""
+    target = state.policy.target
+    plan = state.initial_plan
+    tokens = state.tokens(plan)
+    best: Plan | None = None
+    for stage in pipeline.stages:
+        name = getattr(stage, "name", type(stage).__name__)
+        try:
+            candidate = stage(state, plan)
+        except Exception as e:  # a failing stage (e.g. the summarizer) never loses history
+            log.warning("compaction stage %s failed: %s", name, e)
+            result.stages.append(StageReport(name, tokens, tokens, False, f"failed: {e}",
+                                             error=repr(e)))
+            continue
+        if candidate is None:
+            result.stages.append(StageReport(name, tokens, tokens, False, "nothing to do"))
+            continue
+        after = state.tokens(candidate)
+        if after >= tokens:
+            result.stages.append(StageReport(name, tokens, after, False, "not smaller: rejected"))
+            continue
+        result.stages.append(StageReport(name, tokens, after, True))
+        plan, tokens, best = candidate, after, candidate
+        if tokens <= target:
+            break
+    result.tokens_after = tokens
+    if tokens > target:
+        stages = "; ".join(f"{s.name}: {s.note or 'applied'}" for s in result.stages)
+        result.reason = (f"the ladder reached {tokens} tokens, above the target of {target}; "
+                         "no stage could drop or shrink more of what is left (the system "
+                         f"prompt, the current task and its newest steps) ({stages})")
+    return best
+
+
+def _describe(state: CompactionState, plan: Plan, result: CompactionResult) -> None:
+    """Fill in what was cleared, dropped and summarized, comparing with the initial view."""
+    after = state.render(plan)
+    kept = {i for i in after.entry_ids if i is not None}
+    base_cleared = set(state.initial_plan.cleared)
+    result.cleared = [k for k in plan.cleared if k not in base_cleared and k in kept]
+    result.dropped = [i for i in state.initial_ids if i not in kept
+                      and (state.base is None or i != state.base.id)]
+    result.summarized = list(plan.summarized)
+    result.summary = plan.summary

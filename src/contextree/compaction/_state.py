@@ -1,0 +1,249 @@
+"""What a stage works on: a ``Plan`` (a view one compaction entry can describe) and the
+``CompactionState`` that renders and counts plans for one branch.
+
+Stages never touch a session. Each turns a plan into a smaller one; the planner
+(``contextree.compaction._pipeline``) runs them in order and turns the chosen plan into the
+compaction entry to append.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from .._context import Projector, SessionContext, build_context, latest_compaction, summary_message
+from .._messages import Message, Usage
+from ..entries import AnyEntry, CompactionEntry, MessageEntry
+from ..tokens import TokenCounter, count_context
+from ._digest import digest_messages
+from ._policy import CompactionPolicy
+
+__all__ = ["CompactionState", "Plan", "Stage", "with_summary"]
+
+_CANDIDATE_ID = "\x00candidate"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A view of the branch that one compaction entry can describe."""
+
+    summary: str
+    first_kept: int  # index in the branch of the first kept entry
+    cleared: dict[str, str] = field(default_factory=dict)
+    pinned: tuple[str, ...] = ()
+    usage: Usage | None = None
+    summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
+
+
+class Stage(Protocol):
+    """One rung of the ladder: a smaller plan, or ``None`` when it has nothing to offer.
+
+    A stage may raise: the planner records the failure in its report and goes on with the
+    next stage, so a failing stage (a summarizer that is down) never loses history.
+    """
+
+    name: str
+
+    def __call__(self, state: CompactionState, plan: Plan) -> Plan | None: ...
+
+
+def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
+                 usage: Usage | None = None) -> Plan:
+    """``plan`` with a new summary that folds in the entries ``summarized``."""
+    return replace(plan, summary=summary,
+                   summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
+                   usage=usage if usage is not None else plan.usage)
+
+
+class CompactionState:
+    """The branch being compacted, with cached token counts and the rendering of plans.
+
+    ``fresh_from`` overrides where reported usage starts to count in the branch's current
+    context (an index into ``build_context(branch).messages``); by default the context
+    says (usage from before the latest compaction on the branch does not count).
+    """
+
+    def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
+                 counter: TokenCounter, projectors: Mapping[str, Projector] | None = None,
+                 *, fresh_from: int | None = None) -> None:
+        self.branch = list(branch)
+        self.projectors = dict(projectors) if projectors else None
+        self.policy = policy
+        self.counter = counter
+        self.index = {e.id: i for i, e in enumerate(self.branch)}
+        # Token counts are cached by object id, only for the messages of the branch's
+        # entries: ``self.branch`` keeps them alive, so their ids cannot be reused by the
+        # short-lived messages a render creates (placeholders, the summary).
+        self._stable = {id(e.message) for e in self.branch if isinstance(e, MessageEntry)}
+        self._counts: dict[int, int] = {}
+        # Other messages (placeholders, summaries) are rebuilt by every render: their counts
+        # are cached by what is counted.
+        self._text_counts: dict[tuple[str, str, str | None], int] = {}
+        self._renders: dict[int, tuple[Plan, SessionContext]] = {}
+        self._tokens: dict[int, tuple[Plan, int]] = {}
+        self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
+        self.tokens_before = 0  # until counted below
+        self.base: CompactionEntry | None = None
+        ci = latest_compaction(self.branch)
+        if ci is not None:
+            base = self.branch[ci]
+            assert isinstance(base, CompactionEntry)
+            self.base = base
+        self.initial_plan = self._initial_plan(ci)
+        initial = self.render(self.initial_plan)
+        # What the model sees now, counted as every counter counts it (anchored on usage
+        # reported since the latest compaction). Without a compaction on the branch the
+        # initial view is that context; with one, it is built as it stands.
+        current = initial if self.base is None else build_context(self.branch,
+                                                                   projectors=projectors)
+        if fresh_from is None:
+            fresh_from = 0 if self.base is None else current.fresh_from
+        estimate = self.estimate(current.messages)
+        self.tokens_before = count_context(current.messages, _Cached(self),
+                                           fresh_from=fresh_from)
+        # Plans are counted so that the current view counts exactly what the provider last
+        # reported (plus the estimate of what came after). When it reported more than the
+        # estimate, the excess is taken as overhead outside the messages (a system prompt or
+        # tool definitions the runtime adds), the same whatever is dropped; when it reported
+        # less, the estimate is scaled down (it overestimates this content).
+        self.scale = 1.0
+        self.offset = 0
+        if estimate and self.tokens_before < estimate:
+            self.scale = self.tokens_before / estimate
+        else:
+            self.offset = self.tokens_before - estimate
+        self.initial_ids = [i for i in initial.entry_ids if i is not None]
+
+    def _initial_plan(self, ci: int | None) -> Plan:
+        base = self.base
+        if base is None or ci is None:
+            return Plan(summary="", first_kept=0)
+        first = ci + 1
+        if base.retained_tail is None and base.first_kept_entry_id in self.index:
+            first = self.index[base.first_kept_entry_id]
+        summary = base.summary
+        if base.retained_tail:
+            # The retained messages become part of the summary the next entry carries.
+            summary = digest_messages(summary, [(m, None) for m in base.retained_tail])
+        return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
+                    pinned=tuple(base.pinned or ()))
+
+    def entry_for(self, plan: Plan, entry_id: str = _CANDIDATE_ID, timestamp: str = "", *,
+                  tokens_after: int | None = None, details: Any = None) -> CompactionEntry:
+        """The compaction entry that would describe ``plan`` (a child of the branch's tip)."""
+        first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
+        kept_from = plan.first_kept
+        live = {e.id for e in self.branch[kept_from:]}
+        return CompactionEntry(
+            entry_id,
+            self.branch[-1].id if self.branch else None,
+            timestamp,
+            summary=plan.summary,
+            first_kept_entry_id=first,
+            tokens_before=self.tokens_before,
+            cleared={k: v for k, v in plan.cleared.items() if k in live} or None,
+            pinned=[p for p in plan.pinned if self.index.get(p, len(self.branch)) < kept_from]
+            or None,
+            tokens_after=tokens_after,
+            details=details,
+            usage=plan.usage,
+        )
+
+    def render(self, plan: Plan) -> SessionContext:
+        """The context the model would see after appending ``plan``'s compaction entry.
+
+        Cached per plan object (plans are immutable): the stages and the ladder ask for the
+        same plans several times. The result is shared: do not modify it.
+        """
+        hit = self._renders.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
+        self._renders[id(plan)] = (plan, ctx)
+        return ctx
+
+    def estimate(self, messages: Sequence[Message]) -> int:
+        """The unscaled estimate of ``messages``."""
+        return sum(self.sizes(messages))
+
+    def sizes(self, messages: Sequence[Message]) -> list[int]:
+        """The unscaled estimate of each message (cached for the branch's own messages)."""
+        counts = self._counts
+        stable = self._stable
+        by_text = self._text_counts
+        count = self.counter.count_message
+        out = []
+        for m in messages:
+            key = id(m)
+            if key in stable:
+                n = counts.get(key)
+                if n is None:
+                    n = counts[key] = count(m)
+            elif isinstance(m.content, str) and not m.tool_calls:
+                tkey = (m.role, m.content, m.name)
+                n = by_text.get(tkey)
+                if n is None:
+                    n = by_text[tkey] = count(m)
+            else:
+                n = count(m)
+            out.append(n)
+        return out
+
+    def count(self, message: Message) -> int:
+        """One message's tokens, as the ladder counts them (scaled to the reported usage)."""
+        return round(self.estimate((message,)) * self.scale)
+
+    def tokens(self, plan: Plan) -> int:
+        """The tokens of the context ``plan`` describes, as the ladder counts them."""
+        hit = self._tokens.get(id(plan))
+        if hit is not None and hit[0] is plan:
+            return hit[1]
+        n = round(self.estimate(self.render(plan).messages) * self.scale) + self.offset
+        self._tokens[id(plan)] = (plan, n)
+        return n
+
+    def bare_tokens(self, plan: Plan) -> int:
+        """The tokens of ``plan`` without its summary (cached by cut, pins and cleared)."""
+        key = (plan.first_kept, plan.pinned, id(plan.cleared))
+        hit = self._bare.get(key)
+        if hit is not None and hit[0] is plan.cleared:
+            return hit[1]
+        n = self.tokens(replace(plan, summary="") if plan.summary else plan)
+        self._bare[key] = (plan.cleared, n)
+        return n
+
+    def tokens_with_summary(self, plan: Plan) -> int:
+        """``tokens(plan)`` without rendering it: the tokens of the same plan with no summary
+        plus its summary message (which comes first and pairs with nothing). Stages that try
+        several summaries for one cut use it; the count is cached for the ladder."""
+        n = self.bare_tokens(plan)
+        if plan.summary:
+            message = summary_message(self.entry_for(plan))
+            n += round(self.sizes((message,))[0] * self.scale)
+        self._tokens[id(plan)] = (plan, n)
+        return n
+
+    def original(self, entry_id: str) -> Message | None:
+        """A message as first written (before any placeholder replaced it)."""
+        i = self.index.get(entry_id)
+        if i is None:
+            return None
+        entry = self.branch[i]
+        return entry.message if isinstance(entry, MessageEntry) else None
+
+
+class _Cached:
+    """The state's cached estimates, as a ``TokenCounter``."""
+
+    def __init__(self, state: CompactionState) -> None:
+        self.state = state
+
+    def count_text(self, text: str) -> int:
+        return self.state.counter.count_text(text)
+
+    def count_message(self, msg: Message) -> int:
+        return self.state.sizes((msg,))[0]
+
+    def count_messages(self, msgs: Sequence[Message]) -> int:
+        return self.state.estimate(msgs)

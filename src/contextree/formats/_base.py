@@ -1,0 +1,226 @@
+"""What every format module shares: reading JSON input with file:line errors, building entries.
+
+A reader turns a source file into an ``Imported`` (a header and the entries, parents before
+children where the source allows it); ``contextree.formats.import_session`` writes it as a new
+session file in one atomic step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+
+from .._messages import Message
+from .._session import new_session_id
+from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
+from ..errors import ContextreeError, CorruptLine, InvalidEntry, SessionError, SessionNotFound
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(bytes_done, bytes_total)`` while a large source is read."""
+
+Json = dict[str, Any]
+T = TypeVar("T")
+_PROGRESS_STEP = 1 << 20
+
+
+class UnknownFormatError(ContextreeError, ValueError):
+    """A format name that is not registered, or an operation the format does not support."""
+
+
+@dataclass
+class Imported:
+    """A session read from another format: its header, its entries and the leaf to restore.
+
+    ``leaf_id`` is the entry the source considers current; ``None`` means the last entry.
+    ``report`` says what the reader found (records by type, which became custom entries...).
+    """
+
+    header: SessionHeader
+    entries: list[AnyEntry] = field(default_factory=list)
+    leaf_id: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def input_error(path: str | os.PathLike[str], line: int | None, message: str) -> SessionError:
+    """The error for malformed input: ``path:line: message``."""
+    return InvalidEntry(message, path=os.fspath(path), line=line)
+
+
+def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
+    """``(line number, parsed value)`` for each non-blank line of a JSON Lines file.
+
+    Raises ``SessionError`` naming the file and line for a line that is not valid JSON.
+    """
+    total = _size(path)
+    done = reported = 0
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below; open errors are reported as is
+    except FileNotFoundError:
+        raise SessionNotFound("no such file", path=str(path)) from None
+    with f:
+        for n, raw in enumerate(f, start=1):
+            done += len(raw)
+            if progress is not None and done - reported >= _PROGRESS_STEP:
+                progress(done, total)
+                reported = done
+            if not raw.strip():
+                continue
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError as e:
+                raise CorruptLine(f"not valid JSON ({e})",
+                                   path=str(path), line=n) from None
+            yield n, value
+    if progress is not None:
+        progress(total, total)
+
+
+def read_json_document(path: Path) -> Any:
+    """A whole-file JSON document; a syntax error names the file and the line."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionNotFound("no such file", path=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CorruptLine(f"not valid JSON ({e.msg}, column {e.colno})",
+                           path=str(path), line=e.lineno) from None
+    except UnicodeDecodeError as e:
+        raise CorruptLine(f"not UTF-8 text ({e})", path=str(path)) from None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+class Ids:
+    """Fresh entry ids, unique among those already used."""
+
+    def __init__(self, used: Sequence[str] = ()) -> None:
+        self.used: set[str] = set(used)
+
+    def new(self) -> str:
+        eid = new_id()
+        while eid in self.used:
+            eid = new_id()
+        self.used.add(eid)
+        return eid
+
+    def claim(self, eid: str) -> bool:
+        """Reserve ``eid``; ``False`` if it was already taken."""
+        if eid in self.used:
+            return False
+        self.used.add(eid)
+        return True
+
+
+def text_of_blocks(content: object) -> str:
+    """The text of a string, or of the ``{"type": "text"}`` blocks of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content
+                       if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def message_entry(eid: str, parent: str | None, timestamp: str, message: Message) -> MessageEntry:
+    return MessageEntry(eid, parent, timestamp or now(), message=message)
+
+
+def file_time(path: Path) -> str:
+    """The file's modification time as an entry timestamp (for sources without any)."""
+    try:
+        return iso_from_seconds(path.stat().st_mtime)
+    except OSError:
+        return now()
+
+
+def iso_from_seconds(seconds: float) -> str:
+    stamp = datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def iso_to_ms(stamp: str) -> int | None:
+    """Milliseconds since the epoch of an ISO 8601 timestamp, or ``None`` if it is not one."""
+    try:
+        dt = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return int(dt.timestamp() * 1000)
+
+
+def parents_first(entries: Sequence[AnyEntry]) -> list[AnyEntry]:
+    """Entries reordered so that each comes after its parent, otherwise keeping their order.
+
+    An entry whose parent is not among ``entries`` at all must be handled by the caller.
+    """
+    present = {e.id for e in entries}
+    placed: set[str] = set()
+    waiting: dict[str, list[AnyEntry]] = {}
+    out: list[AnyEntry] = []
+    for entry in entries:
+        parent = entry.parent_id
+        if parent is not None and parent in present and parent not in placed:
+            waiting.setdefault(parent, []).append(entry)
+            continue
+        stack = [entry]
+        while stack:
+            e = stack.pop()
+            out.append(e)
+            placed.add(e.id)
+            stack.extend(reversed(waiting.pop(e.id, [])))
+    for group in waiting.values():  # parent links that form a cycle
+        out.extend(group)
+    return out
+
+
+def finish(imported: Imported, ids: Ids) -> list[AnyEntry]:
+    """The entries to write: parents first, then a leaf move if the source's leaf is not last."""
+    entries = parents_first(imported.entries)
+    want = imported.leaf_id
+    if want is not None and entries and entries[-1].id != want:
+        last = entries[-1]
+        entries.append(LeafEntry(ids.new(), last.id, last.timestamp, target_id=want))
+    return entries
+
+
+def imported_metadata(fmt: str, src: Path, **more: Any) -> Json:
+    """The header metadata recording where an imported session came from."""
+    info: Json = {"format": fmt, "path": str(src.resolve()), "imported_at": now()}
+    info.update({k: v for k, v in more.items() if v is not None})
+    return {"imported_from": info}
+
+
+def header(session_id: str | None, created_at: str | None, *, cwd: str | None,
+           metadata: Json, parent_session: str | None = None) -> SessionHeader:
+    return SessionHeader(
+        id=session_id or new_session_id(),
+        created_at=created_at or now(),
+        cwd=cwd,
+        parent_session=parent_session,
+        metadata=metadata,
+    )
+
+
+def dumps(value: object) -> bytes:
+    """Pretty JSON for list exports (UTF-8, two-space indent, trailing newline)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def dump_lines(values: Sequence[object]) -> bytes:
+    """JSON Lines: one compact JSON value per line."""
+    return b"".join(orjson.dumps(v) + b"\n" for v in values)

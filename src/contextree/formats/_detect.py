@@ -1,0 +1,94 @@
+"""Telling formats apart from the first lines of a file (``contextree import auto``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import SessionNotFound
+from ._base import UnknownFormatError, read_json_document
+
+_HEAD_BYTES = 256 * 1024
+_CODEX_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
+_CLAUDE_TYPES = {"summary", "file-history-snapshot", "queue-operation", "custom-title"}
+_RESPONSES_TYPES = {"function_call", "function_call_output", "reasoning", "custom_tool_call"}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
+def detect_format(path: Path) -> str:
+    """The name of the format ``path`` is in; ``UnknownFormatError`` if it cannot tell."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+    except FileNotFoundError:
+        raise SessionNotFound("no such file", path=str(path)) from None
+    raw_lines = [raw for raw in head.splitlines()[:50] if raw.strip()]
+    first = _parse(raw_lines[0]) if raw_lines else None
+    name = None
+    if isinstance(first, dict):  # JSON Lines (or a one-line document)
+        name = _from_lines([_parse(raw) for raw in raw_lines])
+    if name is None and head.lstrip()[:1] in (b"[", b"{"):
+        name = _from_document(read_json_document(path))
+    if name is None:
+        raise UnknownFormatError(f"{path}: cannot tell which format this is; name it "
+                                 "(`contextree import FORMAT ...`)")
+    return name
+
+
+def _parse(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw) if raw.strip() else None
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _from_lines(objs: list[Any]) -> str | None:
+    dicts = [o for o in objs if isinstance(o, dict)]
+    first = dicts[0]
+    if first.get("type") == "session":
+        if "created_at" in first:
+            raise UnknownFormatError("this is already a contextree session file; open it "
+                                     "directly instead of importing it")
+        return "pi"
+    for obj in dicts:
+        kind = obj.get("type")
+        if kind in _CODEX_TYPES and "payload" in obj:
+            return "codex"
+        if kind in _CLAUDE_TYPES or "parentUuid" in obj or "sessionId" in obj:
+            return "claude-code"
+    if len(dicts) == 1 and ("messages" in first or "input" in first):
+        return None  # a one-line JSON document
+    if all("role" in o for o in dicts):
+        return "brute"
+    if all(o.get("type") in _RESPONSES_TYPES | {"message"} for o in dicts):
+        return "openai-responses"
+    return None
+
+
+def _from_document(doc: Any) -> str | None:
+    if isinstance(doc, dict):
+        if "input" in doc:
+            return "openai-responses"
+        if "messages" in doc:
+            items = doc["messages"]
+            return "anthropic" if "system" in doc or _has_blocks(items) else "openai-chat"
+        return None
+    if not isinstance(doc, list) or not all(isinstance(i, dict) for i in doc):
+        return None
+    if any("role" not in i or i.get("type") in _RESPONSES_TYPES for i in doc):
+        return "openai-responses"
+    return "anthropic" if _has_blocks(doc) else "openai-chat"
+
+
+def _has_blocks(items: Any) -> bool:
+    if not isinstance(items, list):
+        return False
+    for item in items:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+        ):
+            return True
+    return False

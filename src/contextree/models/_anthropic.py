@@ -1,0 +1,102 @@
+"""``AnthropicMessages``: the Anthropic Messages API through the ``anthropic`` SDK.
+
+Message conversion lives in ``wire_anthropic`` (system messages -> ``system``, tool results
+merged per turn, thinking signatures sent back verbatim); this module only calls the SDK and
+maps its errors to ``ModelError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from contextree._messages import Message
+from contextree.models._base import ToolSpec, merge_options
+from contextree.models._sdk import SdkModel
+from contextree.models._wire_anthropic import (
+    SYSTEM_SEPARATOR,
+    assistant_from_anthropic,
+    to_anthropic,
+    tools_to_anthropic,
+    usage_from_anthropic,
+)
+
+if TYPE_CHECKING:
+    import anthropic
+
+__all__ = ["AnthropicMessages"]
+
+class AnthropicMessages(SdkModel):
+    """A Claude model (or an Anthropic-compatible server) behind the Messages API.
+
+    ``default_options`` (``temperature``, ``thinking``, ``tool_choice``...) go to every
+    request; per-call options override them. Options the installed SDK does not name are sent
+    in ``extra_body``. A ``system`` option is put before the text of the system messages. The
+    API key comes from ``api_key`` or ``ANTHROPIC_API_KEY`` (else the SDK's own discovery); a
+    local ``base_url`` needs none. The SDK does not retry (``max_retries=0``): failures raise
+    ``ModelError`` saying whether to retry.
+    """
+
+    sdk_module = "anthropic"
+    sync_client = "Anthropic"
+    async_client_class = "AsyncAnthropic"
+    sdk_error = "AnthropicError"
+    key_env = "ANTHROPIC_API_KEY"
+    url_env = "ANTHROPIC_BASE_URL"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: anthropic.Anthropic | None = None,
+        async_client: anthropic.AsyncAnthropic | None = None,
+        max_tokens: int = 4096,
+        provider: str = "anthropic",
+        **default_options: Any,
+    ) -> None:
+        self.max_tokens = max_tokens
+        super().__init__(model, base_url=base_url, api_key=api_key, client=client,
+                         async_client=async_client, provider=provider,
+                         default_options=default_options)
+
+    def _endpoint(self, client: Any) -> Any:
+        return client.messages.create
+
+    def _request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The keyword arguments for ``messages.create``."""
+        opts = merge_options({"max_tokens": self.max_tokens, **self.default_options}, options)
+        if opts.get("stream"):
+            raise ValueError("AnthropicMessages does not stream; drop the 'stream' option")
+        system, wire = to_anthropic(messages)
+        system = _join_system(opts.pop("system", None), system)
+        request: dict[str, Any] = {"model": opts.pop("model", self.name), "messages": wire}
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = tools_to_anthropic(tools)
+        request.update(opts)
+        return request
+
+    def _parse(self, response: Any) -> Message:
+        """The assistant message, with usage, model and stop_reason."""
+        data: dict[str, Any] = response.to_dict(mode="json")
+        msg = assistant_from_anthropic(data.get("content") or [])
+        return msg.replace(
+            usage=usage_from_anthropic(data.get("usage")),
+            model=data.get("model") or self.name,
+            provider=self.provider,
+            stop_reason=data.get("stop_reason"),
+        )
+
+
+def _join_system(explicit: Any, from_messages: str | None) -> Any:
+    """An explicit ``system`` option (string or text blocks) first, then the messages' text."""
+    if explicit is None or not from_messages:
+        return explicit if explicit is not None else from_messages
+    if isinstance(explicit, str):
+        return explicit + SYSTEM_SEPARATOR + from_messages
+    return [*explicit, {"type": "text", "text": from_messages}]

@@ -1,0 +1,139 @@
+"""``SdkModel``: what the SDK-backed adapters share.
+
+Importing the optional SDK (an ImportError naming the extra when it is missing), reading the
+key and base URL from arguments or the environment, one sync client and one async client per
+event loop (an async HTTP client cannot outlive its loop), and mapping SDK errors to
+``ModelError``. Subclasses say which SDK and endpoint, and how to build a request and read a
+response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any, ClassVar
+from weakref import WeakKeyDictionary
+
+from contextree._messages import Message
+from contextree.errors import ModelError, missing_extra
+from contextree.models._base import Model, ToolSpec, is_local_url, map_sdk_error, sdk_kwargs
+
+LOCAL_API_KEY = "not-needed"
+"""The key sent to a local server (localhost, a private address) when none is configured."""
+
+
+class SdkModel(Model, ABC):
+    """Base of ``OpenAIChat`` and ``AnthropicMessages``; see those for the options.
+
+    SDK clients and responses are typed ``Any`` here: the SDKs are optional extras, imported
+    when a model is built, so their types cannot be named at run time; the subclasses name
+    them in their public signatures (under ``TYPE_CHECKING``).
+    """
+
+    sdk_module: ClassVar[str]  # "openai"; also the name of the extra
+    sync_client: ClassVar[str]  # "OpenAI"
+    async_client_class: ClassVar[str]  # "AsyncOpenAI"
+    sdk_error: ClassVar[str]  # "OpenAIError"
+    key_env: ClassVar[str]  # "OPENAI_API_KEY"
+    url_env: ClassVar[str]  # "OPENAI_BASE_URL"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        client: Any,  # an SDK client (optional extra: see the class notes)
+        async_client: Any,
+        provider: str,
+        default_options: Mapping[str, Any],
+    ) -> None:
+        try:
+            self._sdk: ModuleType = importlib.import_module(self.sdk_module)
+        except ImportError:
+            raise missing_extra(self.sdk_module, self.sdk_module) from None
+        self.name = model
+        self.provider = provider
+        self.default_options: dict[str, Any] = dict(default_options)
+        base_url = base_url or os.environ.get(self.url_env) or None
+        key = api_key or os.environ.get(self.key_env) or None
+        if key is None and is_local_url(base_url):
+            key = LOCAL_API_KEY
+        self._client_args: dict[str, Any] = {"max_retries": 0}
+        if key is not None:
+            self._client_args["api_key"] = key
+        if base_url is not None:
+            self._client_args["base_url"] = base_url
+        if client is None and async_client is not None:  # same settings as the given one
+            self._client_args.update(api_key=async_client.api_key, base_url=async_client.base_url)
+        self._client = client or self._make_client(self.sync_client)
+        self._async_client = async_client
+        self._async_clients: WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            WeakKeyDictionary())
+        self.base_url = str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
+
+    # -- what subclasses provide -----------------------------------------------------------
+    @abstractmethod
+    def _endpoint(self, client: Any) -> Any:
+        """The SDK method that runs one completion on ``client``."""
+
+    @abstractmethod
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+                 options: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of the endpoint for one call."""
+
+    @abstractmethod
+    def _parse(self, response: Any) -> Message:
+        """The assistant message in the SDK's response."""
+
+    # -- shared ----------------------------------------------------------------------------
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> Message:
+        """One completion; returns the assistant message with usage and stop_reason."""
+        request = self._request(messages, tools, options)
+        create = self._endpoint(self._client)
+        try:
+            response = create(**sdk_kwargs(create, request))
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        return self._parse(response)
+
+    async def acomplete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> Message:
+        """Async ``complete``, through the SDK's async client."""
+        request = self._request(messages, tools, options)
+        create = self._endpoint(self._aclient())
+        try:
+            response = await create(**sdk_kwargs(create, request))
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        return self._parse(response)
+
+    def _make_client(self, class_name: str) -> Any:
+        try:
+            return getattr(self._sdk, class_name)(**self._client_args)
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise ModelError(f"{self.provider}: cannot create the client: {e} "
+                             f"(pass api_key= or set {self.key_env})") from e
+
+    def _aclient(self) -> Any:
+        """``async_client``, or one per event loop made with the sync client's settings."""
+        if self._async_client is not None:
+            return self._async_client
+        loop = asyncio.get_running_loop()
+        client = self._async_clients.get(loop)
+        if client is None:
+            self._client_args["base_url"] = self._client.base_url
+            if self._client.api_key is not None:
+                self._client_args["api_key"] = self._client.api_key
+            client = self._async_clients[loop] = self._make_client(self.async_client_class)
+        return client

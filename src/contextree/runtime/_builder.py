@@ -1,0 +1,174 @@
+"""``agent()``: a Rack-style stack of middleware around one model call.
+
+Each middleware is a class constructed as ``Middleware(app, **options)`` whose ``__call__``
+takes the ``Env``, may act before and after calling ``self.app(env)``, and returns the env.
+The order of ``use`` calls is the policy: the first is outermost. ``use`` checks the options
+against the middleware's constructor at once, so a misspelt option fails where it is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec
+
+from .._messages import Message, Usage
+from .._text import shorten
+from ..errors import InvalidArgument
+from ..models._base import Model
+from ._env import Env, Events, Handler, TurnResult
+from ._events import Event, ModelReplyPayload
+
+__all__ = ["Agent", "App", "Middleware", "ModelCall", "agent"]
+
+App = Callable[[Env], Env]
+"""What a middleware wraps, and what it is: ``env -> env``."""
+Middleware = App
+P = ParamSpec("P")
+
+
+class ModelCall:
+    """The innermost app: send the conversation and tool schemas, add the reply."""
+
+    def __init__(self, model: Model, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.model = model
+        self.loop = loop
+
+    def __call__(self, env: Env) -> Env:
+        specs = [t.spec() if hasattr(t, "spec") else t for t in env.tools]
+        options = env.metadata.get("model_options", {})
+        if self.loop is not None and _is_async_only(self.model):
+            future = asyncio.run_coroutine_threadsafe(
+                self.model.acomplete(env.messages, tools=specs, **options), self.loop)
+            reply = future.result()
+        else:
+            reply = self.model.complete(env.messages, tools=specs, **options)
+        env.add(reply)
+        env.emit(ModelReplyPayload(event=Event.MODEL_REPLY, message=reply))
+        return env
+
+
+def _is_async_only(model: Model) -> bool:
+    complete = getattr(model, "complete", None)
+    return complete is None or inspect.iscoroutinefunction(complete)
+
+
+class Agent:
+    """A built agent: ``start`` runs one turn; ``on`` subscribes to events."""
+
+    def __init__(self) -> None:
+        self._layers: list[tuple[Callable[..., App], tuple[Any, ...], dict[str, Any]]] = []
+        self._model: Model | None = None
+        self.events = Events()
+
+    def use(self, middleware: Callable[Concatenate[App, P], Middleware], /,
+            *args: P.args, **kwargs: P.kwargs) -> Agent:
+        """Add a layer built as ``middleware(app, *args, **kwargs)``; layers added first wrap
+        those added later. Options the middleware does not take, or required ones left out,
+        are refused here with ``InvalidArgument`` naming the options it accepts."""
+        check_options(middleware, args, kwargs)
+        self._layers.append((middleware, args, kwargs))
+        return self
+
+    def run(self, model: Model) -> Agent:
+        """Set the model the innermost layer calls."""
+        self._model = model
+        return self
+
+    def on(self, event: Event | str, handler: Handler) -> Agent:
+        """Call ``handler(env, payload)`` on ``event`` (``"*"`` for every event); an unknown
+        event name is refused with ``InvalidArgument``."""
+        self.events.on(event, handler)
+        return self
+
+    def _stack(self, loop: asyncio.AbstractEventLoop | None = None) -> App:
+        if self._model is None:
+            raise InvalidArgument("no model: call .run(model) before .start(...)")
+        app: App = ModelCall(self._model, loop)
+        for middleware, args, kwargs in reversed(self._layers):
+            app = middleware(app, *args, **kwargs)
+        return app
+
+    def start(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
+        """Run one turn on ``input`` (``None``: resume the persisted conversation)."""
+        return self._run(self._stack(), input, metadata)
+
+    async def astart(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
+        """``start`` for async code: the same stack runs in a worker thread, so behaviour is
+        identical; async models are awaited on the caller's loop, async tools in the thread."""
+        loop = asyncio.get_running_loop()
+        stack = self._stack(loop)
+        return await asyncio.to_thread(self._run, stack, input, metadata)
+
+    def _run(self, stack: App, input: str | Message | None,
+             metadata: dict[str, Any]) -> TurnResult:
+        first = [] if input is None else [Message.user(input) if isinstance(input, str)
+                                          else input]
+        env = stack(Env(first, metadata=metadata, events=self.events))
+        usage = Usage()
+        for m in env.messages[env.turn_start:]:
+            if m.role == "assistant" and m.usage is not None:
+                usage = usage + m.usage
+        reply = next((m for m in reversed(env.messages) if m.role == "assistant"), None)
+        return TurnResult(list(env.messages), reply, usage, env.iteration, env.stopped,
+                          list(env.notices), list(env.handler_errors))
+
+
+def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> None:
+    """Refuse options ``middleware(app, *args, **kwargs)`` would not accept, naming those it
+    does (``InvalidArgument``); a middleware whose signature cannot be read is let through."""
+    try:
+        signature = inspect.signature(middleware)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None, *args, **kwargs)  # None stands in for the app
+    except TypeError as e:
+        name = getattr(middleware, "__qualname__", None) or repr(middleware)
+        raise InvalidArgument(
+            f"{name}: {_problem(signature, args, kwargs) or e}. "
+            f"It accepts {_accepted(signature)}"
+        ) from None
+
+
+def _options(signature: inspect.Signature) -> list[inspect.Parameter]:
+    return list(signature.parameters.values())[1:]  # the first is the app
+
+
+def _problem(signature: inspect.Signature, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> str:
+    options = _options(signature)
+    named = {p.name for p in options if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    problems = []
+    if not any(p.kind is p.VAR_KEYWORD for p in options):
+        unknown = [k for k in kwargs if k not in named]
+        if unknown:
+            problems.append("unknown option " + ", ".join(repr(k) for k in unknown))
+    positional = [p for p in options if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    given = {p.name for p in positional[:len(args)]} | set(kwargs)
+    missing = [p.name for p in options if p.default is p.empty and p.name not in given
+               and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if missing:
+        problems.append("missing required option " + ", ".join(repr(k) for k in missing))
+    return "; ".join(problems)
+
+
+def _accepted(signature: inspect.Signature) -> str:
+    shown = []
+    for p in _options(signature):
+        if p.kind is p.VAR_KEYWORD:
+            shown.append(f"**{p.name}")
+        elif p.kind is p.VAR_POSITIONAL:
+            shown.append(f"*{p.name}")
+        elif p.default is p.empty:
+            shown.append(f"{p.name} (required)")
+        else:
+            shown.append(f"{p.name}={shorten(repr(p.default), 40)}")
+    return ", ".join(shown) if shown else "no options"
+
+
+def agent() -> Agent:
+    """A new agent builder: ``agent().use(...).use(...).run(model)``."""
+    return Agent()

@@ -1,0 +1,122 @@
+"""Middleware that shapes the turn: system prompt, the tool loop and its guards, retries."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from .._messages import Message
+from ..errors import InvalidArgument, ModelError
+from ._builder import App
+from ._env import Env
+from ._events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload
+
+
+class SystemPrompt:
+    """Put ``text`` first in the conversation on every turn (it is never persisted)."""
+
+    def __init__(self, app: App, /, text: str = "You are a helpful assistant.") -> None:
+        self.app = app
+        self.text = text
+
+    def __call__(self, env: Env) -> Env:
+        first = env.messages[0] if env.messages else None
+        if first is None or first.role != "system" or first.kind is not None:
+            env.put_first(Message.system(self.text))
+        return self.app(env)
+
+
+class ToolResultLoop:
+    """Call the inner stack again while the last message is a tool result."""
+
+    def __init__(self, app: App, /) -> None:
+        self.app = app
+
+    def __call__(self, env: Env) -> Env:
+        env = self.app(env)
+        while env.stopped is None and env.last is not None and env.last.role == "tool":
+            env.next_iteration()
+            env = self.app(env)
+        return env
+
+
+class MaxIterations:
+    """Stop the turn after ``limit`` model calls, with a notice and a ``max_iterations`` event."""
+
+    def __init__(self, app: App, /, limit: int = 100) -> None:
+        if limit < 1:
+            raise InvalidArgument(f"MaxIterations: limit must be at least 1, got {limit}")
+        self.app = app
+        self.limit = limit
+
+    def __call__(self, env: Env) -> Env:
+        if env.iteration >= self.limit:
+            env.stop("max_iterations", f"Stopped after {self.limit} model calls in one turn "
+                     "(MaxIterations); start another turn to continue.")
+            env.emit(MaxIterationsPayload(event=Event.MAX_ITERATIONS, limit=self.limit))
+            return env
+        return self.app(env)
+
+
+class DoomLoop:
+    """Stop when the model makes the same tool call with the same arguments ``threshold``
+    times in a row, with a notice and a ``doom_loop`` event."""
+
+    def __init__(self, app: App, /, threshold: int = 3) -> None:
+        if threshold < 2:
+            raise InvalidArgument(f"DoomLoop: threshold must be at least 2, got {threshold}")
+        self.app = app
+        self.threshold = threshold
+
+    def __call__(self, env: Env) -> Env:
+        env = self.app(env)
+        signatures: list[bytes] = []
+        for m in reversed(env.messages[env.turn_start:]):
+            if m.role != "assistant":
+                continue
+            if not m.tool_calls:
+                break
+            signatures.append(orjson.dumps([(c.name, c.arguments) for c in m.tool_calls],
+                                           option=orjson.OPT_SORT_KEYS))
+            if len(signatures) >= self.threshold:
+                break
+        if len(signatures) >= self.threshold and len(set(signatures)) == 1:
+            env.stop("doom_loop", f"Stopped: the model repeated the same tool call "
+                     f"{self.threshold} times in a row.")
+            env.emit(DoomLoopPayload(event=Event.DOOM_LOOP, calls=orjson.loads(signatures[0]),
+                                     times=self.threshold))
+        return env
+
+
+class Retry:
+    """Retry model calls that failed with a retryable ``ModelError`` (rate limits, server
+    errors), waiting as the provider asked (retry-after) or with jittered exponential backoff."""
+
+    def __init__(self, app: App, /, attempts: int = 4, base_delay: float = 1.0,
+                 max_delay: float = 60.0, sleep: Callable[[float], Any] = time.sleep) -> None:
+        if attempts < 1:
+            raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
+        self.app = app
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+
+    def __call__(self, env: Env) -> Env:
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self.app(env)
+            except ModelError as e:
+                if not e.retryable or attempt == self.attempts:
+                    raise
+                delay = e.retry_after if e.retry_after is not None else min(
+                    self.max_delay, self.base_delay * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+                delay = min(delay, self.max_delay)
+                env.emit(RetryPayload(event=Event.RETRY, attempt=attempt, delay=delay,
+                                      error=str(e), status=e.status))
+                self.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover

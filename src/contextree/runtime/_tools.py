@@ -1,0 +1,128 @@
+"""``DefaultToolPipeline``: advertise tools, run the calls a reply asks for, add the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .._messages import Message, ToolCall
+from .._overflow import OverflowStore
+from .._truncation import LIMITS, TruncationLimits, is_truncated, truncate
+from ..markers import truncation_of
+from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
+from ._builder import App
+from ._env import Env
+from ._events import Event, ToolEndPayload, ToolStartPayload, TruncatedPayload
+
+StartHook = Callable[[ToolCall, Env], "dict[str, Any] | ToolResult | str | None"]
+ApproveHook = Callable[[ToolCall, Env], "bool | str"]
+EndHook = Callable[[ToolCall, ToolResult, Env], "ToolResult | None"]
+
+
+class DefaultToolPipeline:
+    """Runs tool calls after the model replies, ``concurrency`` at a time, results in call
+    order. Nothing a tool does can crash the turn: an unknown tool, invalid arguments or an
+    exception become an error result the model can read. Every result is truncated to
+    ``limits``, keeping the end the tool asks for (``Tool.truncate_from``: the tail for a
+    shell-kind tool, else the head), unless the tool truncated it itself.
+
+    Hooks: ``tool_start(call, env)`` may return new arguments or an answer (then the tool is
+    not run); ``tool_approve(call, env)`` may return ``False`` or a reason to deny it;
+    ``tool_end(call, result, env)`` may return a replacement result.
+    """
+
+    def __init__(self, app: App, /, tools: Sequence[Tool | Callable[..., Any]] = ALL, *,
+                 concurrency: int = 4, context: ToolContext | None = None,
+                 store: OverflowStore | None = None, tool_start: StartHook | None = None,
+                 tool_approve: ApproveHook | None = None, tool_end: EndHook | None = None,
+                 limits: TruncationLimits = LIMITS) -> None:
+        self.app = app
+        self.tools = as_tools(tools)
+        self.by_name = {t.name: t for t in self.tools}
+        self.concurrency = max(1, concurrency)
+        self.context = context
+        self.store = store
+        self.tool_start, self.tool_approve, self.tool_end = tool_start, tool_approve, tool_end
+        self.limits = limits
+
+    def __call__(self, env: Env) -> Env:
+        env.offer_tools(self.tools)
+        env = self.app(env)
+        reply = env.last
+        if env.stopped or reply is None or reply.role != "assistant" or not reply.tool_calls:
+            return env
+        calls = reply.tool_calls
+        if self.concurrency == 1 or len(calls) == 1:
+            results = [self._run(c, env) for c in calls]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(calls))) as pool:
+                results = list(pool.map(lambda c: self._run(c, env), calls))
+        for call, result in zip(calls, results, strict=True):
+            env.add(Message.tool(result.content, tool_call_id=call.id, name=call.name,
+                                 is_error=result.is_error, meta=result.meta))
+        return env
+
+    def _context(self, env: Env) -> ToolContext:
+        ctx = self.context or ToolContext()
+        if ctx.session_id is None and env.session is not None:
+            ctx = ToolContext(workspace=ctx.workspace, store=ctx.store or self.store,
+                              session_id=env.session.id, cwd=ctx.cwd)
+        return ctx
+
+    def _run(self, call: ToolCall, env: Env) -> ToolResult:
+        env.emit(ToolStartPayload(event=Event.TOOL_START, call=call))
+        try:
+            result = self._execute(call, env)
+        except Exception as e:  # the turn goes on; the model reads what went wrong
+            result = ToolResult(f"tool {call.name!r} raised {type(e).__name__}: {e}",
+                                is_error=True)
+        if self.tool_end is not None:
+            try:
+                result = self.tool_end(call, result, env) or result
+            except Exception as e:
+                result = ToolResult(f"tool_end hook raised {type(e).__name__}: {e}", is_error=True)
+        env.emit(ToolEndPayload(event=Event.TOOL_END, call=call, result=result))
+        return result
+
+    def _execute(self, call: ToolCall, env: Env) -> ToolResult:
+        tool = self.by_name.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self.by_name)) or "none"
+            return ToolResult(f"unknown tool {call.name!r}; the available tools are: {known}",
+                              is_error=True)
+        arguments: dict[str, Any] = dict(call.arguments)
+        if self.tool_start is not None:
+            answer = self.tool_start(call, env)
+            if isinstance(answer, ToolResult):
+                return answer
+            if isinstance(answer, str):
+                return ToolResult(answer)
+            if isinstance(answer, dict):
+                arguments = answer
+        if self.tool_approve is not None:
+            verdict = self.tool_approve(call, env)
+            if verdict is not True:
+                reason = verdict if isinstance(verdict, str) else "the user did not approve it"
+                return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)
+        result = tool.run(arguments, context=self._context(env) if tool.context is None else None)
+        if tool.truncates_itself or is_truncated(result.meta):
+            record = truncation_of(result.meta)
+            if record is not None:
+                env.emit(TruncatedPayload(event=Event.TRUNCATED, call=call,
+                                          saved_path=record.saved_path,
+                                          total_bytes=record.total_bytes,
+                                          total_lines=record.total_lines))
+            return result
+        caps = self.limits
+        cut = truncate(result.content, direction=tool.truncate_from or "head",
+                       store=self.store or self._context(env).store,
+                       session_id=env.session.id if env.session is not None else None,
+                       label=call.name, max_lines=caps.max_lines, max_bytes=caps.max_bytes,
+                       max_line_chars=caps.max_line_chars)
+        if not cut.truncated:
+            return result
+        env.emit(TruncatedPayload(event=Event.TRUNCATED, call=call, saved_path=cut.saved_path,
+                                  total_bytes=cut.total_bytes, total_lines=cut.total_lines))
+        return ToolResult(cut.text, is_error=result.is_error, meta={**(result.meta or {}),
+                                                                   **cut.meta()})

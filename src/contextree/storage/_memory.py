@@ -1,0 +1,37 @@
+"""In-memory storage: fast, nothing persisted; for tests and throwaway sessions."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ..entries import AnyEntry, SessionHeader
+from ..errors import SessionNotFound
+from ._base import IndexedStorage, StorageHealth, TreeIndex
+
+
+class MemoryStorage(IndexedStorage):
+    """Entries held in a dict, with the same rules as every other backend."""
+
+    def __init__(self, header: SessionHeader) -> None:
+        super().__init__(TreeIndex(header, "memory"))
+        self._deleted = False
+
+    def append(self, entry: AnyEntry) -> None:
+        if self._deleted:
+            raise SessionNotFound("the session was deleted", path=self.location)
+        self._index.check(entry)
+        self._index.add(entry)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Nothing to group: an append is complete when it returns."""
+        yield
+
+    def delete(self) -> None:
+        """Forget every entry; later appends fail with ``SessionNotFound``."""
+        self._index = TreeIndex(self._index.header, self._index.location)
+        self._deleted = True
+
+    def health(self) -> StorageHealth:
+        return StorageHealth(entries=len(self), size=None)

@@ -1,0 +1,145 @@
+"""Connections: a pool of our own for a URL, or the application's connection or pool; the
+URL of a session; the password-free location shown in messages."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from urllib.parse import quote
+
+from ...errors import StorageFailure
+from ._driver import Connection, ConnectionPool, Pool, Target, TransactionStatus, psycopg
+from ._errors import connect_failure
+
+__all__ = ["Db", "connect", "describe", "redact", "setup_connection", "short_lived",
+           "split_session_url"]
+
+
+class Db:
+    """Hands out connections for one target; knows whether a lost one can be replaced."""
+
+    def __init__(self, target: Target) -> None:
+        self.owned = False
+        self.pool: Pool | None = None
+        self.conn: Connection | None = None
+        if isinstance(target, str):  # a URL: our own pool, closed with us
+            self.pool = ConnectionPool(target, min_size=1, max_size=4, open=False,
+                                       kwargs={"autocommit": True}, timeout=30.0)
+            self.owned = True
+        elif isinstance(target, ConnectionPool):
+            self.pool = target
+        elif isinstance(target, psycopg.Connection):
+            self.conn = target
+        else:
+            raise TypeError("expected a PostgreSQL URL, a psycopg.Connection or a "
+                            f"psycopg_pool.ConnectionPool, got {type(target).__name__}")
+
+    @property
+    def can_reconnect(self) -> bool:
+        return self.pool is not None
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        if self.conn is not None:
+            autocommit(self.conn)
+            yield self.conn
+            return
+        assert self.pool is not None
+        with self.pool.connection() as conn:
+            autocommit(conn)
+            yield conn
+
+    def open_pool(self) -> None:
+        if self.pool is not None and self.owned:
+            self.pool.open()
+
+    def discard_dead(self) -> None:
+        """Drop idle pooled connections that died with the one that failed (before a retry)."""
+        if self.pool is not None:
+            with contextlib.suppress(Exception):
+                self.pool.check()
+
+    def close(self) -> None:
+        if not self.owned:
+            return
+        if self.pool is not None:
+            self.pool.close()
+        if self.conn is not None:
+            self.conn.close()
+
+
+def connect(conninfo: str) -> Connection:
+    try:
+        return psycopg.connect(conninfo, autocommit=True)
+    except psycopg.Error as e:
+        raise connect_failure(e, redact(conninfo)) from e
+
+
+def autocommit(conn: Connection) -> None:
+    """contextree runs its own transactions, so the connections it uses are in autocommit."""
+    if conn.autocommit:
+        return
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise StorageFailure("the connection has a transaction in progress; commit or "
+                             "roll it back before contextree uses it (or pass a pool)")
+    conn.autocommit = True
+
+
+@contextlib.contextmanager
+def short_lived(target: Target) -> Iterator[Connection]:
+    """A connection for one call: a new one for a URL (closed after), else the given one."""
+    if isinstance(target, str):
+        with connect(target) as conn:
+            yield conn
+        return
+    with Db(target).connection() as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def setup_connection(db: Db, target: Target) -> Iterator[Connection]:
+    """The connection used while creating or opening: a direct one when we own a pool.
+
+    Connecting directly gives the real error (refused, bad password) at once, where a pool
+    would retry in the background and time out.
+    """
+    if isinstance(target, str):
+        conn = connect(target)
+        try:
+            yield conn
+        finally:
+            conn.close()
+    else:
+        with db.connection() as conn:
+            yield conn
+
+
+def split_session_url(url: str) -> tuple[str, str | None]:
+    """``postgresql://host/db#SESSION_ID`` to the conninfo and the session id (if any)."""
+    base, sep, session_id = url.partition("#")
+    return base, (session_id or None) if sep else None
+
+
+def redact(conninfo: str) -> str:
+    """A conninfo as a ``postgresql://`` URL without its password, for messages and
+    ``location``; other parameters (``options``, ``sslmode``...) are kept so the location
+    can be opened again."""
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        return "postgresql://?"
+    for noise in ("password", "hostaddr", "sslcertmode"):  # secret, or libpq's own defaults
+        params.pop(noise, None)
+    user = params.pop("user", None)
+    host = params.pop("host", None) or "localhost"
+    port = params.pop("port", None)
+    db = params.pop("dbname", None) or ""
+    auth = f"{quote(str(user), safe='')}@" if user else ""
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in sorted(params.items()))
+    return (f"postgresql://{auth}{host}{f':{port}' if port else ''}/{db}"
+            + (f"?{query}" if query else ""))
+
+
+def describe(conn: Connection) -> str:
+    """Where ``conn`` points, as a URL that opens the same database (no password)."""
+    return redact(conn.info.dsn)

@@ -1,0 +1,211 @@
+"""The schema: tables, indexes and the append function, created and migrated only by
+``create_schema`` and versioned in ``contextree_schema_version``.
+
+- ``contextree_sessions``: one row per session: the header line, ``created_at``, ``name``,
+  ``leaf_id``, ``entry_count`` and ``updated_at`` (indexed, so ``list_sessions`` is one query).
+- ``contextree_entries``: one row per entry: ``session_id``, ``id`` (primary key together, so
+  duplicate ids are impossible), ``seq`` (append order), ``parent_id`` and a leaf entry's
+  ``target_id`` (both foreign keys into the same session, so a missing parent is impossible),
+  ``type``, and ``line``: the entry's JSON line exactly as ``encode_line`` wrote it, so every
+  entry (an unknown type or field included) reads back unchanged.
+- ``contextree_append(...)``: one append as one statement (see ``PostgresStorage``).
+"""
+
+from __future__ import annotations
+
+from ...errors import StorageFailure
+from ._connection import describe, short_lived
+from ._driver import Connection, Target
+from ._errors import mapped
+from ._tables import (
+    APPEND_FUNCTION,
+    ENTRIES,
+    ENTRY_ID_KEY,
+    NO_SCHEMA,
+    PARENT_KEY,
+    SCHEMA_VERSIONS,
+    SESSIONS,
+    TARGET_KEY,
+)
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version"]
+
+SCHEMA_VERSION = 2
+
+# One append = one statement = one transaction (unless inside a batch) and one round trip;
+# the session row stays locked only while the server runs this, not while a client thinks.
+_APPEND = f"""CREATE FUNCTION {APPEND_FUNCTION}(
+    p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
+    p_target text, p_line text, p_name text,
+    p_check_expected boolean, p_expected text,
+    p_reparent boolean, p_seen text, p_placeholder text,
+    p_retry boolean, p_durable boolean
+) RETURNS TABLE (r_status text, r_leaf text, r_parent text, r_name text,
+                 r_count bigint, r_line text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_leaf text; v_name text; v_count bigint; v_line text;
+    v_parent text := p_parent; v_new_leaf text;
+BEGIN
+    IF NOT p_durable THEN  -- durable=False: the commit does not wait for the WAL flush
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    -- Serialize appends to this session: every writer takes the row lock first.
+    SELECT s.leaf_id, s.name, s.entry_count INTO v_leaf, v_name, v_count
+    FROM {SESSIONS} s WHERE s.id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::text,
+                            NULL::bigint, NULL::text;
+        RETURN;
+    END IF;
+    SELECT e.line INTO v_line FROM {ENTRIES} e
+    WHERE e.session_id = p_session AND e.id = p_id;
+    IF FOUND THEN  -- a retry finds its own lost commit; otherwise a duplicate id
+        RETURN QUERY SELECT CASE WHEN p_retry THEN 'done' ELSE 'duplicate_id' END,
+                            v_leaf, NULL::text, v_name, v_count, v_line;
+        RETURN;
+    END IF;
+    IF p_check_expected AND v_leaf IS DISTINCT FROM p_expected THEN
+        RETURN QUERY SELECT 'conflict', v_leaf, NULL::text, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    IF p_reparent AND v_parent IS NOT DISTINCT FROM p_seen
+       AND v_leaf IS DISTINCT FROM p_seen THEN
+        v_parent := v_leaf;  -- the writer's view was stale: go after the real leaf
+    END IF;
+    v_line := p_line;
+    IF p_placeholder IS NOT NULL THEN
+        v_line := replace(v_line, p_placeholder,
+                          coalesce(to_json(v_parent)::text, 'null'));
+    END IF;
+    IF v_parent IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = v_parent
+    ) THEN
+        RETURN QUERY SELECT 'missing_parent', v_leaf, v_parent, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    IF p_target IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = p_target
+    ) THEN
+        RETURN QUERY SELECT 'missing_target', v_leaf, v_parent, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line)
+    VALUES (p_session, p_id, v_parent, p_type, p_target, v_line);
+    v_new_leaf := CASE WHEN p_is_leaf THEN p_target ELSE p_id END;
+    UPDATE {SESSIONS} SET leaf_id = v_new_leaf, name = coalesce(p_name, name),
+        entry_count = entry_count + 1, updated_at = now()
+    WHERE id = p_session;
+    RETURN QUERY SELECT 'ok', v_new_leaf, v_parent, coalesce(p_name, v_name),
+                        v_count + 1, NULL::text;
+END
+$fn$"""
+
+# Each migration takes the schema from the version before it to its own number.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        f"""CREATE TABLE {SESSIONS} (
+            id text PRIMARY KEY,
+            header text NOT NULL,
+            created_at timestamptz NOT NULL,
+            name text,
+            leaf_id text,
+            entry_count bigint NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now()
+        )""",
+        f"CREATE INDEX {SESSIONS}_updated_idx ON {SESSIONS} (updated_at DESC, id)",
+        f"""CREATE TABLE {ENTRIES} (
+            session_id text NOT NULL REFERENCES {SESSIONS} (id) ON DELETE CASCADE,
+            id text NOT NULL,
+            seq bigserial NOT NULL,
+            parent_id text,
+            type text NOT NULL,
+            target_id text,
+            line text NOT NULL,
+            CONSTRAINT {ENTRY_ID_KEY} PRIMARY KEY (session_id, id),
+            CONSTRAINT {PARENT_KEY} FOREIGN KEY (session_id, parent_id)
+                REFERENCES {ENTRIES} (session_id, id),
+            CONSTRAINT {TARGET_KEY} FOREIGN KEY (session_id, target_id)
+                REFERENCES {ENTRIES} (session_id, id)
+        )""",
+        # No statistics on session_id: a session created after the last ANALYZE (every
+        # session being written) would otherwise be estimated at ~1 row, and lookups by
+        # (session_id, id) would use any index on session_id and filter, scanning the whole
+        # session per step of a path. The default estimate keeps the planner on the keys.
+        f"ALTER TABLE {ENTRIES} ALTER COLUMN session_id SET STATISTICS 0",
+        f"CREATE UNIQUE INDEX {ENTRIES}_seq_idx ON {ENTRIES} (session_id, seq)",
+        f"CREATE INDEX {ENTRIES}_parent_idx ON {ENTRIES} (session_id, parent_id)",
+        f"CREATE INDEX {ENTRIES}_type_idx ON {ENTRIES} (session_id, type, seq)",
+        f"CREATE INDEX {ENTRIES}_target_idx ON {ENTRIES} (session_id, target_id) "
+        "WHERE target_id IS NOT NULL",
+    ),
+    # Version 1 databases made by contextree 0.1 have an append function with a last
+    # parameter that only tests used; it goes, and the function takes ``p_durable``.
+    2: (
+        f"DROP FUNCTION IF EXISTS {APPEND_FUNCTION}(text, text, text, text, boolean, text, "
+        "text, text, boolean, text, boolean, text, text, boolean, float8)",
+        _APPEND,
+    ),
+}
+_MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema
+
+
+def create_schema(target: Target) -> int:
+    """Create or upgrade contextree's tables; idempotent, safe to run from many processes.
+
+    Nothing is created implicitly elsewhere: run this once per database (deploy step, or
+    ``contextree`` setup). Returns the schema version now in place.
+    """
+    with (mapped("could not create the schema"), short_lived(target) as conn,
+          conn.transaction()):
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_VERSIONS} ("
+                     " version integer PRIMARY KEY,"
+                     " applied_at timestamptz NOT NULL DEFAULT now())")
+        row = conn.execute(
+            f"SELECT coalesce(max(version), 0) FROM {SCHEMA_VERSIONS}").fetchone()
+        current = int(row[0]) if row else 0
+        if current > SCHEMA_VERSION:
+            raise StorageFailure(_newer_schema(current), path=describe(conn))
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute(f"INSERT INTO {SCHEMA_VERSIONS} (version) VALUES (%s)", [version])
+    return SCHEMA_VERSION
+
+
+def schema_version(target: Target) -> int | None:
+    """The schema version in the database, or ``None`` when ``create_schema`` never ran."""
+    with mapped("could not read the schema version"), short_lived(target) as conn:
+        return _schema_version(conn)
+
+
+def _schema_version(conn: Connection) -> int | None:
+    row = conn.execute(f"SELECT to_regclass('{SCHEMA_VERSIONS}') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        return None
+    row = conn.execute(f"SELECT max(version) FROM {SCHEMA_VERSIONS}").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def require_schema(conn: Connection) -> None:
+    """Refuse to work on a database whose schema is missing, older or newer than ours."""
+    version = _schema_version(conn)
+    where = describe(conn)
+    if version is None:
+        raise StorageFailure(f"no contextree tables in this database; {NO_SCHEMA}",
+                             path=where)
+    if version < SCHEMA_VERSION:
+        raise StorageFailure(f"the contextree schema is at version {version}, this "
+                             f"version needs {SCHEMA_VERSION}; {NO_SCHEMA} (it migrates)",
+                             path=where)
+    if version > SCHEMA_VERSION:
+        raise StorageFailure(_newer_schema(version), path=where)
+
+
+def _newer_schema(version: int) -> str:
+    return (f"the contextree schema is at version {version}, newer than this contextree "
+            f"understands ({SCHEMA_VERSION}); upgrade contextree")

@@ -1,0 +1,436 @@
+"""File tools: ``read`` (numbered, paginated), ``write`` (atomic) and ``edit`` (exact replace).
+
+``read``'s parameters are exactly ``path``, ``offset`` (1-based first line) and ``limit``
+(number of lines): truncation hints tell the model to call it that way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from contextree._files import atomic_write as write_whole
+from contextree._truncation import LIMITS, cut_marker
+from contextree.errors import ToolError
+from contextree.markers import TruncationRecord
+from contextree.tools._context import ToolContext
+from contextree.tools._decorator import tool
+from contextree.tools._kinds import ToolKind
+from contextree.tools._result import ToolResult
+
+MAX_LINES = LIMITS.max_lines
+MAX_BYTES = LIMITS.max_bytes
+MAX_LINE_CHARS = LIMITS.max_line_chars
+BINARY_SNIFF = 8192
+_CHUNK = 1 << 20
+
+
+# -- helpers shared by the file and search tools -------------------------------------------
+def is_binary(head: bytes) -> bool:
+    """True when the first bytes of a file contain a NUL byte (the usual binary test)."""
+    return b"\0" in head[:BINARY_SNIFF]
+
+
+def read_call(path: str, offset: int, limit: int) -> str:
+    """The ``read`` call that shows ``limit`` lines of ``path`` from line ``offset``."""
+    return f"read(path={json.dumps(path)}, offset={offset}, limit={limit})"
+
+
+def cut_line(text: str, max_chars: int = MAX_LINE_CHARS) -> str:
+    """``text`` cut to ``max_chars`` characters, marked as truncation marks a cut line."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + cut_marker(len(text))
+
+
+def clean(text: str) -> str:
+    """``text`` safe to show: undecodable bytes (surrogate escapes) become U+FFFD."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = text.encode("utf-8", "replace")
+    return raw.decode("utf-8", "replace")
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 line``, ``2 lines``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def count_lines(text: str) -> int:
+    """Lines in ``text``, counting a last line without a newline."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def atomic_write(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` all at once (``contextree._files.atomic_write``), keeping
+    an existing file's mode; a new file gets the usual ``0o666`` less the umask."""
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o666
+    write_whole(target, data, mode=mode)
+
+
+def os_error(action: str, path: str, e: OSError) -> ToolError:
+    """A ``ToolError`` for a failed file operation, in the model's terms."""
+    return ToolError(f"cannot {action} {path}: {e.strerror or e}")
+
+
+def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
+    """A ``ToolError`` for a missing path, suggesting close names in the same directory."""
+    parent = target.parent
+    if not parent.is_dir():
+        return ToolError(
+            f"file not found: {path} (the directory {ctx.display(parent)} does not exist); "
+            f'find the file with glob(pattern="**/{target.name}")'
+        )
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        names = []
+    close = difflib.get_close_matches(target.name, names, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(ctx.display(parent / n) for n in close)}? " if close else ""
+    return ToolError(
+        f"file not found: {path}; {hint}"
+        f"list the directory with read(path={json.dumps(ctx.display(parent))}) "
+        f'or search with glob(pattern="**/{target.name}")'
+    )
+
+
+# -- read ----------------------------------------------------------------------------------
+@dataclass
+class _Page:
+    lines: list[str]
+    total: int
+    last: int  # number of the last line shown (offset - 1 when none)
+    byte_capped: bool
+    cut: int  # lines cut at MAX_LINE_CHARS
+    first_cut: int  # number of the first of them (0 when none)
+
+
+@tool(truncates_itself=True, kind=ToolKind.READ)
+def read(
+    path: str, offset: int = 1, limit: int = MAX_LINES, context: ToolContext | None = None
+) -> ToolResult:
+    """Read a text file with numbered lines, or list a directory. Long files come a page at a time: at most 2000 lines or 50 KB per call, lines cut at 2000 characters; the end of the output says how to read the next page.
+
+    Args:
+        path: File or directory to read, relative to the working directory or absolute.
+        offset: Number of the first line to show (1 is the first line of the file).
+        limit: How many lines to show (at most 2000).
+    """
+    ctx = context or ToolContext()
+    if offset < 1:
+        raise ToolError(f"offset must be 1 or more (line 1 is the first line), got {offset}")
+    if limit < 1:
+        raise ToolError(f"limit must be 1 or more, got {limit}")
+    target = ctx.resolve(path)
+    if target.is_dir():
+        return _list_dir(path, target, offset, limit, ctx)
+    if not target.exists():
+        raise not_found(path, target, ctx)
+    if not target.is_file():
+        raise ToolError(f"{path} is not a regular file (a device, socket or pipe); read refuses it")
+    try:
+        with open(target, "rb") as f:
+            if is_binary(f.read(BINARY_SNIFF)):
+                raise _binary(path, target)
+            f.seek(0)
+            page = _read_page(f, offset, min(limit, MAX_LINES))
+    except OSError as e:
+        raise os_error("read", path, e) from None
+    return _page_result(path, target, offset, limit, page, ctx)
+
+
+def _binary(path: str, target: Path) -> ToolError:
+    size = target.stat().st_size
+    return ToolError(
+        f"{path} is a binary file ({size} bytes, it contains NUL bytes); read shows text only. "
+        "Inspect it with shell instead, e.g. `file` or `xxd | head`"
+    )
+
+
+def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
+    lines: list[str] = []
+    size = cut = first_cut = 0
+    lineno = 0
+    capped = False
+    for raw in iter(f.readline, b""):
+        lineno += 1
+        if lineno < offset:
+            continue
+        text = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+        shown = cut_line(text)
+        rendered = f"{lineno:>6}\t{shown}"
+        cost = len(rendered.encode("utf-8")) + 1
+        if lines and size + cost > MAX_BYTES:
+            capped = True
+            break
+        if len(shown) != len(text):
+            cut += 1
+            first_cut = first_cut or lineno
+        lines.append(rendered)
+        size += cost
+        if len(lines) >= want:
+            break
+    total = lineno + _count_rest(f)
+    return _Page(lines, total, offset + len(lines) - 1, capped, cut, first_cut)
+
+
+def _count_rest(f: IO[bytes]) -> int:
+    """Lines left in ``f`` from its current position (which is at a line start)."""
+    count = 0
+    last = b""
+    for chunk in iter(lambda: f.read(_CHUNK), b""):
+        count += chunk.count(b"\n")
+        last = chunk[-1:]
+    return count + (1 if last not in (b"", b"\n") else 0)
+
+
+def _page_result(
+    path: str, target: Path, offset: int, limit: int, page: _Page, ctx: ToolContext
+) -> ToolResult:
+    meta: dict[str, Any] = {
+        "path": ctx.display(target),
+        "offset": offset,
+        "total_lines": page.total,
+    }
+    if page.total == 0:
+        return ToolResult(f"{path} is empty (0 lines).", meta={**meta, "lines": 0})
+    if offset > page.total:
+        raise ToolError(
+            f"offset {offset} is past the end of {path}, which has {page.total} lines; "
+            f"use an offset from 1 to {page.total}"
+        )
+    meta["lines"] = len(page.lines)
+    text = "\n".join(page.lines)
+    partial = page.last < page.total or page.cut > 0
+    if page.last < page.total:
+        text += "\n\n" + _more_hint(path, page, limit)
+    if page.cut:
+        text += "\n\n" + _cut_hint(path, page)
+    if partial:  # nothing was lost (no saved_path): the file itself holds the rest
+        meta.update(TruncationRecord(
+            total_lines=page.total, total_bytes=target.stat().st_size,
+            shown_lines=len(page.lines), direction="head", by="read", first_line=offset,
+            cut_lines=page.cut,
+        ).to_meta())
+    return ToolResult(text, meta=meta)
+
+
+def _more_hint(path: str, page: _Page, limit: int) -> str:
+    why = " (output capped at 50 KB)" if page.byte_capped else ""
+    nxt = page.last + 1
+    return (
+        f"[Showing lines {page.last - len(page.lines) + 1}-{page.last} of {page.total}{why}. "
+        f"{plural(page.total - page.last, 'more line')}. Read more with "
+        f"{read_call(path, nxt, min(limit, MAX_LINES))}]"
+    )
+
+
+def _cut_hint(path: str, page: _Page) -> str:
+    first = page.first_cut
+    return (
+        f"[{plural(page.cut, 'line')} longer than {MAX_LINE_CHARS} characters cut; see one "
+        f"whole with shell, e.g. sed -n '{first}p' {shlex.quote(path)} | fold -w {MAX_LINE_CHARS}]"
+    )
+
+
+def _list_dir(path: str, target: Path, offset: int, limit: int, ctx: ToolContext) -> ToolResult:
+    try:
+        entries = sorted(_dir_entries(target))
+    except OSError as e:
+        raise os_error("list", path, e) from None
+    meta: dict[str, Any] = {"path": ctx.display(target), "entries": len(entries)}
+    if not entries:
+        return ToolResult(f"{path} is an empty directory.", meta=meta)
+    if offset > len(entries):
+        raise ToolError(
+            f"offset {offset} is past the end of the listing of {path} ({len(entries)} entries)"
+        )
+    want = min(limit, MAX_LINES)
+    shown = entries[offset - 1 : offset - 1 + want]
+    last = offset - 1 + len(shown)
+    noun = "entry" if len(entries) == 1 else "entries"
+    head = f"{path} is a directory with {len(entries)} {noun}:"
+    text = "\n".join([head, *shown])
+    if last < len(entries):
+        text += (
+            f"\n\n[Showing entries {offset}-{last} of {len(entries)}. Read more with "
+            f"{read_call(path, last + 1, want)}]"
+        )
+    return ToolResult(text, meta=meta)
+
+
+def _dir_entries(directory: Path) -> Iterator[str]:
+    with os.scandir(directory) as it:
+        for entry in it:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            yield entry.name + "/" if is_dir else entry.name
+
+
+# -- write ---------------------------------------------------------------------------------
+@tool(kind=ToolKind.WRITE)
+def write(path: str, content: str, context: ToolContext | None = None) -> ToolResult:
+    """Write a file, replacing it if it exists; missing parent directories are created. The file is written atomically (a reader never sees half of it).
+
+    Args:
+        path: File to write, relative to the working directory or absolute.
+        content: The complete new content of the file.
+    """
+    ctx = context or ToolContext()
+    target = ctx.resolve(path, write=True)
+    if target.is_dir():
+        raise ToolError(f"{path} is a directory; give the path of a file inside it")
+    data = content.encode("utf-8", "replace")
+    existed = target.exists()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+    except OSError as e:
+        raise os_error("write", path, e) from None
+    shown = ctx.display(target)
+    lines = count_lines(content)
+    verb = "Overwrote" if existed else "Created"
+    return ToolResult(
+        f"{verb} {shown}: {plural(len(data), 'byte')}, {plural(lines, 'line')}.",
+        meta={"path": shown, "bytes": len(data), "lines": lines, "created": not existed},
+    )
+
+
+# -- edit ----------------------------------------------------------------------------------
+_NUMBERED = re.compile(r"^\s*\d+\t")
+
+
+@tool(kind=ToolKind.EDIT)
+def edit(
+    path: str,
+    old_string: str,
+    new_string: str,
+    replace_all: bool = False,
+    context: ToolContext | None = None,
+) -> ToolResult:
+    """Replace exact text in a file. old_string must match the file character for character (whitespace and indentation included) and, unless replace_all is true, exactly once; copy it from read output without the line-number prefix.
+
+    Args:
+        path: File to edit.
+        old_string: The exact text to replace; include enough surrounding lines to make it unique.
+        new_string: The text to put in its place.
+        replace_all: Replace every occurrence instead of requiring exactly one.
+    """
+    ctx = context or ToolContext()
+    if not old_string:
+        raise ToolError("old_string is empty; to create a file or replace all of it, use write")
+    if old_string == new_string:
+        raise ToolError("old_string and new_string are the same; there is nothing to change")
+    target = ctx.resolve(path, write=True)
+    text = _load_for_edit(path, target, ctx)
+    old, new = _match_line_endings(text, old_string, new_string)
+    starts = _find_all(text, old)
+    if not starts:
+        raise ToolError(_not_found_message(path, text, old_string))
+    if len(starts) > 1 and not replace_all:
+        raise ToolError(_ambiguous_message(path, text, starts))
+    updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    try:
+        atomic_write(target, updated.encode("utf-8", "surrogateescape"))
+    except OSError as e:
+        raise os_error("write", path, e) from None
+    return _edit_result(ctx.display(target), text, updated, starts, new)
+
+
+def _load_for_edit(path: str, target: Path, ctx: ToolContext) -> str:
+    if target.is_dir():
+        raise ToolError(f"{path} is a directory; edit changes files")
+    if not target.exists():
+        raise not_found(path, target, ctx)
+    try:
+        raw = target.read_bytes()
+    except OSError as e:
+        raise os_error("read", path, e) from None
+    if is_binary(raw):
+        raise ToolError(f"{path} is a binary file (it contains NUL bytes); edit changes text only")
+    return raw.decode("utf-8", "surrogateescape")  # lossless: undecodable bytes round-trip
+
+
+def _match_line_endings(text: str, old: str, new: str) -> tuple[str, str]:
+    """``old``/``new`` with ``\\n`` turned into ``\\r\\n`` when the file uses CRLF."""
+    crlf = text.count("\r\n")
+    if crlf == 0 or crlf < text.count("\n") - crlf:
+        return old, new
+    old_crlf = old.replace("\r\n", "\n").replace("\n", "\r\n")
+    if old_crlf != old and old_crlf in text:
+        return old_crlf, new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return old, new
+
+
+def _find_all(text: str, needle: str) -> list[int]:
+    starts: list[int] = []
+    i = text.find(needle)
+    while i != -1:
+        starts.append(i)
+        i = text.find(needle, i + len(needle))
+    return starts
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _not_found_message(path: str, text: str, old: str) -> str:
+    msg = f"old_string was not found in {path}."
+    lines = old.splitlines()
+    if lines and all(_NUMBERED.match(line) for line in lines):
+        return (
+            f"{msg} It looks like it includes line numbers from read output; leave out the "
+            "number and tab at the start of each line"
+        )
+    tokens = old.split()
+    if tokens:
+        pattern = r"\s+".join(re.escape(t) for t in tokens)
+        m = re.search(pattern, text)
+        if m:
+            return (
+                f"{msg} A match that differs only in whitespace or indentation starts at line "
+                f"{_line_of(text, m.start())}; copy the text exactly as read shows it"
+            )
+    return f"{msg} Read the file again and copy old_string exactly, whitespace included"
+
+
+def _ambiguous_message(path: str, text: str, starts: list[int]) -> str:
+    where = ", ".join(str(_line_of(text, s)) for s in starts[:10])
+    more = ", ..." if len(starts) > 10 else ""
+    return (
+        f"old_string matches {len(starts)} times in {path} (at lines {where}{more}); add "
+        "surrounding lines to old_string so it matches once, or set replace_all to true "
+        "to replace every occurrence"
+    )
+
+
+def _edit_result(shown: str, before: str, after: str, starts: list[int], new: str) -> ToolResult:
+    first = _line_of(before, starts[0])
+    n = len(starts)
+    what = "1 occurrence" if n == 1 else f"{n} occurrences"
+    text = f"Edited {shown}: replaced {what} (first at line {first})."
+    if n == 1:
+        text += "\n" + _snippet(after, first, first + new.count("\n"))
+    return ToolResult(text, meta={"path": shown, "replacements": n, "first_line": first})
+
+
+def _snippet(text: str, first: int, last: int, around: int = 2, cap: int = 20) -> str:
+    """Numbered lines ``first - around`` .. ``last + around`` of ``text`` (at most ``cap``)."""
+    lines = [line.removesuffix("\r") for line in clean(text).removesuffix("\n").split("\n")]
+    lo = max(1, first - around)
+    hi = min(len(lines), last + around, lo + cap - 1)
+    return "\n".join(f"{n:>6}\t{cut_line(lines[n - 1])}" for n in range(lo, hi + 1))

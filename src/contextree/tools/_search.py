@@ -1,0 +1,347 @@
+"""Search tools: ``grep`` (regular expressions over file contents) and ``glob`` (file names).
+
+Both are pure Python. They skip version-control and cache directories (``SKIP_DIRS``) while
+walking, unless the search starts inside one, skip binary files, and keep to the workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from contextree.errors import ToolError
+from contextree.tools._context import ToolContext
+from contextree.tools._decorator import tool
+from contextree.tools._files import BINARY_SNIFF, is_binary, not_found
+from contextree.tools._kinds import ToolKind
+from contextree.tools._result import ToolResult
+from contextree.tools._workspace import is_under, real
+
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+    }
+)
+GREP_LINE_CHARS = 500
+MAX_GREP_FILE_BYTES = 20 * 2**20
+MAX_GLOB_RESULTS = 1000
+_MAX_ALTERNATIVES = 256
+_GLOB_CHARS = frozenset("*?[{")
+
+
+# -- glob patterns ---------------------------------------------------------------------------
+def expand_braces(pattern: str) -> list[str]:
+    """``a{b,c}d`` -> ``["abd", "acd"]`` (nested braces work; unmatched ones are literal)."""
+    start = pattern.find("{")
+    while start != -1:
+        end, parts = _brace_parts(pattern, start)
+        if end != -1 and len(parts) > 1:
+            head, tail = pattern[:start], pattern[end + 1 :]
+            out: list[str] = []
+            for part in parts:
+                for rest in expand_braces(part + tail):
+                    out.append(head + rest)
+                    if len(out) > _MAX_ALTERNATIVES:
+                        raise ToolError(f"pattern {pattern!r} expands to too many alternatives")
+            return out
+        start = pattern.find("{", start + 1)
+    return [pattern]
+
+
+def _brace_parts(pattern: str, start: int) -> tuple[int, list[str]]:
+    depth = 0
+    parts: list[str] = []
+    last = start + 1
+    for i in range(start, len(pattern)):
+        c = pattern[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                parts.append(pattern[last:i])
+                return i, parts
+        elif c == "," and depth == 1:
+            parts.append(pattern[last:i])
+            last = i + 1
+    return -1, []
+
+
+def glob_to_regex(pattern: str) -> str:
+    """A regex for one brace-free glob over ``/``-separated relative paths.
+
+    ``*`` and ``?`` stay within a path segment, ``**`` spans directories, ``[...]`` is a
+    character set (``[!...]`` negated).
+    """
+    segments = pattern.split("/")
+    out: list[str] = []
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == "**":
+            out.append(".*" if last else "(?:.*/)?")
+            continue
+        out.append(_segment_regex(seg))
+        if not last:
+            out.append("/")
+    return "".join(out)
+
+
+def _segment_regex(seg: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(seg):
+        c = seg[i]
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := seg.find("]", i + 2)) != -1:
+            body = seg[i + 1 : end]
+            neg = body[:1] in ("!", "^")
+            body = body[1:] if neg else body
+            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def compile_glob(pattern: str) -> re.Pattern[str]:
+    """One compiled regex matching any brace alternative of ``pattern`` (whole path)."""
+    alternatives = [glob_to_regex(p) for p in expand_braces(pattern)]
+    try:
+        return re.compile("(?:" + "|".join(alternatives) + ")", re.DOTALL)
+    except re.error as e:
+        raise ToolError(f"invalid glob pattern {pattern!r}: {e}") from None
+
+
+def _split_literal(pattern: str) -> tuple[str, str]:
+    """``src/lib/**/*.py`` -> (``src/lib``, ``**/*.py``): the leading plain directories."""
+    parts = pattern.split("/")
+    n = 0
+    while n < len(parts) - 1 and not (_GLOB_CHARS & set(parts[n])):
+        n += 1
+    prefix = "/".join(parts[:n])
+    if pattern.startswith("/") and not prefix:
+        prefix = "/"
+    return prefix, "/".join(parts[n:])
+
+
+# -- walking -------------------------------------------------------------------------------
+def walk(base: Path) -> Iterator[tuple[str, bool]]:
+    """``(relative posix path, is_dir)`` under ``base``, sorted per directory, pruned."""
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        rel = Path(dirpath).relative_to(base).as_posix()
+        prefix = "" if rel == "." else rel + "/"
+        for d in dirnames:
+            yield prefix + d, True
+        for f in sorted(filenames):
+            yield prefix + f, False
+
+
+def _start(path: str, ctx: ToolContext) -> Path:
+    base = ctx.resolve(path)
+    if not base.exists():
+        raise not_found(path, base, ctx)
+    return base
+
+
+# -- grep ----------------------------------------------------------------------------------
+@tool(kind=ToolKind.SEARCH)
+def grep(
+    pattern: str,
+    path: str = ".",
+    glob: str | None = None,
+    ignore_case: bool = False,
+    max_results: int = 200,
+    context: ToolContext | None = None,
+) -> ToolResult:
+    """Search file contents with a Python regular expression; prints matching lines as path:line:text. Searches a file or a whole directory tree (binary files and .git, node_modules and cache directories are skipped).
+
+    Args:
+        pattern: Python regular expression, searched in each line (escape ( [ . * + ? to match them literally).
+        path: File or directory to search.
+        glob: Only search files whose name matches, e.g. "*.py"; a glob with a '/' matches the path (from path or the working directory), e.g. "src/**/*.{ts,tsx}".
+        ignore_case: Match letters case-insensitively.
+        max_results: Stop after this many matching lines.
+    """
+    ctx = context or ToolContext()
+    regex = _compile_regex(pattern, ignore_case)
+    if max_results < 1:
+        raise ToolError(f"max_results must be 1 or more, got {max_results}")
+    base = _start(path, ctx)
+    name_filter = _name_filter(glob)
+    prefilter = _prefilter(regex)
+    hits: list[str] = []
+    files = 0
+    for file, shown in _grep_files(base, ctx, name_filter):
+        found = _grep_file(file, shown, regex, prefilter, max_results - len(hits))
+        files += bool(found)
+        hits.extend(found)
+        if len(hits) >= max_results:
+            break
+    capped = len(hits) >= max_results
+    meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(base), "matches": len(hits)}
+    meta.update(files=files, capped=capped)
+    if not hits:
+        where = f" in files matching {glob!r}" if glob else ""
+        return ToolResult(f"No matches for {pattern!r} in {path}{where}.", meta=meta)
+    text = "\n".join(hits)
+    if capped:
+        text += (
+            f"\n\n[stopped at {max_results} matches; narrow the pattern, path or glob, "
+            "or raise max_results]"
+        )
+    return ToolResult(text, meta=meta)
+
+
+def _compile_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as e:
+        where = f" at position {e.pos}" if e.pos is not None else ""
+        raise ToolError(
+            f"invalid regular expression {pattern!r}: {e.msg}{where}. Escape characters such "
+            "as ( ) [ ] { } . * + ? with a backslash to match them literally"
+        ) from None
+
+
+def _name_filter(glob: str | None) -> tuple[re.Pattern[str], bool] | None:
+    """The compiled glob and whether it applies to the whole relative path (has a '/')."""
+    if not glob:
+        return None
+    return compile_glob(glob), "/" in glob
+
+
+def _grep_files(
+    base: Path, ctx: ToolContext, name_filter: tuple[re.Pattern[str], bool] | None
+) -> Iterator[tuple[Path, str]]:
+    """Files to search under ``base`` (or ``base`` itself), with their display path."""
+    if base.is_file():
+        yield base, ctx.display(base)
+        return
+    for rel in sorted(rel for rel, is_dir in walk(base) if not is_dir):
+        lexical = base / rel
+        shown = ctx.display(lexical)
+        if name_filter is not None and not _wanted(rel, shown, *name_filter):
+            continue
+        if ctx.workspace is not None and not is_under(real(lexical), ctx.workspace.root):
+            continue  # a symlink leading out of the workspace
+        yield lexical, shown
+
+
+def _wanted(rel: str, shown: str, regex: re.Pattern[str], whole: bool) -> bool:
+    """Whether a file passes the glob: by name, or by path from the search base or root."""
+    if not whole:
+        return regex.fullmatch(rel.rsplit("/", 1)[-1]) is not None
+    return regex.fullmatch(rel) is not None or regex.fullmatch(shown) is not None
+
+
+def _grep_file(
+    file: Path,
+    shown: str,
+    regex: re.Pattern[str],
+    prefilter: re.Pattern[str] | None,
+    room: int,
+) -> list[str]:
+    try:
+        if file.stat().st_size > MAX_GREP_FILE_BYTES:
+            return []
+        raw = file.read_bytes()
+    except OSError:
+        return []
+    if is_binary(raw[:BINARY_SNIFF]):
+        return []
+    text = raw.decode("utf-8", "replace")
+    if prefilter is not None and prefilter.search(text) is None:
+        return []
+    hits: list[str] = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line.removesuffix("\r")
+        if regex.search(line):
+            hits.append(f"{shown}:{n}:{_cut(line)}")
+            if len(hits) >= room:
+                break
+    return hits
+
+
+def _prefilter(regex: re.Pattern[str]) -> re.Pattern[str] | None:
+    """A whole-file regex that rules files out quickly (None when it could miss a line)."""
+    if "\\A" in regex.pattern or "\\Z" in regex.pattern:
+        return None
+    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= GREP_LINE_CHARS:
+        return line
+    return f"{line[:GREP_LINE_CHARS]}... [{len(line) - GREP_LINE_CHARS} more characters]"
+
+
+# -- glob ----------------------------------------------------------------------------------
+@tool(kind=ToolKind.SEARCH)
+def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> ToolResult:
+    """Find files and directories by name pattern; results are sorted alphabetically, directories end with '/'. '*' matches within one path segment, '**' across directories ("**/*.py" finds Python files at any depth), '?' one character, [abc] one of a set, {a,b} either alternative. .git, node_modules and cache directories are skipped.
+
+    Args:
+        pattern: Glob pattern relative to path, e.g. "**/*.py" or "src/*.{js,ts}".
+        path: Directory to search from.
+    """
+    ctx = context or ToolContext()
+    if not pattern.strip():
+        raise ToolError('pattern is empty; give a glob pattern such as "**/*.py"')
+    start = _start(path, ctx)
+    if not start.is_dir():
+        raise ToolError(f"{path} is not a directory; glob searches from a directory")
+    found: set[str] = set()
+    for alternative in expand_braces(pattern):
+        found.update(_glob_one(start, alternative, ctx))
+    matches = sorted(found)
+    meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(start), "matches": len(matches)}
+    if not matches:
+        hint = ""
+        if "/" not in pattern and "**" not in pattern:
+            hint = f'; to search subdirectories too, use "**/{pattern}"'
+        return ToolResult(f"No files match {pattern!r} in {path}{hint}.", meta=meta)
+    text = "\n".join(matches[:MAX_GLOB_RESULTS])
+    if len(matches) > MAX_GLOB_RESULTS:
+        text += (
+            f"\n\n[showing the first {MAX_GLOB_RESULTS} of {len(matches)} matches; "
+            "narrow the pattern or path]"
+        )
+    return ToolResult(text, meta=meta)
+
+
+def _glob_one(start: Path, pattern: str, ctx: ToolContext) -> Iterator[str]:
+    """Display paths matching one brace-free pattern (directories with a trailing '/')."""
+    prefix, rest = _split_literal(pattern)
+    if not _GLOB_CHARS & set(rest):
+        prefix, rest = os.path.join(prefix, rest), ""
+    base = ctx.resolve(os.path.join(start, prefix)) if prefix else start
+    if not rest:
+        if os.path.lexists(base):
+            yield ctx.display(base) + ("/" if base.is_dir() else "")
+        return
+    if not base.is_dir():
+        return
+    regex = re.compile(glob_to_regex(rest), re.DOTALL)
+    for rel, is_dir in walk(base):
+        if regex.fullmatch(rel):
+            yield ctx.display(base / rel) + ("/" if is_dir else "")
+
+
+__all__ = ["SKIP_DIRS", "compile_glob", "expand_braces", "glob", "grep", "walk"]

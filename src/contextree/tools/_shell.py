@@ -1,0 +1,183 @@
+"""The ``shell`` tool: run a bash command, capture its output, kill it all on timeout.
+
+The command runs as ``/bin/bash -c`` in its own session (process group), with stdout and
+stderr interleaved in one pipe and stdin closed. It is finished when bash has exited *and*
+the pipe has closed: a background job that keeps the pipe open (``server &``) counts as part
+of the command, and is killed with it at the timeout. Redirect a job's output
+(``server > log 2>&1 &``) to leave it running. Output keeps its end (tail truncation), where
+errors and summaries are.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Any
+
+from contextree.errors import ToolError
+from contextree.tools._context import ToolContext
+from contextree.tools._decorator import tool
+from contextree.tools._kinds import ToolKind
+from contextree.tools._result import ToolResult
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 3600.0
+MAX_CAPTURE = 32 * 2**20  # bytes kept in memory (first and last halves beyond this)
+KILL_GRACE = 2.0  # seconds to wait for the pipe to close after killing the group
+SHELL = "/bin/bash"
+
+
+class _Capture(threading.Thread):
+    """Reads a pipe to its end; beyond ``limit`` bytes it keeps the first and last halves."""
+
+    def __init__(self, stream: IO[bytes], limit: int = MAX_CAPTURE) -> None:
+        super().__init__(daemon=True, name="contextree-shell-capture")
+        self._fd = stream.fileno()
+        self._stream = stream
+        self._half = max(1, limit // 2)
+        self._head = bytearray()
+        self._tail = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                with self._lock:
+                    self._add(chunk)
+        except OSError:
+            pass
+        finally:
+            self._stream.close()
+
+    def _add(self, chunk: bytes) -> None:
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        self._tail += chunk
+        excess = len(self._tail) - self._half
+        if excess > self._half:  # trim in large steps, not on every chunk
+            del self._tail[:excess]
+            self._dropped += excess
+
+    def data(self) -> bytes:
+        """Everything read so far (with a marker where the middle was dropped)."""
+        with self._lock:
+            excess = max(0, len(self._tail) - self._half) if self._dropped else 0
+            dropped = self._dropped + excess
+            if not dropped:
+                return bytes(self._head + self._tail)
+            marker = f"\n[... {dropped} bytes of output dropped ...]\n".encode()
+            return bytes(self._head) + marker + bytes(self._tail[excess:])
+
+
+@dataclass
+class Completed:
+    """How a command ended: its output, exit code and whether it was killed at the timeout."""
+
+    output: bytes
+    exit_code: int
+    timed_out: bool
+    lingering: bool  # a process outside the group still held the output open
+
+
+def run_command(command: str, *, cwd: str, timeout: float) -> Completed:
+    """Run ``command`` with bash in ``cwd``; kill its whole process group after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    proc = subprocess.Popen(
+        [SHELL, "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    capture = _Capture(proc.stdout)
+    capture.start()
+    timed_out = False
+    try:
+        try:
+            proc.wait(timeout=timeout)
+            capture.join(max(0.0, deadline - time.monotonic()))
+            timed_out = capture.is_alive()
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    finally:
+        if timed_out or proc.poll() is None:
+            _kill_group(proc.pid)
+            proc.wait()
+    capture.join(KILL_GRACE)
+    code = proc.returncode
+    exit_code = 128 - code if code < 0 else code
+    return Completed(capture.data(), exit_code, timed_out, capture.is_alive())
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal_name(exit_code: int) -> str:
+    if exit_code <= 128:
+        return ""
+    try:
+        return f" (killed by {signal.Signals(exit_code - 128).name})"
+    except ValueError:
+        return ""
+
+
+@tool(truncates_itself=True, kind=ToolKind.SHELL)
+def shell(
+    command: str, timeout: float = DEFAULT_TIMEOUT, context: ToolContext | None = None
+) -> ToolResult:
+    """Run a bash command in the working directory and return its output (stdout and stderr together) and exit code. Long output keeps its last lines and the full text is saved to a file you can read. Commands time out; a background job must redirect its output (cmd > log 2>&1 &) or it is waited for.
+
+    Args:
+        command: The bash command line to run.
+        timeout: Seconds before the command and every process it started are killed.
+    """
+    ctx = context or ToolContext()
+    if not command.strip():
+        raise ToolError("command is empty; give a bash command line to run")
+    if not 0 < timeout <= MAX_TIMEOUT:
+        raise ToolError(f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds")
+    cwd = ctx.base
+    if not cwd.is_dir():
+        raise ToolError(f"the working directory {cwd} does not exist")
+    try:
+        done = run_command(command, cwd=str(cwd), timeout=timeout)
+    except OSError as e:
+        raise ToolError(f"cannot start {SHELL}: {e.strerror or e}") from None
+    return _result(command, timeout, done, ctx)
+
+
+def _result(command: str, timeout: float, done: Completed, ctx: ToolContext) -> ToolResult:
+    meta: dict[str, Any] = {"command": command, "exit_code": done.exit_code}
+    if done.output:
+        cut = ctx.truncate(done.output, direction="tail", label="shell")
+        body = cut.text.rstrip("\n")
+        if cut.truncated:
+            meta.update(cut.meta())
+    else:
+        body = "(no output)"
+    notes = []
+    if done.timed_out:
+        meta["timed_out"] = True
+        notes.append(
+            f"[timed out after {timeout:g} s; the command and every process it started were "
+            "killed. Raise timeout, or run long jobs in the background with their output "
+            "redirected: cmd > log 2>&1 &]"
+        )
+    if done.lingering:
+        notes.append("[a process that left the command's session still holds its output]")
+    notes.append(f"[exit code {done.exit_code}{_signal_name(done.exit_code)}]")
+    text = body + "\n\n" + "\n".join(notes)
+    return ToolResult(text, is_error=done.exit_code != 0 or done.timed_out, meta=meta)
