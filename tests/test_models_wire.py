@@ -748,8 +748,8 @@ def test_wire_anthropic_loads_without_wire_openai() -> None:
             package = types.ModuleType(name)
             package.__path__ = [path]
             sys.modules[name] = package
-        from contextree import Message
-        from contextree.models import from_anthropic, to_anthropic
+        from contextree._messages import Message
+        from contextree.models._wire_anthropic import from_anthropic, to_anthropic
         assert from_anthropic(*to_anthropic([Message.user("hi")])) == [Message.user("hi")]
         loaded = sorted(m for m in sys.modules if m.startswith("contextree.models."))
         assert "contextree.models._wire_openai" not in loaded, loaded
