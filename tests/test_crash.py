@@ -150,15 +150,51 @@ def test_corrupt_line_before_the_last_is_not_treated_as_torn(tmp_path: Path) -> 
     assert (info.value.code, info.value.line) == ("corrupt_line", 5)
 
 
-def test_valid_last_line_without_newline_is_not_lost(tmp_path: Path) -> None:
+def test_valid_last_line_without_newline_is_kept_and_the_next_append_ends_it(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "s.jsonl"
     ids = make_session(path)
     data = path.read_bytes()
     path.write_bytes(data[:-1])  # the last entry lost only its newline
-    with pytest.warns(ct.storage.TornLineWarning):
-        s = ct.Session.open(path)
-    with s:
-        # the unacknowledged write is moved aside, never half-kept; it is in the quarantine
-        assert [e.id for e in s.branch()] == ids[:2]
-        record = orjson.loads(Path(f"{path}.quarantine").read_bytes())
-        assert orjson.loads(record["text"])["id"] == ids[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ct.storage.TornLineWarning)  # nothing is torn
+        with ct.Session.open(path, readonly=True) as r:
+            assert [e.id for e in r.branch()] == ids and r.health().torn_line is None
+        assert path.read_bytes() == data[:-1]  # read-only: untouched
+        with ct.Session.open(path) as s:
+            assert [e.id for e in s.branch()] == ids
+            assert path.read_bytes() == data[:-1]  # opening writes nothing
+            new = s.append_message(ct.Message.user("next"))
+            assert path.read_bytes().startswith(data)  # the newline came first
+        with ct.Session.open(path) as s:
+            assert [e.id for e in s.branch()] == [*ids, new]
+    assert not Path(f"{path}.quarantine").exists()
+
+
+@pytest.mark.parametrize(("last", "code"), [
+    (b'{"type":"message","id":"zz","parent_id":null,"timestamp":"t"}', "invalid_entry"),
+    (b'{"type":"custom","id":"zz","parent_id":"ghost","timestamp":"t","custom_type":"c"}',
+     "missing_parent"),
+    (b'[1, 2]', "invalid_entry"),
+])
+@pytest.mark.parametrize("newline", [True, False])
+def test_complete_but_invalid_last_line_is_reported_as_what_it_is(
+    tmp_path: Path, last: bytes, code: str, newline: bool
+) -> None:
+    path = tmp_path / "s.jsonl"
+    make_session(path)
+    with open(path, "ab") as f:
+        f.write(last + (b"\n" if newline else b""))
+    before = path.read_bytes()
+    for readonly in (True, False):
+        with pytest.raises(ct.SessionError) as info:
+            ct.Session.open(path, readonly=readonly)
+        assert (info.value.code, info.value.line) == (code, 5)
+        assert "incomplete" not in str(info.value) and "torn" not in str(info.value)
+    assert path.read_bytes() == before  # nothing was quarantined as if torn
+    assert not Path(f"{path}.quarantine").exists()
+    report = ct.repair(path)
+    assert [n for n, _ in report.quarantined] == [5]
+    with ct.Session.open(path) as s:
+        assert len(s) == 3

@@ -31,6 +31,7 @@ class Case:
     line: int | None
     kept: list[str]  # entry ids that survive repair
     quarantined: int  # lines repair moves to the quarantine file
+    force: bool = False  # not a session at all: repair refuses it unless forced
 
 
 def with_line(at: int, bad: bytes) -> list[bytes]:
@@ -79,7 +80,8 @@ CASES: dict[str, Case] = {
     "first_line_not_a_header": Case(
         list(CHAIN), "invalid_session", 1, ["e1", "e2", "e3", "e4", "e5"], 0),
     "not_json_at_all": Case(
-        [b"hello, this is a text file", b"with two lines"], "invalid_session", 1, [], 2),
+        [b"hello, this is a text file", b"with two lines"], "invalid_session", 1, [], 2,
+        force=True),
 }
 
 
@@ -112,13 +114,19 @@ def test_repair_quarantines_bad_lines_and_the_file_opens(tmp_path: Path, name: s
     path = tmp_path / "s.jsonl"
     write(path, case.lines)
     original = path.read_bytes()
+    if case.force:  # not a session: refused (dry run or not) unless forced, and untouched
+        for dry_run in (True, False):
+            with pytest.raises(ct.InvalidHeader, match="force=True"):
+                ct.repair(path, dry_run=dry_run)
+        assert path.read_bytes() == original
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
 
-    dry = ct.repair(path, dry_run=True)
+    dry = ct.repair(path, dry_run=True, force=case.force)
     assert path.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]
     assert dry.changed and dry.backup is None
 
-    report = ct.repair(path)
+    report = ct.repair(path, force=case.force)
     assert [n for n, _ in report.quarantined] == [n for n, _ in dry.quarantined]
     assert report.backup is not None and Path(report.backup).read_bytes() == original
     records = [orjson.loads(x) for x in Path(f"{path}.quarantine").read_bytes().splitlines()]

@@ -53,7 +53,8 @@ OPS = st.lists(
         st.tuples(st.just("name"), st.one_of(st.none(), short_text)),
         st.tuples(st.just("move"), st.one_of(st.none(), pick), st.one_of(st.none(), short_text)),
         st.tuples(st.just("compact"), st.one_of(st.none(), pick), st.booleans(), st.booleans()),
-        st.tuples(st.just("custom"), st.dictionaries(short_text, st.integers(), max_size=2)),
+        st.tuples(st.just("custom"), st.dictionaries(  # integers in the 64-bit range
+            short_text, st.integers(-(2**63), 2**64 - 1), max_size=2)),
         st.tuples(st.just("custom_message"), short_text, st.booleans()),
     ),
     max_size=40,

@@ -2,22 +2,49 @@
 
 Every writer of a whole file (fork, repair, the flat session log, export, the write and edit
 tools, the overflow store) goes through :func:`atomic_write`: a temp file created exclusively
-beside the target, every byte written (short writes retried), the file and its directory
-synced, then renamed (or linked, to refuse an existing target) into place.
+beside the target (never through a symbolic link), every byte written (short writes
+retried), the file and its directory synced, then renamed (or linked, to refuse an existing
+target) into place.
+
+The writer holds an exclusive ``flock`` on its temp file from the moment it exists until it
+is renamed away, so :func:`remove_stale_temps` can tell the leftovers of a crashed writer
+(unlocked) from a write in progress (locked) without guessing from ages.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import os
+import re
 import secrets
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["TEMP_SUFFIX", "atomic_write", "fsync_dir", "temp_path", "write_all"]
+__all__ = [
+    "TEMP_SUFFIX",
+    "UnsafeFile",
+    "atomic_create",
+    "atomic_write",
+    "fsync_dir",
+    "open_private",
+    "remove_stale_temps",
+    "temp_path",
+    "write_all",
+]
 
 TEMP_SUFFIX = ".tmp"
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(
-    os, "O_NOFOLLOW", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_TEMP_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | _CLOEXEC | _NOFOLLOW
+_TEMP_NAME = re.compile(r"\..+\.[0-9a-f]{12}" + re.escape(TEMP_SUFFIX))
+
+
+class UnsafeFile(PermissionError):
+    """A file that is a symbolic link, has other names, or belongs to another user, where
+    only a private file of ours may be: writing through it could change another file."""
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
@@ -26,7 +53,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     while view:
         written = os.write(fd, view)
         if written <= 0:  # pragma: no cover - os.write raises instead on every known system
-            raise OSError("os.write wrote nothing")
+            raise OSError(errno.EIO, "os.write wrote nothing")
         view = view[written:]
 
 
@@ -45,6 +72,38 @@ def temp_path(target: Path) -> Path:
     return target.parent / f".{target.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
 
 
+def _open_temp(target: Path, mode: int) -> tuple[int, Path]:
+    """Create and lock a temp file beside ``target``; never through a link, never reused."""
+    while True:
+        tmp = temp_path(target)
+        try:
+            fd = os.open(tmp, _TEMP_FLAGS, mode)
+        except FileExistsError:  # pragma: no cover - 48 random bits
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:  # pragma: no cover - a fresh file is never locked
+            _discard(fd, tmp)
+            raise
+        return fd, tmp
+
+
+def _discard(fd: int, tmp: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    os.close(fd)
+
+
+def _fill(fd: int, data: bytes | bytearray | memoryview | Iterable[bytes], durable: bool) -> None:
+    if isinstance(data, bytes | bytearray | memoryview):
+        write_all(fd, data)
+    else:
+        for chunk in data:
+            write_all(fd, chunk)
+    if durable:
+        os.fsync(fd)
+
+
 def atomic_write(
     target: str | os.PathLike[str],
     data: bytes | Iterable[bytes],
@@ -58,32 +117,129 @@ def atomic_write(
     ``overwrite=False`` refuses an existing target (``FileExistsError``) without a window in
     which two writers could both succeed. ``durable`` syncs the file and the directory. On any
     error the temp file is removed, the target is as it was, and the ``OSError`` propagates.
+    The new file is locked (``flock``) by this call until it is in place, so a writer that
+    locks the target sees the new file only once it is complete.
     """
     target = Path(target)
-    tmp = temp_path(target)
-    fd = os.open(tmp, _OPEN_FLAGS, mode)
+    fd, tmp = _open_temp(target, mode)
     try:
-        try:
-            if isinstance(data, bytes | bytearray | memoryview):
-                write_all(fd, data)
-            else:
-                for chunk in data:
-                    write_all(fd, chunk)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        if overwrite:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)  # atomic, and never replaces an existing file
-            os.unlink(tmp)
-        if durable:
-            fsync_dir(target.parent)
+        _fill(fd, data, durable)
+        _commit(tmp, target, overwrite=overwrite, durable=durable)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _discard(fd, tmp)
         raise
+    os.close(fd)
     return target
+
+
+def atomic_create(
+    target: str | os.PathLike[str],
+    data: bytes,
+    *,
+    mode: int = 0o600,
+    durable: bool = True,
+) -> int:
+    """Create ``target`` holding ``data`` all at once (``FileExistsError`` if it exists) and
+    return a descriptor of it, open for reading and appending and holding an exclusive
+    ``flock``, taken before the file had its name: no other writer can lock it first."""
+    target = Path(target)
+    fd, tmp = _open_temp(target, mode)
+    try:
+        _fill(fd, data, durable)
+        _commit(tmp, target, overwrite=False, durable=durable)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+    except BaseException:
+        _discard(fd, tmp)
+        raise
+    return fd
+
+
+def _commit(tmp: Path, target: Path, *, overwrite: bool, durable: bool) -> None:
+    if overwrite:
+        os.replace(tmp, target)
+    else:
+        os.link(tmp, target)  # atomic, and never replaces an existing file
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    if durable:
+        fsync_dir(target.parent)
+
+
+def open_private(path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int:
+    """Open a sidecar file (created ``mode`` if missing) that must be ours alone.
+
+    The last component is never followed if it is a symbolic link, and a file with other
+    hard links or another owner is refused (``UnsafeFile``): in a directory others can write
+    to, either would let them point our writes at a file of theirs choosing.
+    """
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise UnsafeFile(errno.ELOOP, "it is a symbolic link; refusing to follow it "
+                             "(remove the link)", os.fspath(path)) from None
+        raise
+    info = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(info.st_mode):
+        problem = "it is not a regular file"
+    elif info.st_nlink != 1:
+        problem = "it has other hard links"
+    elif info.st_uid != os.geteuid():
+        problem = "it belongs to another user"
+    if problem is not None:
+        os.close(fd)
+        raise UnsafeFile(errno.EPERM, f"{problem}; refusing to write to it (remove it)",
+                         os.fspath(path))
+    return fd
+
+
+def remove_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files (``.NAME.RANDOM.tmp``) that crashed writers left in
+    ``directory``; return them.
+
+    Only regular files of ours that no writer holds locked are removed: a write in progress
+    keeps its temp file locked until it is renamed into place. Symbolic links, other users'
+    files and anything unreadable are left alone.
+    """
+    removed: list[Path] = []
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    except OSError:
+        return removed
+    try:
+        with os.scandir(dir_fd) as it:
+            names = [e.name for e in it if e.name.startswith(".")
+                     and e.name.endswith(TEMP_SUFFIX) and _TEMP_NAME.fullmatch(e.name)]
+        for name in names:
+            if _remove_if_stale(name, dir_fd):
+                removed.append(Path(directory) / name)
+    finally:
+        os.close(dir_fd)
+    return removed
+
+
+def _remove_if_stale(name: str, dir_fd: int) -> bool:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a writer holds it: a write in progress
+        # The name must still be this file (not renamed away and replaced meanwhile).
+        now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return False
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

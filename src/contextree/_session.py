@@ -54,7 +54,7 @@ from .errors import (
 )
 from .models._base import Model
 from .storage._backends import Target, create_storage, open_storage, resolve
-from .storage._base import HIDDEN_IN_TREE, Storage, StorageHealth
+from .storage._base import HIDDEN_IN_TREE, LabelBook, Storage, StorageHealth
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
 
@@ -372,10 +372,41 @@ class Session:
 
     def set_label(self, target_id: str, label: str | None, *,
                   expected_leaf: ExpectedLeaf = UNSET) -> str:
-        """Set (or with ``None`` clear) the label of an entry; returns the label entry's id."""
+        """Set (or with ``None`` clear) the label of an entry; returns the label entry's id.
+
+        A label names one entry: if another entry holds it, the label moves (a label entry
+        clearing it there is written first, in the same batch).
+        """
         self._require(target_id)
-        return self._append(LabelEntry, target_id=target_id, label=label,
-                            expected_leaf=expected_leaf)
+        others = [eid for eid in self._label_holders(label) if eid != target_id] if label else []
+        if not others:
+            return self._append(LabelEntry, target_id=target_id, label=label,
+                                expected_leaf=expected_leaf)
+        with self.batch():
+            expected = expected_leaf
+            for eid in others:
+                cleared = self._append(LabelEntry, target_id=eid, label=None,
+                                       expected_leaf=expected)
+                expected = cleared if not isinstance(expected, UnsetType) else UNSET
+            return self._append(LabelEntry, target_id=target_id, label=label,
+                                expected_leaf=expected)
+
+    def _label_holders(self, label: str) -> list[str]:
+        holders = getattr(self.storage, "label_holders", None)
+        if holders is not None:
+            return list(holders(label))
+        return _label_book(self.storage).holders(label)
+
+    def ambiguous_labels(self) -> dict[str, list[str]]:
+        """Labels that more than one entry holds: label -> entry ids, oldest first.
+
+        Only files written by older versions or other tools can have them (``set_label``
+        moves a label); ``labels()``, ``label_of()`` and the CLI use the last of the ids.
+        """
+        ambiguous = getattr(self.storage, "ambiguous_labels", None)
+        if ambiguous is not None:
+            return dict(ambiguous())
+        return _label_book(self.storage).ambiguous()
 
     def set_name(self, name: str | None, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Set the session's display name; ``None`` (or ``""``) clears it.
@@ -525,21 +556,27 @@ class Session:
         # A leaf move on the path would point outside the copy; they are not copied, and the
         # last copied entry is `at` itself or the label entries below.
         kept = {e.id for e in path}
-        labels = self.storage.labels()
-        on_path: dict[str, str | None] = {}
+        # The copy's labels are this session's labels of the copied entries: label entries
+        # below the path clear what the path's own label entries say otherwise.
+        book = LabelBook()
         for e in path:
             if isinstance(e, LabelEntry):
-                on_path[e.target_id] = e.label
+                book.apply(e.target_id, e.label)
+        wanted = {t: text for t, text in self.storage.labels().items() if t in kept}
+        changes: list[tuple[str, str | None]] = [
+            (t, None) for t in book.assigned() if t not in wanted]
+        for t, _ in changes:
+            book.apply(t, None)
+        changes += [(t, text) for t, text in wanted.items() if book.current.get(t) != text]
         extra: list[AnyEntry] = []
         parent = path[-1].id
-        for target, text in labels.items():
-            if target in kept and on_path.get(target) != text:
+        for target, text in changes:
+            label_id = new_id()
+            while label_id in kept:
                 label_id = new_id()
-                while label_id in kept:
-                    label_id = new_id()
-                extra.append(LabelEntry(label_id, parent, now(), target_id=target, label=text))
-                kept.add(label_id)
-                parent = label_id
+            extra.append(LabelEntry(label_id, parent, now(), target_id=target, label=text))
+            kept.add(label_id)
+            parent = label_id
         header = SessionHeader(
             id=new_session_id(),
             created_at=now(),
@@ -615,6 +652,15 @@ def new_session_id() -> str:
     import uuid
 
     return str(uuid.uuid4())
+
+
+def _label_book(storage: Storage) -> LabelBook:
+    """The labels of a storage that keeps no ``LabelBook`` of its own, from its entries."""
+    book = LabelBook()
+    for e in storage.find("label"):
+        if isinstance(e, LabelEntry):
+            book.apply(e.target_id, e.label)
+    return book
 
 
 _LEAF_CHECKING: dict[type[Any], bool] = {}

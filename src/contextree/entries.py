@@ -237,16 +237,29 @@ class LineError(ValueError):
 def decode_line(line: bytes | str) -> Line:
     """Decode one JSON line: the fast typed path, else a lenient path that keeps unknowns.
 
-    Raises ``LineError`` for invalid JSON or a known type with missing or wrong fields.
+    Raises ``LineError`` for invalid JSON, a known type with missing or wrong fields, or a
+    line beyond the limits of ``contextree._limits`` (nesting depth, integer range).
     """
+    from ._limits import TOO_DEEP, data_problem, line_problem
+
     try:
-        return LINE_DECODER.decode(line)
-    except msgspec.DecodeError:
-        pass
+        decoded: Line = LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        pass  # the lenient path below says what is wrong (orjson does not recurse in Python)
+    else:
+        problem = line_problem(decoded)
+        if problem is not None:
+            raise LineError(InvalidEntry, problem)
+        return decoded
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError as e:
+        if "depth limit" in str(e):
+            raise LineError(InvalidEntry, TOO_DEEP) from None
         raise LineError(CorruptLine, f"not valid JSON ({e})") from None
+    problem = data_problem(data)
+    if problem is not None:
+        raise LineError(InvalidEntry, problem)
     return from_dict(data)
 
 

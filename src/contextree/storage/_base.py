@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .._limits import line_problem
 from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
 from ..errors import (
     DuplicateId,
@@ -108,6 +109,62 @@ class Storage(Protocol):
     def close(self) -> None: ...
 
 
+class LabelBook:
+    """The labels in force, from a session's label entries in append order.
+
+    A label names one entry. ``Session.set_label`` moves a label by first clearing it on the
+    entry that holds it, so a file written this way never has two holders of one label.
+    Files from older versions or other tools may: there the entry that got the label last
+    keeps it (``current``), and ``ambiguous()`` lists every entry that holds it.
+    """
+
+    def __init__(self) -> None:
+        self.current: dict[str, str] = {}  # entry id -> label, one entry per label
+        self._label_of: dict[str, str] = {}  # entry id -> label, as its label entries say
+        self._holders: dict[str, dict[str, None]] = {}  # label -> entry ids, oldest first
+
+    def apply(self, target: str, label: str | None) -> None:
+        """A label entry: ``label`` on ``target`` (``None`` or ``""`` clears its label)."""
+        old = self._label_of.pop(target, None)
+        if old is not None:
+            holders = self._holders[old]
+            del holders[target]
+            if self.current.get(target) == old:
+                del self.current[target]
+                if holders:  # the holder before it still has the label
+                    self.current[next(reversed(holders))] = old
+            if not holders:
+                del self._holders[old]
+        if label:
+            self._label_of[target] = label
+            holders = self._holders.setdefault(label, {})
+            if holders:
+                self.current.pop(next(reversed(holders)), None)
+            holders[target] = None
+            self.current[target] = label
+
+    def copy(self) -> LabelBook:
+        """An independent copy (to restore after a rolled-back batch)."""
+        other = LabelBook()
+        other.current = dict(self.current)
+        other._label_of = dict(self._label_of)
+        other._holders = {label: dict(h) for label, h in self._holders.items()}
+        return other
+
+    def assigned(self) -> dict[str, str]:
+        """Every entry's label as its label entries say (an ambiguous label on several)."""
+        return dict(self._label_of)
+
+    def holders(self, label: str) -> list[str]:
+        """Every entry that holds ``label``, oldest first (more than one: ambiguous)."""
+        return list(self._holders.get(label, ()))
+
+    def ambiguous(self) -> dict[str, list[str]]:
+        """Labels held by more than one entry: label -> entry ids, oldest first (the last
+        is the one ``current`` keeps)."""
+        return {label: list(h) for label, h in self._holders.items() if len(h) > 1}
+
+
 class TreeIndex:
     """Entries by id with parent links, labels, name and leaf: the state every backend derives.
 
@@ -119,7 +176,8 @@ class TreeIndex:
         self.header = header
         self.location = location
         self.by_id: dict[str, AnyEntry] = {}
-        self.labels: dict[str, str] = {}
+        self.label_book = LabelBook()
+        self.labels: dict[str, str] = self.label_book.current
         self.name: str | None = None
         self.leaf_id: str | None = None
         self._children: dict[str | None, list[str]] | None = None
@@ -155,6 +213,10 @@ class TreeIndex:
                 f"leaf entry {eid!r} moves to {entry.target_id!r}, which does not exist",
                 path=self.location, line=line,
             )
+        problem = line_problem(entry)
+        if problem is not None:
+            raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
+                               path=self.location, line=line)
 
     def add(self, entry: AnyEntry) -> None:
         """Index an entry that ``check`` accepted (or that a trusted loader verified)."""
@@ -164,10 +226,7 @@ class TreeIndex:
         else:
             self.leaf_id = entry.id
             if isinstance(entry, LabelEntry):
-                if entry.label:
-                    self.labels[entry.target_id] = entry.label
-                else:
-                    self.labels.pop(entry.target_id, None)
+                self.label_book.apply(entry.target_id, entry.label)
             elif isinstance(entry, SessionInfoEntry) and entry.name is not None:
                 self.name = entry.name
         if self._children is not None:
@@ -279,6 +338,15 @@ class IndexedStorage:
 
     def labels(self) -> dict[str, str]:
         return dict(self._index.labels)
+
+    def label_holders(self, label: str) -> list[str]:
+        """Every entry that holds ``label``, oldest first (more than one only in files
+        from older versions or other tools; ``labels()`` keeps the last)."""
+        return self._index.label_book.holders(label)
+
+    def ambiguous_labels(self) -> dict[str, list[str]]:
+        """Labels more than one entry holds: label -> entry ids, oldest first."""
+        return self._index.label_book.ambiguous()
 
     def __len__(self) -> int:
         return len(self._index.by_id)

@@ -1,22 +1,35 @@
-"""``repair``: make a damaged session file loadable again, keeping everything that can be kept.
+"""``repair``: make a damaged session file loadable again, keeping every entry that is valid.
 
-Good lines are kept byte for byte; bad ones (not JSON, invalid entries, duplicate ids, entries
-whose parent is missing or part of a cycle, and everything below them) go to the quarantine
-file with the reason. A backup of the original file is written first.
+Good lines are kept byte for byte. Bad ones go to the quarantine file with the reason: lines
+that are not JSON, invalid entries, duplicate ids, a second header, entries whose parent is
+missing or part of a cycle (and everything below them), and leaf moves or labels whose
+target is gone. When a quarantined line still names its own id and parent (an invalid entry,
+a label whose target is missing), the entries below it are kept and linked to its parent
+instead, so one bad line in the middle of a conversation does not cost the rest of it; those
+lines are reported as ``fixed``. The repaired file always opens, and a second repair finds
+nothing to do.
+
+A backup of the original file (a unique ``<file>.bak-<time>-<random>``, written whole or not
+at all) is made first. A file that does not look like a session (text, binary: no line is a
+header or an entry) is refused unless ``force=True``. A dry run reads the file and changes
+nothing: it needs neither write access nor the writer's lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from .._files import atomic_write
 from ..entries import (
+    FORMAT_VERSION,
     AnyEntry,
     LabelEntry,
     LeafEntry,
@@ -24,119 +37,250 @@ from ..entries import (
     SessionHeader,
     decode_line,
     encode_line,
+    from_dict,
     new_id,
     now,
+    to_dict,
 )
-from ..errors import SessionNotFound
-from ._jsonl import _lock, lock_info_path, quarantine, quarantine_path
+from ..errors import InvalidHeader, StorageFailure
+from ._jsonl import _OPEN_LOCK, open_locked, open_regular, read_all
+from ._loading import BOM
+from ._sidecars import (
+    clear_lock_info,
+    describe_os_error,
+    quarantine,
+    quarantine_path,
+    write_lock_info,
+)
+
+__all__ = ["RepairReport", "repair"]
 
 
 @dataclass
 class RepairReport:
-    """What ``repair`` did: lines kept, lines quarantined (line number, reason), the backup."""
+    """What ``repair`` did (or, in a dry run, would do).
+
+    ``kept``: lines kept (the header included); ``quarantined``: (line number, reason) of
+    each line moved to the quarantine file (line 0: a header that had to be written);
+    ``fixed``: (line number, what changed) of lines kept with a change (a byte order mark
+    removed, an entry linked to the parent of a quarantined one); ``backup``: the copy of
+    the original file.
+    """
 
     path: str
     kept: int
     quarantined: list[tuple[int, str]] = field(default_factory=list)
     backup: str | None = None
     quarantine_file: str | None = None
+    fixed: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.quarantined)
+        return bool(self.quarantined or self.fixed)
 
 
-def repair(path: str | os.PathLike[str], *, dry_run: bool = False) -> RepairReport:
-    """Repair a session file in place (after a backup); ``dry_run`` only reports."""
+def repair(path: str | os.PathLike[str], *, dry_run: bool = False,
+           force: bool = False) -> RepairReport:
+    """Repair a session file in place (after a backup); ``dry_run`` only reports.
+
+    ``force`` rewrites a file that does not look like a session at all (its lines go to the
+    quarantine file, and an empty session takes its place). A repair takes the writer's
+    lock (``SessionLocked`` while someone writes to the session); a dry run reads only.
+    """
     target = Path(path)
-    if not target.is_file():
-        raise SessionNotFound("no session file here", path=str(target))
-    fd = os.open(target, os.O_RDWR)
-    locked = False
+    if dry_run:
+        fd = open_regular(target, os.O_RDONLY)
+        try:
+            raw = read_all(fd, target)
+        finally:
+            os.close(fd)
+        return _plan(raw, str(target), force=force).report
+    with _OPEN_LOCK:
+        fd, _, _ = open_locked(target, os.O_RDONLY, share=False,
+                               then="close it first, then repair")
+        try:
+            write_lock_info(target)
+            plan = _plan(read_all(fd, target), str(target), force=force)
+            if plan.report.changed:
+                _apply(target, fd, plan)
+            return plan.report
+        finally:
+            clear_lock_info(target)
+            os.close(fd)
+
+
+# -- applying a plan ---------------------------------------------------------------------------
+
+def _apply(target: Path, fd: int, plan: _Plan) -> None:
+    """Back up, then replace the file with the kept lines; the quarantine gets the others."""
+    info = os.fstat(fd)
+    mode = info.st_mode & 0o777
+    plan.report.backup = str(_backup(target, plan.raw, mode, info))
+    records = [{"reason": reason, "line": n, "repaired_at": now(),
+                "text": raw.decode("utf-8", errors="replace")} for n, reason, raw in plan.bad]
+
+    def body() -> Iterator[bytes]:
+        yield b"".join(line + b"\n" for line in plan.keep)
+        # Once the new file is written in full (so the disk had room) and before it
+        # replaces the old one, the quarantine gets the lines: a crash in between leaves
+        # them in both places, never in neither.
+        quarantine(target, records)
+
     try:
-        _lock(fd, target)
-        locked = True
-        with open(target, "rb") as f:
-            raw_lines = f.read().split(b"\n")
-        if raw_lines and raw_lines[-1] == b"":
-            raw_lines.pop()
-        keep, bad = _triage(raw_lines, str(target))
-        report = RepairReport(str(target), kept=len(keep), quarantined=[(n, r) for n, r, _ in bad])
-        if not bad or dry_run:
-            return report
+        # The new file is locked until it is in place: no writer gets in between.
+        atomic_write(target, body(), mode=mode)
+    except OSError as e:
+        if isinstance(e, StorageFailure):
+            raise
+        raise StorageFailure(f"could not write the repaired file ({describe_os_error(e)}); "
+                             f"the session file is unchanged (backup: {plan.report.backup})",
+                             path=str(target)) from e
+    plan.report.quarantine_file = str(quarantine_path(target))
+
+
+def _backup(target: Path, raw: bytes, mode: int, info: os.stat_result) -> Path:
+    """A complete copy of the original under a name no other backup has."""
+    while True:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        backup = Path(f"{target}.bak-{stamp}")
-        shutil.copy2(target, backup)
-        report.backup = str(backup)
-        records = [{"reason": reason, "line": n, "repaired_at": now(),
-                    "text": raw.decode("utf-8", errors="replace")} for n, reason, raw in bad]
-
-        def body() -> Iterator[bytes]:
-            yield b"".join(line + b"\n" for line in keep)
-            # Once the new file is written in full (so the disk had room) and before it
-            # replaces the old one, the quarantine gets the lines: a crash in between leaves
-            # them in both places, never in neither.
-            quarantine(target, records)
-
-        atomic_write(target, body())
-        report.quarantine_file = str(quarantine_path(target))
-        return report
-    finally:
-        if locked:  # repair leaves no lock info behind (and dry runs change nothing)
-            with contextlib.suppress(OSError):
-                lock_info_path(target).unlink()
-        os.close(fd)
+        backup = Path(f"{target}.bak-{stamp}-{secrets.token_hex(4)}")
+        try:
+            atomic_write(backup, raw, mode=mode, overwrite=False)
+        except FileExistsError:  # pragma: no cover - 32 random bits
+            continue
+        except OSError as e:
+            raise StorageFailure(f"could not write the backup {backup} "
+                                 f"({describe_os_error(e)}); nothing was changed",
+                                 path=str(target)) from e
+        with contextlib.suppress(OSError):
+            os.utime(backup, ns=(info.st_atime_ns, info.st_mtime_ns))
+        return backup
 
 
-def _triage(
-    raw_lines: list[bytes], location: str
-) -> tuple[list[bytes], list[tuple[int, str, bytes]]]:
-    """Split lines into those to keep (header first) and those to quarantine with a reason."""
+# -- planning -----------------------------------------------------------------------------------
+
+@dataclass
+class _Plan:
+    raw: bytes
+    keep: list[bytes]
+    bad: list[tuple[int, str, bytes]]
+    report: RepairReport
+
+
+@dataclass
+class _Node:
+    """A line that decoded as an entry."""
+
+    line: int
+    entry: AnyEntry
+    raw: bytes
+
+
+def _plan(raw: bytes, location: str, *, force: bool) -> _Plan:
+    lines = raw.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    fixed: list[tuple[int, str]] = []
+    if lines and lines[0].startswith(BOM):
+        lines[0] = lines[0][len(BOM):]
+        fixed.append((1, "a UTF-8 byte order mark was removed"))
+    keep, bad, relinked, decodable = _triage(lines, location)
+    if not decodable and any(x.strip() for x in lines) and not force:
+        raise InvalidHeader(
+            "this does not look like a session file: none of its lines is a session header "
+            "or an entry (is it a text or binary file?); nothing was changed. To replace it "
+            "with an empty session anyway (its lines go to the quarantine file, after a "
+            "backup), use force=True (`contextree repair --force`)", path=location, line=1)
+    fixed += relinked
+    fixed.sort()
+    report = RepairReport(location, kept=len(keep), fixed=fixed,
+                          quarantined=[(n, reason) for n, reason, _ in bad])
+    return _Plan(raw, keep, bad, report)
+
+
+def _triage(lines: list[bytes], location: str) -> tuple[
+        list[bytes], list[tuple[int, str, bytes]], list[tuple[int, str]], bool]:
+    """Split lines into those to keep (header first) and those to quarantine with a reason;
+    also say which kept lines were relinked and whether any line decoded at all."""
     bad: list[tuple[int, str, bytes]] = []
-    keep_header: bytes | None = None
-    entries: dict[str, tuple[int, AnyEntry, bytes]] = {}
-    for n, raw in enumerate(raw_lines, start=1):
+    header: bytes | None = None
+    decodable = False
+    nodes: dict[str, _Node] = {}
+    bypass: dict[str, str | None] = {}  # id -> parent of quarantined lines that name both
+    for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             item = decode_line(raw)
         except LineError as e:
             bad.append((n, str(e), raw))
+            ident = _ident(raw)
+            if ident is not None and ident[0] not in bypass:
+                bypass[ident[0]] = ident[1]
             continue
+        decodable = True
         if isinstance(item, SessionHeader):
-            if keep_header is None and n == 1:
-                keep_header = raw
+            if n == 1 and header is None:
+                if item.version > FORMAT_VERSION:
+                    raise InvalidHeader(f"the file is in session format version "
+                                        f"{item.version}, newer than this contextree "
+                                        f"understands ({FORMAT_VERSION}); upgrade contextree "
+                                        "(nothing was changed)", path=location, line=1)
+                header = raw
             else:
                 bad.append((n, "a second session header", raw))
             continue
-        if item.id in entries:
-            bad.append((n, f"duplicate id {item.id!r} (first used on line "
-                           f"{entries[item.id][0]})", raw))
+        if not item.id:
+            bad.append((n, "the entry id is empty", raw))
             continue
-        entries[item.id] = (n, item, raw)
-    if keep_header is None:
-        keep_header = encode_line(SessionHeader(id=str(new_id()), created_at=now())).rstrip(b"\n")
+        if item.id in nodes:
+            bad.append((n, f"duplicate id {item.id!r} (first used on line "
+                           f"{nodes[item.id].line})", raw))
+            continue
+        nodes[item.id] = _Node(n, item, raw)
+    for eid in nodes:
+        bypass.pop(eid, None)  # a good line with that id is the one children mean
+    if header is None:
+        header = encode_line(SessionHeader(id=str(new_id()), created_at=now())).rstrip(b"\n")
         bad.append((0, "no session header: a new one was written", b""))
-    ok = _reachable(entries)
-    keep = [keep_header]
-    for eid, (n, entry, raw) in entries.items():
-        reason = ok.get(eid)
-        if reason is None and isinstance(entry, LeafEntry | LabelEntry):
-            target = entry.target_id
-            if target is not None and ok.get(target, "missing") is not None:
-                reason = f"points at {target!r}, which is missing or quarantined"
-        if reason is None:
-            keep.append(raw)
-        else:
-            bad.append((n, reason, raw))
+    chain = _chains(nodes, bypass)
+    kept, target_reasons = _kept(nodes, chain)
+    keep = [header]
+    relinked: list[tuple[int, str]] = []
+    for eid, node in nodes.items():
+        if eid in kept:
+            parent = _kept_parent(node.entry.parent_id, nodes, bypass, kept)
+            if parent == node.entry.parent_id:
+                keep.append(node.raw)
+            else:
+                keep.append(_with_parent(node.entry, parent))
+                relinked.append((node.line, f"its parent {node.entry.parent_id!r} was "
+                                 f"quarantined: now a child of {parent!r}"))
+            continue
+        reason = chain[eid] or target_reasons.get(eid, "quarantined")
+        bad.append((node.line, reason, node.raw))
     bad.sort(key=lambda b: b[0])
-    return keep, bad
+    return keep, bad, relinked, decodable
 
 
-def _reachable(entries: dict[str, tuple[int, AnyEntry, bytes]]) -> dict[str, str | None]:
-    """For each entry: ``None`` if its parent chain reaches a root, else why not."""
+def _ident(raw: bytes) -> tuple[str, str | None] | None:
+    """The id and parent a bad line still names, if it is a JSON object that names both."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or data.get("type") == "session":
+        return None
+    eid, parent = data.get("id"), data.get("parent_id")
+    if isinstance(eid, str) and eid and (parent is None or isinstance(parent, str)):
+        return eid, parent
+    return None
+
+
+def _chains(nodes: dict[str, _Node], bypass: dict[str, str | None]) -> dict[str, str | None]:
+    """For each entry: ``None`` if its parent chain reaches a root (passing through
+    quarantined lines that name their parent), else why not."""
     verdict: dict[str, str | None] = {}
-    for start in entries:
+    for start in nodes:
         if start in verdict:
             continue
         chain: list[str] = []
@@ -152,12 +296,83 @@ def _reachable(entries: dict[str, tuple[int, AnyEntry, bytes]]) -> dict[str, str
             if current in on_chain:
                 reason = "parent links form a cycle"
                 break
-            if current not in entries:
-                reason = f"parent {current!r} does not exist"
-                break
             chain.append(current)
             on_chain.add(current)
-            current = entries[current][1].parent_id
-        for eid in chain:
+            node = nodes.get(current)
+            if node is not None:
+                current = node.entry.parent_id
+            elif current in bypass:
+                current = bypass[current]
+            else:
+                chain.pop()
+                reason = f"parent {current!r} does not exist"
+                break
+        for eid in chain:  # bypassed lines on the way too: the same fate below them
             verdict[eid] = reason
-    return verdict
+    return {eid: verdict[eid] for eid in nodes}
+
+
+def _kept(nodes: dict[str, _Node],
+          chain: dict[str, str | None]) -> tuple[set[str], dict[str, str]]:
+    """The entries to keep: a sound parent chain, and a target (a leaf move's or a label's),
+    if any, that is itself kept; a leaf move's target must come before it, as loading
+    requires. Also the reason for each entry left out on account of its target."""
+    state: dict[str, bool] = {}
+    reasons: dict[str, str] = {}
+    for start in nodes:
+        path: list[str] = []  # each depends on the next one's fate (it is its target)
+        on_path: set[str] = set()
+        eid, ok = start, False
+        while True:
+            if eid in state:
+                ok = state[eid]
+                break
+            if eid in on_path:
+                ok = False
+                for p in path:
+                    reasons[p] = "leaf moves or labels point at each other in a cycle"
+                break
+            node = nodes[eid]
+            target = _target(node.entry)
+            if chain[eid] is not None:
+                ok = state[eid] = False
+                break
+            if target is None:
+                ok = state[eid] = True
+                break
+            tnode = nodes.get(target)
+            if tnode is None or (isinstance(node.entry, LeafEntry) and tnode.line > node.line):
+                ok = state[eid] = False
+                reasons[eid] = (f"points at {target!r}, which is missing" if tnode is None else
+                                f"moves the leaf to {target!r}, which comes after it")
+                break
+            path.append(eid)
+            on_path.add(eid)
+            eid = target
+        for p in path:
+            state[p] = ok
+            if not ok:
+                reasons.setdefault(p, f"points at {_target(nodes[p].entry)!r}, which was "
+                                   "quarantined")
+    return {eid for eid, ok in state.items() if ok}, reasons
+
+
+def _target(entry: AnyEntry) -> str | None:
+    if isinstance(entry, LeafEntry | LabelEntry):
+        return entry.target_id
+    return None
+
+
+def _kept_parent(parent: str | None, nodes: dict[str, _Node], bypass: dict[str, str | None],
+                 kept: set[str]) -> str | None:
+    """The nearest kept ancestor, passing over quarantined lines (chains are acyclic here)."""
+    while parent is not None and parent not in kept:
+        node = nodes.get(parent)
+        parent = node.entry.parent_id if node is not None else bypass.get(parent)
+    return parent
+
+
+def _with_parent(entry: AnyEntry, parent: str | None) -> bytes:
+    data = to_dict(entry)
+    data["parent_id"] = parent
+    return encode_line(from_dict(data)).rstrip(b"\n")

@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from ..._limits import line_problem
 from ...entries import (
     LINE_DECODER,
     AnyEntry,
@@ -73,9 +74,10 @@ def decode_many(lines: list[str], location: str) -> list[AnyEntry]:
     """Decode lines in one msgspec call; lines of unknown types fall back one by one."""
     try:
         out: list[Any] = LINE_DECODER.decode_lines("\n".join(lines))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return [decode_entry(line, location) for line in lines]
-    if len(out) != len(lines) or any(isinstance(e, SessionHeader) for e in out):
+    if len(out) != len(lines) or any(isinstance(e, SessionHeader) or line_problem(e)
+                                     for e in out):
         return [decode_entry(line, location) for line in lines]
     return out
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..._limits import line_problem
 from ...entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
 from ...errors import (
     DuplicateId,
@@ -56,7 +57,7 @@ from ...errors import (
     SessionNotFound,
     StorageFailure,
 )
-from .._base import StorageHealth, TreeIndex, verify_links
+from .._base import LabelBook, StorageHealth, TreeIndex, verify_links
 from ._codec import (
     anchored,
     created_at,
@@ -105,7 +106,7 @@ class _Saved:
     cached: int
     order: int
     order_seq: int
-    labels: dict[str, str]
+    labels: LabelBook
     labels_seq: int
 # The path from an entry to the root, one index lookup per step; the depth bound stops a
 # cycle (impossible through this module, but the table could be edited by hand).
@@ -154,7 +155,7 @@ class PostgresStorage:
         self._cache: dict[str, AnyEntry] = {}
         self._order: list[str] = []  # ids of every entry with seq <= _order_seq, in order
         self._order_seq = 0
-        self._labels: dict[str, str] = {}
+        self._labels = LabelBook()
         self._labels_seq = 0
         self._tx: Connection | None = None  # the connection of the batch in progress
         self._after_commit: Callable[[Connection], None] | None = None  # for fault tests
@@ -369,6 +370,10 @@ class PostgresStorage:
         if not isinstance(eid, str) or not eid:
             raise InvalidEntry("entry id must be a non-empty string",
                                path=self._location)
+        problem = line_problem(entry)
+        if problem is not None:
+            raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
+                               path=self._location)
         with self._lock:
             stored, leaf, name, count = self._run(
                 lambda conn, retry: self._append_tx(conn, entry, expected_leaf, retry),
@@ -415,8 +420,16 @@ class PostgresStorage:
         if status == "ok":
             stored = entry if parent == entry.parent_id else with_parent(entry, parent)
             return stored, leaf, name, int(count)
-        if status == "done":  # the lost first attempt had committed
-            return decode_entry(stored_line, self._location), leaf, name, int(count)
+        if status == "done":  # an entry with this id is there: our lost commit, or not?
+            stored = decode_entry(stored_line, self._location)
+            mine = line_text(with_parent(entry, stored.parent_id)) if reparent else line
+            if stored_line != mine:
+                # Another writer stored a different entry under this id (the lost attempt
+                # did not commit): a duplicate id, which the caller can retry with a new id.
+                raise DuplicateId(f"entry id {entry.id!r} is already used in this session "
+                                  "by a different entry (found when retrying after a lost "
+                                  "connection); use a new id", path=self._location)
+            return stored, leaf, name, int(count)
         raise self._refusal(status, entry, leaf, parent, expected)
 
     def _refusal(self, status: str, entry: AnyEntry, leaf: str | None, parent: str | None,
@@ -554,13 +567,22 @@ class PostgresStorage:
             )
             for entry in self._remember_many([(r[1], r[2]) for r in rows]):
                 if isinstance(entry, LabelEntry):
-                    if entry.label:
-                        self._labels[entry.target_id] = entry.label
-                    else:
-                        self._labels.pop(entry.target_id, None)
+                    self._labels.apply(entry.target_id, entry.label)
             if rows:
                 self._labels_seq = int(rows[-1][0])
-            return dict(self._labels)
+            return dict(self._labels.current)
+
+    def label_holders(self, label: str) -> list[str]:
+        """Every entry that holds ``label``, oldest first (see ``LabelBook``)."""
+        with self._lock:
+            self.labels()
+            return self._labels.holders(label)
+
+    def ambiguous_labels(self) -> dict[str, list[str]]:
+        """Labels more than one entry holds: label -> entry ids, oldest first."""
+        with self._lock:
+            self.labels()
+            return self._labels.ambiguous()
 
     # -- internals ------------------------------------------------------------------------------
     def _refresh_row(self) -> None:
@@ -574,7 +596,7 @@ class PostgresStorage:
 
     def _save(self) -> _Saved:
         return _Saved(self._leaf, self._name, self._count, self._seen_leaf(), len(self._cache),
-                      len(self._order), self._order_seq, dict(self._labels), self._labels_seq)
+                      len(self._order), self._order_seq, self._labels.copy(), self._labels_seq)
 
     def _restore(self, saved: _Saved) -> None:
         """Forget what a rolled-back batch appended (and what reads inside it cached)."""

@@ -1,0 +1,126 @@
+"""The files beside a session file: ``<file>.quarantine``, ``<file>.lock``, the writer's lock.
+
+Sidecars are created 0600 beside the session, never through a symbolic link and never into a
+file with other links or another owner (``_files.open_private``); the lock info is replaced
+whole (``atomic_write``), so a link planted under its name is replaced, not followed. In a
+directory that others can write to, none of them can make a writer overwrite a file of their
+choosing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .._files import UnsafeFile, atomic_write, open_private, write_all
+from ..errors import SessionLocked, StorageFailure
+
+__all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path", "quarantine",
+           "quarantine_path", "quarantined_count", "write_lock_info"]
+
+
+def quarantine_path(path: str | os.PathLike[str]) -> Path:
+    """Where lines removed from a session are kept: ``<file>.quarantine``."""
+    return Path(f"{os.fspath(path)}.quarantine")
+
+
+def lock_info_path(path: str | os.PathLike[str]) -> Path:
+    """Who holds the writer's lock (pid, host, since when): ``<file>.lock``, for messages."""
+    return Path(f"{os.fspath(path)}.lock")
+
+
+def describe_os_error(e: OSError) -> str:
+    """An ``OSError`` in words, without the path (the caller's message names it)."""
+    if isinstance(e, UnsafeFile):
+        return f"{e.filename}: {e.strerror}"
+    if e.errno == errno.ENOSPC:
+        return "no space left on device"
+    if e.errno == errno.EDQUOT:
+        return "disk quota exceeded"
+    return e.strerror or str(e) or type(e).__name__
+
+
+def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]]) -> int:
+    """Append records (reason, line number, original text) to the quarantine file, durably.
+
+    All or nothing: if the disk fills up midway, the file is cut back to what it held, and
+    ``StorageFailure`` says so.
+    """
+    lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
+    if not lines:
+        return 0
+    target = quarantine_path(path)
+    try:
+        fd = open_private(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    except OSError as e:
+        raise StorageFailure(f"could not open the quarantine file {target} "
+                             f"({describe_os_error(e)}); nothing was changed",
+                             path=os.fspath(path)) from e
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            write_all(fd, "".join(lines).encode())
+            os.fsync(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise StorageFailure(f"could not write to the quarantine file {target} "
+                                 f"({describe_os_error(e)}); nothing was changed — free disk "
+                                 "space and retry", path=os.fspath(path)) from e
+    finally:
+        os.close(fd)
+    return len(lines)
+
+
+def quarantined_count(path: str | os.PathLike[str]) -> int:
+    """How many lines of this session were ever quarantined (lines of its quarantine file)."""
+    try:
+        fd = os.open(quarantine_path(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return 0
+    with open(fd, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def write_lock_info(path: str | os.PathLike[str]) -> None:
+    """Record who holds the writer's lock; best effort (it only improves messages)."""
+    info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                       "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    with contextlib.suppress(OSError):
+        atomic_write(lock_info_path(path), info.encode(), durable=False)
+
+
+def clear_lock_info(path: str | os.PathLike[str]) -> None:
+    """Remove the lock info (unlinking never follows a link)."""
+    with contextlib.suppress(OSError):
+        lock_info_path(path).unlink()
+
+
+def _holder(path: str | os.PathLike[str]) -> str:
+    try:
+        fd = os.open(lock_info_path(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as f:
+            info = json.loads(f.read(4096))
+        pid, host, since = info["pid"], info["host"], info["since"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+    if pid == os.getpid() and host == socket.gethostname():
+        return f"this process (pid {pid}, since {since}: another Session or repair here)"
+    return f"pid {pid} on {host} (since {since})"
+
+
+def lock(fd: int, path: str | os.PathLike[str], *, then: str) -> None:
+    """Take the writer's lock on ``fd`` or raise ``SessionLocked`` naming who holds it;
+    ``then`` ends the message (what the user can do)."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SessionLocked(f"the session is open for writing by {_holder(path)}; {then}",
+                            path=os.fspath(path)) from None
