@@ -111,16 +111,20 @@ def repair_command(
     file: FileArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be "
                                           "quarantined.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Also rewrite a file that does not "
+                                        "look like a session (as an empty session; its lines "
+                                        "go to the quarantine file).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Make a damaged session file loadable: bad lines (and entries that depend on them) go to
-    <file>.quarantine after a backup of the file is written."""
-    report = repair(file, dry_run=dry_run)
+    """Make a damaged session file loadable: bad lines go to <file>.quarantine after a backup
+    of the file is written; entries below a bad line are kept when it names its parent."""
+    report = repair(file, dry_run=dry_run, force=force)
     if as_json:
         emit_json({"path": report.path, "dry_run": dry_run, "changed": report.changed,
                    "kept": report.kept, "backup": report.backup,
                    "quarantine_file": report.quarantine_file,
-                   "quarantined": [{"line": n, "reason": r} for n, r in report.quarantined]})
+                   "quarantined": [{"line": n, "reason": r} for n, r in report.quarantined],
+                   "fixed": [{"line": n, "change": c} for n, c in report.fixed]})
         return
     out = Out()
     if not report.changed:
@@ -132,6 +136,10 @@ def repair_command(
         out.line(clip(f"  line {n}: {reason}", out.width))
     if len(report.quarantined) > MAX_LISTED:
         out.line(f"  … and {len(report.quarantined) - MAX_LISTED} more (--json lists all)")
+    for n, change in report.fixed[:MAX_LISTED]:
+        out.line(clip(f"  line {n} kept: {change}", out.width))
+    if len(report.fixed) > MAX_LISTED:
+        out.line(f"  … and {len(report.fixed) - MAX_LISTED} more kept with a change")
     if dry_run:
         out.line("dry run: nothing was changed")
     else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import time
 from collections.abc import Iterator
@@ -189,7 +190,8 @@ def _plan(raw: bytes, location: str, *, force: bool) -> _Plan:
             "this does not look like a session file: none of its lines is a session header "
             "or an entry (is it a text or binary file?); nothing was changed. To replace it "
             "with an empty session anyway (its lines go to the quarantine file, after a "
-            "backup), use force=True (`contextree repair --force`)", path=location, line=1)
+            "backup), repair it with force: `contextree repair --force FILE`, or "
+            "repair(path, force=True) in Python", path=location, line=1)
     fixed += relinked
     fixed.sort()
     report = RepairReport(location, kept=len(keep), fixed=fixed,
@@ -263,17 +265,48 @@ def _triage(lines: list[bytes], location: str) -> tuple[
 
 
 def _ident(raw: bytes) -> tuple[str, str | None] | None:
-    """The id and parent a bad line still names, if it is a JSON object that names both."""
+    """The id and parent a bad line still names, if it is a JSON object that names both
+    (however deeply its other fields nest)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return None
+        flat = _top_level(raw)
+        try:
+            data = orjson.loads(flat) if flat is not None else None
+        except orjson.JSONDecodeError:
+            return None
     if not isinstance(data, dict) or data.get("type") == "session":
         return None
     eid, parent = data.get("id"), data.get("parent_id")
     if isinstance(eid, str) and eid and (parent is None or isinstance(parent, str)):
         return eid, parent
     return None
+
+
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _top_level(raw: bytes) -> bytes | None:
+    """``raw`` with every value nested in the top-level object replaced by ``null``: a line
+    too deep for a JSON parser still shows its id and parent this way."""
+    out: list[bytes] = []
+    depth, pos, skipping = 0, 0, False
+    for token in _TOKEN.finditer(raw):
+        t = token.group()
+        if t in (b"[", b"{"):
+            depth += 1
+            if depth == 2 and not skipping:
+                out.append(raw[pos:token.start()])
+                skipping = True
+        elif t in (b"]", b"}"):
+            if depth == 2 and skipping:
+                out.append(b"null")
+                pos, skipping = token.end(), False
+            depth -= 1
+    if skipping:
+        return None
+    out.append(raw[pos:])
+    return b"".join(out)
 
 
 def _chains(nodes: dict[str, _Node], bypass: dict[str, str | None]) -> dict[str, str | None]:
