@@ -198,3 +198,41 @@ def test_complete_but_invalid_last_line_is_reported_as_what_it_is(
     assert [n for n, _ in report.quarantined] == [5]
     with ct.Session.open(path) as s:
         assert len(s) == 3
+
+
+# -- a repair killed midway ------------------------------------------------------------------
+
+REPAIRER = textwrap.dedent("""
+    import sys
+    import contextree as ct
+    print("ready", flush=True)
+    ct.repair(sys.argv[1])
+    print("done", flush=True)
+""")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sigkilled_repair_loses_nothing_and_leaves_no_partial_backup(
+        tmp_path: Path, seed: int) -> None:
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path, cwd="/") as s, s.batch():
+        ids = [s.append_message(ct.Message.user(f"{i}" + "x" * 300_000)) for i in range(20)]
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines.insert(5, lines[3])  # a duplicate: something for repair to quarantine
+    original = b"".join(lines)
+    path.write_bytes(original)
+    proc = subprocess.Popen([sys.executable, "-c", REPAIRER, str(path)], stdout=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    time.sleep(random.Random(seed).uniform(0.0, 0.15))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    now = path.read_bytes()
+    for backup in tmp_path.glob("s.jsonl.bak-*"):  # a backup is whole, or not there at all
+        assert backup.read_bytes() == original
+    if now != original:
+        with ct.Session.open(path, readonly=True) as r:  # replaced only by the whole repair
+            assert [e.id for e in r.entries()] == ids
+    ct.repair(path)  # finish (or redo) the job; it also clears the killed repair's temp file
+    with ct.Session.open(path) as s:
+        assert [e.id for e in s.entries()] == ids
+    assert list(tmp_path.glob(".*.tmp")) == []

@@ -31,7 +31,7 @@ from contextree.entries import (
     SessionInfoEntry,
     now,
 )
-from contextree.errors import SessionError
+from contextree.errors import DuplicateId, SessionError
 
 psycopg = pytest.importorskip("psycopg")
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
@@ -402,6 +402,36 @@ def test_connection_dropped_after_commit_is_not_applied_twice(
     assert rows == [("a", None), ("b", "a")] and count == 2 and leaf == "b"
     s.append(msg("c", "b"))
     assert [e.id for e in s.path(s.leaf_id)] == ["a", "b", "c"]
+
+
+def test_a_retry_that_finds_a_different_entry_under_its_id_is_a_duplicate(
+    url: str, storages: Callable[..., PostgresStorage]
+) -> None:
+    # The first attempt is lost before it commits, and another writer has stored a different
+    # entry under the same id: the retry must not take that entry for its own.
+    app = f"ctx-{uuid.uuid4().hex[:8]}"
+    s = storages(target=with_app_name(url, app), entries=[msg("a", None)])
+    assert s.leaf_id == "a"  # the pool now holds an idle connection
+    other = PostgresStorage.open(url, s.session_id)
+    try:
+        other.append(msg("b", "a", "theirs"))
+    finally:
+        other.close()
+    with psycopg.connect(url, autocommit=True) as c:
+        pids = [r[0] for r in c.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s", [app])]
+    for pid in pids:
+        terminate(url, pid)
+    with pytest.raises(DuplicateId, match="different entry"):
+        s.append(msg("b", "a", "mine"))
+    rows, count, _ = db_rows(url, s.session_id)
+    assert rows == [("a", None), ("b", "a")] and count == 2
+    entry = s.get("b")
+    assert isinstance(entry, MessageEntry) and entry.message.content == "theirs"
+    # Through a Session the duplicate is retried under a fresh id: nothing is lost.
+    session = Session(s)
+    new = session.append_message({"role": "user", "content": "mine"})
+    assert new != "b" and session.get_entry(new) is not None
 
 
 def test_connection_dropped_on_a_given_connection_is_reported(

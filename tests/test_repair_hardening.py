@@ -254,7 +254,7 @@ def test_a_dry_run_needs_neither_write_access_nor_the_lock(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
     write(path, [*CHAIN, msg("e2", "e1")])  # a duplicate to report
-    real_open, real_flock = os.open, fcntl.flock
+    real_open = os.open
 
     def read_only_open(p: Any, flags: int, *args: Any, **kw: Any) -> int:
         if os.fspath(p) == str(path) and flags & (os.O_WRONLY | os.O_RDWR):

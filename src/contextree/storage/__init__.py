@@ -19,8 +19,8 @@ from ._backends import (
     register_backend,
     resolve,
 )
-from ._base import Storage, StorageHealth, TreeIndex
-from ._jsonl import JsonlStorage, TornLineWarning
+from ._base import LabelBook, Storage, StorageHealth, TreeIndex
+from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
 from ._memory import MemoryStorage
 from ._repair import RepairReport, repair
 
@@ -42,6 +42,7 @@ __all__ = [
     "Address",
     "Backend",
     "JsonlStorage",
+    "LabelBook",
     "MemoryStorage",
     "RepairReport",
     "Storage",
@@ -49,6 +50,7 @@ __all__ = [
     "Target",
     "TornLineWarning",
     "TreeIndex",
+    "clean_temp_files",
     "create_storage",
     "open_storage",
     "register_backend",

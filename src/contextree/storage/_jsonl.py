@@ -52,9 +52,22 @@ from ._sidecars import (
     write_lock_info,
 )
 
-__all__ = ["CHUNK", "JsonlStorage", "TornLineWarning", "TornTail", "load", "lock_info_path",
-           "open_for_writing", "open_locked", "open_regular", "quarantine", "quarantine_path",
-           "quarantined_count"]
+__all__ = [
+    "CHUNK",
+    "JsonlStorage",
+    "TornLineWarning",
+    "TornTail",
+    "clean_temp_files",
+    "load",
+    "lock_info_path",
+    "open_for_writing",
+    "open_locked",
+    "open_regular",
+    "quarantine",
+    "quarantine_path",
+    "quarantined_count",
+    "sweep",
+]
 
 BATCH_BUFFER = 1 << 20  # bytes buffered in a batch before they are written
 REOPEN_TRIES = 5  # opens of a path that keeps being replaced before giving up
@@ -81,16 +94,40 @@ class _OpenFile:
 
 _OPEN: dict[tuple[int, int], _OpenFile] = {}  # (st_dev, st_ino) -> the file, while open
 _OPEN_LOCK = threading.RLock()
-_SWEPT: set[str] = set()  # directories whose stale temp files this process removed
+_SWEPT: dict[str, int] = {}  # directory -> its mtime when this process last swept it
 
 
-def _sweep(directory: Path) -> None:
-    """Remove temp files that crashed writers left in ``directory`` (once per process)."""
+def sweep(directory: Path, *, always: bool = False) -> None:
+    """Remove the temp files that crashed writers left in ``directory``, if it changed since
+    this process last looked (a crash leaves a temp file only by creating it, which changes
+    the directory); ``always``: look anyway."""
     key = os.path.abspath(directory)
-    if key in _SWEPT:
+    try:
+        mtime = os.stat(key).st_mtime_ns
+    except OSError:
         return
-    _SWEPT.add(key)
-    remove_stale_temps(directory)
+    if not always and _SWEPT.get(key) == mtime:
+        return
+    remove_stale_temps(key)
+    _seen(directory)
+
+
+def clean_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files that crashed writers (a killed fork, create or repair) left in
+    ``directory``; return them. Writes in progress keep theirs (they hold them locked), and
+    nothing but contextree's own temp names (``.NAME.RANDOM.tmp``) is touched. Writable
+    opens do this by themselves when the directory changed; ``gc`` can call it."""
+    removed = remove_stale_temps(directory)
+    _seen(Path(directory))
+    return removed
+
+
+def _seen(directory: Path) -> None:
+    """Note the directory as it is after a change of ours, so that only others' changes
+    (new temp files among them) make the next open look again."""
+    key = os.path.abspath(directory)
+    with contextlib.suppress(OSError):
+        _SWEPT[key] = os.stat(key).st_mtime_ns
 
 
 class JsonlStorage(IndexedStorage):
@@ -135,7 +172,7 @@ class JsonlStorage(IndexedStorage):
             data += encode_line(entry)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            _sweep(target.parent)
+            sweep(target.parent)
             fd = atomic_create(target, bytes(data), durable=durable)
         except FileExistsError:
             raise SessionExists("a file is already there; choose another path or open it",
@@ -149,6 +186,7 @@ class JsonlStorage(IndexedStorage):
             shared = _OpenFile(target, (info.st_dev, info.st_ino), fd, index, len(data))
             _OPEN[shared.key] = shared
             write_lock_info(target)
+            _seen(target.parent)
             return cls(target, index, shared=shared, size=len(data), durable=durable)
 
     @classmethod
@@ -402,13 +440,14 @@ def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
             end = torn.offset
         elif end and os.pread(fd, 1, end - 1) != b"\n":
             newline_due = True
-        _sweep(target.parent)
+        sweep(target.parent)
     except BaseException:
         os.close(fd)
         raise
     shared = _OpenFile(target, key, fd, index, end, newline_due=newline_due, torn=torn)
     _OPEN[key] = shared
     write_lock_info(target)
+    _seen(target.parent)
     return shared
 
 
@@ -416,6 +455,7 @@ def _release(shared: _OpenFile) -> None:
     if _OPEN.get(shared.key) is shared:
         del _OPEN[shared.key]
     clear_lock_info(shared.path)
+    _seen(shared.path.parent)
     with contextlib.suppress(OSError):
         os.close(shared.fd)
     shared.fd = -1

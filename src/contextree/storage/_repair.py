@@ -44,7 +44,7 @@ from ..entries import (
     to_dict,
 )
 from ..errors import InvalidHeader, StorageFailure
-from ._jsonl import _OPEN_LOCK, open_locked, open_regular, read_all
+from ._jsonl import _OPEN_LOCK, open_locked, open_regular, read_all, sweep
 from ._loading import BOM
 from ._sidecars import (
     clear_lock_info,
@@ -101,6 +101,7 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False,
                                then="close it first, then repair")
         try:
             write_lock_info(target)
+            sweep(target.parent, always=True)  # a killed repair's temp files go first
             plan = _plan(read_all(fd, target), str(target), force=force)
             if plan.report.changed:
                 _apply(target, fd, plan)

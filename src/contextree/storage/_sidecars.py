@@ -50,18 +50,24 @@ def describe_os_error(e: OSError) -> str:
 def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]]) -> int:
     """Append records (reason, line number, original text) to the quarantine file, durably.
 
-    All or nothing: if the disk fills up midway, the file is cut back to what it held, and
-    ``StorageFailure`` says so.
+    All or nothing: if the disk fills up midway, the file is cut back to what it held (or
+    removed, if this call created it), and ``StorageFailure`` says so.
     """
     lines = [json.dumps(r, ensure_ascii=False) + "\n" for r in records]
     if not lines:
         return 0
     target = quarantine_path(path)
+    unchanged = "the session file and its quarantine file are unchanged"
+    created = False
     try:
-        fd = open_private(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            fd = open_private(target, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:
+            fd = open_private(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+            created = True
     except OSError as e:
         raise StorageFailure(f"could not open the quarantine file {target} "
-                             f"({describe_os_error(e)}); nothing was changed",
+                             f"({describe_os_error(e)}); {unchanged}",
                              path=os.fspath(path)) from e
     try:
         start = os.fstat(fd).st_size
@@ -70,10 +76,13 @@ def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]
             os.fsync(fd)
         except OSError as e:
             with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
+                if created:
+                    os.unlink(target)
+                else:
+                    os.ftruncate(fd, start)
             raise StorageFailure(f"could not write to the quarantine file {target} "
-                                 f"({describe_os_error(e)}); nothing was changed — free disk "
-                                 "space and retry", path=os.fspath(path)) from e
+                                 f"({describe_os_error(e)}); {unchanged} — free disk space "
+                                 "and retry", path=os.fspath(path)) from e
     finally:
         os.close(fd)
     return len(lines)

@@ -37,6 +37,7 @@ import enum
 import itertools
 import secrets
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -254,6 +255,20 @@ class PostgresStorage:
             if not self._closed:
                 self._closed = True
                 self._db.close()
+
+    def __del__(self) -> None:
+        # A pool this object opened holds connections (sockets) and threads: collected
+        # unclosed, it is closed here, with a ResourceWarning as ``io`` gives.
+        if getattr(self, "_closed", True) or not getattr(getattr(self, "_db", None), "owned",
+                                                         False):
+            return
+        try:
+            warnings.warn(f"unclosed PostgreSQL session storage {self._location}: it was "
+                          "closed when collected; close it with close() or a with block",
+                          ResourceWarning, source=self, stacklevel=2)
+            self.close()
+        except Exception:
+            pass
 
     def delete(self) -> None:
         """Delete the session and all its entries from the database, then close."""
