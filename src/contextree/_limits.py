@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ._messages import Message, has_extras, to_builtins
+from ._messages import Message, to_builtins
 from .entries import (
     ActiveToolsChangeEntry,
     BranchSummaryEntry,
@@ -36,7 +36,7 @@ from .entries import (
     UnknownEntry,
 )
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "data_problem", "line_problem"]
+__all__ = ["MAX_DEPTH", "TOO_DEEP", "data_problem", "decoded_problem", "line_problem"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
@@ -47,11 +47,24 @@ _TOO_BIG = "it holds an integer outside the 64-bit range (which JSON readers can
 _MIN_INT = -(2**63)
 _MAX_INT = 2**64 - 1
 _SCALARS = (str, float, bool, type(None))
+_FLAT = frozenset(_SCALARS)
 
 
 def data_problem(value: Any, level: int = 0) -> str | None:
     """What breaks the limits in ``value``, plain JSON data inside ``level`` containers of
     its line; ``None`` if nothing does."""
+    kind = type(value)
+    if kind is dict or kind is list:  # the common case first: one flat object or array
+        if level >= MAX_DEPTH:
+            return TOO_DEEP
+        for item in value.values() if kind is dict else value:
+            sub = type(item)
+            if sub not in _FLAT and (sub is not int or item < _MIN_INT or item > _MAX_INT):
+                break
+        else:
+            return None
+    elif kind in _FLAT:
+        return None
     stack: list[tuple[Any, int]] = [(value, level)]
     while stack:
         obj, depth = stack.pop()
@@ -64,12 +77,12 @@ def data_problem(value: Any, level: int = 0) -> str | None:
                 if sub is int:
                     if item < _MIN_INT or item > _MAX_INT:
                         return _TOO_BIG
-                elif sub not in _SCALARS:
+                elif sub not in _FLAT:
                     stack.append((item, depth + 1))
         elif kind is int:
             if obj < _MIN_INT or obj > _MAX_INT:
                 return _TOO_BIG
-        elif kind not in _SCALARS:
+        elif kind not in _FLAT:
             plain = _plain(obj)
             if plain is None:
                 return TOO_DEEP
@@ -88,7 +101,7 @@ def _plain(obj: Any) -> Any:
             return int(obj)
         if isinstance(obj, dict):
             return dict(obj)
-        if isinstance(obj, list | tuple):
+        if isinstance(obj, list | tuple | set | frozenset):
             return list(obj)
         if isinstance(obj, msgspec.Struct):
             return to_builtins(obj)
@@ -100,37 +113,77 @@ def _plain(obj: Any) -> Any:
 
 def line_problem(line: Any) -> str | None:
     """What breaks the limits in a header or entry, or ``None``."""
+    if type(line) is MessageEntry:  # the common case first: a plain message
+        m = line.message
+        if (type(m.content) is str and not m.tool_calls and m.meta is None
+                and getattr(line, "_extra", None) is None
+                and getattr(m, "_extra", None) is None
+                and (m.usage is None or getattr(m.usage, "_extra", None) is None)):
+            return None
     check = _FIELDS.get(type(line))
-    if check is not None and not has_extras(line):
-        return check(line)
-    if isinstance(line, UnknownEntry):
-        return data_problem(line.data)
-    if not isinstance(line, msgspec.Struct):
+    if check is None:
+        if isinstance(line, UnknownEntry):
+            return data_problem(line.data)
+        if not isinstance(line, msgspec.Struct):
+            return None
+        plain = _plain(line)
+        return TOO_DEEP if plain is None else data_problem(plain)
+    extra = getattr(line, "_extra", None)  # unknown fields, kept to be written back
+    if extra and (p := data_problem(extra)):
+        return p
+    return check(line)
+
+
+def decoded_problem(entry: Any) -> str | None:
+    """``line_problem`` for what the typed line decoder returned: it admits no unknown
+    fields or content parts, so a message can only go wrong in its tool calls or meta."""
+    if type(entry) is MessageEntry:
+        m = entry.message
+        if m.meta is not None and (p := data_problem(m.meta, 2)):
+            return p
+        for call in m.tool_calls or ():
+            if call.arguments and (p := data_problem(call.arguments, 4)):
+                return p
         return None
-    plain = _plain(line)
-    return TOO_DEEP if plain is None else data_problem(plain)
+    return line_problem(entry)
+
+
+def _extras(obj: Any, level: int) -> str | None:
+    """The unknown fields of a struct ``level`` containers deep, if any."""
+    extra = getattr(obj, "_extra", None)
+    return data_problem(extra, level) if extra else None
 
 
 def _message(m: Message, level: int) -> str | None:
     """A message ``level`` containers deep in its line (its fields are one deeper)."""
-    if m.meta is not None and (p := data_problem(m.meta, level + 1)):
+    if (p := _extras(m, level)) or (m.meta is not None and (p := data_problem(m.meta,
+                                                                              level + 1))):
         return p
     content = m.content
     if type(content) is list:
         for part in content:
-            if not isinstance(part, msgspec.Struct) and (
-                    p := data_problem(getattr(part, "data", None), level + 2)):
+            if isinstance(part, msgspec.Struct):
+                p = _extras(part, level + 2)
+            else:  # an unknown part: its data is the part
+                p = data_problem(getattr(part, "data", None), level + 2)
+            if p:
                 return p
     for call in m.tool_calls or ():
-        if call.arguments and (p := data_problem(call.arguments, level + 3)):
+        if (p := _extras(call, level + 2)) or (
+                call.arguments and (p := data_problem(call.arguments, level + 3))):
             return p
+    if m.usage is not None and (p := _extras(m.usage, level + 1)):
+        return p
     return None
 
 
 def _field(name: str) -> Callable[[Any], str | None]:
     def check(line: Any) -> str | None:
         value = getattr(line, name)
-        return None if value is None else data_problem(value, 1)
+        if value is not None and (p := data_problem(value, 1)):
+            return p
+        usage = getattr(line, "usage", None)
+        return _extras(usage, 1) if usage is not None else None
     return check
 
 
@@ -140,7 +193,7 @@ def _compaction(line: CompactionEntry) -> str | None:
     for m in line.retained_tail or ():
         if p := _message(m, 2):
             return p
-    return None
+    return _extras(line.usage, 1) if line.usage is not None else None
 
 
 def _nothing(line: Any) -> None:

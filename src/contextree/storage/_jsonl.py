@@ -32,6 +32,7 @@ from .._files import atomic_create, remove_stale_temps, write_all
 from ..entries import AnyEntry, SessionHeader, encode_line
 from ..errors import (
     InvalidArgument,
+    InvalidEntry,
     ReadOnlySession,
     SessionError,
     SessionExists,
@@ -169,7 +170,7 @@ class JsonlStorage(IndexedStorage):
         for entry in entries:
             index.check(entry)
             index.add(entry)
-            data += encode_line(entry)
+            data += _encode(entry, target)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             sweep(target.parent)
@@ -234,11 +235,19 @@ class JsonlStorage(IndexedStorage):
         return shared
 
     def append(self, entry: AnyEntry) -> None:
-        shared = self._writable()
+        shared = self._shared
+        if shared is None or self._closed:
+            self._writable()  # raises what applies
+        assert shared is not None
         with shared.lock:
-            shared = self._writable()
-            shared.index.check(entry)
-            data = encode_line(entry)
+            if shared.deleted or shared.failed is not None:
+                self._writable()
+            index = shared.index
+            index.check(entry)
+            try:
+                data = encode_line(entry)
+            except (TypeError, ValueError, OverflowError, RecursionError) as e:
+                raise _unencodable(entry, shared.path, e) from None
             if self._batch_depth:
                 shared.buffer += data
                 if len(shared.buffer) >= BATCH_BUFFER:
@@ -249,8 +258,7 @@ class JsonlStorage(IndexedStorage):
                 _write(shared, data)
                 if self._durable:
                     self._guarded(shared, _sync)
-            shared.index.add(entry)
-            self._size = shared.size
+            index.add(entry)
 
     @staticmethod
     def _guarded(shared: _OpenFile, action: Callable[[_OpenFile], None]) -> None:
@@ -312,7 +320,11 @@ class JsonlStorage(IndexedStorage):
                 now = os.stat(shared.path)
             except FileNotFoundError:
                 now = None
-            if now is not None and (now.st_dev, now.st_ino) == shared.key:
+            if now is not None and (now.st_dev, now.st_ino) != shared.key:
+                raise StorageFailure("the path names another file now (it was replaced "
+                                     "after this session was opened); nothing was deleted",
+                                     path=str(self.file))
+            if now is not None:
                 for path in (shared.path, quarantine_path(shared.path)):
                     try:
                         path.unlink(missing_ok=True)
@@ -459,6 +471,20 @@ def _release(shared: _OpenFile) -> None:
     with contextlib.suppress(OSError):
         os.close(shared.fd)
     shared.fd = -1
+
+
+def _encode(entry: AnyEntry, path: Path) -> bytes:
+    """The entry's line; ``InvalidEntry`` (not a raw ``TypeError``) for data that has no
+    JSON form, such as an arbitrary object in custom data."""
+    try:
+        return encode_line(entry)
+    except (TypeError, ValueError, OverflowError, RecursionError) as e:
+        raise _unencodable(entry, path, e) from None
+
+
+def _unencodable(entry: AnyEntry, path: Path, e: Exception) -> InvalidEntry:
+    return InvalidEntry(f"entry {entry.id!r} cannot be stored: it holds data with no JSON "
+                        f"form ({e})", path=str(path))
 
 
 def _write(shared: _OpenFile, data: bytes) -> None:

@@ -23,13 +23,14 @@ from pathlib import Path
 
 import msgspec
 
-from .._limits import line_problem
+from .._limits import decoded_problem
 from ..entries import (
     FORMAT_VERSION,
     LINE_DECODER,
     AnyEntry,
     LeafEntry,
     LineError,
+    MessageEntry,
     SessionHeader,
     decode_line,
 )
@@ -206,7 +207,10 @@ def _load_block(
         ) or (
             isinstance(entry, LeafEntry) and entry.target_id is not None
             and entry.target_id not in by_id
-        ) or line_problem(entry) is not None:
+        ) or (  # beyond the JSON limits? (a plain message cannot be: skip the call)
+            (type(entry) is not MessageEntry or entry.message.tool_calls
+             or entry.message.meta is not None) and decoded_problem(entry) is not None
+        ):
             # Rare: redo the rest of the block line by line, so that errors (and parents
             # that come later in the file, checked at the end) carry their exact line.
             return _load_block_slowly(index, block, offset, lines, location, pending,

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ..._limits import line_problem
+from ..._limits import decoded_problem
 from ...entries import (
     LINE_DECODER,
     AnyEntry,
@@ -76,7 +76,7 @@ def decode_many(lines: list[str], location: str) -> list[AnyEntry]:
         out: list[Any] = LINE_DECODER.decode_lines("\n".join(lines))
     except (msgspec.DecodeError, RecursionError):
         return [decode_entry(line, location) for line in lines]
-    if len(out) != len(lines) or any(isinstance(e, SessionHeader) or line_problem(e)
+    if len(out) != len(lines) or any(isinstance(e, SessionHeader) or decoded_problem(e)
                                      for e in out):
         return [decode_entry(line, location) for line in lines]
     return out
