@@ -13,6 +13,7 @@ import textwrap
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -307,3 +308,33 @@ def test_killed_forks_leave_no_temp_files_after_the_next_open(tmp_path: Path) ->
             with ct.Session.open(fork, readonly=True) as f:
                 assert len(f) == 40
     print(f"temp files left by 5 killed fork loops: {leftovers}, after reopening: 0")
+
+
+def _child_opens(path: str, out: Any) -> None:
+    try:
+        ct.Session.open(path).close()
+        out.put("opened")
+    except ct.SessionLocked as e:
+        out.put(str(e))
+
+
+def test_a_forked_child_does_not_share_its_parents_writer(tmp_path: Path) -> None:
+    import multiprocessing
+
+    path = tmp_path / "s.jsonl"
+    make(path)
+    ctx = multiprocessing.get_context("fork")
+    with ct.Session.open(path):
+        out = ctx.Queue()
+        child = ctx.Process(target=_child_opens, args=(str(path), out))
+        child.start()
+        child.join(60)
+        said = out.get(timeout=10)
+    assert said != "opened" and f"pid {os.getpid()} on " in said
+
+
+def test_clean_temp_files_on_demand(tmp_path: Path) -> None:
+    stale = tmp_path / ".s.jsonl.00aa11bb22cc.tmp"
+    stale.write_bytes(b"x")
+    assert ct.storage.clean_temp_files(tmp_path) == [stale]
+    assert not stale.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +87,15 @@ def test_data_nested_too_deeply_is_refused_and_nothing_is_stored(
     s = Session(backend.reopen(s.storage))
     entry = s.get_entry(ok)
     assert isinstance(entry, CustomEntry) and entry.data == nested(199)
+
+
+def test_a_fork_carries_the_labels_in_force_and_no_ambiguity(
+        backend: Backend, tmp_path: Path) -> None:
+    storage = backend.make(entries=[msg("a", None), msg("b", "a")])
+    s = Session(storage)
+    first = s.set_label("a", "x")
+    s.set_label("b", "x")  # moved: a clear of a, then x on b
+    with s.fork(tmp_path / "leaf.jsonl") as f:
+        assert f.labels() == {"b": "x"} and f.ambiguous_labels() == {}
+    with s.fork(tmp_path / "early.jsonl", at=first) as f:  # the path still says x is on a
+        assert f.labels() == {"b": "x"} and f.ambiguous_labels() == {}

@@ -95,6 +95,22 @@ class _OpenFile:
 
 _OPEN: dict[tuple[int, int], _OpenFile] = {}  # (st_dev, st_ino) -> the file, while open
 _OPEN_LOCK = threading.RLock()
+def registry_lock() -> threading.RLock:
+    """The lock that guards which files this process has open for writing."""
+    return _OPEN_LOCK
+
+
+def _forget_after_fork() -> None:
+    # A child of os.fork() holds none of its parent's writers: its opens lock (and find the
+    # parent holding the lock) like any other process's.
+    global _OPEN_LOCK
+    _OPEN.clear()
+    _OPEN_LOCK = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
 _SWEPT: dict[str, int] = {}  # directory -> its mtime when this process last swept it
 
 

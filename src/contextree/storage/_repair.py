@@ -44,7 +44,7 @@ from ..entries import (
     to_dict,
 )
 from ..errors import InvalidHeader, StorageFailure
-from ._jsonl import _OPEN_LOCK, open_locked, open_regular, read_all, sweep
+from ._jsonl import open_locked, open_regular, read_all, registry_lock, sweep
 from ._loading import BOM
 from ._sidecars import (
     clear_lock_info,
@@ -96,7 +96,7 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False,
         finally:
             os.close(fd)
         return _plan(raw, str(target), force=force).report
-    with _OPEN_LOCK:
+    with registry_lock():
         fd, _, _ = open_locked(target, os.O_RDONLY, share=False,
                                then="close it first, then repair")
         try:

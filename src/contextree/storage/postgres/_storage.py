@@ -43,7 +43,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..._limits import line_problem
-from ...entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
+from ...entries import (
+    AnyEntry,
+    LabelEntry,
+    LeafEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    to_dict,
+)
 from ...errors import (
     DuplicateId,
     EntryNotFound,
@@ -437,8 +444,8 @@ class PostgresStorage:
             return stored, leaf, name, int(count)
         if status == "done":  # an entry with this id is there: our lost commit, or not?
             stored = decode_entry(stored_line, self._location)
-            mine = line_text(with_parent(entry, stored.parent_id)) if reparent else line
-            if stored_line != mine:
+            mine = with_parent(entry, stored.parent_id) if reparent else entry
+            if stored_line != line_text(mine) and to_dict(stored) != to_dict(mine):
                 # Another writer stored a different entry under this id (the lost attempt
                 # did not commit): a duplicate id, which the caller can retry with a new id.
                 raise DuplicateId(f"entry id {entry.id!r} is already used in this session "
