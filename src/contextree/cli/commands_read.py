@@ -270,15 +270,23 @@ def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
     ])
     out.line()
     names = ["messages", "user", "assistant", "tool", "system", "tokens", "input", "output",
-             "cache read", "cache write", "cost $", "compactions"]
+             "cache read", "cache write", "cost", "compactions"]
     table = [[n, _stat(s.branch, n), _stat(s.file, n)] for n in names]
     out.table(["", "current branch", "whole file"], table, right=(1, 2))
     models = sorted(set(s.file.by_model))
     if models:
         out.line()
-        out.table(["model", "input", "output", "cost $"],
+        out.table(["model", "input", "output", "cost"],
                   [[k, str(s.file.by_model[k].input), str(s.file.by_model[k].output),
-                    f"{s.file.by_model[k].cost:.4f}"] for k in models], right=(1, 2, 3))
+                    s.file.model_cost_text(k)] for k in models], right=(1, 2, 3))
+    if len(s.branches) > 1:
+        out.line()
+        out.table(["branch tip", "label", "messages", "cost"],
+                  [[("* " if b.current else "  ") + b.tip_id, b.label or "",
+                    str(b.message_count), b.cost_text] for b in s.branches], right=(2, 3))
+    if s.prices_hint:
+        out.line()
+        out.line(f"costs unknown: {s.prices_hint}")
 
 
 def _stat(u: UsageStats, name: str) -> str:
@@ -289,7 +297,7 @@ def _stat(u: UsageStats, name: str) -> str:
         "output": str(u.usage.output),
         "cache read": str(u.usage.cache_read),
         "cache write": str(u.usage.cache_write),
-        "cost $": f"{u.cost_total:.4f}",
+        "cost": u.cost_text,
         "compactions": str(u.compactions),
     }
     return values.get(name, str(u.by_role.get(name, 0)))

@@ -37,6 +37,7 @@ __all__ = [
     "ChatAssembler",
     "CompletedStream",
     "Delta",
+    "DeltaAssembler",
     "ReplyStream",
     "StreamingModel",
     "TextDelta",
@@ -44,6 +45,7 @@ __all__ = [
     "ToolCallReady",
     "astream_reply",
     "deltas_of",
+    "message_of_body",
     "stream_reply",
 ]
 
@@ -491,6 +493,49 @@ class AsyncReplyStream(_StreamBase):
     async def __aexit__(self, exc_type: type[BaseException] | None,
                         exc: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
+
+
+class DeltaAssembler:
+    """Assembles deltas themselves (a model that produces ``Delta`` objects, such as
+    ``ScriptedModel``): the reply is ``final``; a partial reply is the deltas so far."""
+
+    done = True
+
+    def __init__(self, final: Message) -> None:
+        self._final = final
+        self._text: list[str] = []
+        self._thinking: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._fed = 0
+
+    def started(self) -> bool:
+        return self._fed > 0
+
+    def feed(self, chunk: Any) -> Sequence[Delta]:
+        self._fed += 1
+        if isinstance(chunk, TextDelta):
+            self._text.append(chunk.text)
+        elif isinstance(chunk, ThinkingDelta):
+            self._thinking.append(chunk.text)
+        elif isinstance(chunk, ToolCallReady):
+            self._calls.append(chunk.call)
+        return (chunk,)
+
+    def body(self, *, partial: bool = False) -> Json:
+        if not partial:
+            return {"message": self._final}
+        text = "".join(self._text)
+        content: Any = text
+        if self._thinking:
+            content = [ThinkingPart(thinking="".join(self._thinking)), TextPart(text=text)]
+        return {"message": self._final.replace(content=content, tool_calls=self._calls or None,
+                                               stop_reason=None, usage=None)}
+
+
+def message_of_body(body: Json) -> Message:
+    """The finish function of a ``DeltaAssembler``."""
+    message: Message = body["message"]
+    return message
 
 
 def _not_mapped(e: BaseException, started: bool) -> None:

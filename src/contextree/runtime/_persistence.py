@@ -56,10 +56,9 @@ class SessionLog:
 
     def __call__(self, env: Env) -> Env:
         history = self.load()
-        new = list(env.messages)
         # A file rewritten by a compaction does not record which replies came after it, so
         # then none of the loaded usage anchors a token count.
-        env.load_history(history, fresh_from=fresh_start(history))
+        new = env.load_history(history, fresh_from=fresh_start(history))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # One-element holder: the rewrite after compaction replaces the file, so later
         # appends must go to a descriptor of the new file, not the unlinked old one.
@@ -70,9 +69,14 @@ class SessionLog:
             os.close(fds[0])
             fds[0] = self._open()
 
+        def append(m: Message) -> None:
+            self._append(fds[0], [m])
+
         try:
             self._append(fds[0], new)
-            env.on_add(lambda m: self._append(fds[0], [m]))
+            for m in new:
+                env.committed(m, None)
+            env.on_add(append)
             env.on_replace(rewrite)
             return self.app(env)
         finally:
@@ -123,23 +127,22 @@ class SessionTree:
                                              session_id=self.session_id,
                                              metadata=self.metadata, durable=self.durable)
         try:
-            new = list(env.messages)
             ctx = session.build_context()
-            env.load_history(ctx.messages, fresh_from=ctx.fresh_from)  # before: another view
+            new = env.load_history(ctx.messages, fresh_from=ctx.fresh_from)
             env.attach_session(session)
             for m in new:
-                session.append_message(m)
+                env.committed(m, session.append_message(m))
             model = [ctx.model]  # the model in force, updated as replies name theirs
 
-            def record(m: Message) -> None:
+            def record(m: Message) -> str | None:
                 if not _persisted(m):
-                    return
+                    return None
                 if m.role == "assistant" and m.model and m.provider and (
                     model[0] != (m.provider, m.model)
                 ):
                     session.append_model_change(m.provider, m.model)
                     model[0] = (m.provider, m.model)
-                session.append_message(m)
+                return session.append_message(m)
 
             env.on_add(record)
             return self.app(env)
