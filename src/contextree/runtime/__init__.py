@@ -9,19 +9,29 @@
              .use(DefaultToolPipeline, tools=ALL)
              .run(model))
     agent.start("Fix the failing test")
+
+    with agent.stream("Now explain the fix") as events:   # the same turn, watched
+        for event in events:
+            if event["event"] == Event.TEXT_DELTA:
+                print(event["text"], end="")
 """
 
+from ._budget import Budget
 from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
 from ._env import Env, Events, TurnResult
 from ._events import PAYLOADS, Event
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
+from ._run import AgentStream, AsyncAgentStream
 from ._tools import DefaultToolPipeline
 
 __all__ = [
     "PAYLOADS",
     "Agent",
+    "AgentStream",
+    "AsyncAgentStream",
+    "Budget",
     "DefaultCompactionPipeline",
     "DefaultToolPipeline",
     "DoomLoop",
