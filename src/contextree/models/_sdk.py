@@ -183,7 +183,7 @@ class SdkModel(Model, ABC):
                                     f"was cut off: {exc} (retrying may help)")
         if isinstance(exc, sdk_error):
             return map_sdk_error(self.provider, exc, self._sdk, self.base_url)
-        if type(exc).__module__.split(".")[0] in ("httpx", "httpcore"):
+        if type(exc).__module__.startswith(("httpx", "httpcore")):  # httpx2 too
             return ModelUnavailable(f"{self.provider}: the reply stream from {self.base_url} "
                                     f"was cut off: {type(exc).__name__}: {exc} "
                                     "(retrying may help)")
