@@ -3,7 +3,6 @@ and leaves nothing half-done."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 

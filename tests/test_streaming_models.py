@@ -23,9 +23,15 @@ from contextree.models import (
     stream_reply,
 )
 from fakes import SSE, Recorded
-from fakes.anthropic_server import AnthropicServer, message, redacted_thinking, text, thinking
+from fakes.anthropic_server import (
+    AnthropicServer,
+    message,
+    redacted_thinking,
+    text,
+    thinking,
+    tool_use,
+)
 from fakes.anthropic_server import error as anthropic_error
-from fakes.anthropic_server import tool_use
 from fakes.openai_server import OpenAIServer, completion, tool_call
 from fakes.openai_server import error as openai_error
 
@@ -200,7 +206,7 @@ def test_anthropic_stream_cut_off_midway_is_a_retryable_error(an: AnthropicServe
 
 def test_a_stream_that_ends_without_finishing_is_cut_off(oa: OpenAIServer) -> None:
     events = oa.to_stream(completion("Half"), Recorded("POST", "", {}, {})).events
-    oa.reply(SSE(events[:2] + [(None, "[DONE]")]))  # no finish_reason: not the whole reply
+    oa.reply(SSE([*events[:2], (None, "[DONE]")]))  # no finish_reason: not the whole reply
     with pytest.raises(ModelUnavailable, match="before the reply was complete"):
         list(openai_model(oa).stream(ASK))
 
