@@ -61,8 +61,8 @@ class Term:
                 self._pos = m.end()
                 return m.group(0)
             left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None and not select.select(
-                    [self.fd], [], [], 0)[0]:
+            if left <= 0 or (self.proc.poll() is not None and not select.select(
+                    [self.fd], [], [], 0)[0]):
                 raise AssertionError(f"never saw {pattern!r}; the screen:\n{self.seen}")
             self.read(min(left, 0.2))
 
