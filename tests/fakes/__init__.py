@@ -57,6 +57,7 @@ class SSE:
     release: threading.Event = field(default_factory=threading.Event)
     sent: threading.Event = field(default_factory=threading.Event)  # set when holding / done
     delay: float = 0.0  # seconds before each event
+    written: list[float] = field(default_factory=list)  # perf_counter() after each event
 
     def encode(self, index: int) -> bytes:
         name, data = self.events[index]
@@ -79,7 +80,7 @@ class FakeServer:
         self.requests: list[Recorded] = []
         self._replies: deque[Responder] = deque()
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _Server(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
@@ -207,6 +208,7 @@ class FakeServer:
                         data = sse.encode(i)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()
+                        sse.written.append(time.perf_counter())
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except OSError:  # the client went away (it closed the stream)
@@ -225,6 +227,16 @@ class FakeServer:
                 self.wfile.write(data)
 
         return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    """Quiet about clients that hang up (a closed stream, a test that is done)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 def keys_outside(d: Mapping[str, Any], allowed: set[str]) -> list[str]:
