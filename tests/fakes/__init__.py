@@ -57,7 +57,7 @@ class SSE:
     release: threading.Event = field(default_factory=threading.Event)
     sent: threading.Event = field(default_factory=threading.Event)  # set when holding / done
     delay: float = 0.0  # seconds before each event
-    written: list[float] = field(default_factory=list)  # perf_counter() after each event
+    written: list[float] = field(default_factory=list)  # perf_counter() as each event is sent
 
     def encode(self, index: int) -> bytes:
         name, data = self.events[index]
@@ -206,9 +206,9 @@ class FakeServer:
                         if sse.delay:
                             time.sleep(sse.delay)
                         data = sse.encode(i)
+                        sse.written.append(time.perf_counter())
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                         self.wfile.flush()
-                        sse.written.append(time.perf_counter())
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                 except OSError:  # the client went away (it closed the stream)

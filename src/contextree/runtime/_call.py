@@ -1,8 +1,8 @@
 """``ModelCall``: the innermost app. One model call, streamed, and interruptible.
 
-The call runs in a helper thread that only talks to the model (the SDK read may block on the
-network), while the turn's thread takes the deltas from a queue: it emits them as events and
-wakes at once when the turn is interrupted. Then the reply is kept as far as it arrived,
+The call runs in a helper thread that talks to the model (the SDK read may block on the
+network) and emits the deltas as events, while the turn's thread waits for the reply and wakes
+at once when the turn is interrupted. Then the reply is kept as far as it arrived,
 marked ``interrupted_reply``, and each of its tool calls gets an "interrupted" result, so the
 session stays valid and the next turn continues from it. The helper thread, if still blocked,
 is abandoned: it holds a connection, never the session.
@@ -109,37 +109,45 @@ class ModelCall:
 
     def _call(self, env: Env, messages: Sequence[Message], specs: Sequence[ToolSpec],
               options: dict[str, Any]) -> Message | None:
-        """The reply, with its deltas emitted; None when the turn was interrupted."""
-        items: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        """The reply, with its deltas emitted; None when the turn was interrupted.
+
+        The helper thread emits the deltas itself (one thread hop less to the reader) under
+        a lock the turn's thread takes to stop it, so no delta follows an interruption.
+        """
+        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
         opened: list[ReplyStream] = []
+        lock = threading.Lock()
+        stopped = [False]
 
         def pump() -> None:
             try:
                 stream = self._open(messages, specs, options)
                 opened.append(stream)
                 for delta in stream:
-                    items.put(delta)
-                items.put(_END)
+                    with lock:
+                        if stopped[0]:
+                            return
+                        _emit_delta(env, delta)
+                done.put(_END)
             except BaseException as e:  # handed to the turn's thread, raised there
-                items.put(_Failed(e))
+                done.put(_Failed(e))
 
-        forget = env.on_interrupt(lambda: items.put(_WAKE))
+        forget = env.on_interrupt(lambda: done.put(_WAKE))
         try:
             threading.Thread(target=pump, name="contextree-model-call", daemon=True).start()
-            while True:
-                item = items.get()
-                if item is _WAKE or env.cancelled:
+            item = done.get()
+            if item is _WAKE or env.cancelled:
+                with lock:
+                    stopped[0] = True
                     stream = opened[0] if opened else None
                     partial = stream.partial() if stream is not None else None
-                    if stream is not None:
-                        stream.close()
-                    interrupt_turn(env, partial)
-                    return None
-                if item is _END:
-                    return opened[0].message
-                if isinstance(item, _Failed):
-                    raise item.error
-                _emit_delta(env, item)
+                if stream is not None:
+                    stream.close()
+                interrupt_turn(env, partial)
+                return None
+            if isinstance(item, _Failed):
+                raise item.error
+            return opened[0].message
         finally:
             forget()
 
