@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import contextree as ct  # noqa: E402
-from contextree.models import OpenAIChat  # noqa: E402
-from contextree.models._stream import AnthropicAssembler, ChatAssembler  # noqa: E402
-from contextree.runtime import Event  # noqa: E402
-from fakes import SSE  # noqa: E402
-from fakes.openai_server import OpenAIServer  # noqa: E402
+import contextree as ct
+from contextree.models import OpenAIChat
+from contextree.models._stream import AnthropicAssembler, ChatAssembler
+from contextree.runtime import Event
+from fakes import SSE
+from fakes.openai_server import OpenAIServer
 
 
 def openai_chunks(n: int) -> list[Any]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -207,6 +209,9 @@ def test_close_mid_reply_saves_the_partial_reply_and_the_next_start_continues(
         msgs = s.build_context().messages
         assert s.health().quarantined_lines == 0
     assert [m.role for m in msgs] == ["user", "assistant"]
+    verify = subprocess.run([sys.executable, "-m", "contextree", "verify", str(path)],
+                            capture_output=True, text=True, timeout=60)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
     saved = msgs[1].text  # what had arrived: at least what was read, never more than sent
     assert msgs[1].kind is Kind.INTERRUPTED_REPLY
     assert saved.startswith(got) and "The weather in Paris is sunny.".startswith(saved)
