@@ -407,7 +407,8 @@ def test_import_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dest.write_text("x")
     one_line_error(run("import", "brute", DATA / "brute.jsonl", "-o", dest, code=1),
                    "already there")
-    from contextree.formats import FORMATS, Format, brute
+    from contextree.formats import FORMATS, Format
+    from contextree.formats import _brute as brute
 
     monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     one_line_error(run("export", "import-only", dest, code=2), "imported, not exported")

@@ -520,7 +520,8 @@ def test_registry() -> None:
 
 def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextree.formats import Format, brute
+    from contextree.formats import Format
+    from contextree.formats import _brute as brute
 
     monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     with pytest.raises(UnknownFormatError, match="imported, not exported"):
