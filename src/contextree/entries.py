@@ -3,7 +3,8 @@
 A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
 through ``parent_id``. The eleven entry types are those of the AgentCore.jl session tree; a
 line of a type this version does not know is kept as an ``UnknownEntry`` and written back
-unchanged.
+unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEntry``'s
+``type`` may be any string, so comparing ``e.type`` cannot narrow the union for a type checker.
 """
 
 from __future__ import annotations
