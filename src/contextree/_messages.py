@@ -81,6 +81,7 @@ class UnknownPart:
 
     @property
     def type(self) -> str:
+        """The part's ``type`` as read."""
         return str(self.data.get("type", ""))
 
     def __eq__(self, other: object) -> bool:
@@ -153,10 +154,12 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
     # -- constructors --------------------------------------------------------------------
     @classmethod
     def system(cls, content: str) -> Message:
+        """A system message (instructions for the model)."""
         return cls(role="system", content=content)
 
     @classmethod
     def user(cls, content: str | list[AnyPart]) -> Message:
+        """A message from the user: text, or parts (text and images)."""
         return cls(role="user", content=content)  # type: ignore[arg-type]
 
     @classmethod
@@ -170,6 +173,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         provider: str | None = None,
         stop_reason: str | None = None,
     ) -> Message:
+        """A model's reply: text or parts (thinking, text), tool calls, usage, provenance."""
         return cls(
             role="assistant",
             content=content,  # type: ignore[arg-type]
@@ -190,6 +194,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         is_error: bool = False,
         meta: dict[str, Any] | None = None,
     ) -> Message:
+        """The result of the tool call ``tool_call_id`` (``is_error`` when it failed)."""
         return cls(
             role="tool",
             content=content,  # type: ignore[arg-type]
@@ -212,6 +217,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
 
     @property
     def thinking(self) -> list[ThinkingPart]:
+        """The thinking parts of the content (empty for string content)."""
         c = self.content
         if not isinstance(c, list):
             return []
