@@ -112,7 +112,11 @@ def _existing_mode(path: str, name: str, dir_fd: int) -> int | None:
         return None
     if stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path} is a directory; give the path of a file inside it")
-    return stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else 0o666
+    if stat.S_ISLNK(st.st_mode):  # swapped in after resolve: replace the link, not its target
+        return 0o666
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{path} is not a regular file (a device, socket or pipe); refused")
+    return stat.S_IMODE(st.st_mode)
 
 
 def os_error(action: str, path: str, e: OSError) -> ToolError:
@@ -459,7 +463,12 @@ def edit(
     if len(starts) > 1 and not replace_all:
         raise ToolError(_ambiguous_message(path, text, starts))
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    replace_file(path, target, updated.encode("utf-8", "surrogateescape"), ctx)
+    try:
+        data = updated.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ToolError("new_string contains a lone surrogate character, which is not valid "
+                        "text; remove it or write the character it stands for") from None
+    replace_file(path, target, data, ctx)
     return _edit_result(ctx.display(target), text, updated, starts, new)
 
 

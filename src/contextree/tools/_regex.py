@@ -126,7 +126,7 @@ class _Re2Search:
             whole = None
             if "\\A" not in pattern and "\\Z" not in pattern:
                 whole = _re2.compile("(?m)" + pattern, options)
-        except _re2.error:
+        except (_re2.error, UnicodeEncodeError):
             return None  # a feature RE2 lacks (backreference, lookaround): use re
         return cls(line, whole)
 

@@ -11,7 +11,6 @@ under a time budget (``contextree.tools._regex``).
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from contextree.errors import ToolError
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
 from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error
+from contextree.tools._globmatch import GlobPattern
 from contextree.tools._kinds import ToolKind
 from contextree.tools._regex import LineSearch, compile_search, engine_name
 from contextree.tools._result import ToolResult
@@ -44,8 +44,6 @@ MAX_GREP_FILE_BYTES = 20 * 2**20
 MAX_GLOB_RESULTS = 1000
 _MAX_ALTERNATIVES = 256
 _GLOB_CHARS = frozenset("*?[{")
-_GLOB_ADVICE = ("write a [...] range low to high (e.g. [a-z]), and put [] around a literal "
-                "* ? [ or { to match it")
 
 
 # -- glob patterns ---------------------------------------------------------------------------
@@ -86,53 +84,10 @@ def _brace_parts(pattern: str, start: int) -> tuple[int, list[str]]:
     return -1, []
 
 
-def glob_to_regex(pattern: str) -> str:
-    """A regex for one brace-free glob over ``/``-separated relative paths.
-
-    ``*`` and ``?`` stay within a path segment, ``**`` spans directories, ``[...]`` is a
-    character set (``[!...]`` negated).
-    """
-    segments = pattern.split("/")
-    out: list[str] = []
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        if seg == "**":
-            out.append(".*" if last else "(?:.*/)?")
-            continue
-        out.append(_segment_regex(seg))
-        if not last:
-            out.append("/")
-    return "".join(out)
-
-
-def _segment_regex(seg: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(seg):
-        c = seg[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := seg.find("]", i + 2)) != -1:
-            body = seg[i + 1 : end]
-            neg = body[:1] in ("!", "^")
-            body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """One compiled regex matching any brace alternative of ``pattern`` (whole path)."""
-    alternatives = [glob_to_regex(p) for p in expand_braces(pattern)]
-    try:
-        return re.compile("(?:" + "|".join(alternatives) + ")", re.DOTALL)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise ToolError(f"invalid glob pattern {pattern!r}: {e}; {_GLOB_ADVICE}") from None
+def compile_glob(pattern: str) -> GlobPattern:
+    """A matcher for any brace alternative of ``pattern`` (whole relative paths); it never
+    backtracks, so no pattern can make it hang (``contextree.tools._globmatch``)."""
+    return GlobPattern(expand_braces(pattern))
 
 
 def _split_literal(pattern: str) -> tuple[str, str]:
@@ -255,7 +210,7 @@ _ENGINE_NOTES = {
 grep.description = f"{grep.description} {_ENGINE_NOTES[engine_name()]}"
 
 
-def _name_filter(glob: str | None) -> tuple[re.Pattern[str], bool] | None:
+def _name_filter(glob: str | None) -> tuple[GlobPattern, bool] | None:
     """The compiled glob and whether it applies to the whole relative path (has a '/')."""
     if not glob:
         return None
@@ -264,7 +219,7 @@ def _name_filter(glob: str | None) -> tuple[re.Pattern[str], bool] | None:
 
 def _grep_files(
     path: str, base: Path, st: os.stat_result, ctx: ToolContext,
-    name_filter: tuple[re.Pattern[str], bool] | None,
+    name_filter: tuple[GlobPattern, bool] | None,
 ) -> Iterator[tuple[Path, str]]:
     """Files to search under ``base`` (or ``base`` itself), with their display path."""
     if not stat.S_ISDIR(st.st_mode):
@@ -278,11 +233,11 @@ def _grep_files(
         yield lexical, shown
 
 
-def _wanted(rel: str, shown: str, regex: re.Pattern[str], whole: bool) -> bool:
+def _wanted(rel: str, shown: str, pattern: GlobPattern, whole: bool) -> bool:
     """Whether a file passes the glob: by name, or by path from the search base or root."""
     if not whole:
-        return regex.fullmatch(rel.rsplit("/", 1)[-1]) is not None
-    return regex.fullmatch(rel) is not None or regex.fullmatch(shown) is not None
+        return pattern.fullmatch(rel.rsplit("/", 1)[-1])
+    return pattern.fullmatch(rel) or pattern.fullmatch(shown)
 
 
 def _grep_file(file: Path, shown: str, search: LineSearch, room: int,
@@ -356,27 +311,20 @@ def _glob_one(path: str, start: Path, pattern: str, ctx: ToolContext) -> Iterato
     prefix, rest = _split_literal(pattern)
     if not _GLOB_CHARS & set(rest):
         prefix, rest = os.path.join(prefix, rest), ""
-    regex = _compile_one(pattern, rest) if rest else None
+    matcher = GlobPattern([rest]) if rest else None
     base = ctx.resolve(os.path.join(start, prefix)) if prefix else start
     st = _probe(base, ctx)
     if st is None:
         return
     is_dir = stat.S_ISDIR(st.st_mode)
-    if regex is None:
+    if matcher is None:
         yield ctx.display(base) + ("/" if is_dir else "")
         return
     if not is_dir:
         return
     for rel, rel_is_dir in _walk_from(path, base, ctx):
-        if regex.fullmatch(rel):
+        if matcher.fullmatch(rel):
             yield ctx.display(base / rel) + ("/" if rel_is_dir else "")
-
-
-def _compile_one(pattern: str, rest: str) -> re.Pattern[str]:
-    try:
-        return re.compile(glob_to_regex(rest), re.DOTALL)
-    except (re.error, RecursionError, OverflowError) as e:
-        raise ToolError(f"invalid glob pattern {pattern!r}: {e}; {_GLOB_ADVICE}") from None
 
 
 __all__ = ["SKIP_DIRS", "compile_glob", "expand_braces", "glob", "grep", "walk"]

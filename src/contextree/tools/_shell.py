@@ -125,6 +125,14 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _signal_name(exit_code: int) -> str:
     if exit_code <= 128:
         return ""
@@ -147,6 +155,12 @@ def shell(
     ctx = context or ToolContext()
     if not command.strip():
         raise ToolError("command is empty; give a bash command line to run")
+    if "\0" in command:
+        raise ToolError("command contains a NUL character, which no command line can hold; "
+                        "remove it (to produce one, write printf '\\0')")
+    if not _encodable(command):
+        raise ToolError("command contains a lone surrogate character, which is not valid "
+                        "text; remove it or write the character it stands for")
     if not 0 < timeout <= MAX_TIMEOUT:
         raise ToolError(f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds")
     cwd = ctx.base

@@ -27,6 +27,9 @@ def real(path: StrPath) -> Path:
     for _ in range(_RESOLVE_TRIES):
         try:
             return Path(os.path.realpath(os.path.expanduser(raw)))
+        except UnicodeEncodeError:
+            raise ToolError(f"invalid path {raw!r}: it contains a lone surrogate character, "
+                            "which no file name can hold; give the path as plain text") from None
         except ValueError as e:  # embedded NUL byte
             raise ToolError(f"invalid path {raw!r}: {e}") from None
         except OSError as e:  # a link changed while realpath read it: try again
