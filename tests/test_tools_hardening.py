@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from contextree import OverflowStore, StorageFailure
-from contextree.tools import ToolContext, Workspace, edit, glob, grep, read, shell, write
+from contextree.tools import ToolContext, Workspace, _regex, edit, glob, grep, read, shell, write
 from contextree.tools import _files as files_module
-from contextree.tools import _regex
 from contextree.tools._tool import Tool
 
 LONG_NAME = "x" * 300  # over the usual 255-byte limit of one name

@@ -65,7 +65,9 @@ def atomic_write(
     """
     target = Path(target)
     tmp = temp_path(target)
-    fd = os.open(tmp, _OPEN_FLAGS, mode, dir_fd=dir_fd)
+    pair: dict[str, int] = {} if dir_fd is None else {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
+    one: dict[str, int] = {} if dir_fd is None else {"dir_fd": dir_fd}
+    fd = os.open(tmp, _OPEN_FLAGS, mode, **one)
     try:
         try:
             if isinstance(data, bytes | bytearray | memoryview):
@@ -78,10 +80,10 @@ def atomic_write(
         finally:
             os.close(fd)
         if overwrite:
-            os.replace(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.replace(tmp, target, **pair)
         else:  # atomic, and never replaces an existing file
             os.link(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-            os.unlink(tmp, dir_fd=dir_fd)
+            os.unlink(tmp, **one)
         if durable:
             if dir_fd is None:
                 fsync_dir(target.parent)
@@ -89,7 +91,7 @@ def atomic_write(
                 os.fsync(dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp, dir_fd=dir_fd)
+            os.unlink(tmp, **one)
         except FileNotFoundError:
             pass
         raise

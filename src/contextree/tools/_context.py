@@ -15,6 +15,7 @@ from contextree.tools._beneath import (
     open_dir_beneath,
     relative_to_root,
 )
+from contextree.tools._environment import ShellEnvironment
 from contextree.tools._workspace import StrPath, Workspace, is_under, real
 
 __all__ = ["ToolContext"]
@@ -30,13 +31,16 @@ class ToolContext:
     directory) and are not confined. With one, ``cwd`` defaults to the workspace root, every
     open starts from the root's descriptor (``open``, ``open_dir``, ``open_parent``), and the
     outputs this session saved to the overflow store stay readable, so truncation hints work
-    (other sessions' saved outputs do not).
+    (other sessions' saved outputs do not). ``shell_env`` says which environment variables
+    the ``shell`` tool passes on (default ``ShellEnvironment()``: all but those that look
+    like secrets).
     """
 
     workspace: Workspace | None = None
     store: OverflowStore | None = None
     session_id: str | None = None
     cwd: StrPath | None = None
+    shell_env: ShellEnvironment | None = None
 
     @property
     def base(self) -> Path:
