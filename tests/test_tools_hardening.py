@@ -264,3 +264,20 @@ def test_read_opens_only_this_sessions_saved_outputs(tmp_path: Path) -> None:
     refused = read.run({"path": str(theirs)}, context=anon)
     assert refused.is_error and "another session" in refused.content
     assert read.run({"path": str(mine)}, context=anon).is_error
+
+
+ENGINE_TEXT = "alpha beta\r\ndef f(x):\n\n  return x\nBETA\nend a\nb\n"
+
+
+@pytest.mark.skipif(not _regex.re2_available(), reason="google-re2 is not installed")
+@pytest.mark.parametrize("pattern", [r"beta", r"^\s*return", r"x\)?:?$", r"a\s*b", r"^$", r"",
+                                     r"\bend\b", r"(?i)beta", r"a.b", r"\Aalpha", r"b\Z"])
+def test_re2_and_re_find_the_same_lines(pattern: str) -> None:
+    on_re2 = _regex.compile_search(pattern, False)
+    assert on_re2.engine == ("re" if "\\Z" in pattern else "re2")  # RE2 spells it \z
+    on_re = _regex._BudgetedSearch(pattern, 0, 10.0)
+    try:
+        assert on_re2.lines(ENGINE_TEXT, 100, "f") == on_re.lines(ENGINE_TEXT, 100, "f")
+        assert on_re2.lines(ENGINE_TEXT, 1, "f") == on_re.lines(ENGINE_TEXT, 1, "f")
+    finally:
+        on_re.close()

@@ -89,6 +89,8 @@ class ToolContext:
         """(root to open from, path relative to it), or None without a workspace."""
         if self.workspace is None:
             return None
+        if is_under(path, self.workspace.root):  # the usual case: no store lookup needed
+            return self.workspace.root, relative_to_root(path, self.workspace.root)
         root = self.workspace.root_for(path, write=write, extra_readable=self.readable_dirs())
         if root is None:
             raise ToolError(self.workspace._outside_message(str(path), self.base, path))

@@ -107,7 +107,13 @@ def _search_lines(search: Callable[[str], object], whole: Callable[[str], object
 
 
 class _Re2Search:
-    """RE2: linear-time matching in this process."""
+    """RE2: linear-time matching in this process.
+
+    The whole file is searched in one call per matching line (calls into RE2 cost more than
+    the matching): with ``never_nl`` no match can cross a newline, so each match lies in one
+    line, and the search goes on from the next line. Patterns anchored to the whole text
+    (``\\A``, ``\\Z``) are searched line by line instead.
+    """
 
     engine = "re2"
 
@@ -125,14 +131,33 @@ class _Re2Search:
             line = _re2.compile(pattern, options)
             whole = None
             if "\\A" not in pattern and "\\Z" not in pattern:
-                whole = _re2.compile("(?m)" + pattern, options)
+                options.never_nl = True
+                whole = _re2.compile(("(?m)" + pattern).encode("utf-8"), options)
         except (_re2.error, UnicodeEncodeError):
             return None  # a feature RE2 lacks (backreference, lookaround): use re
         return cls(line, whole)
 
     def lines(self, text: str, room: int, file: str) -> list[Hit]:
-        return _search_lines(self._line.search, self._whole.search if self._whole else None,
-                             text, room)
+        if self._whole is None:
+            return _search_lines(self._line.search, None, text, room)
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        data = text.encode("utf-8", "replace")
+        hits: list[Hit] = []
+        pos = counted = 0
+        number = 1
+        while len(hits) < room and pos <= len(data):
+            m = self._whole.search(data, pos)
+            if m is None:
+                break
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.start())
+            end = len(data) if end == -1 else end
+            number += data.count(b"\n", counted, start)
+            counted = start
+            hits.append((number, data[start:end].decode("utf-8", "replace")))
+            pos = end + 1
+        return hits
 
     def close(self) -> None:
         pass
