@@ -15,6 +15,7 @@ from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
 from ._env import Env, Events, TurnResult
 from ._events import PAYLOADS, Event
+from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
 from ._tools import DefaultToolPipeline
@@ -28,6 +29,8 @@ __all__ = [
     "Env",
     "Event",
     "Events",
+    "LogHealth",
+    "LogRepair",
     "MaxIterations",
     "ModelCall",
     "Retry",
@@ -37,4 +40,6 @@ __all__ = [
     "ToolResultLoop",
     "TurnResult",
     "agent",
+    "repair_log",
+    "verify_log",
 ]
