@@ -1,30 +1,37 @@
 """``contextree ls``: describe many session files without reading them whole.
 
-For each ``*.jsonl`` file only the header line and the last ``TAIL_BYTES`` are read: the
-header gives id and creation time, the tail gives the last activity and, from its average
-line length, an estimate of the number of entries (exact when the whole file fits in the
-tail). The name comes from the last ``session_info`` line, found by a byte search from the
-end of the memory-mapped file (nothing is parsed but that line).
+Each ``*.jsonl`` file is read in bounded memory (about a megabyte whatever its size): the
+header line gives id and creation time; the last ``TAIL_BYTES`` give the last activity; the
+number of entries is exact when the whole file fits in the tail, else estimated from the
+newlines in ``SAMPLES`` windows spread over the file. The name comes from the last
+``session_info`` line, found by a byte search from the end in ``CHUNK``-sized reads
+(nothing is parsed but that line).
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from ..entries import LineError, SessionHeader, decode_line
 from .output import human_size, short_id
+from .terminal import ELLIPSIS, fit, visible, width_of
 
 TAIL_BYTES = 64 * 1024
 HEADER_LIMIT = 1 << 20
 NAME_TAG = b'"session_info"'
 MAX_NAME_PROBES = 64
+CHUNK = 1 << 20  # bytes read at a time when searching back for the name
+LINE_LIMIT = 1 << 20  # the longest session_info line looked at
+SAMPLES = 64  # windows whose newlines estimate the entry count of a big file
+SAMPLE_BYTES = 16 * 1024
+NAME_WIDTH = 40  # columns of a name in the table (--json has it whole)
+PATH_WIDTH = 70  # columns of a path in the table (the end is kept)
 
 
 @dataclass
@@ -87,19 +94,14 @@ def describe(path: Path) -> Listing | None:
                 return None
             start = max(len(first), size - TAIL_BYTES)
             f.seek(start)
-            tail = f.read()
-            name = _name(tail) or (_name_by_search(f, start) if start > len(first) else None)
+            tail = f.read(TAIL_BYTES)
+            whole = start == len(first)
+            lines = _complete_lines(tail, whole)
+            count = len(lines) if whole else _estimate_lines(f, len(first), size, tail)
+            name = _last_name(f, len(first), size)
     except OSError:
         return None
-    whole = start == len(first)
-    lines = _complete_lines(tail, whole)
     last = _last_timestamp(lines) or header.created_at
-    body = size - len(first)
-    if whole:
-        count = len(lines)
-    else:
-        used = sum(len(line) + 1 for line in lines)
-        count = round(len(lines) * body / used) if used else 0
     return Listing(str(path), header.id, name, header.created_at, last, count, whole, size)
 
 
@@ -120,6 +122,28 @@ def _complete_lines(tail: bytes, whole: bool) -> list[bytes]:
     if parts and not tail.endswith(b"\n"):
         parts = parts[:-1] if not _parses(parts[-1]) else parts
     return [p for p in parts if p.strip()]
+
+
+def _estimate_lines(f: IO[bytes], body_start: int, size: int, tail: bytes) -> int:
+    """The lines after the header, from the newline density of windows spread evenly over
+    the body (the tail is one of them): unbiased whatever the mix of line lengths."""
+    body = size - body_start
+    span = max(body - len(tail), 0)
+    newlines = tail.count(b"\n")
+    sampled = len(tail)
+    step = span / SAMPLES
+    for i in range(SAMPLES):
+        offset = body_start + int(i * step)
+        length = min(SAMPLE_BYTES, body_start + span - offset)
+        if length <= 0:
+            continue
+        f.seek(offset)
+        window = f.read(length)
+        newlines += window.count(b"\n")
+        sampled += len(window)
+    if not sampled:
+        return 0
+    return max(round(newlines * body / sampled), tail.count(b"\n"))
 
 
 def _parses(raw: bytes) -> bool:
@@ -152,36 +176,51 @@ def _name_from_line(raw: bytes) -> str | None:
     return None
 
 
-def _name(tail: bytes) -> str | None:
-    """The name set by the last ``session_info`` line in ``tail``."""
-    return _last_name(tail, len(tail))
-
-
-def _name_by_search(f: Any, end: int) -> str | None:
-    """Search the rest of the file (before ``end``) from the back, without parsing it."""
-    if end <= 0:
-        return None
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return _last_name(mm, end)
-
-
-def _last_name(buf: bytes | mmap.mmap, end: int) -> str | None:
-    """The name of the last ``session_info`` line that starts before ``end`` in ``buf``."""
-    for _ in range(MAX_NAME_PROBES):
-        hit = buf.rfind(NAME_TAG, 0, end)
-        if hit < 0:
-            return None
-        lo = buf.rfind(b"\n", 0, hit) + 1
-        hi = buf.find(b"\n", hit)
-        name = _name_from_line(buf[lo : hi if hi >= 0 else len(buf)])
-        if name is not None:
-            return name
-        end = lo
+def _last_name(f: IO[bytes], start: int, end: int) -> str | None:
+    """The name set by the last ``session_info`` line between ``start`` and ``end``,
+    searched from the back one ``CHUNK`` at a time (memory stays bounded)."""
+    probes = 0
+    overlap = len(NAME_TAG) - 1
+    hi = end
+    while hi > start and probes < MAX_NAME_PROBES:
+        lo = max(start, hi - CHUNK)
+        f.seek(lo)
+        buf = f.read(min(hi + overlap, end) - lo)
+        stop = len(buf)
+        while probes < MAX_NAME_PROBES:
+            hit = buf.rfind(NAME_TAG, 0, stop)
+            if hit < 0:
+                break
+            probes += 1
+            line_start = buf.rfind(b"\n", 0, hit) + 1
+            if line_start == 0 and lo > start:
+                line_start = _line_start(f, lo, start) - lo
+            line = _line_at(f, lo + line_start)
+            name = _name_from_line(line)
+            if name is not None:
+                return name
+            stop = max(line_start - 1, 0) if line_start > 0 else hit
+        hi = lo
     return None
 
 
+def _line_start(f: IO[bytes], offset: int, floor: int) -> int:
+    """Where the line holding ``offset`` starts (looked for at most ``LINE_LIMIT`` back)."""
+    lo = max(floor, offset - LINE_LIMIT)
+    f.seek(lo)
+    before = f.read(offset - lo)
+    nl = before.rfind(b"\n")
+    return lo + nl + 1 if nl >= 0 else lo
+
+
+def _line_at(f: IO[bytes], offset: int) -> bytes:
+    f.seek(offset)
+    return f.readline(LINE_LIMIT)
+
+
 def rows(listings: list[Listing], root: Path) -> list[list[str]]:
-    """Table rows for ``ls``: path relative to ``root``, name, id, times, entries, size."""
+    """Table rows for ``ls``: path relative to ``root``, name, id, times, entries, size;
+    every cell one line of bounded width (``--json`` has the values whole)."""
     out = []
     for s in listings:
         try:
@@ -189,11 +228,26 @@ def rows(listings: list[Listing], root: Path) -> list[list[str]]:
         except ValueError:
             shown = s.path
         entries = str(s.entries) if s.entries_exact else f"≈{s.entries}"
-        out.append([shown, s.name or "", short_id(s.id), _when(s.created),
-                    _when(s.last_activity), entries, human_size(s.size)])
+        out.append([_keep_end(visible(shown), PATH_WIDTH), fit(visible(s.name or ""), NAME_WIDTH),
+                    short_id(s.id), _when(s.created), _when(s.last_activity), entries,
+                    human_size(s.size)])
     return out
+
+
+def _keep_end(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns, keeping its end (``…`` + the end of a path)."""
+    if width_of(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 0
+    for ch in reversed(text):
+        used += width_of(ch)
+        if used > width - 1:
+            break
+        kept.append(ch)
+    return ELLIPSIS + "".join(reversed(kept))
 
 
 def _when(stamp: str) -> str:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (UTC)."""
-    return stamp[:16].replace("T", " ") if len(stamp) >= 16 else stamp
+    return visible(stamp[:16].replace("T", " ") if len(stamp) >= 16 else stamp)
