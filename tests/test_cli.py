@@ -396,7 +396,7 @@ def test_import_and_export(tmp_path: Path) -> None:
     assert chat[-1]["role"] == "tool"  # the result came later: "interrupted" stands in
 
 
-def test_import_errors(tmp_path: Path) -> None:
+def test_import_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": \n')
     one_line_error(run("import", "brute", bad, code=1), f"{bad}:2:", "not valid JSON")
@@ -407,7 +407,11 @@ def test_import_errors(tmp_path: Path) -> None:
     dest.write_text("x")
     one_line_error(run("import", "brute", DATA / "brute.jsonl", "-o", dest, code=1),
                    "already there")
-    one_line_error(run("export", "codex", dest, code=2), "imported, not exported")
+    from contextree.formats import FORMATS, Format
+    from contextree.formats import _brute as brute
+
+    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
+    one_line_error(run("export", "import-only", dest, code=2), "imported, not exported")
 
 
 # -- conventions ---------------------------------------------------------------------------

@@ -349,28 +349,34 @@ def test_claude_code_sample(tmp_path: Path) -> None:
     assert first.usage is not None and first.usage.output == 152
     assert first.model == "claude-sonnet-4-5-20250929"
     assert not any(k in tree for k in ("a-0002", "a-0003", "a-0004"))
-    # Parallel tool results are chained, not siblings; the local_command line is skipped.
+    # Parallel tool results are chained, not siblings; the local_command line is kept as a
+    # custom entry in the chain.
     assert tree["u-0002"].parent_id == "a-0001"
     assert tree["u-0003"].parent_id == "u-0002"
     assert _message(tree["u-0003"]).name == "Grep"
-    assert "s-0001" not in tree and tree["a-0005"].parent_id == "u-0003"
+    local = tree["s-0001"]
+    assert isinstance(local, CustomEntry) and local.custom_type == "claude-code/system"
+    assert local.parent_id == "u-0003" and tree["a-0005"].parent_id == "s-0001"
     # The rewind made two branches from a-0005.
     assert {c for c, e in tree.items() if e.parent_id == "a-0005"} == {"u-0004", "u-0005"}
     # The sidechain is its own root.
     assert tree["sc-0001"].parent_id is None
-    # The compact boundary hangs under its logical parent and holds the summary.
+    # The compact boundary hangs under its logical parent and holds the summary message.
     comp = tree["b-0001"]
     assert isinstance(comp, CompactionEntry) and comp.parent_id == "a-0007"
-    assert comp.tokens_before == 48210 and "PUBLIC_PATHS" in comp.summary
+    assert comp.tokens_before == 48210 and comp.retained_tail is not None
+    assert "PUBLIC_PATHS" in comp.retained_tail[0].text
     assert "u-0006" not in tree and tree["u-0007"].parent_id == "b-0001"
     assert isinstance(tree[s.leaf_id or ""], SessionInfoEntry)
     texts = [m.text for m in s.build_context().messages]
     assert texts[1:] == ["Add a test for it.",
                          "Added tests/test_auth.py::test_login_not_redirected."]
-    assert s.build_context().messages[0].meta == {"kind": "compaction_summary",
-                                                   "entry_id": "b-0001",
-                                                   "tokens_before": 48210,
-                                                   "summary": comp.summary}
+    summary = s.build_context().messages[0]
+    assert summary.role == "user" and summary.kind == "compaction_summary"
+    # Records without a uuid are custom entries too; nothing is left out.
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    assert report["records"]["summary"] == 1
+    assert report["custom_entries"]["claude-code/file-history-snapshot"] == 1
 
 
 def test_codex_sample(tmp_path: Path) -> None:
@@ -398,13 +404,16 @@ def test_codex_sample(tmp_path: Path) -> None:
                   and "from the package" in e.message.text)
     redo = next(e for e in entries if isinstance(e, MessageEntry)
                 and "VERSION file instead" in e.message.text)
-    assert undone.parent_id == redo.parent_id
-    assert undone.id not in {e.id for e in s.branch()}
+    branch = {e.id for e in s.branch()}
+    assert undone.parent_id in branch and redo.id in branch and undone.id not in branch
     comp = next(e for e in entries if isinstance(e, CompactionEntry))
     assert comp.retained_tail is not None
-    assert [m.text for m in comp.retained_tail] == ["Add a --version flag to the CLI."]
+    # What Codex sends after it: the kept prompt, then the summary (as a user message).
+    summary = "Added a --version flag to src/cli.py that reads the VERSION file."
+    assert [m.text for m in comp.retained_tail] == ["Add a --version flag to the CLI.", summary]
+    assert comp.retained_tail[1].kind == "compaction_summary"
     ctx = [m.text for m in s.build_context().messages]
-    assert ctx[1:] == ["Add a --version flag to the CLI.", "Now add a test."]
+    assert ctx == ["Add a --version flag to the CLI.", summary, "Now add a test."]
 
 
 # -- Brute and the provider lists ----------------------------------------------------------
@@ -509,9 +518,14 @@ def test_registry() -> None:
         get_format("nope")
 
 
-def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path) -> None:
+def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.formats import Format
+    from contextree.formats import _brute as brute
+
+    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     with pytest.raises(UnknownFormatError, match="imported, not exported"):
-        export_session("codex", session, tmp_path / "x.jsonl")
+        export_session("import-only", session, tmp_path / "x.jsonl")
 
 
 def test_import_never_replaces_a_file(tmp_path: Path) -> None:

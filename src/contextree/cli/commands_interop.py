@@ -10,14 +10,17 @@ import typer
 from ..errors import SessionNotFound
 from ..formats import (
     FORMATS,
+    HOME_FORMATS,
     UnknownFormatError,
     detect_format,
     export_session,
+    find_tool_session,
     get_format,
     import_session,
+    list_tool_sessions,
 )
 from .app import command
-from .output import Out, UsageProblem, progress_bar
+from .output import Out, UsageProblem, clip, emit_json, progress_bar
 from .sessions import open_session, resolve_entry
 
 _FORMAT_HELP = "One of: " + ", ".join(FORMATS) + "."
@@ -27,16 +30,30 @@ _FORMAT_HELP = "One of: " + ", ".join(FORMATS) + "."
 def import_command(
     fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=_FORMAT_HELP + " Or auto.",
                                        show_default=False)],
-    source: Annotated[str, typer.Argument(metavar="SRC", help="The file to read (for the "
-                                          "contextree format: a file or a postgresql:// "
-                                          "URL with #SESSION_ID).", show_default=False)],
+    source: Annotated[str | None, typer.Argument(
+        metavar="SRC", help="The file to read (for the contextree format: a file or a "
+        "postgresql:// URL with #SESSION_ID; for claude-code and codex also a session id "
+        "or its prefix, looked up in the tool's home).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
                                                "file (default: <src>.contextree.jsonl) or a "
                                                "postgresql:// URL.")]
     = None,
+    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex: list the "
+                                            "sessions in the tool's home, with their first "
+                                            "prompt.")] = False,
+    home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
+                                             "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
+                                             "or ~/.codex).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="With --list: print JSON.")] = False,
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session file."""
     name = None if fmt == "auto" else get_format(fmt).name
+    if list_them:
+        _list_sessions(name or fmt, home, as_json)
+        return
+    if source is None:
+        raise UsageProblem("say which file to import (or --list the sessions of claude-code "
+                           "or codex)")
     if name is not None and get_format(name).copy:
         if output is None:
             raise UsageProblem("say where the copy goes with -o FILE or -o postgresql://...")
@@ -45,14 +62,32 @@ def import_command(
         Out().line(f"copied {source} -> {where}: {count} entries, leaf {leaf}")
         return
     src = Path(source)
+    default_dir = src.parent
+    if not src.is_file() and name in HOME_FORMATS:
+        src = find_tool_session(name, source, home)  # by id or prefix, in the tool's home
+        default_dir = Path.cwd()
     if not src.is_file():
         raise SessionNotFound("no such file to import", path=str(src))
     name = name or detect_format(src)
-    target = output or src.with_name(src.name.removesuffix(src.suffix) + ".contextree.jsonl")
+    target = output or default_dir / (src.name.removesuffix(src.suffix) + ".contextree.jsonl")
     with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \
             import_session(name, src, target, progress=bar) as session:
         count, leaf = len(session), session.leaf_id
     Out().line(f"imported {src} ({name}) -> {target}: {count} entries, leaf {leaf}")
+
+
+def _list_sessions(fmt: str, home: str | None, as_json: bool) -> None:
+    found = list_tool_sessions(fmt, home)
+    if as_json:
+        emit_json([f.to_dict() for f in found])
+        return
+    out = Out()
+    if not found:
+        out.line(f"no {fmt} sessions found")
+        return
+    rows = [[f.id, f.to_dict()["modified"], f.cwd or "", clip(f.first_prompt or "", 60)]
+            for f in found]
+    out.table(["id", "modified", "cwd", "first prompt"], rows)
 
 
 @command("export")
