@@ -20,7 +20,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, TypeVar
 
-import click
 import typer
 from typer.core import TyperCommand
 
@@ -39,10 +38,10 @@ class Command(TyperCommand):
     """A command whose usage line reads ``contextree tree [OPTIONS] FILE``: arguments
     bare when required, in brackets when optional (Typer would print ``{FILE}``)."""
 
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
-            if isinstance(param, click.Argument):
+            if param.param_type_name == "argument":
                 name = param.metavar or (param.name or "").upper()
                 pieces.append(name if param.required else f"[{name}]")
         return pieces

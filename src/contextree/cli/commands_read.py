@@ -271,7 +271,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     out = Out()
     if not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
-                 "its own first, e.g. runtime.SystemPrompt)", "dim")
+                 "its own before these messages)", "dim")
     for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
     out.line()
