@@ -153,14 +153,19 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+# A writer's temp file (``_files.temp_path``: ``DIR/.NAME.RANDOM.tmp``): the user never named
+# it, so a message about it names the directory instead.
+_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]{6,}" + re.escape(TEMP_SUFFIX) + "$")
+_TEMP_PATH = re.compile(r"(?:(?P<dir>[^\s:'\"]*)/)?\.[^/\s:'\"]+\.[0-9a-f]{6,}"
+                        + re.escape(TEMP_SUFFIX) + r"\b")
+
+
 def cli_words(message: str) -> str:
-    """``message`` with the library's Python advice replaced by the matching command."""
+    """``message`` with the library's Python advice replaced by the matching command, and
+    a temp file named by the directory it was being written in."""
     for pattern, replacement in _CLI_WORDS:
         message = pattern.sub(replacement, message)
-    return message
-
-
-_TEMP_NAME = re.compile(r"^\..+\.[0-9a-f]+" + re.escape(TEMP_SUFFIX) + "$")
+    return _TEMP_PATH.sub(lambda m: m.group("dir") or ".", message)
 
 
 def os_error(e: OSError) -> str:

@@ -147,6 +147,9 @@ def _counts(result: CompactionResult) -> str:
     parts = [f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped from the view "
              f"({summarized} summarized)",
              f"{cleared} tool result{'' if cleared == 1 else 's'} cleared in what is kept"]
-    if not cleared and "tool_results" in result.applied and dropped:
-        parts[-1] += " (the results tool_results cleared were in entries a later stage dropped)"
+    applied = result.applied
+    if "tool_results" in applied and dropped and len(applied) > 1:
+        later = ", ".join(applied[applied.index("tool_results") + 1:])
+        parts[-1] += (f" (results tool_results cleared in entries {later} then dropped "
+                      "count as dropped)")
     return ", ".join(parts)

@@ -1,11 +1,17 @@
 """``contextree ls``: describe many session files without reading them whole.
 
-Each ``*.jsonl`` file is read in bounded memory (about a megabyte whatever its size): the
-header line gives id and creation time; the last ``TAIL_BYTES`` give the last activity; the
-number of entries is exact when the whole file fits in the tail, else estimated from the
-newlines in ``SAMPLES`` windows spread over the file. The name comes from the last
-``session_info`` line, found by a byte search from the end in ``CHUNK``-sized reads
-(nothing is parsed but that line).
+Each ``*.jsonl`` file is read in bounded memory, a megabyte at a time, and at most about
+``SCAN_BYTES`` plus ``SAMPLES * SAMPLE_BYTES`` of it whatever its size:
+
+- the header line gives the id and the creation time;
+- the last ``SCAN_BYTES`` are read from the end: they give the last activity, the name (the
+  last ``session_info`` line, found by a byte search; nothing else is parsed) and the exact
+  number of lines they hold;
+- before that, the lines are estimated from the newlines in ``SAMPLES`` windows spread
+  evenly over the rest (marked ``≈``). A name set there is not searched for: the listing says
+  so (``name_exact``), and ``contextree stats FILE`` shows it.
+
+A file small enough to be read whole gets exact figures.
 """
 
 from __future__ import annotations
@@ -22,21 +28,26 @@ from ..entries import LineError, SessionHeader, decode_line
 from .output import human_size, short_id
 from .terminal import ELLIPSIS, fit, visible, width_of
 
-TAIL_BYTES = 64 * 1024
+TAIL_BYTES = 64 * 1024  # where the last activity is looked for
 HEADER_LIMIT = 1 << 20
 NAME_TAG = b'"session_info"'
 MAX_NAME_PROBES = 64
-CHUNK = 1 << 20  # bytes read at a time when searching back for the name
+CHUNK = 1 << 20  # bytes read at a time
+SCAN_BYTES = 16 << 20  # read from the end: the name, and lines counted exactly
 LINE_LIMIT = 1 << 20  # the longest session_info line looked at
-SAMPLES = 64  # windows whose newlines estimate the entry count of a big file
-SAMPLE_BYTES = 16 * 1024
+SAMPLES = 1024  # windows whose newlines estimate the lines before the scanned end
+SAMPLE_BYTES = 4096
 NAME_WIDTH = 40  # columns of a name in the table (--json has it whole)
 PATH_WIDTH = 70  # columns of a path in the table (the end is kept)
 
 
 @dataclass
 class Listing:
-    """One session file as ``ls`` shows it."""
+    """One session file as ``ls`` shows it.
+
+    ``entries_exact`` is false when the count is an estimate; ``name_exact`` is false when
+    the start of the file was not searched for a name (and none was found after it).
+    """
 
     path: str
     id: str
@@ -46,6 +57,7 @@ class Listing:
     entries: int
     entries_exact: bool
     size: int
+    name_exact: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,17 +104,101 @@ def describe(path: Path) -> Listing | None:
             header = _header(first)
             if header is None:
                 return None
-            start = max(len(first), size - TAIL_BYTES)
-            f.seek(start)
+            body = len(first)
+            tail_at = max(body, size - TAIL_BYTES)
+            f.seek(tail_at)
             tail = f.read(TAIL_BYTES)
-            whole = start == len(first)
-            lines = _complete_lines(tail, whole)
-            count = len(lines) if whole else _estimate_lines(f, len(first), size, tail)
-            name = _last_name(f, len(first), size)
+            scan = _scan_end(f, body, size)
+            before = scan.start - body
+            if before > SAMPLES * SAMPLE_BYTES:
+                count = scan.lines + _estimate_lines(f, body, scan.start)
+            else:  # what is left is small: count it too
+                count = scan.lines + _count_lines(f, body, scan.start)
+                before = 0
     except OSError:
         return None
+    whole = before == 0
+    if not tail.endswith(b"\n") and _parses(tail.rsplit(b"\n", 1)[-1]):
+        count += 1  # a complete last line without its newline
+    lines = _complete_lines(tail, tail_at == body)
     last = _last_timestamp(lines) or header.created_at
-    return Listing(str(path), header.id, name, header.created_at, last, count, whole, size)
+    return Listing(str(path), header.id, scan.name, header.created_at, last, count, whole,
+                   size, name_exact=scan.name is not None or whole)
+
+
+@dataclass
+class _Scan:
+    """What reading the end of a file found: from where, its lines, the last name."""
+
+    start: int
+    lines: int
+    name: str | None
+
+
+def _scan_end(f: IO[bytes], body: int, size: int) -> _Scan:
+    """Read the last ``SCAN_BYTES`` (after the header) from the end, a chunk at a time:
+    count their newlines, and find the name of the last ``session_info`` line."""
+    lo_limit = max(body, size - SCAN_BYTES)
+    lines = 0
+    name: str | None = None
+    probes = 0
+    overlap = len(NAME_TAG) - 1
+    hi = size
+    while hi > lo_limit:
+        lo = max(lo_limit, hi - CHUNK)
+        f.seek(lo)
+        window = f.read(min(hi + overlap, size) - lo)  # and a tag across the chunk's end
+        lines += window.count(b"\n", 0, hi - lo)
+        if name is None and probes < MAX_NAME_PROBES:
+            name, probes = _name_in(f, window, lo, body, probes)
+        hi = lo
+    return _Scan(lo_limit, lines, name)
+
+
+def _name_in(f: IO[bytes], window: bytes, at: int, floor: int,
+             probes: int) -> tuple[str | None, int]:
+    """The name of the last ``session_info`` line with its tag in ``window`` (which starts
+    at offset ``at`` of the file), and the probes used so far."""
+    stop = len(window)
+    while probes < MAX_NAME_PROBES:
+        hit = window.rfind(NAME_TAG, 0, stop)
+        if hit < 0:
+            break
+        probes += 1
+        start = _line_start(f, at + hit, floor)
+        name = _name_from_line(_line_at(f, start))
+        if name is not None:
+            return name, probes
+        stop = hit
+    return None, probes
+
+
+def _count_lines(f: IO[bytes], lo: int, hi: int) -> int:
+    """Newlines between ``lo`` and ``hi``, read a chunk at a time."""
+    lines = 0
+    f.seek(lo)
+    while lo < hi:
+        chunk = f.read(min(CHUNK, hi - lo))
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        lo += len(chunk)
+    return lines
+
+
+def _estimate_lines(f: IO[bytes], lo: int, hi: int) -> int:
+    """The lines between ``lo`` and ``hi``, from the newline density of ``SAMPLES`` windows
+    spread evenly over them: unbiased whatever the mix of line lengths."""
+    span = hi - lo
+    step = span / SAMPLES
+    newlines = sampled = 0
+    for i in range(SAMPLES):
+        offset = lo + int(i * step)
+        f.seek(offset)
+        window = f.read(min(SAMPLE_BYTES, hi - offset))
+        newlines += window.count(b"\n")
+        sampled += len(window)
+    return round(newlines * span / sampled) if sampled else 0
 
 
 def _header(first: bytes) -> SessionHeader | None:
@@ -124,29 +220,9 @@ def _complete_lines(tail: bytes, whole: bool) -> list[bytes]:
     return [p for p in parts if p.strip()]
 
 
-def _estimate_lines(f: IO[bytes], body_start: int, size: int, tail: bytes) -> int:
-    """The lines after the header, from the newline density of windows spread evenly over
-    the body (the tail is one of them): unbiased whatever the mix of line lengths."""
-    body = size - body_start
-    span = max(body - len(tail), 0)
-    newlines = tail.count(b"\n")
-    sampled = len(tail)
-    step = span / SAMPLES
-    for i in range(SAMPLES):
-        offset = body_start + int(i * step)
-        length = min(SAMPLE_BYTES, body_start + span - offset)
-        if length <= 0:
-            continue
-        f.seek(offset)
-        window = f.read(length)
-        newlines += window.count(b"\n")
-        sampled += len(window)
-    if not sampled:
-        return 0
-    return max(round(newlines * body / sampled), tail.count(b"\n"))
-
-
 def _parses(raw: bytes) -> bool:
+    if not raw.strip():
+        return False
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -176,34 +252,6 @@ def _name_from_line(raw: bytes) -> str | None:
     return None
 
 
-def _last_name(f: IO[bytes], start: int, end: int) -> str | None:
-    """The name set by the last ``session_info`` line between ``start`` and ``end``,
-    searched from the back one ``CHUNK`` at a time (memory stays bounded)."""
-    probes = 0
-    overlap = len(NAME_TAG) - 1
-    hi = end
-    while hi > start and probes < MAX_NAME_PROBES:
-        lo = max(start, hi - CHUNK)
-        f.seek(lo)
-        buf = f.read(min(hi + overlap, end) - lo)
-        stop = len(buf)
-        while probes < MAX_NAME_PROBES:
-            hit = buf.rfind(NAME_TAG, 0, stop)
-            if hit < 0:
-                break
-            probes += 1
-            line_start = buf.rfind(b"\n", 0, hit) + 1
-            if line_start == 0 and lo > start:
-                line_start = _line_start(f, lo, start) - lo
-            line = _line_at(f, lo + line_start)
-            name = _name_from_line(line)
-            if name is not None:
-                return name
-            stop = max(line_start - 1, 0) if line_start > 0 else hit
-        hi = lo
-    return None
-
-
 def _line_start(f: IO[bytes], offset: int, floor: int) -> int:
     """Where the line holding ``offset`` starts (looked for at most ``LINE_LIMIT`` back)."""
     lo = max(floor, offset - LINE_LIMIT)
@@ -228,7 +276,8 @@ def rows(listings: list[Listing], root: Path) -> list[list[str]]:
         except ValueError:
             shown = s.path
         entries = str(s.entries) if s.entries_exact else f"≈{s.entries}"
-        out.append([_keep_end(visible(shown), PATH_WIDTH), fit(visible(s.name or ""), NAME_WIDTH),
+        name = s.name if s.name is not None else ("" if s.name_exact else "?")
+        out.append([_keep_end(visible(shown), PATH_WIDTH), fit(visible(name), NAME_WIDTH),
                     short_id(s.id), _when(s.created), _when(s.last_activity), entries,
                     human_size(s.size)])
     return out

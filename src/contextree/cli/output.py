@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -100,11 +101,25 @@ def _pad(cell: str, width: int, right: bool) -> str:
     return gap + cell if right else cell + gap
 
 
+# The UTF-8 of the C1 controls, the bidirectional controls and the line separators: JSON
+# may carry them raw, and some terminals act on them. Written as \u escapes, they decode to
+# the same strings (the JSON stays exact) and never reach a terminal as controls.
+_JSON_UNSAFE = re.compile(rb"\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|"
+                          rb"\xe2\x81[\xa6-\xa9]")
+
+
+def _json_escape(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode())
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup)."""
+    """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup).
+
+    The values are exact; characters a terminal could act on are written as ``\\u`` escapes.
+    """
     data = orjson.dumps(value, default=str,
                         option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-    typer.echo(data.decode())
+    typer.echo(_JSON_UNSAFE.sub(_json_escape, data).decode())
 
 
 def emit_bytes(data: bytes) -> None:
