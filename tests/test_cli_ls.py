@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 
 from contextree import Message, Session
-from contextree.cli.listing import SCAN_BYTES
+from contextree.cli.listing import COUNT_WHOLE, SCAN_BYTES
 from contextree.cli.output import PLAIN_WIDTH
 from contextree.cli.terminal import width_of
 from contextree.entries import SessionHeader, encode_line, now
@@ -54,7 +54,7 @@ PEAK = textwrap.dedent("""
 
 def test_ls_reads_a_big_file_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "big.jsonl"
-    count = write_big(path, 96)
+    count = write_big(path, 96, line_bytes=8192)
     write_big(Path(str(path) + ".small"), 1)
     out = subprocess.run([sys.executable, "-c", PEAK, str(path)], capture_output=True,
                          text=True, timeout=120)
@@ -62,12 +62,13 @@ def test_ls_reads_a_big_file_in_bounded_memory(tmp_path: Path) -> None:
     figures = json.loads(out.stdout)
     # Reading a 96 MB file whole (or mapping it) would grow the peak by about that much.
     assert figures["growth_kb"] < 24 * 1024, figures
-    assert abs(figures["entries"] - count) <= count * 0.05, (figures, count)
+    assert abs(figures["entries"] - count) <= count * 0.1, (figures, count)
 
 
 def test_ls_counts_exactly_what_it_reads_and_estimates_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    count = write_big(path, (SCAN_BYTES >> 20) + 8, name_at_start="set long ago")
+    count = write_big(path, (SCAN_BYTES + COUNT_WHOLE >> 20) + 8, name_at_start="set long ago",
+                      line_bytes=2048)
     [listed] = run_json("ls", tmp_path)
     assert not listed["entries_exact"]
     assert abs(listed["entries"] - count) <= count * 0.05
@@ -76,7 +77,8 @@ def test_ls_counts_exactly_what_it_reads_and_estimates_the_rest(tmp_path: Path) 
     assert "?" in row and f"≈{listed['entries']}" in row
     small = tmp_path / "small"
     small.mkdir()
-    exact = write_big(small / "s.jsonl", 4, name_at_start="early name")
+    exact = write_big(small / "s.jsonl", (SCAN_BYTES + COUNT_WHOLE >> 20) - 4,
+                      name_at_start="early name")
     [listed] = run_json("ls", small)
     assert listed["entries_exact"] and listed["entries"] == exact
     assert listed["name"] == "early name" and listed["name_exact"]

@@ -1,15 +1,16 @@
 """``contextree ls``: describe many session files without reading them whole.
 
 Each ``*.jsonl`` file is read in bounded memory, a megabyte at a time, and at most about
-``SCAN_BYTES`` plus ``SAMPLES * SAMPLE_BYTES`` of it whatever its size:
+``SCAN_BYTES`` plus ``COUNT_WHOLE`` (32 MB) of it whatever its size:
 
 - the header line gives the id and the creation time;
 - the last ``SCAN_BYTES`` are read from the end: they give the last activity, the name (the
   last ``session_info`` line, found by a byte search; nothing else is parsed) and the exact
   number of lines they hold;
-- before that, the lines are estimated from the newlines in ``SAMPLES`` windows spread
-  evenly over the rest (marked ``≈``). A name set there is not searched for: the listing says
-  so (``name_exact``), and ``contextree stats FILE`` shows it.
+- before that, the lines are counted when that part is at most ``COUNT_WHOLE``, else
+  estimated from the newlines in windows spread over it (marked ``≈``). A name set there is
+  not searched for: the listing says so (``name_exact``), and ``contextree stats FILE``
+  shows it.
 
 A file small enough to be read whole gets exact figures.
 """
@@ -17,6 +18,7 @@ A file small enough to be read whole gets exact figures.
 from __future__ import annotations
 
 import os
+import random
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,8 +37,11 @@ MAX_NAME_PROBES = 64
 CHUNK = 1 << 20  # bytes read at a time
 SCAN_BYTES = 16 << 20  # read from the end: the name, and lines counted exactly
 LINE_LIMIT = 1 << 20  # the longest session_info line looked at
-SAMPLES = 1024  # windows whose newlines estimate the lines before the scanned end
+SAMPLES = 1024  # windows per round whose newlines estimate the lines before the scanned end
 SAMPLE_BYTES = 4096
+MAX_ROUNDS = 4  # at most this many rounds of samples (16 MB)
+ENOUGH_NEWLINES = 4000  # newlines seen that make the estimate close (about 1.5%)
+COUNT_WHOLE = MAX_ROUNDS * SAMPLES * SAMPLE_BYTES  # what is left is counted, not sampled
 NAME_WIDTH = 40  # columns of a name in the table (--json has it whole)
 PATH_WIDTH = 70  # columns of a path in the table (the end is kept)
 
@@ -108,16 +113,15 @@ def describe(path: Path) -> Listing | None:
             tail_at = max(body, size - TAIL_BYTES)
             f.seek(tail_at)
             tail = f.read(TAIL_BYTES)
-            scan = _scan_end(f, body, size)
-            before = scan.start - body
-            if before > SAMPLES * SAMPLE_BYTES:
-                count = scan.lines + _estimate_lines(f, body, scan.start)
-            else:  # what is left is small: count it too
-                count = scan.lines + _count_lines(f, body, scan.start)
-                before = 0
+            scan = _scan_back(f, body, max(body, size - SCAN_BYTES), size, None)
+            if 0 < scan.start - body <= COUNT_WHOLE:  # what is left is small: read it too
+                scan = _scan_back(f, body, body, scan.start, scan)
+            count = scan.lines
+            if scan.start > body:
+                count += _estimate_lines(f, body, scan.start)
     except OSError:
         return None
-    whole = before == 0
+    whole = scan.start == body
     if not tail.endswith(b"\n") and _parses(tail.rsplit(b"\n", 1)[-1]):
         count += 1  # a complete last line without its newline
     lines = _complete_lines(tail, tail_at == body)
@@ -135,19 +139,19 @@ class _Scan:
     name: str | None
 
 
-def _scan_end(f: IO[bytes], body: int, size: int) -> _Scan:
-    """Read the last ``SCAN_BYTES`` (after the header) from the end, a chunk at a time:
-    count their newlines, and find the name of the last ``session_info`` line."""
-    lo_limit = max(body, size - SCAN_BYTES)
-    lines = 0
-    name: str | None = None
+def _scan_back(f: IO[bytes], body: int, lo_limit: int, hi: int,
+               later: _Scan | None) -> _Scan:
+    """Read from ``hi`` back to ``lo_limit``, a chunk at a time: count the newlines, and find
+    the name of the last ``session_info`` line (unless ``later``, the scan of what follows,
+    found one). Returns the scan of everything from ``lo_limit`` to the end."""
+    lines = later.lines if later else 0
+    name = later.name if later else None
     probes = 0
     overlap = len(NAME_TAG) - 1
-    hi = size
     while hi > lo_limit:
         lo = max(lo_limit, hi - CHUNK)
         f.seek(lo)
-        window = f.read(min(hi + overlap, size) - lo)  # and a tag across the chunk's end
+        window = f.read(hi + overlap - lo)  # and a tag across the chunk's end
         lines += window.count(b"\n", 0, hi - lo)
         if name is None and probes < MAX_NAME_PROBES:
             name, probes = _name_in(f, window, lo, body, probes)
@@ -187,17 +191,25 @@ def _count_lines(f: IO[bytes], lo: int, hi: int) -> int:
 
 
 def _estimate_lines(f: IO[bytes], lo: int, hi: int) -> int:
-    """The lines between ``lo`` and ``hi``, from the newline density of ``SAMPLES`` windows
-    spread evenly over them: unbiased whatever the mix of line lengths."""
+    """The lines between ``lo`` and ``hi``, from the newline density of sampled windows:
+    in each round, one window at a random place in each of ``SAMPLES`` equal stretches (so
+    a regular line length cannot line up with them), until ``ENOUGH_NEWLINES`` were seen or
+    ``MAX_ROUNDS`` were read. Unbiased whatever the mix of line lengths; the places depend
+    only on the span, so a file gets the same figure every time."""
     span = hi - lo
     step = span / SAMPLES
+    room = max(step - SAMPLE_BYTES, 0)
+    rng = random.Random(span)
     newlines = sampled = 0
-    for i in range(SAMPLES):
-        offset = lo + int(i * step)
-        f.seek(offset)
-        window = f.read(min(SAMPLE_BYTES, hi - offset))
-        newlines += window.count(b"\n")
-        sampled += len(window)
+    for _ in range(MAX_ROUNDS):
+        for i in range(SAMPLES):
+            offset = lo + int(i * step + rng.random() * room)
+            f.seek(offset)
+            window = f.read(min(SAMPLE_BYTES, hi - offset))
+            newlines += window.count(b"\n")
+            sampled += len(window)
+        if newlines >= ENOUGH_NEWLINES:
+            break
     return round(newlines * span / sampled) if sampled else 0
 
 
