@@ -209,3 +209,26 @@ def test_brute_import_error_names_the_line(tmp_path: Path) -> None:
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": \n')
     one_line_error(run("import", "brute", bad, code=1), f"{bad}:2:")
     assert (DATA / "brute.jsonl").exists()
+
+
+def test_verify_and_repair_a_flat_message_log(tmp_path: Path) -> None:
+    import contextree.runtime as rt
+
+    log = tmp_path / "brute.jsonl"
+    log.write_text('{"role": "user", "content": "hi"}\n'
+                   '{"role": "assistant", "content": "hello"}\n'
+                   'not json\n'
+                   '{"role": "user", "content": "again"}\n')
+    if not hasattr(rt, "verify_log"):
+        result = run("verify", log, code=1)
+        one_line_error(result, "flat message log", "cannot check")
+        return
+    bad = run("verify", log, code=1)
+    assert f"{log}:3:" in bad.stdout and "contextree repair" in bad.stdout
+    report = json.loads(run("verify", log, "--json", code=1).stdout)
+    assert report["kind"] == "flat_log" and report["messages"] == 3 and report["line"] == 3
+    dry = run("repair", log, "--dry-run").stdout
+    assert "would quarantine 1 lines" in dry and "not json" in log.read_text()
+    fixed = json.loads(run("repair", log, "--json").stdout)
+    assert fixed["quarantined"] == 1 and fixed["kept"] == 3 and Path(fixed["backup"]).exists()
+    assert run("verify", log).stdout.startswith(f"OK {log}: flat message log, 3 messages")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from inspect import signature
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +14,7 @@ from .._overflow import OverflowStore
 from .._session import Session
 from ..storage._repair import repair
 from .app import command
+from .flatlog import is_flat_log, repair_log
 from .output import CommandFailed, Out, UsageProblem, clip, emit_json, human_size, short_id
 from .sessions import (
     STDOUT,
@@ -202,16 +204,23 @@ def repair_command(
     file: FileArg,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Only report what would be "
                                           "quarantined.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Repair even a file in which no "
+                                        "line can be kept (it may not be a session).")]
+    = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Make a damaged session file loadable: bad lines (and entries that depend on them) go to
-    <file>.quarantine after a backup of the file is written."""
+    """Make a damaged session file (or flat message log) loadable: bad lines (and entries
+    that depend on them) go to <file>.quarantine after a backup of the file is written."""
     if not address_of(file).is_file:
         raise UsageProblem(f"`repair` works on session files; {file} is a database session, "
                            "which checks every entry as it is stored (`contextree verify "
                            "URL` confirms it loads)")
     require_regular_file(file)
-    report = repair(file, dry_run=dry_run)
+    if is_flat_log(Path(file)):
+        _repair_flat_log(file, dry_run, force, as_json)
+        return
+    options = {"force": True} if force and "force" in signature(repair).parameters else {}
+    report = repair(file, dry_run=dry_run, **options)
     if as_json:
         emit_json({"path": report.path, "dry_run": dry_run, "changed": report.changed,
                    "kept": report.kept, "backup": report.backup,
@@ -233,6 +242,26 @@ def repair_command(
     else:
         out.fields([("backup", report.backup or "-"),
                     ("quarantine file", report.quarantine_file or "-")])
+
+
+def _repair_flat_log(file: str, dry_run: bool, force: bool, as_json: bool) -> None:
+    report = repair_log(Path(file), dry_run=dry_run, force=force)
+    if as_json:
+        emit_json({"path": file, "kind": "flat_log", "dry_run": dry_run,
+                   "changed": bool(report.quarantined) and not dry_run, "kept": report.kept,
+                   "quarantined": report.quarantined, "backup": report.backup})
+        return
+    out = Out()
+    if not report.quarantined:
+        out.line(f"OK {file}: nothing to repair ({report.kept} messages)")
+        return
+    verb = "would quarantine" if dry_run else "quarantined"
+    out.line(f"{file}: {verb} {report.quarantined} lines, kept {report.kept} messages")
+    if dry_run:
+        out.line("dry run: nothing was changed")
+    else:
+        out.fields([("backup", report.backup or "-"),
+                    ("quarantine file", f"{file}.quarantine")])
 
 
 def _non_negative(value: float | None, option: str, unit: str) -> None:

@@ -21,6 +21,7 @@ from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
+from .flatlog import is_flat_log, verify_log
 from .listing import NAME_WIDTH, scan
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
@@ -418,6 +419,9 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
     require_regular_file(path)
     if not path.is_file():
         raise SessionNotFound("no such session file", path=file)
+    if is_flat_log(path):
+        _verify_flat_log(path, file, as_json)
+        return
     size = path.stat().st_size
     report = {"path": file, "ok": True, "size": size}
     try:
@@ -446,4 +450,29 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
             out.styled([("PROBLEM ", "bold red"), (f"[{report['code']}] ", "red"),
                         (report["message"], None)])
     if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _verify_flat_log(path: Path, file: str, as_json: bool) -> None:
+    health = verify_log(path)
+    report: dict[str, Any] = {
+        "path": file, "ok": health.ok, "kind": "flat_log", "messages": health.messages,
+        "size": health.size, "torn_tail": health.torn_tail,
+        "bad_lines": [{"line": n, "reason": r} for n, r in health.bad_lines]}
+    if not health.ok:
+        line, reason = health.bad_lines[0]
+        more = len(health.bad_lines) - 1
+        report.update(code="corrupt_line", line=line,
+                      message=f"{file}:{line}: {reason}"
+                      + (f" (and {more} more unreadable lines)" if more else "")
+                      + "; `contextree repair` moves them to the quarantine file")
+    if as_json:
+        emit_json(report)
+    elif health.ok:
+        Out().styled([("OK ", "bold green"),
+                      (f"{file}: flat message log, {health.messages} messages", None)])
+    else:
+        Out().styled([("PROBLEM ", "bold red"), ("[corrupt_line] ", "red"),
+                      (report["message"], None)])
+    if not health.ok:
         raise typer.Exit(1)
