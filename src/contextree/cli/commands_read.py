@@ -465,7 +465,7 @@ def _verify_flat_log(path: Path, file: str, as_json: bool) -> None:
         report.update(code="corrupt_line", line=line,
                       message=f"{file}:{line}: {reason}"
                       + (f" (and {more} more unreadable lines)" if more else "")
-                      + "; `contextree repair` moves them to the quarantine file")
+                      + "; `contextree repair` moves unreadable lines to the quarantine file")
     if as_json:
         emit_json(report)
     elif health.ok:
