@@ -50,9 +50,10 @@ def import_command(
         "or its prefix, looked up in the tool's home).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
                                                "file, a postgresql:// URL, or - for stdout "
-                                               "(default: <src without its suffix>"
-                                               ".contextree.jsonl beside it; required for "
-                                               "the contextree format).")]
+                                               "(default: SRC's name without its suffix + "
+                                               ".contextree.jsonl, beside SRC, or here for "
+                                               "a session found by id; required for the "
+                                               "contextree format).")]
     = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT.")] = False,

@@ -324,7 +324,7 @@ def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -
 
 @command("stats")
 def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
-    """Messages, tokens and cost for the current branch and the whole file."""
+    """Messages, billed tokens and cost for the current branch and the whole file."""
     storage = open_storage_of(file, readonly=True)
     with Session.open(storage) as session:
         stats = session.stats()
