@@ -71,7 +71,7 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
     if isinstance(entry, ActiveToolsChangeEntry):
         return f"tools -> {', '.join(entry.active_tool_names) or '(none)'}"
     if isinstance(entry, CustomMessageEntry):
-        return f"custom message {entry.custom_type}: {summary_line(entry.content)}"
+        return f"custom message {entry.custom_type}: {summary_line(entry.text)}"
     if isinstance(entry, CustomEntry):
         return f"custom {entry.custom_type}"
     if isinstance(entry, LabelEntry):
