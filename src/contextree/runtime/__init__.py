@@ -21,6 +21,7 @@ from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
 from ._env import Env, Events, TurnResult
 from ._events import PAYLOADS, Event
+from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
 from ._run import AgentStream, AsyncAgentStream
@@ -38,6 +39,8 @@ __all__ = [
     "Env",
     "Event",
     "Events",
+    "LogHealth",
+    "LogRepair",
     "MaxIterations",
     "ModelCall",
     "Retry",
@@ -47,4 +50,6 @@ __all__ = [
     "ToolResultLoop",
     "TurnResult",
     "agent",
+    "repair_log",
+    "verify_log",
 ]

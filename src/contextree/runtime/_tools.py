@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 from collections.abc import Callable, Sequence
@@ -112,8 +113,8 @@ class DefaultToolPipeline:
     def _context(self, env: Env) -> ToolContext:
         ctx = self.context or ToolContext()
         if ctx.session_id is None and env.session is not None:
-            ctx = ToolContext(workspace=ctx.workspace, store=ctx.store or self.store,
-                              session_id=env.session.id, cwd=ctx.cwd)
+            ctx = dataclasses.replace(ctx, store=ctx.store or self.store,
+                                      session_id=env.session.id)
         return ctx
 
     def _run(self, call: ToolCall, env: Env, abandoned: threading.Event) -> ToolResult:
