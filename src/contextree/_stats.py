@@ -88,6 +88,7 @@ class UsageStats:
         return cost_text(self.by_model[model].cost, self.unpriced_by_model.get(model, 0))
 
     def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (what ``contextree stats --json`` prints)."""
         return {
             "message_count": self.message_count,
             "by_role": dict(self.by_role),
@@ -122,9 +123,11 @@ class BranchStats:
 
     @property
     def cost_text(self) -> str:
+        """The branch's cost for people (``unknown`` where a price is not known)."""
         return cost_text(self.usage.cost, self.unpriced)
 
     def to_dict(self) -> dict[str, Any]:
+        """The branch's figures as JSON-ready data."""
         return {"tip_id": self.tip_id, "label": self.label, "current": self.current,
                 "message_count": self.message_count, "usage": _usage_dict(self.usage),
                 "cost": self.cost, "cost_known": self.usage.cost,
@@ -151,17 +154,21 @@ class SessionStats:
     # The seed's flat fields, for the whole session.
     @property
     def message_count(self) -> int:
+        """Messages in the whole session (every branch)."""
         return self.file.message_count
 
     @property
     def total_tokens(self) -> int:
+        """Billed tokens of every call in the session (not the context size)."""
         return self.file.total_tokens
 
     @property
     def cost_total(self) -> float:
+        """The sum of the known costs in USD of the whole session."""
         return self.file.cost_total
 
     def to_dict(self) -> dict[str, Any]:
+        """Every figure as JSON-ready data (what ``contextree stats --json`` prints)."""
         return {
             "session_id": self.session_id,
             "name": self.name,

@@ -101,6 +101,7 @@ class Env:
 
     @property
     def last(self) -> Message | None:
+        """The newest message of the conversation, or ``None``."""
         return self._messages[-1] if self._messages else None
 
     @property
@@ -317,6 +318,7 @@ class Env:
     # -- who is told ---------------------------------------------------------------------------
     @property
     def events(self) -> Events:
+        """The handlers registered with ``agent.on``."""
         return self._events
 
     def emit(self, payload: Payload) -> None:
@@ -358,4 +360,5 @@ class TurnResult:
 
     @property
     def text(self) -> str:
+        """The text of the final reply (empty when the turn ended without one)."""
         return self.reply.text if self.reply is not None else ""
