@@ -51,6 +51,7 @@ __all__ = ["DEFAULT_MAX_CHARS", "USER_CAP", "DigestState", "digest_messages"]
 
 DEFAULT_MAX_CHARS = 200_000
 USER_CAP = 4_000  # one user message is kept whole up to this many characters
+_OPENING = 5  # at most this many user messages before the first reply form the opening turn
 _SHORT_USER = 200  # an old user message past the user budget: its first sentence
 _NOTE = 300  # the first sentences of an assistant message
 _EXCERPT = 600  # a tool output excerpt in the details
@@ -213,6 +214,7 @@ class DigestState:
         self.users.append(cap(text, USER_CAP))
         if not self.opening_done:
             self.opening += 1
+            self.opening_done = self.opening >= _OPENING
 
     def _assistant(self, m: Message, kinds: Mapping[str, ToolKind] | None,
                    seen: dict[str, None], known: set[str]) -> None:
@@ -322,10 +324,11 @@ class DigestState:
         complete = True
         head: list[str] = []
         if self.folded:
-            head.append(f"{self.folded} earlier messages (about {self.folded_tokens} tokens) "
-                        "were folded into this summary; the full history is kept in the "
-                        "session file. What the user said is at the end, verbatim.")
-        users, whole = self._render_users(user_chars)
+            about = f" (about {self.folded_tokens} tokens)" if self.folded_tokens else ""
+            head.append(f"{self.folded} earlier messages{about} were folded into this "
+                        "summary; the full history is kept in the session file. What the "
+                        "user said is at the end, verbatim.")
+        users, whole = self._render_users(user_chars, max_chars - 300)
         complete &= whole
         carried = [*("## Earlier summary (carried verbatim)\n" + t for t in self.earlier),
                    *(["## Summary written by the summarizer\n" + self.model] if self.model
@@ -350,12 +353,17 @@ class DigestState:
         parts.append(users)
         return "\n\n".join(p for p in parts if p), complete
 
-    def _render_users(self, user_chars: int) -> tuple[str, bool]:
+    def _render_users(self, user_chars: int, max_chars: int) -> tuple[str, bool]:
+        """The user section: the opening turn whole, then the newest messages whole within
+        ``user_chars``, older ones shortened within as much again, all within
+        ``max_chars`` (only the opening turn may overrun it)."""
         users = self.users
         if not users:
             return "", True
         protected = set(range(max(1, min(self.opening, len(users)))))
-        room = user_chars - sum(len(users[i]) + 3 for i in protected)
+        pinned = sum(len(users[i]) + 3 for i in protected)
+        user_chars = max(min(user_chars, max_chars - pinned), 0)
+        room = user_chars
         full = set(protected)
         i = len(users) - 1
         while i >= 0:
@@ -367,7 +375,7 @@ class DigestState:
             i -= 1
         # Older ones are shortened to their first sentence, newest first, in what is left
         # of the user share plus as much again.
-        extra = max(room, 0) + user_chars
+        extra = min(max(room, 0) + user_chars, max(max_chars - pinned - user_chars, 0))
         short: dict[int, str] = {}
         omitted = 0
         for j in range(i, -1, -1):
@@ -407,7 +415,7 @@ class DigestState:
             _Section("Errors since resolved", 3, resolved),
             _Section("Commands run (last exit code)", 2, list(self.commands.values())),
             _Section("More detail from the folded messages (newest last)", 2,
-                     list(self.details)),
+                     list(dict.fromkeys(reversed(self.details)))[::-1]),
         ]
         for s in sections:
             if s.join and s.items == [""]:

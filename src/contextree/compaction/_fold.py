@@ -36,30 +36,45 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
     cut = _cut(state, plan, steps=steps, keep_ratio=keep_ratio)
     if cut is None:
         return None
-    new, items, digest, need = cut
     target = state.policy.target
+    new, items, digest, need = cut
+    summary, complete = _fill(state, new, digest, _room(state, new, need), _user_chars(state, digest))
+    size = state.summary_tokens(new, summary)
+    if keep_ratio < 1 and complete and state.bare_tokens(new) + size < LOW * target:
+        # The digest says all it has in less than the room: keep more recent messages
+        # instead of leaving the room empty.
+        wider = _cut(state, plan, steps=steps, keep_ratio=1.0, reserve=size)
+        if wider is not None and wider[0].first_kept < new.first_kept:
+            new, items, digest, need = wider
+            summary, _ = _fill(state, new, digest, _room(state, new, need),
+                               _user_chars(state, digest))
     bare = state.bare_tokens(new)
-    # The summary's room under the target; never less than what it needs (when what must
-    # stay leaves less, the context ends above the target rather than lose the facts).
-    room = max(target - bare, need)
-    user_chars = _user_chars(state, digest)
     ids = tuple(eid for _, eid in items if eid)
     if summarizer is not None and (force_model or bare + need <= target):
-        with_model = _summarized(state, new, digest, items, room, user_chars, summarizer)
+        saves = state.tokens(plan) - bare  # what the summary must stay under to pay off
+        with_model = _summarized(state, new, digest, items, _room(state, new, need), saves,
+                                 _user_chars(state, digest), summarizer)
         if with_model is not None:
             return replace(with_model, summarized=ids)
-    summary = _fill(state, new, digest, room, user_chars)
     return replace(new, summary=summary, digest=digest, summarized=ids)
 
 
-def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float
+def _room(state: CompactionState, plan: Plan, need: int) -> int:
+    """The summary's room under the target; never less than what it needs (when what must
+    stay leaves less, the context ends above the target rather than lose the facts)."""
+    return max(state.policy.target - state.bare_tokens(plan), need)
+
+
+def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
+         reserve: int | None = None
          ) -> tuple[Plan, list[tuple[Message, str | None]], DigestState, int] | None:
     """The earliest cut whose kept part plus the essential summary of what it drops fits the
-    target, with the dropped messages and their digest (folded into the initial one)."""
+    target (``reserve``: the summary's size, when known), with the dropped messages and
+    their digest (folded into the initial one)."""
     target = state.policy.target
     base = state.initial_plan.digest or DigestState()
     bare_plan = replace(plan, summary="") if plan.summary else plan
-    need = _essential(state, plan, base)
+    need = _essential(state, plan, base) if reserve is None else reserve
     digest = base.copy()
     items: list[tuple[Message, str | None]] = []
     best: Plan | None = None
@@ -80,13 +95,14 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float
         digest.add(extra, state.fold.tool_kinds,
                    tokens=round(state.estimate([m for m, _ in extra]) * state.scale))
         items, best = found, replace(plan, first_kept=first_kept, pinned=pins)
-        need = _essential(state, best, digest)
+        need = _essential(state, best, digest) if reserve is None else max(
+            reserve, _essential(state, best, digest))
         if state.bare_tokens(best) + need <= target:
             break
     if best is None or not items:
         return None
-    if best.first_kept <= plan.first_kept and set(plan.summarized) >= {e for _, e in items if e}:
-        return None  # nothing new to drop
+    if set(plan.summarized) >= {e for _, e in items if e}:
+        return None  # nothing new to drop (at most the cut moved past pinned messages)
     digest.promote_used(state.render(replace(best, summary="")).messages)
     return best, items, digest, need
 
@@ -123,21 +139,22 @@ def _user_chars(state: CompactionState, digest: DigestState) -> int:
 
 
 def _fill(state: CompactionState, plan: Plan, digest: DigestState, room: int,
-          user_chars: int) -> str:
+          user_chars: int) -> tuple[str, bool]:
     """The digest rendered to use the ``room`` (tokens) under the target: grown while the
-    context is under ``LOW`` of the target and there is more to say, shrunk when over."""
+    context is under ``LOW`` of the target and there is more to say, shrunk when over; and
+    whether all of it fitted."""
     target = state.policy.target
     low = room - int((1 - LOW) * target)
     aim = max(room - int((1 - AIM) * target), 1)
     chars = max(int(aim * _chars_per_token(state, digest)), 400)
-    best: tuple[str, int] | None = None
-    text = ""
+    best: tuple[str, int, bool] | None = None
+    text, complete = "", False
     for _ in range(8):
         text, complete = digest.render(chars, user_chars=user_chars)
         n = state.summary_tokens(plan, text)
         if n <= room:
             if best is None or n > best[1]:
-                best = (text, n)
+                best = (text, n, complete)
             if n >= low or complete:
                 break
             chars = int(chars * aim / max(n, 1)) + 16
@@ -145,23 +162,28 @@ def _fill(state: CompactionState, plan: Plan, digest: DigestState, room: int,
             if chars <= 400:
                 break
             chars = max(int(chars * aim / n * 0.98), 400)
-    return best[0] if best is not None else text
+    return (best[0], best[2]) if best is not None else (text, complete)
 
 
 def _summarized(state: CompactionState, new: Plan, digest: DigestState,
-                items: Sequence[tuple[Message, str | None]], room: int, user_chars: int,
-                summarizer: Summarizer) -> Plan | None:
+                items: Sequence[tuple[Message, str | None]], room: int, saves: int,
+                user_chars: int, summarizer: Summarizer) -> Plan | None:
     """``new`` with the summarizer's summary (its reply checked; the user's messages and
-    the digest's other sections around it), or ``None`` (reported) to use the digest."""
+    the digest's other sections around it), or ``None`` (reported) to use the digest.
+
+    ``room`` is the summary's room under the target and ``saves`` what dropping saves: the
+    model is not called when a summary of ``min_summary_tokens`` could not pay off."""
     mine = digest.copy()
     mine.earlier, mine.model = [], ""  # the model's summary updates the carried ones
     hard = state.summary_tokens(new, mine.render(DEFAULT_MAX_CHARS, user_chars=user_chars,
                                                  hard_only=True)[0])
-    limit = min(room - hard - 32, summarizer.max_summary_tokens)
-    if limit < summarizer.min_summary_tokens:
-        state.report(f"no room for a model summary ({max(limit, 0)} tokens left under the "
-                     "target); the digest was used")
+    pays = saves - hard - 1
+    if pays < summarizer.min_summary_tokens:
+        state.report(f"no room for a model summary (dropping saves {max(pays, 0)} tokens "
+                     "beyond the user's messages); the digest was used")
         return None
+    limit = min(max(room - hard - 32, summarizer.min_summary_tokens), pays,
+                summarizer.max_summary_tokens)
     previous = state.initial_plan.summary
     new_users = [m.text for m, _ in items if m.role == "user" and m.kind is None]
     pinned = digest.pinned_identifiers(new_users)
@@ -175,7 +197,7 @@ def _summarized(state: CompactionState, new: Plan, digest: DigestState,
         state.report(f"the summarizer's reply was rejected ({problem}); the digest was used")
         return None
     mine.model = text.strip()
-    summary = _fill(state, new, mine, room, user_chars)
+    summary, _ = _fill(state, new, mine, room, user_chars)
     if state.summary_tokens(new, summary) > room:
         state.report("the summarizer's reply was rejected (it does not fit the room under "
                      "the target); the digest was used")
