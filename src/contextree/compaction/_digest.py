@@ -52,7 +52,7 @@ __all__ = ["DEFAULT_MAX_CHARS", "USER_CAP", "DigestState", "digest_messages"]
 DEFAULT_MAX_CHARS = 200_000
 USER_CAP = 4_000  # one user message is kept whole up to this many characters
 _OPENING = 5  # at most this many user messages before the first reply form the opening turn
-_SHORT_USER = 200  # an old user message past the user budget: its first sentence
+_SHORT_USER = 160  # an old user message past the user budget: its first sentence
 _NOTE = 300  # the first sentences of an assistant message
 _EXCERPT = 600  # a tool output excerpt in the details
 _KEEP = {"identifiers": 500, "candidates": 500, "notes": 400, "commands": 300,
@@ -355,7 +355,7 @@ class DigestState:
 
     def _render_users(self, user_chars: int, max_chars: int) -> tuple[str, bool]:
         """The user section: the opening turn whole, then the newest messages whole within
-        ``user_chars``, older ones shortened within as much again, all within
+        ``user_chars``, older ones shortened within a quarter as much again, all within
         ``max_chars`` (only the opening turn may overrun it)."""
         users = self.users
         if not users:
@@ -374,8 +374,8 @@ class DigestState:
                 full.add(i)
             i -= 1
         # Older ones are shortened to their first sentence, newest first, in what is left
-        # of the user share plus as much again.
-        extra = min(max(room, 0) + user_chars, max(max_chars - pinned - user_chars, 0))
+        # of the user share plus a quarter as much again; the oldest past that are counted.
+        extra = min(max(room, 0) + user_chars // 4, max(max_chars - pinned - user_chars, 0))
         short: dict[int, str] = {}
         omitted = 0
         for j in range(i, -1, -1):
@@ -469,6 +469,9 @@ def _change(call: ToolCall, kind: ToolKind, path: str) -> str:
     return f"{path}: {call.name}"
 
 
+_MORE = 80  # the line that says how many older items are not shown
+
+
 @dataclass
 class _Section:
     title: str
@@ -479,7 +482,7 @@ class _Section:
 
     def size(self) -> int:
         return len(self.title) + 5 + sum(len(i) + 3 for i in self.items) + (
-            80 if self.omitted else 0)
+            _MORE if self.omitted else 0)
 
     def trim(self, budget: int) -> None:
         """Keep the newest items that fit in ``budget``; the newest one is shortened when
@@ -487,7 +490,7 @@ class _Section:
         if self.join and self.items:
             parts = self.items[0].split(", ")
             keep: list[str] = []
-            size = len(self.title) + 90
+            size = len(self.title) + 5 + _MORE
             for p in reversed(parts):
                 if size + len(p) + 2 > budget and keep:
                     break
@@ -496,7 +499,7 @@ class _Section:
             self.omitted += len(parts) - len(keep)
             self.items = [", ".join(reversed(keep))]
             return
-        size = len(self.title) + 90
+        size = len(self.title) + 5 + (_MORE if len(self.items) > 1 or self.omitted else 0)
         keep_from = len(self.items)
         for k in range(len(self.items) - 1, -1, -1):
             if size + len(self.items[k]) + 3 > budget:
@@ -504,7 +507,7 @@ class _Section:
             size += len(self.items[k]) + 3
             keep_from = k
         if keep_from == len(self.items) and self.items:  # not even the newest one fits
-            room = max(budget - len(self.title) - 90, 0)
+            room = max(budget - size - 3, 0)
             keep_from = len(self.items) - 1
             if room < 40:
                 self.omitted += len(self.items)
@@ -524,23 +527,27 @@ class _Section:
 
 
 def _fit(sections: list[_Section], budget: int) -> bool:
-    """Share ``budget`` among the sections by weight (what one does not need goes to the
-    others), then trim each to its share, oldest items first. True when nothing was cut."""
+    """Share ``budget`` among the sections: each first gets what it needs up to its weighted
+    share, then what is left goes to those that want more, in priority order; each is
+    trimmed to what it got, oldest items first. True when nothing was cut."""
     sizes = {id(s): s.size() for s in sections if s.items}
     if sum(sizes.values()) <= budget:
         return True
     active = [s for s in sections if s.items]
-    remaining = float(max(budget, 0))
-    while active:
-        weights = sum(s.weight for s in active)
-        fits = [s for s in active if sizes[id(s)] <= remaining * s.weight / weights]
-        if not fits:
-            for s in active:
-                s.trim(int(remaining * s.weight / weights))
-            return False
-        for s in fits:
-            remaining -= sizes[id(s)]
-            active.remove(s)
+    weights = sum(s.weight for s in active) or 1
+    remaining = max(budget, 0)
+    given: dict[int, int] = {}
+    for s in active:
+        give = min(sizes[id(s)], int(budget * s.weight / weights), remaining)
+        given[id(s)] = give
+        remaining -= give
+    for s in active:
+        more = min(sizes[id(s)] - given[id(s)], remaining)
+        given[id(s)] += more
+        remaining -= more
+    for s in active:
+        if given[id(s)] < sizes[id(s)]:
+            s.trim(given[id(s)])
     return False
 
 

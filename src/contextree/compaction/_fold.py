@@ -78,8 +78,9 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
     digest = base.copy()
     items: list[tuple[Message, str | None]] = []
     best: Plan | None = None
+    margin = int((1 - AIM) * target)  # the summary aims that far under the target
     for _ in range(6):
-        budget = min(target - need, int(target * keep_ratio))
+        budget = min(target - need - margin, int(target * keep_ratio))
         cut = choose_cut(state, bare_plan, max(budget, 0), steps=steps)
         if cut is None:
             break
@@ -97,7 +98,7 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
         items, best = found, replace(plan, first_kept=first_kept, pinned=pins)
         need = _essential(state, best, digest) if reserve is None else max(
             reserve, _essential(state, best, digest))
-        if state.bare_tokens(best) + need <= target:
+        if state.bare_tokens(best) + need + margin <= target:
             break
     if best is None or not items:
         return None
@@ -144,24 +145,33 @@ def _fill(state: CompactionState, plan: Plan, digest: DigestState, room: int,
     context is under ``LOW`` of the target and there is more to say, shrunk when over; and
     whether all of it fitted."""
     target = state.policy.target
-    low = room - int((1 - LOW) * target)
     aim = max(room - int((1 - AIM) * target), 1)
-    chars = max(int(aim * _chars_per_token(state, digest)), 400)
+    close = aim - int(0.02 * target)  # near enough to the aim
+    hard = len(digest.render(DEFAULT_MAX_CHARS, user_chars=user_chars, hard_only=True)[0])
+    floor = max(hard + 300, 400)  # never less than what is never cut
+    chars = max(int(aim * _chars_per_token(state, digest)), floor)
     best: tuple[str, int, bool] | None = None
     text, complete = "", False
-    for _ in range(8):
+    fits, over = 0, 0  # the largest budget known to fit, the smallest known not to
+    for _ in range(12):
         text, complete = digest.render(chars, user_chars=user_chars)
         n = state.summary_tokens(plan, text)
         if n <= room:
             if best is None or n > best[1]:
                 best = (text, n, complete)
-            if n >= low or complete:
+            if n >= close or complete:
                 break
-            chars = int(chars * aim / max(n, 1)) + 16
+            fits = max(fits, chars)
+            guess = int(chars * aim / max(n, 1)) + 16
+            chars = min(guess, (fits + over) // 2) if over else guess
         else:
-            if chars <= 400:
+            over = chars if not over else min(over, chars)
+            if chars <= floor:
                 break
-            chars = max(int(chars * aim / n * 0.98), 400)
+            guess = max(int(chars * aim / n * 0.98), floor)
+            chars = max(guess, (fits + over) // 2) if fits else guess
+        if over and over - fits <= 40:
+            break
     return (best[0], best[2]) if best is not None else (text, complete)
 
 
