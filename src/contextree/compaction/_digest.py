@@ -298,10 +298,14 @@ class DigestState:
             parts = [m.text, *(argument_text(c) for c in m.tool_calls or ())]
             self._promote(" ".join(parts), seen, known)
 
-    def pinned_identifiers(self, new_users: Sequence[str] = (), newest: int = 40) -> list[str]:
-        """The identifiers a summary must copy: the newest ``newest`` ones the agent used
-        and those in the user messages ``new_users``."""
-        out = dict.fromkeys(self.identifiers[-newest:])
+    def pinned_identifiers(self, new_users: Sequence[str] = (), newest: int = 40,
+                           paths: int = 10) -> list[str]:
+        """The identifiers a summary must copy: the newest ``newest`` opaque ones the agent
+        used (shas, ids, ports...), its newest ``paths`` paths (the others can be found
+        again with ls or grep), and those in the user messages ``new_users``."""
+        opaque = [i for i in self.identifiers if not _is_path(i)]
+        found = [i for i in self.identifiers if _is_path(i)]
+        out = dict.fromkeys([*opaque[-newest:], *found[-paths:]])
         for u in new_users:
             out.update(dict.fromkeys(identifiers_in(u)))
         return list(out)
@@ -445,12 +449,11 @@ def _error_line(e: Mapping[str, Any]) -> str:
 
 def _output_excerpt(text: str) -> str:
     """The first two and last three lines of an output (read from its ends only)."""
-    text = text.strip()
     n = text.count("\n") + 1
     if n <= 6:
         return cap(" | ".join(ln.strip() for ln in text.splitlines() if ln.strip()), _EXCERPT)
-    head = " | ".join(ln.strip() for ln in text[:1000].splitlines()[:2])
-    tail = " | ".join(ln.strip() for ln in text[-1000:].splitlines()[-3:])
+    head = " | ".join(ln.strip() for ln in text[:1000].strip().splitlines()[:2])
+    tail = " | ".join(ln.strip() for ln in text[-1000:].strip().splitlines()[-3:])
     return cap(f"{head} | … {n - 5} lines … | {tail}", _EXCERPT)
 
 

@@ -131,34 +131,51 @@ def error_excerpt(text: str, n: int = 800) -> str:
 
 def error_excerpts(text: str, *sizes: int) -> list[str]:
     """``error_excerpt`` of ``text`` at each of ``sizes`` (the lines ranked once)."""
-    lines = [line.strip() for line in text.strip().splitlines()[-_SCAN_LINES:]]
-    lines = [line for line in lines if line]
-    if not lines:
+    region = _tail_lines(text, _SCAN_LINES)
+    if not region.strip():
         return ["" for _ in sizes]
-    last = len(lines) - 1
-    ranked: list[tuple[int, int]] = []  # (rank, -index): lower ranks go first
-    for i, line in enumerate(lines):
-        if _ERROR_LINE.search(line):
-            ranked.append((0 if _ERROR_HEAD.search(line) else 1, -i))
-    ranked.sort()
+    last_line = region.rstrip().rsplit("\n", 1)[-1].strip()
+    # One pass of the regex over the region finds the error-sounding lines.
+    lines: dict[int, str] = {}  # line start -> line, in order
+    for m in _ERROR_LINE.finditer(region):
+        start = region.rfind("\n", 0, m.start()) + 1
+        if start not in lines:
+            lines[start] = region[start:_line_end(region, m.start())].strip()
+    ranked = sorted(((0 if _ERROR_HEAD.search(line) else 1, -start, line)
+                     for start, line in lines.items()))
     out = []
     for n in sizes:
-        picked = {last}
-        size = min(len(lines[last]), 300) + 3
-        for _, neg in ranked:
-            i = -neg
-            if i in picked:
+        picked: dict[int, str] = {len(region): last_line}
+        size = min(len(last_line), 300) + 3
+        for _, neg, line in ranked:
+            if -neg in picked or line == last_line:
                 continue
-            add = min(len(lines[i]), 300) + 3
+            add = min(len(line), 300) + 3
             if size + add > n and len(picked) > 1:
                 break
-            picked.add(i)
+            picked[-neg] = line
             size += add
             if len(picked) >= 8:
                 break
-        shown = list(dict.fromkeys(cap(lines[i], 300) for i in sorted(picked)))
+        shown = list(dict.fromkeys(cap(picked[k], 300) for k in sorted(picked)))
         out.append(cap(" | ".join(shown), n))
     return out
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _tail_lines(text: str, n: int) -> str:
+    """The last ``n`` lines of ``text`` (found from its end, without splitting it all)."""
+    end = len(text)
+    pos = end
+    for _ in range(n):
+        pos = text.rfind("\n", 0, pos)
+        if pos < 0:
+            return text
+    return text[pos + 1:]
 
 
 class CallIndex:
@@ -200,6 +217,7 @@ _EXTENSIONS = frozenset((
 _ID_BYTES = bytes(b if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_./-") else 32
                   for b in range(256))
 _SHAPED: dict[bytes, str] = {}  # token -> the identifier it is ("" when none), a memo
+_ID_SCAN = 20_000  # characters read at each end of an output longer than twice this
 
 
 def _shaped(token: str) -> bool:
@@ -226,11 +244,14 @@ def _identifier(raw: bytes) -> str:
 
 def identifiers_in(text: str) -> list[str]:
     """The identifier-shaped tokens of ``text`` (see ``_shaped``), URLs included, each once,
-    in order of first appearance."""
+    in order of first appearance (of a very long text, its first and last 20,000
+    characters)."""
     out: list[str] = []
     if "://" in text:
         out += [m.group(0).rstrip(".,;:") for m in _URL.finditer(text)]
     memo = _SHAPED
+    if len(text) > 2 * _ID_SCAN:  # a very long output: its start and its end
+        text = text[:_ID_SCAN] + "\n" + text[-_ID_SCAN:]
     data = text.encode("utf-8", "surrogatepass").translate(_ID_BYTES)
     for raw in dict.fromkeys(data.split()):
         if len(raw) < 4:

@@ -55,8 +55,34 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         with_model = _summarized(state, new, digest, items, _room(state, new, need), saves,
                                  _user_chars(state, digest), summarizer)
         if with_model is not None:
-            return replace(with_model, summarized=ids)
-    return replace(new, summary=summary, digest=digest, summarized=ids)
+            return _restore(state, replace(with_model, summarized=ids))
+    return _restore(state, replace(new, summary=summary, digest=digest, summarized=ids))
+
+
+def _restore(state: CompactionState, plan: Plan) -> Plan:
+    """Give back, newest first, tool results this compaction cleared in the part that
+    stays, while the context is under ``LOW`` of the target and they fit under it."""
+    target = state.policy.target
+    total = state.tokens(plan)
+    if total >= LOW * target or not plan.cleared:
+        return plan
+    earlier = state.initial_plan.cleared
+    cleared = dict(plan.cleared)
+    for eid in reversed(list(cleared)):
+        i = state.index.get(eid)
+        original = state.original(eid)
+        if eid in earlier or i is None or i < plan.first_kept or original is None:
+            continue
+        shown = Message.tool(cleared[eid], tool_call_id="x", name=original.name)
+        cost = round((state.sizes((original,))[0] - state.sizes((shown,))[0]) * state.scale)
+        if total + cost <= target:
+            del cleared[eid]
+            total += cost
+            if total >= AIM * target:
+                break
+    if len(cleared) == len(plan.cleared):
+        return plan
+    return replace(plan, cleared=cleared)
 
 
 def _room(state: CompactionState, plan: Plan, need: int) -> int:
