@@ -167,7 +167,9 @@ def test_codex_patches_name_the_files_they_change() -> None:
     files = text.split("## Files changed")[1].split("\n\n")[0]
     assert "src/util.py: apply_patch (a patch)" in files
     assert "tests/test_util.py: apply_patch (a patch)" in files
-    assert "`pytest -q` ended with exit code 1" in text
+    errors = text.split("## Open errors")[1].split("\n\n")[0]
+    assert "`pytest -q` ended with exit code 1: FAILED tests/test_util.py::test_new" in errors
+    assert '"output"' not in errors  # what the command printed, not Codex's JSON wrapper
 
 
 def test_declared_tool_kinds_decide_the_role() -> None:

@@ -44,6 +44,7 @@ from ._evidence import (
     exit_code,
     identifiers_in,
     kind_of,
+    output_text,
     path_of,
 )
 
@@ -119,14 +120,16 @@ class DigestState:
         """The state as stored in a compaction entry's ``details["digest"]``."""
         return {
             "version": 1,
-            "users": self.users, "opening": self.opening, "opening_done": self.opening_done,
-            "earlier": self.earlier, "model": self.model,
-            "errors": _bounded_dict(self.errors, _KEEP["errors"]),
-            "files": self.files,
-            "identifiers": _bounded(self.identifiers, _KEEP["identifiers"]),
+            "users": list(self.users), "opening": self.opening,
+            "opening_done": self.opening_done, "earlier": list(self.earlier),
+            "model": self.model,
+            "errors": {k: dict(v) for k, v in _bounded_dict(self.errors,
+                                                           _KEEP["errors"]).items()},
+            "files": dict(self.files),
+            "identifiers": list(_bounded(self.identifiers, _KEEP["identifiers"])),
             "candidates": self._candidates(),
             "notes": _newest(self.notes, _KEEP["notes"], 40_000),
-            "commands": _bounded_dict(self.commands, _KEEP["commands"]),
+            "commands": dict(_bounded_dict(self.commands, _KEEP["commands"])),
             "details": _newest(self.details, _KEEP["details"], 40_000),
             "folded": self.folded, "folded_tokens": self.folded_tokens,
         }
@@ -250,7 +253,7 @@ class DigestState:
               seen: dict[str, None]) -> None:
         name = call.name if call else (m.name or "tool")
         kind = kind_of(name, kinds)
-        text = m.text
+        text = output_text(m)
         shell = kind is ToolKind.SHELL
         code = exit_code(m, scan_text=call is None or shell)
         failing = m.is_error or (code is not None and code != 0)

@@ -30,6 +30,7 @@ __all__ = [
     "exit_code",
     "identifiers_in",
     "kind_of",
+    "output_text",
     "path_of",
 ]
 
@@ -94,6 +95,24 @@ def command_of(call: ToolCall) -> str:
     return orjson.dumps(call.arguments).decode()
 
 
+def _json_result(text: str) -> dict[str, Any] | None:
+    """A result written as JSON with an ``output`` (Codex: ``{"output": ..., "metadata":
+    {"exit_code": ...}}``), decoded; ``None`` for any other text."""
+    if not text.startswith("{") or '"output"' not in text[:40]:
+        return None
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("output"), str) else None
+
+
+def output_text(result: Message) -> str:
+    """What a tool printed: the text of its result, or the ``output`` of a JSON result."""
+    data = _json_result(result.text)
+    return data["output"] if data is not None else result.text
+
+
 def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
     """The exit code of a command's result: from its meta, from a JSON result's
     ``metadata`` (Codex), or (``scan_text``) stated in its text."""
@@ -104,15 +123,11 @@ def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
     if not scan_text:
         return None
     text = result.text
-    if text.startswith("{") and '"exit_code"' in text[-300:]:
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            data = None
-        if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
-            code = data["metadata"].get("exit_code")
-            if isinstance(code, int) and not isinstance(code, bool):
-                return code
+    data = _json_result(text)
+    if data is not None and isinstance(data.get("metadata"), dict):
+        code = data["metadata"].get("exit_code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
     m = _EXIT.search(text[-400:]) or _EXIT.search(text[:400])
     return int(m.group(1)) if m else None
 

@@ -38,7 +38,8 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         return None
     target = state.policy.target
     new, items, digest, need = cut
-    summary, complete = _fill(state, new, digest, _room(state, new, need), _user_chars(state, digest))
+    summary, complete = _fill(state, new, digest, _room(state, new, need),
+                              _user_chars(state, digest))
     size = state.summary_tokens(new, summary)
     if keep_ratio < 1 and complete and state.bare_tokens(new) + size < LOW * target:
         # The digest says all it has in less than the room: keep more recent messages

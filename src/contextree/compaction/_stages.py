@@ -12,7 +12,7 @@ from .._messages import Message, ToolCall
 from .._text import shorten
 from .._truncation import LIMITS
 from ..tools import ToolKind
-from ._evidence import CallIndex, changed_paths, error_excerpt, exit_code, kind_of
+from ._evidence import CallIndex, changed_paths, error_excerpt, exit_code, kind_of, output_text
 from ._fold import LOW, fold
 from ._state import CompactionState, Plan
 
@@ -102,7 +102,7 @@ def placeholder(result: Message, call: ToolCall | None,
     code = exit_code(result, scan_text=call is None or kind is ToolKind.SHELL)
     error = ""
     if result.is_error or (code is not None and code != 0):
-        excerpt = error_excerpt(text, 300)
+        excerpt = error_excerpt(output_text(result), 300)
         status = f"exit code {code}" if code is not None else "an error"
         error = f" It ended with {status}: {excerpt}." if excerpt else f" It ended with {status}."
     return f"[Cleared to save context: result of {name}({args}), {size}.{error} {how}]"
@@ -134,23 +134,17 @@ class Digest:
     """Fold everything before a cut into the offline digest; keep recent steps whole.
 
     The cut may fall between steps of the current turn. The kept messages get at most
-    ``keep_ratio`` of the target (less when the digest needs the room); the digest gets
-    the rest of the room under the target, which it fills with detail.
-    ``min_chars`` and ``max_chars`` are accepted for compatibility and ignored: the room
-    under the target decides.
+    ``keep_ratio`` of the target (less when the digest needs the room, more when the
+    digest has said everything in less); the digest gets the rest of the room under the
+    target, which it fills with detail.
     """
 
     name = "digest"
 
-    def __init__(self, keep_ratio: float = 0.5, *, min_chars: int = 2_000,
-                 max_chars: int = 200_000) -> None:
+    def __init__(self, keep_ratio: float = 0.5) -> None:
         if not 0 < keep_ratio <= 1:
             raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio!r}")
-        if not 0 < min_chars <= max_chars:
-            raise ValueError(f"need 0 < min_chars <= max_chars, got {min_chars}, {max_chars}")
         self.keep_ratio = keep_ratio
-        self.min_chars = min_chars
-        self.max_chars = max_chars
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
         return fold(state, plan, steps=True, keep_ratio=self.keep_ratio)
