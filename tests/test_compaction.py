@@ -210,6 +210,15 @@ def test_nothing_happens_under_the_target() -> None:
     assert s.branch() == before
 
 
+def test_a_forced_compaction_under_the_target_compacts_as_the_trigger_would() -> None:
+    s, _ = long_session(turns=8)
+    total = tokens(context(s).messages)
+    r = s.compact(total * 10, force=True)
+    assert r.entry_id is not None and r.target == int(int(total / 0.7) * 0.4)
+    assert r.reached_target and r.dropped
+    assert "Task 0: refactor module 0 and keep the public API stable." in r.summary
+
+
 # -- ToolResults --------------------------------------------------------------------------
 
 

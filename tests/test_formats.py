@@ -349,28 +349,34 @@ def test_claude_code_sample(tmp_path: Path) -> None:
     assert first.usage is not None and first.usage.output == 152
     assert first.model == "claude-sonnet-4-5-20250929"
     assert not any(k in tree for k in ("a-0002", "a-0003", "a-0004"))
-    # Parallel tool results are chained, not siblings; the local_command line is skipped.
+    # Parallel tool results are chained, not siblings; the local_command line is kept as a
+    # custom entry in the chain.
     assert tree["u-0002"].parent_id == "a-0001"
     assert tree["u-0003"].parent_id == "u-0002"
     assert _message(tree["u-0003"]).name == "Grep"
-    assert "s-0001" not in tree and tree["a-0005"].parent_id == "u-0003"
+    local = tree["s-0001"]
+    assert isinstance(local, CustomEntry) and local.custom_type == "claude-code/system"
+    assert local.parent_id == "u-0003" and tree["a-0005"].parent_id == "s-0001"
     # The rewind made two branches from a-0005.
     assert {c for c, e in tree.items() if e.parent_id == "a-0005"} == {"u-0004", "u-0005"}
     # The sidechain is its own root.
     assert tree["sc-0001"].parent_id is None
-    # The compact boundary hangs under its logical parent and holds the summary.
+    # The compact boundary hangs under its logical parent and holds the summary message.
     comp = tree["b-0001"]
     assert isinstance(comp, CompactionEntry) and comp.parent_id == "a-0007"
-    assert comp.tokens_before == 48210 and "PUBLIC_PATHS" in comp.summary
+    assert comp.tokens_before == 48210 and comp.retained_tail is not None
+    assert "PUBLIC_PATHS" in comp.retained_tail[0].text
     assert "u-0006" not in tree and tree["u-0007"].parent_id == "b-0001"
     assert isinstance(tree[s.leaf_id or ""], SessionInfoEntry)
     texts = [m.text for m in s.build_context().messages]
     assert texts[1:] == ["Add a test for it.",
                          "Added tests/test_auth.py::test_login_not_redirected."]
-    assert s.build_context().messages[0].meta == {"kind": "compaction_summary",
-                                                   "entry_id": "b-0001",
-                                                   "tokens_before": 48210,
-                                                   "summary": comp.summary}
+    summary = s.build_context().messages[0]
+    assert summary.role == "user" and summary.kind == "compaction_summary"
+    # Records without a uuid are custom entries too; nothing is left out.
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    assert report["records"]["summary"] == 1
+    assert report["custom_entries"]["claude-code/file-history-snapshot"] == 1
 
 
 def test_codex_sample(tmp_path: Path) -> None:
@@ -398,13 +404,16 @@ def test_codex_sample(tmp_path: Path) -> None:
                   and "from the package" in e.message.text)
     redo = next(e for e in entries if isinstance(e, MessageEntry)
                 and "VERSION file instead" in e.message.text)
-    assert undone.parent_id == redo.parent_id
-    assert undone.id not in {e.id for e in s.branch()}
+    branch = {e.id for e in s.branch()}
+    assert undone.parent_id in branch and redo.id in branch and undone.id not in branch
     comp = next(e for e in entries if isinstance(e, CompactionEntry))
     assert comp.retained_tail is not None
-    assert [m.text for m in comp.retained_tail] == ["Add a --version flag to the CLI."]
+    # What Codex sends after it: the kept prompt, then the summary (as a user message).
+    summary = "Added a --version flag to src/cli.py that reads the VERSION file."
+    assert [m.text for m in comp.retained_tail] == ["Add a --version flag to the CLI.", summary]
+    assert comp.retained_tail[1].kind == "compaction_summary"
     ctx = [m.text for m in s.build_context().messages]
-    assert ctx[1:] == ["Add a --version flag to the CLI.", "Now add a test."]
+    assert ctx == ["Add a --version flag to the CLI.", summary, "Now add a test."]
 
 
 # -- Brute and the provider lists ----------------------------------------------------------
@@ -509,9 +518,14 @@ def test_registry() -> None:
         get_format("nope")
 
 
-def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path) -> None:
+def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.formats import Format
+    from contextree.formats import _brute as brute
+
+    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     with pytest.raises(UnknownFormatError, match="imported, not exported"):
-        export_session("codex", session, tmp_path / "x.jsonl")
+        export_session("import-only", session, tmp_path / "x.jsonl")
 
 
 def test_import_never_replaces_a_file(tmp_path: Path) -> None:
@@ -635,3 +649,29 @@ def test_an_export_onto_an_existing_file_is_refused_and_leaves_it_alone(
     assert (after.st_ino, after.st_mtime_ns, after.st_mode) == \
         (before.st_ino, before.st_mtime_ns, before.st_mode)
     assert [p.name for p in out.parent.iterdir()] == ["taken.out"]  # no temp file left
+
+
+def test_pi_custom_message_images_reach_the_context_and_survive_a_reopen(tmp_path: Path) -> None:
+    """pi's convertToLlm sends a custom_message's image blocks; the import keeps them."""
+    image = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
+    lines = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z",
+         "cwd": "/w"},
+        {"type": "custom_message", "id": "c1", "parentId": None,
+         "timestamp": "2026-01-01T00:00:01.000Z", "customType": "screenshot",
+         "content": [{"type": "text", "text": "the page:"}, image], "display": True},
+    ]
+    src = tmp_path / "pi.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "ct.jsonl"
+    import_session("pi", src, out).close()
+    for session in (Session.open(out, readonly=True),):
+        with session:
+            (message,) = session.build_context().messages
+            assert message.role == "user" and message.text == "the page:"
+            assert [type(p).__name__ for p in message.content or []] == ["TextPart", "ImagePart"]
+            assert message.content[1].data == "aGVsbG8="  # type: ignore[index,union-attr]
+            back = tmp_path / "back.jsonl"
+            export_session("pi", session, back)
+    again = [json.loads(x) for x in back.read_text().splitlines()]
+    assert again[1]["content"] == lines[1]["content"]

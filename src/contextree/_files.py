@@ -52,16 +52,22 @@ def atomic_write(
     mode: int = 0o600,
     overwrite: bool = True,
     durable: bool = True,
+    dir_fd: int | None = None,
 ) -> Path:
     """Put ``data`` (bytes, or chunks of bytes) at ``target`` all at once or not at all.
 
     ``overwrite=False`` refuses an existing target (``FileExistsError``) without a window in
     which two writers could both succeed. ``durable`` syncs the file and the directory. On any
     error the temp file is removed, the target is as it was, and the ``OSError`` propagates.
+    With ``dir_fd`` (an open directory), ``target`` is a name in that directory: the temp
+    file, the rename and the sync all go through the descriptor, never through a path that
+    could have been swapped for a symlink meanwhile.
     """
     target = Path(target)
     tmp = temp_path(target)
-    fd = os.open(tmp, _OPEN_FLAGS, mode)
+    pair: dict[str, int] = {} if dir_fd is None else {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
+    one: dict[str, int] = {} if dir_fd is None else {"dir_fd": dir_fd}
+    fd = os.open(tmp, _OPEN_FLAGS, mode, **one)
     try:
         try:
             if isinstance(data, bytes | bytearray | memoryview):
@@ -74,15 +80,18 @@ def atomic_write(
         finally:
             os.close(fd)
         if overwrite:
-            os.replace(tmp, target)
-        else:
-            os.link(tmp, target)  # atomic, and never replaces an existing file
-            os.unlink(tmp)
+            os.replace(tmp, target, **pair)
+        else:  # atomic, and never replaces an existing file
+            os.link(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.unlink(tmp, **one)
         if durable:
-            fsync_dir(target.parent)
+            if dir_fd is None:
+                fsync_dir(target.parent)
+            else:
+                os.fsync(dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, **one)
         except FileNotFoundError:
             pass
         raise

@@ -39,11 +39,17 @@ TOOL_CALL_OVERHEAD = 3
 class TokenCounter(Protocol):
     """Counts tokens of text and of messages as a provider would bill them (roughly)."""
 
-    def count_text(self, text: str) -> int: ...
+    def count_text(self, text: str) -> int:
+        """Tokens in ``text``."""
+        ...
 
-    def count_message(self, msg: Message) -> int: ...
+    def count_message(self, msg: Message) -> int:
+        """Tokens one message costs in a request, framing included."""
+        ...
 
-    def count_messages(self, msgs: Sequence[Message]) -> int: ...
+    def count_messages(self, msgs: Sequence[Message]) -> int:
+        """Tokens of a list of messages."""
+        ...
 
 
 def _json(value: Any) -> str:

@@ -22,6 +22,7 @@ __all__ = ["fold"]
 
 LOW = 0.85  # the context should land at or above this fraction of the target...
 AIM = 0.97  # ...aiming here, never above 1.0
+MIN_SUMMARY = 256  # tokens a summary may claim whatever the target (a tiny target is missed)
 
 
 def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float = 1.0,
@@ -138,12 +139,12 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
 def _essential(state: CompactionState, plan: Plan, digest: DigestState) -> int:
     """Tokens the summary needs at least: the user's messages and the carried summaries
     whole, and errors, files, identifiers and notes up to ``summary_share`` of the target
-    (commands run and details only fill what room is left)."""
+    (at least ``MIN_SUMMARY``; commands run and details only fill what room is left)."""
     target = state.policy.target
     user_chars = _user_chars(state, digest)
     hard = state.summary_tokens(plan, digest.render(DEFAULT_MAX_CHARS, user_chars=user_chars,
                                                     hard_only=True)[0])
-    cap = max(int(state.fold.summary_share * target), hard)
+    cap = max(int(state.fold.summary_share * target), hard, MIN_SUMMARY)
     chars = int(cap * _chars_per_token(state, digest))
     text, _ = digest.render(chars, user_chars=user_chars, essential=True)
     return min(state.summary_tokens(plan, text), cap)

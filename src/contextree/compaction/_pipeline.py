@@ -191,7 +191,9 @@ def plan_compaction(
 ) -> CompactionResult:
     """Run the ladder on a branch (entries, root first) or a list of messages; write nothing.
 
-    Unless ``force``, nothing is planned when the context is already at or under the target.
+    Unless ``force``, nothing is planned when the context is already at or under the target;
+    forced, it then aims at ``compact_to / compact_at`` of the context's size, as the
+    trigger would.
     ``projectors`` turn custom entries into messages, as in ``build_context``. For a message
     list, ``fresh_from`` is the index of its first message produced since the latest
     compaction (``None``: decided by its markers, see ``contextree.tokens.fresh_start``); a
@@ -221,9 +223,16 @@ def plan_compaction(
                             fresh_from=fresh_from, fold=pipeline.settings())
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
                               branch=branch, projectors=projectors)
-    if state.tokens_before <= policy.target and not force:
-        result.reason = "already under the target"
-        return result
+    if state.tokens_before <= policy.target:
+        if not force:
+            result.reason = "already under the target"
+            return result
+        # Forced under the target: compact as the trigger would, by compact_to / compact_at
+        # of what there is (folding keeps what the user typed, so merely dropping the oldest
+        # turn would not make the context smaller).
+        state.policy = CompactionPolicy(max(1, int(state.tokens_before / policy.compact_at)),
+                                        policy.compact_at, policy.compact_to)
+        result.target = state.policy.target
     plan = _climb(pipeline, state, result)
     if plan is None:
         if not result.reason:

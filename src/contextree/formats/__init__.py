@@ -12,8 +12,8 @@ pi                 yes     yes     pi coding agent session files (versions 1-3),
 openai-chat        yes     yes     OpenAI Chat Completions ``messages`` (JSON list)
 openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON list)
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
-claude-code        yes     no      Claude Code ``~/.claude/projects/*/*.jsonl``
-codex              yes     no      Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
+codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
@@ -35,11 +35,14 @@ from ..errors import EntryNotFound, SessionExists, SessionNotFound
 from ..storage import create_storage
 from . import _brute as brute
 from . import _claude_code as claude_code
+from . import _claude_code_export as claude_code_export
 from . import _codex as codex
+from . import _codex_export as codex_export
 from . import _pi as pi
 from . import _provider_lists as provider_lists
 from ._base import Ids, Imported, Progress, UnknownFormatError, finish
 from ._detect import detect_format
+from ._homes import HOME_FORMATS, FoundSession, find_tool_session, list_tool_sessions
 
 Reader = Callable[[Path, Progress | None], Imported]
 """Reads a source file (reporting progress) into the header and entries of a new session."""
@@ -68,8 +71,9 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json"),
     Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
            provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
-    Format("claude-code", "Claude Code session JSONL (import only)", claude_code.read),
-    Format("codex", "Codex CLI rollout JSONL (import only)", codex.read),
+    Format("claude-code", "Claude Code session JSONL", claude_code.read,
+           claude_code_export.write),
+    Format("codex", "Codex CLI rollout JSONL", codex.read, codex_export.write),
     Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
            copy=True),
 )}
@@ -163,12 +167,20 @@ def export_session(
 
 __all__ = [
     "FORMATS",
+    "HOME_FORMATS",
     "Format",
+    "FoundSession",
     "Imported",
     "Progress",
     "UnknownFormatError",
+    "claude_code",
+    "claude_code_export",
+    "codex",
+    "codex_export",
     "detect_format",
     "export_session",
+    "find_tool_session",
     "get_format",
     "import_session",
+    "list_tool_sessions",
 ]

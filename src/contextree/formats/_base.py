@@ -39,11 +39,13 @@ class Imported:
     """A session read from another format: its header, its entries and the leaf to restore.
 
     ``leaf_id`` is the entry the source considers current; ``None`` means the last entry.
+    ``report`` says what the reader found (records by type, which became custom entries...).
     """
 
     header: SessionHeader
     entries: list[AnyEntry] = field(default_factory=list)
     leaf_id: str | None = None
+    report: dict[str, Any] = field(default_factory=dict)
 
 
 def input_error(path: str | os.PathLike[str], line: int | None, message: str) -> SessionError:

@@ -1,296 +1,951 @@
 """Claude Code session files (``~/.claude/projects/<encoded cwd>/<session id>.jsonl``): import.
 
-Claude Code writes one JSON object per line. Conversation lines have ``type`` ``user``,
-``assistant`` or ``system``, a ``uuid``, a ``parentUuid`` (so rewinds make branches),
-``timestamp``, ``sessionId``, ``cwd``, ``isSidechain``, and a ``message`` in the Anthropic
-Messages shape (content blocks ``text``, ``thinking``, ``tool_use``, ``tool_result``,
-``image``). Other lines (``summary``, ``custom-title``, ``file-history-snapshot``,
-``queue-operation``...) carry no messages.
+Checked against files written by Claude Code 2.1.197 (``tests/data/formats/real/claude_code``,
+whose README documents the records). Claude Code writes one JSON object per line:
 
-How they map:
+* **Chain records** have a ``uuid`` and a ``parentUuid``: ``user``, ``assistant``, ``system``
+  and ``attachment`` lines. Each line's parent is the line written before it on the same
+  branch, whatever its type, so every one of them takes part in the chain.
+* **Other records** have no uuid: ``queue-operation``, ``last-prompt``, ``mode``, ``summary``,
+  ``custom-title``, ``file-history-snapshot``...
+
+How they map (nothing is dropped: every line becomes an entry, goes into one, or is counted as
+a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.report`` say which):
 
 * The uuid of a line becomes the id of its entry (extra entries from one line get ``.1``,
-  ``.2``...), so ``contextree show --at`` takes the ids Claude Code uses.
-* One API response is often written as several ``assistant`` lines (one per content block,
-  same ``message.id``, each the parent of the next); they become one assistant message.
-* A user line with ``tool_result`` blocks becomes tool messages (and a user message for other
-  blocks). When parallel tool results each name the assistant line as parent, they are chained
-  in file order instead of becoming sibling branches.
-* A ``compact_boundary`` system line (a new root whose ``logicalParentUuid`` names the last
-  message before it) becomes a compaction entry under that message; the summary is the
-  ``isCompactSummary`` user message that follows it, which is folded into the entry.
-* Other ``system`` lines (local commands, API errors, notices) are not sent to the model and
-  are skipped; their children attach to their parent.
-* Sidechain lines (sub-agent transcripts) are kept as their own branches; the current leaf is
-  the last main-chain message. The session name is the ``custom-title`` if any, else the
-  ``summary`` whose ``leafUuid`` is in this file.
+  ``.2``...), so ``contextree show --at`` takes the ids Claude Code uses. Each entry keeps the
+  lines it came from under the entry field ``claude_code.records`` (with ``message.content``
+  left out: it is the entry's message).
+* One API response is written as one ``assistant`` line per content block (same
+  ``message.id``, each the parent of the next): they become one assistant message, its
+  ``records`` in order and ``claude_code.blocks`` counting the blocks of each line.
+* Each tool result is its own ``user`` line whose parent is the line of *its own* tool_use, so
+  parallel results hang off different lines of one response. The results of one response are
+  chained in file order, and whatever names any of them as parent continues after the last.
+* ``attachment`` lines are rendered the way Claude Code sends them, as **system** messages
+  (``file`` with text content: the Read tool call and its numbered lines;
+  ``agent_listing_delta``: the agent listing). Attachments of other types are kept as
+  ``claude-code/attachment`` custom entries, which the model does not see.
+* A ``compact_boundary`` system line (``parentUuid`` null, ``logicalParentUuid`` the last line
+  before it) becomes a compaction entry under that line, holding what the model saw: the
+  ``isCompactSummary`` user message (marked ``compaction_summary``), then the messages the
+  boundary's ``compactMetadata.preservedMessages`` names, copied as its ``retained_tail``.
+  ``tokens_before``/``tokens_after`` are ``preTokens``/``postTokens``. The summary line's
+  children continue after the compaction entry. Lines written a second time around a
+  mid-turn compaction (same uuid) are counted as duplicates; fields that differ are kept in
+  ``claude_code.rewritten`` of the first copy's entry.
+* Other ``system`` lines, records without a uuid, and records of unknown types become
+  ``claude-code/<type>`` custom entries, linked into the chain where they were written.
+* Sub-agent transcripts (``<session>/subagents/agent-<id>.jsonl`` beside the file, with
+  ``agent-<id>.meta.json``) are imported as their own root, so their context is what the
+  sub-agent saw; a ``claude-code/subagent`` custom entry after the Agent (or Task) tool result
+  names the agent, its tool call and the first and last entry of its transcript. Sidechain
+  lines inside the main file (older versions) are kept the same way.
+* The current leaf is where Claude Code resumes: the last main-chain line (or the
+  ``last-prompt`` leaf written after it), followed by the custom entries written after it. The
+  session name is the ``custom-title`` if any, else the ``summary`` whose ``leafUuid`` is in
+  this file.
+
+``--resume`` and ``--continue`` append to the same file; ``--fork-session`` writes a new file
+that repeats the parent's lines with the same uuids: each reads like any other file.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .._messages import Message
-from ..entries import AnyEntry, CompactionEntry, SessionInfoEntry, now
-from ..models._wire_anthropic import assistant_from_anthropic, from_anthropic, usage_from_anthropic
+import orjson
+
+from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from ..entries import (
+    AnyEntry,
+    CompactionEntry,
+    CustomEntry,
+    MessageEntry,
+    SessionInfoEntry,
+    now,
+)
+from ..errors import SessionNotFound
+from ..markers import Kind
 from ._base import (
+    Ids,
     Imported,
     Json,
     Progress,
+    file_time,
     header,
     imported_metadata,
     input_error,
-    message_entry,
     read_json_lines,
-    text_of_blocks,
 )
 
-_CONVERSATION = ("user", "assistant", "system")
-_MAX_ALIAS_HOPS = 10_000
+__all__ = [
+    "CUSTOM_PREFIX",
+    "SessionRow",
+    "claude_home",
+    "find_session",
+    "list_sessions",
+    "read",
+]
+
+CUSTOM_PREFIX = "claude-code/"
+"""Custom entries made from Claude Code records are of type ``claude-code/<record type>``."""
+EXTRA_KEY = "claude_code"
+"""The entry field holding the Claude Code lines an entry was made from."""
+
+_CHAIN_MESSAGES = ("user", "assistant")
+KNOWN_RECORDS = frozenset((
+    "user", "assistant", "system", "attachment", "summary", "custom-title",
+    "file-history-snapshot", "queue-operation", "last-prompt", "mode", "ai-title", "tag",
+    "agent-name", "progress",
+))
+"""Record types this importer knows (all are kept; others are reported as unknown)."""
+_AGENT_TOOLS = ("Agent", "Task")
+_BLOCK_KEYS = {
+    "text": ("type", "text"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+    "tool_use": ("type", "id", "name", "input"),
+    "tool_result": ("type", "tool_use_id", "content", "is_error"),
+    "image": ("type", "source"),
+}
 
 
-@dataclass
-class _Node:
-    """One or more lines that become entries together."""
+# -- content blocks -> messages -------------------------------------------------------------
 
-    kind: str  # user | assistant | boundary | compact_summary
-    line: int
-    uuids: list[str]
-    parent: str | None
-    timestamp: str
-    sidechain: bool
-    lines: list[Json]
-    message_id: str | None = None
-    summary: str | None = None
-    absorbed_by: _Node | None = None
-    messages: list[Message] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-
-    @property
-    def first(self) -> Json:
-        return self.lines[0]
+def _rest(block: Json, keys: Sequence[str]) -> Json:
+    return {k: v for k, v in block.items() if k not in keys}
 
 
-class _Reader:
-    """Collects the lines of one file, then builds the entries."""
+def part_from_block(block: Json) -> AnyPart:
+    """One Anthropic content block as a message part, unknown fields kept as extras."""
+    from .._messages import UnknownPart
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.nodes: list[_Node] = []
-        self.by_uuid: dict[str, _Node] = {}
-        self.alias: dict[str, str | None] = {}
-        self.titles: list[str] = []
-        self.summaries: list[tuple[Any, Any]] = []
-        self.info: Json = {}
-        self.call_names: dict[str, str] = {}
-        self.call_owner: dict[str, _Node] = {}
-
-    # -- pass 1: lines to nodes ----------------------------------------------------------
-    def add(self, n: int, obj: Any) -> None:
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            raise input_error(self.path, n, "expected a JSON object with a string `type`")
-        kind = obj["type"]
-        if kind == "summary":
-            self.summaries.append((obj.get("leafUuid"), obj.get("summary")))
-        elif kind == "custom-title" and isinstance(obj.get("customTitle"), str):
-            self.titles.append(obj["customTitle"])
-        elif kind in _CONVERSATION:
-            self._conversation_line(n, obj, kind)
-
-    def _conversation_line(self, n: int, obj: Json, kind: str) -> None:
-        uuid, parent = obj.get("uuid"), obj.get("parentUuid")
-        if not isinstance(uuid, str) or not uuid:
-            raise input_error(self.path, n, f"a {kind!r} line has no string `uuid`")
-        if parent is not None and not isinstance(parent, str):
-            raise input_error(self.path, n, "`parentUuid` must be a string or null")
-        if uuid in self.by_uuid or uuid in self.alias:
-            return  # a resumed session repeats lines it copied; the first one counts
-        for key in ("sessionId", "cwd", "version", "timestamp"):
-            if key in obj and key not in self.info:
-                self.info[key] = obj[key]
-        if kind == "system":
-            if obj.get("subtype") == "compact_boundary":
-                logical = obj.get("logicalParentUuid")
-                self._node("boundary", n, obj, logical if isinstance(logical, str) else parent)
+    kind = block.get("type")
+    keys = _BLOCK_KEYS.get(str(kind), ())
+    if kind == "text" and isinstance(block.get("text"), str):
+        return TextPart(text=block["text"]).set_extra(_rest(block, keys))
+    if kind == "thinking":
+        sig = block.get("signature")
+        return ThinkingPart(thinking=str(block.get("thinking") or ""),
+                            signature=sig if isinstance(sig, str) else None
+                            ).set_extra(_rest(block, keys))
+    if kind == "redacted_thinking" and isinstance(block.get("data"), str):
+        return ThinkingPart(thinking="", signature=block["data"], redacted=True
+                            ).set_extra(_rest(block, keys))
+    if kind == "image":
+        source = block.get("source")
+        if isinstance(source, dict):
+            src_rest = _rest(source, ("type", "media_type", "data", "url"))
+            if source.get("type") == "base64" and isinstance(source.get("data"), str):
+                media = source.get("media_type")
+                part = ImagePart(data=source["data"],
+                                 mime_type=media if isinstance(media, str) else None)
+            elif source.get("type") == "url" and isinstance(source.get("url"), str):
+                part = ImagePart(url=source["url"])
             else:
-                self.alias[uuid] = parent
-            return
-        message = obj.get("message")
-        if not isinstance(message, dict):
-            raise input_error(self.path, n, f"a {kind!r} line needs a `message` object")
-        if kind == "assistant":
-            last = self.nodes[-1] if self.nodes else None
-            mid = message.get("id")
-            if (last is not None and last.kind == "assistant" and mid is not None
-                    and last.message_id == mid and parent in last.uuids):
-                last.uuids.append(uuid)
-                last.lines.append(obj)
-                self.by_uuid[uuid] = last
-                return
-            node = self._node("assistant", n, obj, parent)
-            node.message_id = mid if isinstance(mid, str) else None
-        else:
-            self._node("compact_summary" if obj.get("isCompactSummary") else "user", n, obj,
-                       parent)
+                return UnknownPart(dict(block))
+            extra = _rest(block, keys)
+            if src_rest:
+                extra["source_extra"] = src_rest
+            return part.set_extra(extra)
+    if not isinstance(kind, str):
+        raise ValueError(f"a content block needs a string `type`, got {block!r:.80}")
+    return UnknownPart(dict(block))
 
-    def _node(self, kind: str, n: int, obj: Json, parent: str | None) -> _Node:
-        ts = obj.get("timestamp")
-        node = _Node(kind, n, [obj["uuid"]], parent, ts if isinstance(ts, str) else now(),
-                     bool(obj.get("isSidechain")), [obj])
-        self.nodes.append(node)
-        self.by_uuid[obj["uuid"]] = node
-        return node
 
-    # -- pass 2: nodes to messages ---------------------------------------------------------
-    def convert(self) -> None:
-        for node in self.nodes:
-            if node.kind == "compact_summary":
-                target = self._node_of(node.parent)
-                if target is not None and target.kind == "boundary" and target.summary is None:
-                    target.summary = text_of_blocks(node.first["message"].get("content"))
-                    node.absorbed_by = target
-                    continue
-            try:
-                self._convert(node)
-            except (AttributeError, TypeError, ValueError, KeyError) as e:
-                raise input_error(self.path, node.line, f"unexpected message shape "
-                                  f"({type(e).__name__}: {e})") from None
-            uuid = node.uuids[0]
-            node.ids = [uuid] + [f"{uuid}.{i}" for i in range(1, len(node.messages))]
+def _parts(content: Any) -> list[AnyPart]:
+    if isinstance(content, str):
+        return [TextPart(text=content)] if content else []
+    return [part_from_block(b) for b in content or () if isinstance(b, dict)]
 
-    def _convert(self, node: _Node) -> None:
-        if node.kind == "boundary":
-            node.ids = [node.uuids[0]]
-            return
-        message = node.first["message"]
-        if node.kind == "assistant":
-            msg = _assistant(node.lines)
-            for call in msg.tool_calls or ():
-                self.call_names[call.id] = call.name
-                self.call_owner[call.id] = node
-            node.messages = [msg]
-            return
-        content = message.get("content")
-        if isinstance(content, list):
-            msgs = from_anthropic(None, [{"role": "user", "content": content}])
-        else:
-            msgs = [Message.user(content if isinstance(content, str) else "")]
-        for m in msgs:
-            if m.role == "tool" and m.name is None and m.tool_call_id in self.call_names:
-                m.name = self.call_names[m.tool_call_id]
-        node.messages = msgs
 
-    # -- pass 3: entries -----------------------------------------------------------------
-    def _node_of(self, uuid: str | None) -> _Node | None:
-        for _ in range(_MAX_ALIAS_HOPS):
-            if uuid is None:
-                return None
-            node = self.by_uuid.get(uuid)
-            if node is not None:
-                return node.absorbed_by or node
-            if uuid not in self.alias:
-                return None
-            uuid = self.alias[uuid]
+def _tool_call(block: Json) -> ToolCall:
+    args = block.get("input")
+    call = ToolCall(id=str(block.get("id") or ""), name=str(block.get("name") or ""),
+                    arguments=dict(args) if isinstance(args, dict) else {})
+    extra = _rest(block, _BLOCK_KEYS["tool_use"])
+    if not isinstance(args, dict) and args is not None:
+        extra["input"] = args
+    return call.set_extra(extra)
+
+
+def _tool_result(block: Json, names: dict[str, str]) -> Message:
+    raw = block.get("content")
+    content: str | list[AnyPart] = _parts(raw) if isinstance(raw, list) else str(raw or "")
+    call_id = str(block.get("tool_use_id") or "")
+    msg = Message(role="tool", content=cast(Any, content), tool_call_id=call_id,
+                  name=names.get(call_id), is_error=bool(block.get("is_error", False)))
+    rest = _rest(block, _BLOCK_KEYS["tool_result"])
+    if "is_error" not in block:
+        rest["is_error"] = None  # absent in the file (not false): written back the same way
+    return msg.set_extra({EXTRA_KEY: {"block": rest}}) if rest else msg
+
+
+def user_messages(content: Any, names: dict[str, str]) -> list[Message]:
+    """A user line's content: tool results become tool messages, the rest user messages."""
+    if not isinstance(content, list):
+        return [Message.user(content if isinstance(content, str) else "")]
+    out: list[Message] = []
+    parts: list[AnyPart] = []
+    for b in content:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") != "tool_result":
+            parts.append(part_from_block(b))
+            continue
+        if parts:
+            out.append(Message.user(parts))
+            parts = []
+        out.append(_tool_result(b, names))
+    if parts or not out:
+        out.append(Message.user(parts))
+    return out
+
+
+def usage_of(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
         return None
-
-    def entries(self) -> tuple[list[AnyEntry], str | None]:
-        out: list[AnyEntry] = []
-        result_tail: dict[int, str] = {}  # id(assistant node) -> last tool result entry id
-        leaf: str | None = None
-        for node in self.nodes:
-            if node.absorbed_by is not None:
-                continue
-            parent_node = self._node_of(node.parent)
-            parent = parent_node.ids[-1] if parent_node is not None else None
-            owner = self._results_owner(node)
-            if owner is not None and parent == owner.ids[-1] and id(owner) in result_tail:
-                parent = result_tail[id(owner)]
-            if node.kind == "boundary":
-                out.append(self._compaction(node, parent))
-            else:
-                for eid, msg in zip(node.ids, node.messages, strict=True):
-                    out.append(message_entry(eid, parent, node.timestamp, msg))
-                    parent = eid
-            if owner is not None:
-                result_tail[id(owner)] = node.ids[-1]
-            if not node.sidechain:
-                leaf = node.ids[-1]
-        return out, leaf
-
-    def _results_owner(self, node: _Node) -> _Node | None:
-        """The assistant node whose calls ``node`` answers, if it holds only tool results."""
-        if node.kind != "user" or not node.messages:
-            return None
-        if any(m.role != "tool" for m in node.messages):
-            return None
-        return self.call_owner.get(node.messages[0].tool_call_id or "")
-
-    def _compaction(self, node: _Node, parent: str | None) -> CompactionEntry:
-        line = node.first
-        raw = line.get("compactMetadata")
-        meta: Json = raw if isinstance(raw, dict) else {}
-        summary = node.summary if node.summary is not None else text_of_blocks(line.get("content"))
-        return CompactionEntry(
-            node.ids[0], parent, node.timestamp, summary=summary, first_kept_entry_id=None,
-            tokens_before=int(meta.get("preTokens") or 0),
-            details={"source": "claude-code", "trigger": meta.get("trigger")},
-        )
-
-    def name(self) -> str | None:
-        if self.titles:
-            return self.titles[-1]
-        for leaf_uuid, text in reversed(self.summaries):
-            if isinstance(text, str) and leaf_uuid in self.by_uuid:
-                return text
-        return None
+    n = {k: int(raw.get(k) or 0) for k in ("input_tokens", "output_tokens",
+                                           "cache_read_input_tokens",
+                                           "cache_creation_input_tokens")}
+    return Usage(input=n["input_tokens"], output=n["output_tokens"],
+                 cache_read=n["cache_read_input_tokens"],
+                 cache_write=n["cache_creation_input_tokens"], total=sum(n.values()))
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Claude Code session file (see the module notes)."""
-    reader = _Reader(path)
-    for n, obj in read_json_lines(path, progress):
-        reader.add(n, obj)
-    if not reader.nodes:
-        raise input_error(path, None, "no Claude Code messages found (lines of type user or "
-                          "assistant with a uuid); is this a Claude Code session file?")
-    reader.convert()
-    entries, leaf = reader.entries()
-    info = reader.info
-    name = reader.name()
-    if name is not None and leaf is not None:
-        stamp = entries[-1].timestamp if entries else now()
-        entries.append(SessionInfoEntry(f"{leaf}.name", leaf, stamp, name=name))
-        leaf = None
-    meta = imported_metadata("claude-code", path, claude_code_version=info.get("version"))
-    sid, cwd, ts = info.get("sessionId"), info.get("cwd"), info.get("timestamp")
-    hdr = header(sid if isinstance(sid, str) else None, ts if isinstance(ts, str) else None,
-                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta)
-    return Imported(hdr, entries, leaf)
-
-
-def _assistant(lines: list[Json]) -> Message:
+def assistant_message(lines: Sequence[Json]) -> Message:
     """One assistant message from the lines of one API response."""
-    blocks: list[Json] = []
+    parts: list[AnyPart] = []
+    calls: list[ToolCall] = []
     usage: Any = None
     model: Any = None
     stop: Any = None
     for line in lines:
         message = line["message"]
         content = message.get("content")
-        if isinstance(content, str):
-            blocks.extend([{"type": "text", "text": content}] if content else [])
-        else:
-            blocks.extend(b for b in content or () if isinstance(b, dict))
+        blocks = ([{"type": "text", "text": content}] if isinstance(content, str) and content
+                  else [b for b in content or () if isinstance(b, dict)]
+                  if isinstance(content, list) else [])
+        for b in blocks:
+            if b.get("type") == "tool_use":
+                calls.append(_tool_call(b))
+            else:
+                parts.append(part_from_block(b))
         usage = message.get("usage") or usage
         model = message.get("model") or model
         stop = message.get("stop_reason") or stop
-    msg = assistant_from_anthropic(blocks)
-    msg.usage = usage_from_anthropic(usage) if isinstance(usage, dict) else None
-    msg.model = model if isinstance(model, str) else None
-    msg.provider = "anthropic"
-    msg.stop_reason = stop if isinstance(stop, str) else None
-    return msg
+    content_out: str | list[AnyPart] = parts
+    if not parts:
+        content_out = ""
+    elif len(parts) == 1 and isinstance(parts[0], TextPart) and not parts[0].extra:
+        content_out = parts[0].text
+    return Message(role="assistant", content=cast(Any, content_out), tool_calls=calls or None,
+                   usage=usage_of(usage), model=model if isinstance(model, str) else None,
+                   provider="anthropic", stop_reason=stop if isinstance(stop, str) else None)
 
 
+def _without_content(record: Json) -> Json:
+    message = record.get("message")
+    if not isinstance(message, dict) or "content" not in message:
+        return record
+    return {**record, "message": {k: v for k, v in message.items() if k != "content"}}
+
+
+def _block_count(record: Json) -> int:
+    content = record.get("message", {}).get("content")
+    if isinstance(content, list):
+        return sum(1 for b in content if isinstance(b, dict))
+    return 1 if isinstance(content, str) and content else 0
+
+
+# -- attachments ----------------------------------------------------------------------------
+
+def render_attachment(attachment: Any) -> str | None:
+    """The text Claude Code 2.1.197 sends for an attachment (as a system message), or
+    ``None`` for a type that is not rendered here (kept as a custom entry)."""
+    if not isinstance(attachment, dict):
+        return None
+    kind = attachment.get("type")
+    if kind == "agent_listing_delta":
+        return _agent_listing(attachment)
+    if kind == "file":
+        return _file_attachment(attachment)
+    return None
+
+
+def _agent_listing(a: Json) -> str | None:
+    added, removed = a.get("addedLines") or [], a.get("removedTypes") or []
+    if not isinstance(added, list) or not isinstance(removed, list):
+        return None
+    out: list[str] = []
+    if added:
+        head = ("Available agent types for the Agent tool:" if a.get("isInitial")
+                else "New agent types are now available for the Agent tool:")
+        out.append(head + "\n" + "\n".join(str(x) for x in added))
+    if removed:
+        return None  # the removal note carries a constant of Claude Code's not seen in a file
+    if a.get("isInitial") and a.get("showConcurrencyNote"):
+        out.append("When you launch multiple agents for independent work, send them in a "
+                   "single message with multiple tool uses so they run concurrently.")
+    return "\n\n".join(out) if out else None
+
+
+def _file_attachment(a: Json) -> str | None:
+    content = a.get("content")
+    name = a.get("filename")
+    if not isinstance(content, dict) or content.get("type") != "text" or a.get("truncated"):
+        return None
+    file = content.get("file")
+    if not isinstance(file, dict) or not isinstance(file.get("content"), str):
+        return None
+    start = file.get("startLine")
+    first = start if isinstance(start, int) else 1
+    numbered = "\n".join(f"{first + i}\t{line}"
+                         for i, line in enumerate(file["content"].split("\n")))
+    called = json.dumps({"file_path": name}, ensure_ascii=False, separators=(",", ":"))
+    return (f"Called the Read tool with the following input: {called}\n"
+            f"Result of calling the Read tool:\n{numbered}")
+
+
+# -- reading the lines ----------------------------------------------------------------------
+
+@dataclass(eq=False)
+class _Node:
+    """One or more lines that become entries together."""
+
+    kind: str  # assistant | user | summary | boundary | attachment | custom
+    line: int
+    uuids: list[str]
+    parent: str | None  # uuid as written (for a boundary: its logical parent)
+    timestamp: str
+    sidechain: bool
+    records: list[Json]
+    chain: bool = True  # has a uuid (a line of the parent chain)
+    message_id: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    out: str | None = None  # the entry id its children continue from
+    rewritten: list[Json] = field(default_factory=list)
+    summary: _Node | None = None  # boundary: its summary line
+    owner: _Node | None = None  # tool results: the assistant whose calls they answer
+    placed: bool = False
+
+    @property
+    def first(self) -> Json:
+        return self.records[0]
+
+    @property
+    def record_type(self) -> str:
+        return str(self.first.get("type"))
+
+
+@dataclass
+class _File:
+    """The nodes of one file (the session, or one sub-agent transcript)."""
+
+    path: Path
+    role: str  # main | subagent
+    nodes: list[_Node] = field(default_factory=list)
+    by_uuid: dict[str, _Node] = field(default_factory=dict)
+    records: Counter[str] = field(default_factory=Counter)
+    meta: Json = field(default_factory=dict)  # agent-<id>.meta.json
+    agent_id: str | None = None
+    duplicates: int = 0
+    lines: int = 0
+    titles: list[str] = field(default_factory=list)
+    summaries: list[tuple[Any, Any]] = field(default_factory=list)
+    info: Json = field(default_factory=dict)
+
+
+def _read_file(path: Path, role: str, progress: Progress | None) -> _File:
+    f = _File(path, role)
+    for n, obj in read_json_lines(path, progress):
+        _add_line(f, n, obj)
+    return f
+
+
+def _add_line(f: _File, n: int, obj: Any) -> None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise input_error(f.path, n, "expected a JSON object with a string `type`")
+    f.lines += 1
+    kind = obj["type"]
+    f.records[kind] += 1
+    if kind == "summary":
+        f.summaries.append((obj.get("leafUuid"), obj.get("summary")))
+    elif kind == "custom-title" and isinstance(obj.get("customTitle"), str):
+        f.titles.append(obj["customTitle"])
+    uuid = obj.get("uuid")
+    ts = obj.get("timestamp")
+    stamp = ts if isinstance(ts, str) else ""
+    if not isinstance(uuid, str) or not uuid:
+        if kind in _CHAIN_MESSAGES:
+            raise input_error(f.path, n, f"a {kind!r} line has no string `uuid`")
+        f.nodes.append(_Node("custom", n, [], None, stamp, False, [obj], chain=False))
+        return
+    parent = obj.get("parentUuid")
+    if parent is not None and not isinstance(parent, str):
+        raise input_error(f.path, n, "`parentUuid` must be a string or null")
+    if uuid in f.by_uuid:
+        _duplicate(f, f.by_uuid[uuid], obj)
+        return
+    for key in ("sessionId", "cwd", "version", "timestamp"):
+        if key in obj and key not in f.info:
+            f.info[key] = obj[key]
+    if isinstance(obj.get("agentId"), str) and f.agent_id is None:
+        f.agent_id = obj["agentId"]
+    sidechain = bool(obj.get("isSidechain")) and f.role == "main"
+    if kind in _CHAIN_MESSAGES and not isinstance(obj.get("message"), dict):
+        raise input_error(f.path, n, f"a {kind!r} line needs a `message` object")
+    if kind == "assistant":
+        mid = obj["message"].get("id")
+        owner = f.by_uuid.get(parent) if parent is not None else None
+        if (owner is not None and owner.kind == "assistant" and isinstance(mid, str)
+                and owner.message_id == mid and not owner.placed):
+            owner.uuids.append(uuid)
+            owner.records.append(obj)
+            f.by_uuid[uuid] = owner
+            return
+        node = _Node("assistant", n, [uuid], parent, stamp, sidechain, [obj],
+                     message_id=mid if isinstance(mid, str) else None)
+    elif kind == "user":
+        node = _Node("summary" if obj.get("isCompactSummary") else "user", n, [uuid], parent,
+                     stamp, sidechain, [obj])
+    elif kind == "system" and obj.get("subtype") == "compact_boundary":
+        logical = obj.get("logicalParentUuid")
+        node = _Node("boundary", n, [uuid], logical if parent is None and isinstance(
+            logical, str) else parent, stamp, sidechain, [obj])
+    elif kind == "attachment":
+        node = _Node("attachment", n, [uuid], parent, stamp, sidechain, [obj])
+    else:
+        node = _Node("custom", n, [uuid], parent, stamp, sidechain, [obj])
+    f.nodes.append(node)
+    f.by_uuid[uuid] = node
+
+
+def _duplicate(f: _File, node: _Node, obj: Json) -> None:
+    """A line whose uuid was already written: counted, and what differs kept."""
+    f.duplicates += 1
+    original = next((r for r in node.records if r.get("uuid") == obj.get("uuid")), node.first)
+    changed = {k: v for k, v in obj.items() if original.get(k) != v}
+    gone = [k for k in original if k not in obj]
+    note: Json = {"uuid": obj.get("uuid"), "changed": changed}
+    if gone:
+        note["removed"] = gone
+    node.rewritten.append(note)
+
+
+# -- building entries -----------------------------------------------------------------------
+
+class _Builder:
+    """Places the nodes of every file as entries (see the module notes)."""
+
+    def __init__(self, main: _File, agents: list[_File]) -> None:
+        self.main = main
+        self.agents = agents
+        self.ids = Ids([u for f in (main, *agents) for u in f.by_uuid])
+        self.taken: set[str] = set()
+        self.entries: list[AnyEntry] = []
+        self.by_id: dict[str, AnyEntry] = {}
+        self.names: dict[str, str] = {}  # tool call id -> tool name
+        self.call_owner: dict[str, _Node] = {}
+        self.tail: dict[int, str] = {}  # id(assistant node) -> its last tool result entry
+        self.tip_after: dict[str | None, str] = {}  # entry -> custom entry chained after it
+        self.anchor: dict[int, str | None] = {}  # id(file) -> last entry placed from it
+        self.custom: Counter[str] = Counter()
+        self.unrendered: Counter[str] = Counter()
+        self.missing_parents = 0
+        self.missing_preserved = 0
+        self.links: list[Json] = []
+        first = main.info.get("timestamp")
+        self.stamp = first if isinstance(first, str) else ""
+        self.agent_by_call: dict[str, _File] = {}
+        self.agent_by_id: dict[str, _File] = {}
+        for a in agents:
+            call = a.meta.get("toolUseId")
+            if isinstance(call, str):
+                self.agent_by_call[call] = a
+            if a.agent_id:
+                self.agent_by_id[a.agent_id] = a
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _id(self, wanted: str | None) -> str:
+        if wanted is not None and wanted not in self.taken:
+            self.taken.add(wanted)
+            return wanted
+        eid = self.ids.new()
+        self.taken.add(eid)
+        return eid
+
+    def _add(self, entry: AnyEntry) -> None:
+        self.entries.append(entry)
+        self.by_id[entry.id] = entry
+
+    def _time(self, node: _Node) -> str:
+        if node.timestamp:
+            self.stamp = node.timestamp
+        return node.timestamp or self.stamp or now()
+
+    def last(self, eid: str | None) -> str | None:
+        """``eid`` followed by the custom entries chained after it."""
+        for _ in range(len(self.tip_after) + 1):
+            if eid not in self.tip_after:
+                break
+            eid = self.tip_after[eid]
+        return eid
+
+    def tip(self, node: _Node) -> str | None:
+        """Where what names ``node`` as its parent continues: after the last tool result of
+        the response ``node`` belongs to, and after the custom entries chained there."""
+        group = node if node.kind == "assistant" else node.owner
+        if group is not None and id(group) in self.tail:
+            return self.last(self.tail[id(group)])
+        return self.last(node.out)
+
+    @staticmethod
+    def _start_key(f: _File) -> str | None:
+        """What the records before a file's first line are chained after (main: the root)."""
+        return None if f.role == "main" else f"\0start:{f.path}"
+
+    def _start(self, f: _File) -> str | None:
+        key = self._start_key(f)
+        tip = self.last(key)
+        return None if tip == key else tip
+
+    def resolve(self, f: _File, node: _Node) -> str | None:
+        """The entry id ``node`` hangs from."""
+        if node.parent is None:
+            return None if node.sidechain else self._start(f)
+        target = f.by_uuid.get(node.parent)
+        if target is None or not target.placed or target.out is None:
+            self.missing_parents += 1
+            return None if node.sidechain else self._start(f)
+        return self.tip(target)
+
+    # -- nodes ------------------------------------------------------------------------------
+    def place_file(self, f: _File) -> None:
+        for node in f.nodes:
+            try:
+                self._place(f, node)
+            except (AttributeError, TypeError, ValueError, KeyError) as e:
+                raise input_error(f.path, node.line, f"unexpected record shape "
+                                  f"({type(e).__name__}: {e})") from None
+            node.placed = True
+            if node.out is not None and not node.sidechain:
+                self.anchor[id(f)] = node.out
+
+    def _place(self, f: _File, node: _Node) -> None:
+        if not node.chain:
+            self._inline_custom(f, node)
+            return
+        if node.kind == "summary" and self._join_summary(f, node):
+            return
+        parent = self.resolve(f, node)
+        if node.kind == "assistant":
+            if node.first.get("isApiErrorMessage"):  # shown by Claude Code, never sent
+                self._custom(node, parent, "api_error")
+                return
+            msg = assistant_message(node.records)
+            self._messages(node, parent, [msg])
+            for call in msg.tool_calls or ():
+                self.names[call.id] = call.name
+                self.call_owner[call.id] = node
+            if msg.tool_calls:
+                self.tail[id(node)] = node.ids[-1]
+        elif node.kind in ("user", "summary"):
+            msgs = user_messages(node.first["message"].get("content"), self.names)
+            if node.kind == "summary":
+                msgs = [m.marked(Kind.COMPACTION_SUMMARY, source="claude-code") for m in msgs]
+            owner = None
+            if all(m.role == "tool" for m in msgs):
+                owner = self.call_owner.get(msgs[0].tool_call_id or "")
+            self._messages(node, parent, msgs)
+            if owner is not None and id(owner) in self.tail:
+                node.owner = owner
+                self.tail[id(owner)] = node.ids[-1]
+                self._link_agents(f, node, msgs)
+        elif node.kind == "boundary":
+            self._boundary(f, node, parent)
+        elif node.kind == "attachment":
+            attachment = node.first.get("attachment")
+            text = render_attachment(attachment)
+            if text is None:
+                kind = attachment.get("type") if isinstance(attachment, dict) else None
+                self.unrendered[str(kind)] += 1
+                self._custom(node, parent, "attachment")
+            else:
+                self._messages(node, parent, [Message.system(text)])
+        else:
+            self._custom(node, parent, node.record_type)
+
+    def _messages(self, node: _Node, parent: str | None, msgs: list[Message]) -> None:
+        stamp = self._time(node)
+        node.messages = msgs
+        first = self._id(node.uuids[0])
+        node.ids = [first] + [self._id(f"{first}.{i}") for i in range(1, len(msgs))]
+        for i, (eid, msg) in enumerate(zip(node.ids, msgs, strict=True)):
+            entry = MessageEntry(id=eid, parent_id=parent, timestamp=stamp, message=msg)
+            if i == 0:
+                entry.set_extra({EXTRA_KEY: self._kept(node)})
+            self._add(entry)
+            parent = eid
+        node.out = node.ids[-1]
+
+    def _kept(self, node: _Node) -> Json:
+        kept: Json = {"records": [_without_content(r) for r in node.records]}
+        if node.kind == "assistant":
+            kept["blocks"] = [_block_count(r) for r in node.records]
+        if node.rewritten:
+            kept["rewritten"] = node.rewritten
+        return kept
+
+    def _custom(self, node: _Node, parent: str | None, kind: str) -> str:
+        eid = self._id(node.uuids[0] if node.uuids else None)
+        custom_type = CUSTOM_PREFIX + kind
+        entry = CustomEntry(id=eid, parent_id=parent, timestamp=self._time(node),
+                            custom_type=custom_type, data=node.first)
+        if node.rewritten:
+            entry.set_extra({EXTRA_KEY: {"rewritten": node.rewritten}})
+        self._add(entry)
+        self.custom[custom_type] += 1
+        node.ids = [eid]
+        node.out = eid
+        return eid
+
+    def _inline_custom(self, f: _File, node: _Node) -> None:
+        """A record without a uuid: chained after the last line written before it."""
+        at = self.anchor.get(id(f))
+        key = at if at is not None else self._start_key(f)
+        tip = self.last(key)
+        parent = None if tip == self._start_key(f) else tip
+        self.tip_after[tip] = self._custom(node, parent, node.record_type)
+
+    def _join_summary(self, f: _File, node: _Node) -> bool:
+        """Fold an ``isCompactSummary`` line into the compaction entry of its boundary."""
+        boundary = None
+        uuid = node.parent
+        for _ in range(64):  # the summary's parent is the boundary, or an attachment after it
+            target = f.by_uuid.get(uuid or "")
+            if target is None:
+                break
+            if target.kind == "boundary":
+                boundary = target
+                break
+            uuid = target.parent
+        if boundary is None or boundary.summary is not None or not boundary.placed:
+            return False
+        boundary.summary = node
+        comp = self.by_id[boundary.ids[0]]
+        assert isinstance(comp, CompactionEntry)
+        msgs = user_messages(node.first["message"].get("content"), self.names)
+        summary = [m.marked(Kind.COMPACTION_SUMMARY, source="claude-code") for m in msgs]
+        comp.retained_tail = summary + list(comp.retained_tail or ())
+        kept = comp.extra[EXTRA_KEY]
+        kept["records"].append(_without_content(node.first))
+        if node.rewritten:
+            kept.setdefault("rewritten", []).extend(node.rewritten)
+        node.ids = [comp.id]
+        node.out = self.resolve(f, node)
+        return True
+
+    def _boundary(self, f: _File, node: _Node, parent: str | None) -> None:
+        raw = node.first.get("compactMetadata")
+        meta: Json = raw if isinstance(raw, dict) else {}
+        tail: list[Message] = []
+        for kept in self._preserved(f, meta):
+            tail.extend(m.replace() for m in kept.messages)
+        eid = self._id(node.uuids[0])
+        pre, post = meta.get("preTokens"), meta.get("postTokens")
+        entry = CompactionEntry(
+            id=eid, parent_id=parent, timestamp=self._time(node), summary="",
+            first_kept_entry_id=None,
+            tokens_before=pre if isinstance(pre, int) else 0,
+            tokens_after=post if isinstance(post, int) else None,
+            retained_tail=tail,
+            details={"source": "claude-code", "trigger": meta.get("trigger")},
+        )
+        entry.set_extra({EXTRA_KEY: self._kept(node)})
+        self._add(entry)
+        node.ids = [eid]
+        node.out = eid
+
+    def _preserved(self, f: _File, meta: Json) -> list[_Node]:
+        """The nodes Claude Code carried across a boundary, in order."""
+        pm = meta.get("preservedMessages")
+        uuids = pm.get("uuids") if isinstance(pm, dict) else None
+        if not isinstance(uuids, list):
+            seg = meta.get("preservedSegment")
+            uuids = _segment(f, seg) if isinstance(seg, dict) else []
+        out: list[_Node] = []
+        seen: set[int] = set()
+        for u in uuids:
+            node = f.by_uuid.get(u) if isinstance(u, str) else None
+            if node is None or not node.placed:
+                self.missing_preserved += 1
+            elif id(node) not in seen:
+                seen.add(id(node))
+                out.append(node)
+        return out
+
+    # -- sub-agents -------------------------------------------------------------------------
+    def _link_agents(self, f: _File, node: _Node, msgs: list[Message]) -> None:
+        """After the result of an Agent/Task call, a custom entry naming its transcript."""
+        if f.role != "main":
+            return
+        for m in msgs:
+            call = m.tool_call_id or ""
+            if self.names.get(call) not in _AGENT_TOOLS:
+                continue
+            result = node.first.get("toolUseResult")
+            agent_id = result.get("agentId") if isinstance(result, dict) else None
+            agent = self.agent_by_call.get(call) or self.agent_by_id.get(str(agent_id))
+            if agent is not None and not any(x["file"] == str(agent.path) for x in self.links):
+                self._agent_link(agent, call, after=node.out)
+
+    def _agent_link(self, agent: _File, call: str | None, after: str | None) -> None:
+        data: Json = {"agent_id": agent.agent_id, "tool_use_id": call,
+                      "file": str(agent.path), "meta": agent.meta}
+        parent = self.last(after)
+        eid = self._id(None)
+        entry = CustomEntry(id=eid, parent_id=parent, timestamp=self.stamp or now(),
+                            custom_type=CUSTOM_PREFIX + "subagent", data=data)
+        self._add(entry)
+        self.custom[entry.custom_type] += 1
+        self.tip_after[parent] = eid
+        self.links.append(data)
+
+    def place_agents(self) -> None:
+        """Each sub-agent transcript as its own root; a link for one no call named."""
+        for agent in self.agents:
+            self.place_file(agent)
+            link = next((x for x in self.links if x["file"] == str(agent.path)), None)
+            if link is None:
+                call = agent.meta.get("toolUseId")
+                self._agent_link(agent, call if isinstance(call, str) else None,
+                                 self.anchor.get(id(self.main)))
+                link = self.links[-1]
+            firsts = [n.ids[0] for n in agent.nodes if n.ids]
+            link["first_entry_id"] = firsts[0] if firsts else None
+            link["last_entry_id"] = self.last(self.anchor.get(id(agent)))
+
+
+def _segment(f: _File, seg: Json) -> list[str]:
+    """The uuids from ``headUuid`` to ``tailUuid`` along the parent chain."""
+    head, tail = seg.get("headUuid"), seg.get("tailUuid")
+    out: list[str] = []
+    uuid = tail
+    while isinstance(uuid, str) and len(out) < 100_000:
+        out.append(uuid)
+        if uuid == head:
+            return list(reversed(out))
+        node = f.by_uuid.get(uuid)
+        uuid = node.parent if node is not None else None
+    return []
+
+
+def subagent_files(path: Path) -> list[Path]:
+    """The sub-agent transcripts of a session file: ``<stem>/subagents/agent-*.jsonl``."""
+    folder = path.with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("agent-*.jsonl") if p.is_file())
+
+
+def _agent_file(path: Path) -> _File:
+    f = _read_file(path, "subagent", None)
+    meta_path = path.with_suffix(".meta.json")
+    if meta_path.is_file():
+        try:
+            meta = orjson.loads(meta_path.read_bytes())
+        except orjson.JSONDecodeError as e:
+            raise input_error(meta_path, None, f"not valid JSON ({e})") from None
+        if isinstance(meta, dict):
+            f.meta = meta
+    return f
+
+
+def read(path: Path, progress: Progress | None = None) -> Imported:
+    """Read a Claude Code session file and its sub-agent transcripts (see the module notes)."""
+    main = _read_file(path, "main", progress)
+    if not any(n.kind in ("user", "assistant", "summary") for n in main.nodes):
+        raise input_error(path, None, "no Claude Code messages found (lines of type user or "
+                          "assistant with a uuid); is this a Claude Code session file?")
+    agents = [_agent_file(p) for p in subagent_files(path)]
+    b = _Builder(main, agents)
+    b.place_file(main)
+    b.place_agents()
+    leaf = _leaf(b, main)
+    entries = b.entries
+    name = _name(main)
+    if name is not None:
+        stamp = entries[-1].timestamp if entries else now()
+        info_id = b._id(f"{leaf}.name" if leaf else None)
+        entries.append(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
+        leaf = info_id
+    report = _report(b, main, agents)
+    info = main.info
+    meta = imported_metadata("claude-code", path, claude_code_version=info.get("version"),
+                             report=report)
+    sid, cwd, ts = info.get("sessionId"), info.get("cwd"), info.get("timestamp")
+    hdr = header(sid if isinstance(sid, str) else None,
+                 ts if isinstance(ts, str) else file_time(path),
+                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta)
+    return Imported(hdr, entries, leaf, report=report)
+
+
+def _leaf(b: _Builder, main: _File) -> str | None:
+    """Where Claude Code resumes: the last main-chain line, or the ``last-prompt`` leaf
+    written after it; then the custom entries chained after that."""
+    last_chain: _Node | None = None
+    leaf_uuid: str | None = None
+    for node in main.nodes:
+        if node.chain and not node.sidechain and node.out is not None:
+            last_chain, leaf_uuid = node, None
+        elif node.record_type == "last-prompt" and isinstance(node.first.get("leafUuid"), str):
+            leaf_uuid = node.first["leafUuid"]
+    target = main.by_uuid.get(leaf_uuid or "") or last_chain
+    if target is None or target.out is None:
+        return b.last(None)
+    if target is last_chain:  # the custom entries written after it belong to the branch
+        return b.last(b.anchor.get(id(main)))
+    return b.tip(target)
+
+
+def _name(f: _File) -> str | None:
+    if f.titles:
+        return f.titles[-1]
+    for leaf_uuid, text in reversed(f.summaries):
+        if isinstance(text, str) and leaf_uuid in f.by_uuid:
+            return text
+    return None
+
+
+def _report(b: _Builder, main: _File, agents: list[_File]) -> Json:
+    records: Counter[str] = Counter()
+    for f in (main, *agents):
+        records.update(f.records)
+    report: Json = {
+        "records": dict(sorted(records.items())),
+        "custom_entries": dict(sorted(b.custom.items())),
+        "files": [{"path": str(f.path), "role": f.role, "lines": f.lines,
+                   "duplicates": f.duplicates} for f in (main, *agents)],
+    }
+    unknown = sorted(k for k in records if k not in KNOWN_RECORDS)
+    if unknown:
+        report["unknown_types"] = unknown
+    if b.unrendered:
+        report["unrendered_attachments"] = dict(sorted(b.unrendered.items()))
+    if b.missing_parents:
+        report["missing_parents"] = b.missing_parents
+    if b.missing_preserved:
+        report["missing_preserved"] = b.missing_preserved
+    if b.links:
+        report["subagents"] = b.links
+    return report
+
+
+# -- finding sessions -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A session found under a tool's home directory."""
+
+    id: str
+    path: Path
+    cwd: str | None
+    modified: float
+    first_prompt: str | None
+    messages: int
+
+
+def claude_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """Where Claude Code keeps its projects: ``home`` (a ``.claude`` directory or its
+    ``projects``), else ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    if home is not None:
+        base = Path(home).expanduser()
+    elif os.environ.get("CLAUDE_CONFIG_DIR"):
+        base = Path(os.environ["CLAUDE_CONFIG_DIR"]).expanduser()
+    else:
+        base = Path.home() / ".claude"
+    return base if base.name == "projects" else base / "projects"
+
+
+def list_sessions(home: str | os.PathLike[str] | None = None) -> list[SessionRow]:
+    """The session files under ``<home>/projects/*/``, newest first, with their first prompt."""
+    root = claude_home(home)
+    if not root.is_dir():
+        return []
+    rows = [_row(p) for p in root.glob("*/*.jsonl") if p.is_file()]
+    return sorted((r for r in rows if r is not None), key=lambda r: r.modified, reverse=True)
+
+
+def _row(path: Path) -> SessionRow | None:
+    sid: str | None = None
+    cwd: str | None = None
+    first: str | None = None
+    count = 0
+    try:
+        for obj in _quick_lines(path):
+            if sid is None and isinstance(obj.get("sessionId"), str):
+                sid = obj["sessionId"]
+            if cwd is None and isinstance(obj.get("cwd"), str):
+                cwd = obj["cwd"]
+            if obj.get("type") in _CHAIN_MESSAGES and not obj.get("isSidechain"):
+                count += 1
+                if first is None and obj.get("type") == "user" and not obj.get("isMeta") \
+                        and not obj.get("isCompactSummary"):
+                    text = _prompt_text(obj.get("message", {}).get("content"))
+                    first = text or None
+        modified = path.stat().st_mtime
+    except OSError:
+        return None
+    return SessionRow(sid or path.stem, path, cwd, modified, first, count)
+
+
+def _prompt_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            return ""
+        return "".join(str(b.get("text", "")) for b in content
+                       if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def _quick_lines(path: Path) -> Iterator[Json]:
+    with open(path, "rb") as f:
+        for raw in f:
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                yield obj
+
+
+def find_session(key: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """The session file whose id is ``key`` or starts with it (a path is returned as is)."""
+    candidate = Path(key).expanduser()
+    if candidate.suffix == ".jsonl" and candidate.is_file():
+        return candidate
+    rows = list_sessions(home)
+    exact = [r for r in rows if r.id == key or r.path.stem == key]
+    found = exact or [r for r in rows if r.id.startswith(key) or r.path.stem.startswith(key)]
+    if not found:
+        raise SessionNotFound(f"no Claude Code session {key!r} under {claude_home(home)}")
+    if len({r.path for r in found}) > 1:
+        ids = ", ".join(sorted({r.id for r in found})[:5])
+        from ..errors import InvalidArgument
+
+        raise InvalidArgument(f"{key!r} matches several Claude Code sessions ({ids}); "
+                              "give more of the id")
+    return found[0].path
