@@ -215,8 +215,16 @@ def test_a_forced_compaction_under_the_target_compacts_as_the_trigger_would() ->
     total = tokens(context(s).messages)
     r = s.compact(total * 10, force=True)
     assert r.entry_id is not None and r.target == int(int(total / 0.7) * 0.4)
-    assert r.reached_target and r.dropped
-    assert "Task 0: refactor module 0 and keep the public API stable." in r.summary
+    assert r.reached_target and r.cleared and r.tokens_after < total
+    # without tool results to clear, the oldest turns are folded (the user's words kept)
+    s2 = ct.Session.in_memory()
+    for t in range(20):
+        s2.append_message(Message.user(f"Request {t}: " + "explained at length " * 60))
+        s2.append_message(Message.assistant(f"Answer {t}: " + "in some detail " * 60))
+    total = tokens(context(s2).messages)
+    r = s2.compact(total * 10, force=True)
+    assert r.entry_id is not None and r.reached_target and r.dropped
+    assert "- Request 0: explained at length" in r.summary
 
 
 # -- ToolResults --------------------------------------------------------------------------
