@@ -28,6 +28,7 @@ __all__ = [
     "count_context",
     "fresh_start",
     "usage_anchor",
+    "usage_scale",
 ]
 
 IMAGE_TOKENS = 1200
@@ -268,3 +269,16 @@ def count_context(
     assert usage is not None  # checked by usage_anchor
     reported = usage.input + usage.cache_read + usage.cache_write + usage.output
     return reported + counter.count_messages(messages[anchor + 1 :])
+
+
+def usage_scale(reported: int, estimate: int) -> float:
+    """How much the provider's count differs from the estimate: ``reported / estimate``.
+
+    Compaction scales every estimate by it, whether the provider counts more (a tokenizer
+    that splits code finer, or a system prompt and tool definitions outside the messages) or
+    less, so the context it plans lands where the provider will count it. ``1.0`` when there
+    is nothing to compare.
+    """
+    if reported <= 0 or estimate <= 0:
+        return 1.0
+    return reported / estimate

@@ -124,7 +124,8 @@ class ScriptedModel(Model):
     def _usage(
         msg: Message, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
     ) -> Usage:
-        prompt: list[Any] = [m.to_dict() for m in messages]
+        # (``meta`` is contextree's own and never sent, so it is not counted)
+        prompt: list[Any] = [m.replace(meta=None).to_dict() for m in messages]
         if tools:
             prompt.append([dict(t) for t in tools])
         inp = estimate_tokens(prompt)
