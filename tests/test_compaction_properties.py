@@ -29,6 +29,7 @@ from contextree.compaction import (
     ToolResults,
     default_pipeline,
 )
+from contextree.entries import CompactionEntry
 from contextree.errors import ModelError
 from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter, count_context
@@ -265,23 +266,36 @@ def test_repeated_compactions_keep_the_invariants(first: list[Turn], more: list[
     # the second keeps what the first kept, unless it dropped it itself
     assert all(i in after or i in two.dropped for i in kept if i is not None)
     if one.summary and two.entry_id is not None:
-        # the earlier summary is carried, or handed to the summarizer to be updated
-        if "summarize" in two.applied:
+        first_entry, second_entry = s.get_entry(one.entry_id or ""), s.get_entry(two.entry_id)
+        assert isinstance(first_entry, CompactionEntry)
+        assert isinstance(second_entry, CompactionEntry)
+        state1 = (first_entry.details or {}).get("digest")
+        state2 = (second_entry.details or {}).get("digest")
+        # the earlier summary's state is merged, never cut: what the user said stays, in
+        # order, and the original task is shown whole
+        assert state1 is not None and state2 is not None
+        assert state2["users"][: len(state1["users"])] == state1["users"]
+        if state1["users"]:
+            assert state1["users"][0] in s.build_context().messages[0].text
+        accepted = [x for x in two.stages if x.name == "summarize" and x.applied
+                    and not x.note]
+        if accepted:  # the summarizer was handed the earlier summary to update
             sent = [call[1].text for st_ in stages if isinstance(st_, Summarize)
                     for call in st_.model.calls]
             handed = f"<previous-summary>\n{one.summary}\n</previous-summary>"
             assert any(handed in text for text in sent)
-        else:
-            assert one.summary[:200] in s.build_context().messages[0].text
 
 
 def floor_tokens(session: ct.Session) -> int:
-    """What no stage may drop: the system prompt, the current task and the newest step."""
+    """What no stage may drop: the system prompt, the current task and the newest step,
+    and (in the summary, whole) the first thing the user asked when it is not the task."""
     ctx = session.build_context()
     msgs = ctx.messages
     last_user = max(i for i, m in enumerate(msgs) if m.role == "user")
     last_step = max(i for i, m in enumerate(msgs) if m.role in ("user", "assistant"))
-    return COUNTER.count_messages([msgs[0], msgs[last_user], *msgs[last_step:]])
+    first_user = min(i for i, m in enumerate(msgs) if m.role == "user")
+    opening = [Message.user(msgs[first_user].text[:4000])] if first_user != last_user else []
+    return COUNTER.count_messages([msgs[0], msgs[last_user], *msgs[last_step:], *opening])
 
 
 @PROFILE

@@ -520,7 +520,8 @@ def test_registry() -> None:
 
 def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    from contextree.formats import Format, brute
+    from contextree.formats import Format
+    from contextree.formats import _brute as brute
 
     monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
     with pytest.raises(UnknownFormatError, match="imported, not exported"):
@@ -648,3 +649,29 @@ def test_an_export_onto_an_existing_file_is_refused_and_leaves_it_alone(
     assert (after.st_ino, after.st_mtime_ns, after.st_mode) == \
         (before.st_ino, before.st_mtime_ns, before.st_mode)
     assert [p.name for p in out.parent.iterdir()] == ["taken.out"]  # no temp file left
+
+
+def test_pi_custom_message_images_reach_the_context_and_survive_a_reopen(tmp_path: Path) -> None:
+    """pi's convertToLlm sends a custom_message's image blocks; the import keeps them."""
+    image = {"type": "image", "data": "aGVsbG8=", "mimeType": "image/png"}
+    lines = [
+        {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00.000Z",
+         "cwd": "/w"},
+        {"type": "custom_message", "id": "c1", "parentId": None,
+         "timestamp": "2026-01-01T00:00:01.000Z", "customType": "screenshot",
+         "content": [{"type": "text", "text": "the page:"}, image], "display": True},
+    ]
+    src = tmp_path / "pi.jsonl"
+    src.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "ct.jsonl"
+    import_session("pi", src, out).close()
+    for session in (Session.open(out, readonly=True),):
+        with session:
+            (message,) = session.build_context().messages
+            assert message.role == "user" and message.text == "the page:"
+            assert [type(p).__name__ for p in message.content or []] == ["TextPart", "ImagePart"]
+            assert message.content[1].data == "aGVsbG8="  # type: ignore[index,union-attr]
+            back = tmp_path / "back.jsonl"
+            export_session("pi", session, back)
+    again = [json.loads(x) for x in back.read_text().splitlines()]
+    assert again[1]["content"] == lines[1]["content"]

@@ -39,7 +39,9 @@ import pytest
 from contextree import ImagePart, Message, Session, TextPart, ThinkingPart
 from contextree.entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from contextree.errors import SessionNotFound
-from contextree.formats import claude_code, codex, import_session
+from contextree.formats import _claude_code as claude_code
+from contextree.formats import _codex as codex
+from contextree.formats import import_session
 
 REAL = Path(__file__).parent / "data" / "formats" / "real"
 CC = REAL / "claude_code"

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument, Message, OverflowStore, ToolCall, Usage
+from contextree import InvalidArgument, Message, OverflowStore, ThinkingPart, ToolCall, Usage
 from contextree.errors import ModelUnavailable
 from contextree.models import ScriptedModel
 from contextree.runtime import (
     PAYLOADS,
+    Budget,
     DefaultCompactionPipeline,
     DefaultToolPipeline,
     DoomLoop,
@@ -28,6 +29,7 @@ from contextree.runtime import (
     ToolResultLoop,
 )
 from contextree.tools import ToolKind
+from fakes.models import HeldModel
 
 
 def call(call_id: str, name: str, **arguments: Any) -> Message:
@@ -137,6 +139,17 @@ def _all_events(tmp_path: Path) -> list[dict[str, Any]]:
     same = ScriptedModel([call(f"d{i}", "lines", n=1) for i in range(5)])
     _collect(ct.agent().use(ToolResultLoop).use(DoomLoop, threshold=2)
              .use(DefaultToolPipeline, tools=[lines]).run(same), seen).start("go")
+    # thinking_delta; budget
+    thinks = ScriptedModel([ct.Message.assistant([ThinkingPart(thinking="hmm"),
+                                                  ct.TextPart(text="ok")])])
+    _collect(ct.agent().run(thinks), seen).start("think")
+    _collect(ct.agent().use(Budget, max_tokens=1).run(ScriptedModel(["x"])), seen).start("hi")
+    # interrupted: the stream is closed mid-reply
+    held = HeldModel(["a long reply " * 20], chunk=2)
+    with _collect(ct.agent().run(held), seen).stream("talk") as stream:
+        for payload in stream:
+            if payload["event"] == Event.TEXT_DELTA:
+                break
     return seen
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from contextree.errors import ToolError
 from contextree.tools import ToolContext, ToolResult, Workspace, glob, grep
-from contextree.tools._search import expand_braces, glob_to_regex
+from contextree.tools._search import compile_glob, expand_braces
 
 
 @pytest.fixture
@@ -143,12 +142,12 @@ def test_glob_hints_and_errors(ctx: ToolContext) -> None:
         ("a+b(1).txt", ["a+b(1).txt"], ["aab1.txt"]),
     ],
 )
-def test_glob_to_regex(pattern: str, matches: list[str], misses: list[str]) -> None:
-    regex = re.compile(glob_to_regex(pattern), re.DOTALL)
+def test_glob_matching(pattern: str, matches: list[str], misses: list[str]) -> None:
+    compiled = compile_glob(pattern)
     for path in matches:
-        assert regex.fullmatch(path), path
+        assert compiled.fullmatch(path), path
     for path in misses:
-        assert not regex.fullmatch(path), path
+        assert not compiled.fullmatch(path), path
 
 
 def test_expand_braces() -> None:

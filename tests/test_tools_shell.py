@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from contextree import OverflowStore
-from contextree.tools import ToolContext, ToolResult, Workspace, read, shell
+from contextree.tools import (
+    ShellEnvironment,
+    ToolContext,
+    ToolResult,
+    Workspace,
+    make_tools,
+    read,
+    shell,
+)
 
 
 @pytest.fixture
@@ -145,3 +153,49 @@ def test_argument_errors(ctx: ToolContext) -> None:
 def test_arun(ctx: ToolContext) -> None:
     r = asyncio.run(shell.arun({"command": "echo async"}, context=ctx))
     assert r.content.startswith("async\n")
+
+
+# -- what the shell does not contain, and what it withholds --------------------------------
+def test_timeout_kills_children_that_left_the_session(ctx: ToolContext, ws: Path) -> None:
+    # setsid puts the child in a new session, out of reach of a process-group kill; a
+    # double fork orphans it too. Both hold the output open, so both are part of the command.
+    r = run(ctx, "setsid bash -c 'echo $$ > a.pid; exec sleep 300' & "
+                 "(setsid bash -c 'echo $$ > b.pid; exec sleep 300' &) ; sleep 300",
+            timeout=1)
+    assert r.meta is not None and r.meta["timed_out"]
+    pids = [int((ws / name).read_text()) for name in ("a.pid", "b.pid")]
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if alive(p)]
+
+
+def test_secret_looking_variables_are_withheld(ctx: ToolContext,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    monkeypatch.setenv("DB_PASSWORD", "hunter2")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    r = run(ctx, "env")
+    assert "visible" in r.content
+    for secret in ("sk-secret", "ghp-secret", "hunter2", "aws-secret"):
+        assert secret not in r.content
+    assert "not passed to the command" in shell.description
+    assert "not confined" in shell.description
+
+
+def test_allowed_and_strict_environments(ws: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-secret")
+    monkeypatch.setenv("PLAIN_SETTING", "visible")
+    allowed = ShellEnvironment(allow=("GITHUB_TOKEN",))
+    tools = {t.name: t for t in make_tools(ws, store=OverflowStore(tmp_path / "s"),
+                                           shell_env=allowed)}
+    assert "ghp-secret" in tools["shell"].run({"command": "echo $GITHUB_TOKEN"}).content
+    strict = ShellEnvironment(only=("PATH", "HOME"), extra={"MODE": "ci"})
+    assert strict.withheld({"PATH": "/bin", "PLAIN_SETTING": "x"}) == ["PLAIN_SETTING"]
+    ctx = ToolContext(workspace=Workspace(ws), store=OverflowStore(tmp_path / "s"),
+                      shell_env=strict)
+    out = run(ctx, "echo [$PLAIN_SETTING] [$MODE]; command -v bash").content
+    assert "[] [ci]" in out and "bash" in out

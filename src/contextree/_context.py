@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._messages import Message
 from .entries import (
@@ -117,11 +118,14 @@ def build_context(
 def summary_message(comp: CompactionEntry) -> Message:
     """The compaction summary as the model sees it: a system message whose marker carries
     the raw summary, so a list of messages can be compacted again without reading text."""
+    info: dict[str, Any] = {}
+    if isinstance(comp.details, dict) and comp.details.get("digest") is not None:
+        info["digest"] = comp.details["digest"]  # its state, for compacting the list again
     return Message(
         role="system",
         content=SUMMARY_PREFIX + comp.summary,
         meta=marker(Kind.COMPACTION_SUMMARY, entry_id=comp.id,
-                    tokens_before=comp.tokens_before, summary=comp.summary),
+                    tokens_before=comp.tokens_before, summary=comp.summary, **info),
     )
 
 

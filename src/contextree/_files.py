@@ -72,25 +72,30 @@ def temp_path(target: Path) -> Path:
     return target.parent / f".{target.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
 
 
-def _open_temp(target: Path, mode: int) -> tuple[int, Path]:
+def _open_temp(target: Path, mode: int, dir_fd: int | None) -> tuple[int, Path]:
     """Create and lock a temp file beside ``target``; never through a link, never reused."""
     while True:
         tmp = temp_path(target)
         try:
-            fd = os.open(tmp, _TEMP_FLAGS, mode)
+            fd = os.open(tmp, _TEMP_FLAGS, mode, **_in(dir_fd))
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:  # pragma: no cover - a fresh file is never locked
-            _discard(fd, tmp)
+            _discard(fd, tmp, dir_fd)
             raise
         return fd, tmp
 
 
-def _discard(fd: int, tmp: Path) -> None:
+def _in(dir_fd: int | None) -> dict[str, int]:
+    """``dir_fd=`` for the os calls, only when there is one."""
+    return {} if dir_fd is None else {"dir_fd": dir_fd}
+
+
+def _discard(fd: int, tmp: Path, dir_fd: int | None) -> None:
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
+        os.unlink(tmp, **_in(dir_fd))
     os.close(fd)
 
 
@@ -111,6 +116,7 @@ def atomic_write(
     mode: int = 0o600,
     overwrite: bool = True,
     durable: bool = True,
+    dir_fd: int | None = None,
 ) -> Path:
     """Put ``data`` (bytes, or chunks of bytes) at ``target`` all at once or not at all.
 
@@ -119,14 +125,18 @@ def atomic_write(
     error the temp file is removed, the target is as it was, and the ``OSError`` propagates.
     The new file is locked (``flock``) by this call until it is in place, so a writer that
     locks the target sees the new file only once it is complete.
+
+    With ``dir_fd`` (an open directory), ``target`` is a name in that directory: the temp
+    file, the rename and the sync all go through the descriptor, never through a path that
+    could have been swapped for a symlink meanwhile.
     """
     target = Path(target)
-    fd, tmp = _open_temp(target, mode)
+    fd, tmp = _open_temp(target, mode, dir_fd)
     try:
         _fill(fd, data, durable)
-        _commit(tmp, target, overwrite=overwrite, durable=durable)
+        _commit(tmp, target, overwrite=overwrite, durable=durable, dir_fd=dir_fd)
     except BaseException:
-        _discard(fd, tmp)
+        _discard(fd, tmp, dir_fd)
         raise
     os.close(fd)
     return target
@@ -143,27 +153,32 @@ def atomic_create(
     return a descriptor of it, open for reading and appending and holding an exclusive
     ``flock``, taken before the file had its name: no other writer can lock it first."""
     target = Path(target)
-    fd, tmp = _open_temp(target, mode)
+    fd, tmp = _open_temp(target, mode, None)
     try:
         _fill(fd, data, durable)
-        _commit(tmp, target, overwrite=False, durable=durable)
+        _commit(tmp, target, overwrite=False, durable=durable, dir_fd=None)
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
     except BaseException:
-        _discard(fd, tmp)
+        _discard(fd, tmp, None)
         raise
     return fd
 
 
-def _commit(tmp: Path, target: Path, *, overwrite: bool, durable: bool) -> None:
+def _commit(tmp: Path, target: Path, *, overwrite: bool, durable: bool,
+            dir_fd: int | None) -> None:
+    pair = {} if dir_fd is None else {"src_dir_fd": dir_fd, "dst_dir_fd": dir_fd}
     if overwrite:
-        os.replace(tmp, target)
+        os.replace(tmp, target, **pair)
     else:
-        os.link(tmp, target)  # atomic, and never replaces an existing file
+        os.link(tmp, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)  # never replaces a file
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+            os.unlink(tmp, **_in(dir_fd))
     if durable:
-        fsync_dir(target.parent)
+        if dir_fd is None:
+            fsync_dir(target.parent)
+        else:
+            os.fsync(dir_fd)
 
 
 def open_private(path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int:

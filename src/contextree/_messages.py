@@ -81,6 +81,7 @@ class UnknownPart:
 
     @property
     def type(self) -> str:
+        """The part's ``type`` as read."""
         return str(self.data.get("type", ""))
 
     def __eq__(self, other: object) -> bool:
@@ -153,10 +154,12 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
     # -- constructors --------------------------------------------------------------------
     @classmethod
     def system(cls, content: str) -> Message:
+        """A system message (instructions for the model)."""
         return cls(role="system", content=content)
 
     @classmethod
     def user(cls, content: str | list[AnyPart]) -> Message:
+        """A message from the user: text, or parts (text and images)."""
         return cls(role="user", content=content)  # type: ignore[arg-type]
 
     @classmethod
@@ -170,6 +173,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         provider: str | None = None,
         stop_reason: str | None = None,
     ) -> Message:
+        """A model's reply: text or parts (thinking, text), tool calls, usage, provenance."""
         return cls(
             role="assistant",
             content=content,  # type: ignore[arg-type]
@@ -190,6 +194,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         is_error: bool = False,
         meta: dict[str, Any] | None = None,
     ) -> Message:
+        """The result of the tool call ``tool_call_id`` (``is_error`` when it failed)."""
         return cls(
             role="tool",
             content=content,  # type: ignore[arg-type]
@@ -212,6 +217,7 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
 
     @property
     def thinking(self) -> list[ThinkingPart]:
+        """The thinking parts of the content (empty for string content)."""
         c = self.content
         if not isinstance(c, list):
             return []
@@ -254,10 +260,15 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
 # does not know takes the slow path below: unknown keys are stripped before validation and
 # re-attached afterwards as ``_extra``, and ``to_builtins`` merges them back on the way out.
 
+# Structs whose ``content`` is a string or a list of parts (Message, and entries that hold
+# content a model sees, which register themselves): their parts need the lenient conversion.
+PART_CONTENT: set[type[Any]] = set()
+
 # For each struct with nested structs: field -> (is_list, nested struct type).
 NESTED: dict[type[Any], dict[str, tuple[bool, type[Any]]]] = {
     Message: {"tool_calls": (True, ToolCall), "usage": (False, Usage)},
 }
+PART_CONTENT.add(Message)
 
 _PART_TYPES: dict[str, type[msgspec.Struct]] = {
     "text": TextPart,
@@ -288,8 +299,9 @@ def has_extras(obj: Any) -> bool:
                 value = getattr(obj, name)
                 if value is not None and has_extras(value):
                     return True
-        if isinstance(obj, Message) and isinstance(obj.content, list):
-            return any(has_extras(p) for p in obj.content)
+        content = getattr(obj, "content", None) if type(obj) in PART_CONTENT else None
+        if isinstance(content, list):
+            return any(has_extras(p) for p in content)
         return False
     if isinstance(obj, list):
         return any(has_extras(v) for v in obj)
@@ -307,8 +319,9 @@ def to_builtins(obj: Any) -> Any:
             value = getattr(obj, name)
             if value is not None and name in out:
                 out[name] = to_builtins(value)
-        if isinstance(obj, Message) and isinstance(obj.content, list):
-            out["content"] = [to_builtins(p) for p in obj.content]
+        content = getattr(obj, "content", None) if type(obj) in PART_CONTENT else None
+        if isinstance(content, list):
+            out["content"] = [to_builtins(p) for p in content]
         extra = getattr(obj, "_extra", None)
         if extra:
             for k, v in extra.items():
@@ -348,9 +361,9 @@ def convert(data: Any, cls: type[Any]) -> Any:
             nested_values[name] = convert(v, sub)
     flat.update(nested_values)  # converted structs pass through msgspec.convert as they are
     parts = None
-    if cls is Message and isinstance(flat.get("content"), list):
+    if cls in PART_CONTENT and isinstance(flat.get("content"), list):
         parts = [_convert_part(p) for p in flat.pop("content")]
-        flat["content"] = None
+        flat["content"] = ""  # a placeholder of a valid type; the parts are set below
     obj = msgspec.convert(flat, cls)
     if parts is not None:
         obj.content = parts

@@ -3,7 +3,9 @@
 Truncation shows the model a preview and saves the original here, so nothing is lost: the
 model can ``read`` any section back. Files are private to the user (directories 0700, files
 0600), written atomically, named so that no label or session id can escape the store, and
-pruned by age and total size.
+pruned by age and total size. A directory that is already there is used only if it is a real
+directory (not a symlink) owned by the user and not writable by everyone: another user could
+otherwise swap or read what is saved in it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -22,6 +25,7 @@ from pathlib import Path
 import platformdirs
 
 from contextree._files import TEMP_SUFFIX, atomic_write
+from contextree.errors import StorageFailure
 
 __all__ = ["GcReport", "OverflowStore"]
 
@@ -91,18 +95,50 @@ def _unique_name(label: str) -> str:
 
 
 def _make_private_dir(path: Path) -> None:
-    """Create ``path`` (and parents) with the leaf set to 0700 when this call creates it."""
+    """Create ``path`` (and parents) with the leaf set to 0700 when this call creates it; a
+    leaf that is already there must pass ``_check_private_dir``."""
     try:
         path.mkdir(mode=0o700)
     except FileExistsError:
+        _check_private_dir(path)
         return
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             path.mkdir(mode=0o700)
         except FileExistsError:
+            _check_private_dir(path)
             return
     os.chmod(path, 0o700)  # mkdir's mode is filtered by the umask
+
+
+def _check_private_dir(path: Path) -> None:
+    """Refuse (``StorageFailure``) a directory another user could swap or write into: a
+    symlink, something that is not a directory, one owned by someone else or writable by all."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # gone again (a concurrent gc); the caller's write recreates or fails clearly
+    where = str(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise StorageFailure(
+            f"the overflow store directory is a symlink (to {os.readlink(path)}); refusing to "
+            "save tool output through it. Point the store at a real directory "
+            "(OverflowStore(path) or $CONTEXTREE_HOME) or remove the link", path=where)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StorageFailure(
+            "the overflow store path is not a directory; remove it or point the store "
+            "elsewhere (OverflowStore(path) or $CONTEXTREE_HOME)", path=where)
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        raise StorageFailure(
+            f"the overflow store directory belongs to another user (uid {st.st_uid}), who "
+            "could read or replace saved output; point the store at a directory of your own "
+            "(OverflowStore(path) or $CONTEXTREE_HOME)", path=where)
+    if st.st_mode & stat.S_IWOTH:
+        raise StorageFailure(
+            f"the overflow store directory is writable by every user (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}), so anyone could replace saved output; make it "
+            f"private (chmod 700 {where}) or point the store elsewhere", path=where)
 
 
 class OverflowStore:
@@ -161,12 +197,17 @@ class OverflowStore:
         self._maybe_gc(protect=path)
         return path
 
-    def _folder(self, session_id: str | None) -> Path:
-        _make_private_dir(self.directory)
+    def session_directory(self, session_id: str | None) -> Path:
+        """Where ``save`` puts a session's outputs (the store's own directory for none)."""
         if session_id is None:
             return self.directory
-        folder = self.directory / _session_dirname(session_id)
-        _make_private_dir(folder)
+        return self.directory / _session_dirname(session_id)
+
+    def _folder(self, session_id: str | None) -> Path:
+        _make_private_dir(self.directory)
+        folder = self.session_directory(session_id)
+        if folder != self.directory:
+            _make_private_dir(folder)
         return folder
 
     def _write(self, folder: Path, raw: bytes, label: str) -> Path:
@@ -269,6 +310,7 @@ class OverflowStore:
     def _folders(self) -> Iterator[Path]:
         if not self.directory.is_dir():
             return
+        _check_private_dir(self.directory)  # never prune through a link or a shared directory
         yield self.directory
         for entry in os.scandir(self.directory):
             if entry.name.startswith(_SESSION_PREFIX) and entry.is_dir(follow_symlinks=False):

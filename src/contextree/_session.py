@@ -55,6 +55,7 @@ from .errors import (
 from .models._base import Model
 from .storage._backends import Target, create_storage, open_storage, resolve
 from .storage._base import HIDDEN_IN_TREE, LabelBook, Storage, StorageHealth
+from .storage._jsonl import JsonlStorage
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
 
@@ -581,11 +582,21 @@ class Session:
             id=new_session_id(),
             created_at=now(),
             cwd=self.header.cwd,
-            parent_session=self.location if self.location != "memory" else self.id,
+            parent_session=self._parent_link(),
             metadata={"forked_from": {"session_id": self.id, "entry_id": at}},
         )
         return Session(create_storage(new_path, header, [*path, *extra]),
                        projectors=self.projectors)
+
+    def _parent_link(self) -> str:
+        """How a fork's header names this session: a file by its absolute path (so it
+        resolves from wherever the fork is opened), a URL as it is, a session in memory by
+        its id."""
+        if isinstance(self.storage, MemoryStorage):
+            return self.id
+        if isinstance(self.storage, JsonlStorage):
+            return os.path.abspath(self.storage.file)
+        return self.location
 
     # -- reading -------------------------------------------------------------------------
     def build_context(

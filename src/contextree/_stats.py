@@ -1,4 +1,10 @@
-"""Session statistics: messages, tokens and cost, for the current branch and the whole file."""
+"""Session statistics: messages, tokens and cost, for the current branch, each branch and the
+whole file, and per model.
+
+Cost is what each call's usage carries (the provider's figure, or the price table's when the
+reply arrived), else the price table's price of its usage now; a call whose price is not
+known is counted in ``unpriced`` and its cost shows as unknown, never as ``$0``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._messages import Usage
+from ._pricing import PRICES_EXTRA, cost_of, price_source
 from .entries import AnyEntry, CompactionEntry, LeafEntry, MessageEntry
 from .storage._base import StorageHealth
 
@@ -29,36 +36,102 @@ class StatsSource(Protocol):
 
     def health(self) -> StorageHealth: ...
 
+    def labels(self) -> dict[str, str]: ...
+
+
+def cost_text(cost: float, unpriced: int) -> str:
+    """A cost for people: ``$0.0123``; ``unknown`` when no call was priced;
+    ``$0.0123 + unknown (2 calls)`` when some were not."""
+    if not unpriced:
+        return f"${cost:.4f}"
+    if not cost:
+        return "unknown"
+    return f"${cost:.4f} + unknown ({unpriced} call{'s' if unpriced != 1 else ''})"
+
 
 @dataclass
 class UsageStats:
-    """Counts over a set of entries."""
+    """Counts over a set of entries. ``usage.cost`` sums the known costs; ``unpriced``
+    counts the calls whose cost is unknown (``unpriced_by_model`` per model)."""
 
     message_count: int = 0
     by_role: dict[str, int] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     by_model: dict[str, Usage] = field(default_factory=dict)
     compactions: int = 0
+    unpriced: int = 0
+    unpriced_by_model: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
+        """Billed tokens (prompt, cache and output) of every call."""
         return self.usage.total or (self.usage.input + self.usage.output
                                     + self.usage.cache_read + self.usage.cache_write)
 
     @property
     def cost_total(self) -> float:
+        """The sum of the known costs in USD (see ``cost`` for whether that is all)."""
         return self.usage.cost
 
+    @property
+    def cost(self) -> float | None:
+        """The cost in USD, or None when a call's price is unknown."""
+        return None if self.unpriced else self.usage.cost
+
+    @property
+    def cost_text(self) -> str:
+        """The cost for people (``unknown`` where a price is not known, never ``$0``)."""
+        return cost_text(self.usage.cost, self.unpriced)
+
+    def model_cost_text(self, model: str) -> str:
+        """The cost of ``model``'s calls for people."""
+        return cost_text(self.by_model[model].cost, self.unpriced_by_model.get(model, 0))
+
     def to_dict(self) -> dict[str, Any]:
+        """The figures as JSON-ready data (what ``contextree stats --json`` prints)."""
         return {
             "message_count": self.message_count,
             "by_role": dict(self.by_role),
             "total_tokens": self.total_tokens,
             "cost_total": self.cost_total,
+            "cost": self.cost,
+            "unpriced_calls": self.unpriced,
             "usage": _usage_dict(self.usage),
-            "by_model": {k: _usage_dict(v) for k, v in self.by_model.items()},
+            "by_model": {k: {**_usage_dict(v), "cost": None if self.unpriced_by_model.get(k)
+                             else v.cost, "cost_known": v.cost,
+                             "unpriced_calls": self.unpriced_by_model.get(k, 0)}
+                         for k, v in self.by_model.items()},
             "compactions": self.compactions,
         }
+
+
+@dataclass
+class BranchStats:
+    """One branch: the path from the root to ``tip_id`` (an entry with no children)."""
+
+    tip_id: str
+    label: str | None
+    current: bool
+    message_count: int
+    usage: Usage
+    unpriced: int
+
+    @property
+    def cost(self) -> float | None:
+        """The branch's cost in USD, or None when a call's price is unknown."""
+        return None if self.unpriced else self.usage.cost
+
+    @property
+    def cost_text(self) -> str:
+        """The branch's cost for people (``unknown`` where a price is not known)."""
+        return cost_text(self.usage.cost, self.unpriced)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The branch's figures as JSON-ready data."""
+        return {"tip_id": self.tip_id, "label": self.label, "current": self.current,
+                "message_count": self.message_count, "usage": _usage_dict(self.usage),
+                "cost": self.cost, "cost_known": self.usage.cost,
+                "unpriced_calls": self.unpriced}
 
 
 @dataclass
@@ -73,21 +146,29 @@ class SessionStats:
     branch: UsageStats
     file: UsageStats
     quarantined_lines: int = 0
+    branches: list[BranchStats] = field(default_factory=list)
+    prices: str | None = None
+    """Where prices came from (``"genai-prices 0.2.3"``); None: no price table installed
+    (``pip install 'contextree[prices]'``)."""
 
     # The seed's flat fields, for the whole session.
     @property
     def message_count(self) -> int:
+        """Messages in the whole session (every branch)."""
         return self.file.message_count
 
     @property
     def total_tokens(self) -> int:
+        """Billed tokens of every call in the session (not the context size)."""
         return self.file.total_tokens
 
     @property
     def cost_total(self) -> float:
+        """The sum of the known costs in USD of the whole session."""
         return self.file.cost_total
 
     def to_dict(self) -> dict[str, Any]:
+        """Every figure as JSON-ready data (what ``contextree stats --json`` prints)."""
         return {
             "session_id": self.session_id,
             "name": self.name,
@@ -98,14 +179,44 @@ class SessionStats:
             "message_count": self.message_count,
             "total_tokens": self.total_tokens,
             "cost_total": self.cost_total,
+            "cost": self.file.cost,
+            "prices": self.prices,
             "branch": self.branch.to_dict(),
             "file": self.file.to_dict(),
+            "branches": [b.to_dict() for b in self.branches],
         }
+
+    @property
+    def prices_hint(self) -> str | None:
+        """What to do when costs are unknown for want of a price table, else None."""
+        if self.prices is None and self.file.unpriced:
+            return f"no price table is installed: pip install 'contextree[{PRICES_EXTRA}]'"
+        return None
 
 
 def _usage_dict(u: Usage) -> dict[str, Any]:
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read,
             "cache_write": u.cache_write, "total": u.total, "cost": u.cost}
+
+
+def _priced(e: AnyEntry) -> tuple[Usage, bool] | None:
+    """The usage an entry records, with its cost filled where known, and whether it was
+    known; None for an entry that records no call."""
+    cost: float | None
+    if isinstance(e, MessageEntry):
+        usage = e.message.usage
+        if usage is None:
+            return None
+        cost = cost_of(e.message)
+    elif isinstance(e, CompactionEntry) and e.usage is not None:
+        usage = e.usage
+        billed = usage.input + usage.output + usage.cache_read + usage.cache_write
+        cost = usage.cost or (None if billed else 0.0)
+    else:
+        return None
+    if cost is None:
+        return usage.replace(cost=0.0), False
+    return (usage if cost == usage.cost else usage.replace(cost=cost)), True
 
 
 def tally(entries: Iterable[AnyEntry]) -> UsageStats:
@@ -114,27 +225,56 @@ def tally(entries: Iterable[AnyEntry]) -> UsageStats:
     usage = Usage()
     for e in entries:
         if isinstance(e, MessageEntry):
-            m = e.message
             s.message_count += 1
-            s.by_role[m.role] = s.by_role.get(m.role, 0) + 1
-            if m.usage is not None:
-                usage = usage + m.usage
-                key = f"{m.provider}/{m.model}" if m.provider else (m.model or "unknown")
-                s.by_model[key] = s.by_model.get(key, Usage()) + m.usage
+            s.by_role[e.message.role] = s.by_role.get(e.message.role, 0) + 1
         elif isinstance(e, CompactionEntry):
             s.compactions += 1
-            if e.usage is not None:
-                usage = usage + e.usage
+        priced = _priced(e)
+        if priced is None:
+            continue
+        used, known = priced
+        usage = usage + used
+        if not known:
+            s.unpriced += 1
+        if isinstance(e, MessageEntry):
+            m = e.message
+            key = f"{m.provider}/{m.model}" if m.provider else (m.model or "unknown")
+            s.by_model[key] = s.by_model.get(key, Usage()) + used
+            if not known:
+                s.unpriced_by_model[key] = s.unpriced_by_model.get(key, 0) + 1
     s.usage = usage
     return s
+
+
+def branch_stats(entries: list[AnyEntry], leaf_id: str | None,
+                 labels: dict[str, str]) -> list[BranchStats]:
+    """Messages, usage and cost of the path to each tip, in one pass over ``entries``
+    (parents come before their children in a session)."""
+    totals: dict[str, tuple[int, Usage, int]] = {}
+    zero = (0, Usage(), 0)
+    parents: set[str | None] = set()
+    for e in entries:
+        if isinstance(e, LeafEntry):
+            continue
+        parents.add(e.parent_id)
+        count, usage, unpriced = totals.get(e.parent_id, zero) if e.parent_id else zero
+        priced = _priced(e)
+        if isinstance(e, MessageEntry):
+            count += 1
+        if priced is not None:
+            usage = usage + priced[0]
+            unpriced += 0 if priced[1] else 1
+        totals[e.id] = (count, usage, unpriced)
+    tips = [e.id for e in entries if not isinstance(e, LeafEntry) and e.id not in parents]
+    return [BranchStats(tip, labels.get(tip), tip == leaf_id, *totals[tip]) for tip in tips]
 
 
 def compute_stats(session: StatsSource) -> SessionStats:
     """The statistics of ``session``: its current branch, all its entries, and how many of
     its branches end in a tip."""
     all_entries = list(session.entries())
-    parents = {e.parent_id for e in all_entries if not isinstance(e, LeafEntry)}
-    tips = sum(1 for e in all_entries if not isinstance(e, LeafEntry) and e.id not in parents)
+    branches = branch_stats(all_entries, session.leaf_id, session.labels())
+    tips = len(branches)
     return SessionStats(
         session_id=session.id,
         name=session.name,
@@ -144,4 +284,6 @@ def compute_stats(session: StatsSource) -> SessionStats:
         branch=tally(session.branch()),
         file=tally(all_entries),
         quarantined_lines=session.health().quarantined_lines,
+        branches=branches,
+        prices=price_source(),
     )

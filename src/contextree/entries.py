@@ -3,7 +3,8 @@
 A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
 through ``parent_id``. The eleven entry types are those of the AgentCore.jl session tree; a
 line of a type this version does not know is kept as an ``UnknownEntry`` and written back
-unchanged.
+unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEntry``'s
+``type`` may be any string, so comparing ``e.type`` cannot narrow the union for a type checker.
 """
 
 from __future__ import annotations
@@ -16,7 +17,19 @@ from typing import Any
 import msgspec
 import orjson
 
-from ._messages import NESTED, Message, Usage, _Extras, convert, enc_hook, has_extras, to_builtins
+from ._messages import (
+    NESTED,
+    PART_CONTENT,
+    Message,
+    Part,
+    TextPart,
+    Usage,
+    _Extras,
+    convert,
+    enc_hook,
+    has_extras,
+    to_builtins,
+)
 from .errors import CorruptLine, InvalidEntry, SessionError
 
 FORMAT_VERSION = 1
@@ -137,9 +150,19 @@ class CustomMessageEntry(Entry, tag="custom_message", kw_only=True):
     """An application message that the model sees (as a user message) and a UI may display."""
 
     custom_type: str
-    content: str
+    content: str | list[Part]  # parts (text, images) as in a message
     details: Any = None
     display: bool = True
+
+    @property
+    def text(self) -> str:
+        """The text of the content: the string, or its text parts joined."""
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+PART_CONTENT.add(CustomMessageEntry)
 
 
 class LabelEntry(Entry, tag="label", kw_only=True):

@@ -41,6 +41,9 @@ class Kind(StrEnum):
     """A tool result whose content compaction replaced by a placeholder."""
     INTERRUPTED = "interrupted"
     """The stand-in result of a tool call that never returned one."""
+    INTERRUPTED_REPLY = "interrupted_reply"
+    """An assistant reply cut short (Ctrl-C, task cancellation, ``stream.close()``): its
+    content is what had arrived; the model wrote it, contextree only marked it."""
     CUSTOM_MESSAGE = "custom_message"
     """A ``custom_message`` entry shown to the model as a user message."""
     FOREIGN = "pi"

@@ -28,6 +28,7 @@ __all__ = [
     "count_context",
     "fresh_start",
     "usage_anchor",
+    "usage_scale",
 ]
 
 IMAGE_TOKENS = 1200
@@ -38,11 +39,17 @@ TOOL_CALL_OVERHEAD = 3
 class TokenCounter(Protocol):
     """Counts tokens of text and of messages as a provider would bill them (roughly)."""
 
-    def count_text(self, text: str) -> int: ...
+    def count_text(self, text: str) -> int:
+        """Tokens in ``text``."""
+        ...
 
-    def count_message(self, msg: Message) -> int: ...
+    def count_message(self, msg: Message) -> int:
+        """Tokens one message costs in a request, framing included."""
+        ...
 
-    def count_messages(self, msgs: Sequence[Message]) -> int: ...
+    def count_messages(self, msgs: Sequence[Message]) -> int:
+        """Tokens of a list of messages."""
+        ...
 
 
 def _json(value: Any) -> str:
@@ -262,3 +269,16 @@ def count_context(
     assert usage is not None  # checked by usage_anchor
     reported = usage.input + usage.cache_read + usage.cache_write + usage.output
     return reported + counter.count_messages(messages[anchor + 1 :])
+
+
+def usage_scale(reported: int, estimate: int) -> float:
+    """How much the provider's count differs from the estimate: ``reported / estimate``.
+
+    Compaction scales every estimate by it, whether the provider counts more (a tokenizer
+    that splits code finer, or a system prompt and tool definitions outside the messages) or
+    less, so the context it plans lands where the provider will count it. ``1.0`` when there
+    is nothing to compare.
+    """
+    if reported <= 0 or estimate <= 0:
+        return 1.0
+    return reported / estimate

@@ -7,9 +7,10 @@ by a ``tool_result`` at the start of the very next user message.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from . import FakeServer, Reply, keys_outside
+from . import SSE, FakeServer, Recorded, Reply, keys_outside
 
 
 class AnthropicServer(FakeServer):
@@ -20,6 +21,48 @@ class AnthropicServer(FakeServer):
 
     def error_reply(self, status: int, message: str) -> Reply:
         return error(status, message)
+
+    def to_stream(self, body: dict[str, Any], req: Recorded) -> SSE:
+        """A ``message`` body as the Messages API's events: ``message_start`` (with the
+        input usage), each block's start, deltas in pieces and stop, ``message_delta``
+        (stop reason, output tokens) and ``message_stop``."""
+        return SSE([(e["type"], e) for e in self.events(body)])
+
+    def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The event objects that stream ``body``."""
+        usage = dict(body.get("usage") or {})
+        start_usage = {**usage, "output_tokens": 1}
+        out: list[dict[str, Any]] = [{"type": "message_start", "message": {
+            **{k: v for k, v in body.items() if k not in ("content", "usage")},
+            "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}}]
+        for i, block in enumerate(body.get("content") or ()):
+            out.extend(self._block_events(i, block))
+        out.append({"type": "message_delta",
+                    "delta": {"stop_reason": body.get("stop_reason"), "stop_sequence": None},
+                    "usage": {"output_tokens": usage.get("output_tokens", 0)}})
+        out.append({"type": "message_stop"})
+        return out
+
+    def _block_events(self, i: int, block: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = block.get("type")
+        deltas: list[dict[str, Any]] = []
+        if kind == "text":
+            start = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": p} for p in self.pieces(block["text"])]
+        elif kind == "thinking":
+            start = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": p}
+                      for p in self.pieces(block["thinking"])]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif kind == "tool_use":
+            start = {**block, "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": p}
+                      for p in self.pieces(json.dumps(block["input"]))]
+        else:  # redacted thinking and the rest arrive whole
+            start = block
+        return [{"type": "content_block_start", "index": i, "content_block": start},
+                *({"type": "content_block_delta", "index": i, "delta": d} for d in deltas),
+                {"type": "content_block_stop", "index": i}]
 
     def validate(self, body: Any) -> str | None:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import FakeServer, Reply, keys_outside
+from . import SSE, FakeServer, Recorded, Reply, keys_outside
 
 _ALLOWED = {
     "system": {"role", "content", "name"},
@@ -33,6 +33,47 @@ class OpenAIServer(FakeServer):
 
     def error_reply(self, status: int, message: str) -> Reply:
         return error(status, message)
+
+    def to_stream(self, body: dict[str, Any], req: Recorded) -> SSE:
+        """A ``chat.completion`` body as ``chat.completion.chunk`` events, the way OpenAI
+        sends them: role first, reasoning, content and each tool call's arguments in pieces,
+        the finish reason, then (with ``stream_options.include_usage``) the usage."""
+        return SSE([(None, c) for c in self.chunks(body, req)] + [(None, "[DONE]")])
+
+    def chunks(self, body: dict[str, Any], req: Recorded) -> list[dict[str, Any]]:
+        """The chunk objects of ``body`` (without the final ``[DONE]``)."""
+        include_usage = bool((req.body.get("stream_options") or {}).get("include_usage"))
+        head = {"id": body.get("id", "chatcmpl-fake"), "object": "chat.completion.chunk",
+                "created": body.get("created", 0), "model": body.get("model", "gpt-test")}
+        (choice,) = body["choices"]
+        msg = choice["message"]
+        usage_null = {"usage": None} if include_usage else {}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                         "logprobs": None}], **usage_null}
+
+        content = msg.get("content")
+        first: dict[str, Any] = {"role": "assistant", "content": "" if content else None}
+        out = [chunk(first)]
+        for field_name in ("reasoning_content", "reasoning"):
+            for piece in self.pieces(msg.get(field_name) or ""):
+                out.append(chunk({field_name: piece}))
+        if isinstance(content, str):
+            out.extend(chunk({"content": piece}) for piece in self.pieces(content))
+        if msg.get("refusal"):
+            out.extend(chunk({"refusal": piece}) for piece in self.pieces(msg["refusal"]))
+        for i, call in enumerate(msg.get("tool_calls") or ()):
+            start = {k: v for k, v in call.items() if k != "function"}
+            start["index"] = i
+            start["function"] = {"name": call["function"]["name"], "arguments": ""}
+            out.append(chunk({"tool_calls": [start]}))
+            for piece in self.pieces(call["function"]["arguments"]):
+                out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+        out.append(chunk({}, choice.get("finish_reason")))
+        if include_usage:
+            out.append({**head, "choices": [], "usage": body.get("usage")})
+        return out
 
     def validate(self, body: Any) -> str | None:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):

@@ -10,6 +10,7 @@ variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -18,11 +19,14 @@ import typer
 from rich.console import Console
 
 from ..compaction import CompactionResult
+from ..tokens import EstimateCounter
 from .app import command
+from .commands_read import context_size
 from .output import Out, UsageProblem, emit_json, short_id, stderr_is_terminal
 from .sessions import open_session
 
-FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
+FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
+                                        "postgresql://...#SESSION_ID URL).",
                                         show_default=False)]
 
 
@@ -51,16 +55,35 @@ def compact_command(
 ) -> None:
     """Compact the current branch: clear old tool results, drop old turns, summarize. The
     history stays in the file; one compaction entry changes what the model sees."""
+    check_policy(window, compact_at, compact_to)
     summarizer = make_model(model or os.environ.get("CONTEXTREE_MODEL"),
                             base_url or os.environ.get("CONTEXTREE_BASE_URL"))
     with open_session(file, readonly=dry_run) as session, _busy("compacting"):
         result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
                                  model=summarizer, dry_run=dry_run, force=force)
+        if result.entry_id is not None:  # as `show --context` will count it from now on
+            measured, _, _ = context_size(session.build_context(), EstimateCounter())
+            result.tokens_after = measured
     if as_json:
         emit_json({**result.payload(), "dry_run": dry_run, "reason": result.reason,
                    "reached_target": result.reached_target})
         return
     _report(Out(), result, dry_run, window)
+
+
+def check_policy(window: int, compact_at: float, compact_to: float) -> None:
+    """The policy options in the command line's words (exit 2 when they are wrong)."""
+    if window <= 0:
+        raise UsageProblem(f"--window takes the model's context window in tokens (more than "
+                           f"0), got {window}")
+    for option, value in (("--compact-at", compact_at), ("--compact-to", compact_to)):
+        if not math.isfinite(value) or not 0 < value <= 1:
+            raise UsageProblem(f"{option} takes a fraction of the window (more than 0, at most "
+                               f"1), got {value}")
+    if compact_to >= compact_at:
+        raise UsageProblem(f"--compact-to ({compact_to}) must be below --compact-at "
+                           f"({compact_at}): compaction goes down to a smaller fraction than "
+                           "the one that triggers it")
 
 
 def make_model(spec: str | None, base_url: str | None) -> Any:
@@ -102,15 +125,31 @@ def _report(out: Out, result: CompactionResult, dry_run: bool, window: int) -> N
                   [[s.name, str(s.tokens_before), str(s.tokens_after),
                     "yes" if s.applied else "no", s.note] for s in result.stages],
                   right=(1, 2))
-    if result.entry_id is None and not result.applied:
+    if result.entry is None:
         out.line(f"nothing to do: {result.reason or 'no stage could make it smaller'}"
                  + ("" if result.reason != "already under the target"
                     else " (--force compacts anyway)"))
         return
-    counts = (f"{len(result.cleared)} tool results cleared, {len(result.dropped)} entries "
-              f"dropped, {len(result.summarized)} summarized")
-    out.line(f"{result.tokens_before} -> {result.tokens_after} tokens ({counts})")
+    out.line(f"{result.tokens_before} -> {result.tokens_after} tokens: {_counts(result)}")
+    if not result.reached_target:
+        out.line(f"missed the target of {result.target} tokens: {result.reason}")
     if dry_run:
         out.line("dry run: nothing was written")
     else:
         out.line(f"wrote compaction entry {short_id(result.entry_id)}")
+
+
+def _counts(result: CompactionResult) -> str:
+    """What left the view and what was cleared in it, in agreement with the stage table:
+    tool results cleared by an early stage in turns a later stage dropped count as dropped."""
+    dropped, summarized, cleared = (len(result.dropped), len(result.summarized),
+                                    len(result.cleared))
+    parts = [f"{dropped} entr{'y' if dropped == 1 else 'ies'} dropped from the view "
+             f"({summarized} summarized)",
+             f"{cleared} tool result{'' if cleared == 1 else 's'} cleared in what is kept"]
+    applied = result.applied
+    if "tool_results" in applied and dropped and len(applied) > 1:
+        later = ", ".join(applied[applied.index("tool_results") + 1:])
+        parts[-1] += (f" (results tool_results cleared in entries {later} then dropped "
+                      "count as dropped)")
+    return ", ".join(parts)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from .._session import Session
+from ..entries import encode_line
 from ..errors import SessionNotFound
 from ..formats import (
     FORMATS,
     HOME_FORMATS,
+    Format,
     UnknownFormatError,
     detect_format,
     export_session,
@@ -20,60 +23,115 @@ from ..formats import (
     list_tool_sessions,
 )
 from .app import command
-from .output import Out, UsageProblem, clip, emit_json, progress_bar
-from .sessions import open_session, resolve_entry
+from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
+from .sessions import (
+    STDOUT,
+    address_of,
+    check_output,
+    open_session,
+    require_regular_file,
+    resolve_entry,
+)
+from .writing import replacing, to_stdout
 
-_FORMAT_HELP = "One of: " + ", ".join(FORMATS) + "."
+IMPORTABLE = [f.name for f in FORMATS.values() if f.reader is not None or f.copy]
+EXPORTABLE = [f.name for f in FORMATS.values() if f.writer is not None or f.copy]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
 @command("import")
 def import_command(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=_FORMAT_HELP + " Or auto.",
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="One of: " + ", ".join(IMPORTABLE)
+                                       + "; or auto (detected from the file).",
                                        show_default=False)],
     source: Annotated[str | None, typer.Argument(
         metavar="SRC", help="The file to read (for the contextree format: a file or a "
         "postgresql:// URL with #SESSION_ID; for claude-code and codex also a session id "
         "or its prefix, looked up in the tool's home).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
-                                               "file (default: <src>.contextree.jsonl) or a "
-                                               "postgresql:// URL.")]
+                                               "file, a postgresql:// URL, or - for stdout "
+                                               "(default: SRC's name without its suffix + "
+                                               ".contextree.jsonl, beside SRC, or here for "
+                                               "a session found by id; required for the "
+                                               "contextree format).")]
     = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
+                                        "OUTPUT.")] = False,
     list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex: list the "
                                             "sessions in the tool's home, with their first "
                                             "prompt.")] = False,
     home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
                                              "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
                                              "or ~/.codex).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="With --list: print JSON.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Read another agent's session (or a provider message list) into a new session file."""
-    name = None if fmt == "auto" else get_format(fmt).name
+    """Read another agent's session (or a provider message list) into a new session."""
+    spec = None if fmt == "auto" else get_format(fmt)
+    if spec is not None and spec.reader is None and not spec.copy:
+        raise UnknownFormatError(f"format {spec.name!r} can be exported, not imported")
     if list_them:
-        _list_sessions(name or fmt, home, as_json)
+        _list_sessions(spec.name if spec else fmt, home, as_json)
         return
     if source is None:
         raise UsageProblem("say which file to import (or --list the sessions of claude-code "
                            "or codex)")
-    if name is not None and get_format(name).copy:
+    if as_json and output == STDOUT:
+        raise UsageProblem("--json and -o - both write to stdout; use one of them")
+    if spec is not None and spec.copy:
         if output is None:
             raise UsageProblem("say where the copy goes with -o FILE or -o postgresql://...")
-        with import_session(name, source, output) as session:
-            count, leaf, where = len(session), session.leaf_id, session.location
-        Out().line(f"copied {source} -> {where}: {count} entries, leaf {leaf}")
+        info = _write_import(spec.name, source, output, force=force)
+        if info is not None:
+            _report_import(info, as_json, f"copied {source} -> {info['path']}")
         return
     src = Path(source)
     default_dir = src.parent
-    if not src.is_file() and name in HOME_FORMATS:
-        src = find_tool_session(name, source, home)  # by id or prefix, in the tool's home
+    if not src.exists() and spec is not None and spec.name in HOME_FORMATS:
+        src = find_tool_session(spec.name, source, home)  # by id or prefix, in the tool's home
         default_dir = Path.cwd()
+    if src.is_dir():
+        raise UsageProblem(f"{src}: this is a directory; `import` reads one file (give the "
+                           "session file inside it)")
+    require_regular_file(src, "file to import")
     if not src.is_file():
         raise SessionNotFound("no such file to import", path=str(src))
-    name = name or detect_format(src)
-    target = output or default_dir / (src.name.removesuffix(src.suffix) + ".contextree.jsonl")
-    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \
-            import_session(name, src, target, progress=bar) as session:
-        count, leaf = len(session), session.leaf_id
-    Out().line(f"imported {src} ({name}) -> {target}: {count} entries, leaf {leaf}")
+    name = spec.name if spec is not None else detect_format(src)
+    target = output or str(default_dir / (src.name.removesuffix(src.suffix)
+                                          + ".contextree.jsonl"))
+    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar:
+        info = _write_import(name, str(src), target, force=force, progress=bar)
+    if info is not None:
+        _report_import(info, as_json, f"imported {src} ({name}) -> {info['path']}")
+
+
+def _write_import(name: str, source: str, target: str, *, force: bool,
+                  progress: Any = None) -> dict[str, Any] | None:
+    """Import ``source`` to ``target`` (a new file, a replaced one with ``force``, a URL, or
+    stdout); what was written, or ``None`` when it went to stdout."""
+    check_output(target, force=force, inputs=[source])
+    if target == STDOUT:
+        with to_stdout("import.jsonl") as tmp, import_session(name, source, tmp,
+                                                              progress=progress):
+            pass
+        return None
+    if address_of(target).is_file:
+        with replacing(Path(target)) as path, import_session(name, source, path,
+                                                             progress=progress) as session:
+            return _imported(session, name, source, target)
+    with import_session(name, source, target, progress=progress) as session:
+        return _imported(session, name, source, session.location)
+
+
+def _imported(session: Session, name: str, source: str, where: str) -> dict[str, Any]:
+    return {"source": source, "format": name, "path": where, "session_id": session.id,
+            "entries": len(session), "leaf_id": session.leaf_id}
+
+
+def _report_import(info: dict[str, Any], as_json: bool, what: str) -> None:
+    if as_json:
+        emit_json(info)
+        return
+    Out().line(f"{what}: {info['entries']} entries, leaf {info['leaf_id']}")
 
 
 def _list_sessions(fmt: str, home: str | None, as_json: bool) -> None:
@@ -85,33 +143,63 @@ def _list_sessions(fmt: str, home: str | None, as_json: bool) -> None:
     if not found:
         out.line(f"no {fmt} sessions found")
         return
-    rows = [[f.id, f.to_dict()["modified"], f.cwd or "", clip(f.first_prompt or "", 60)]
+    rows = [[f.id, f.to_dict()["modified"], clip(f.cwd or "", 60), clip(f.first_prompt or "", 60)]
             for f in found]
     out.table(["id", "modified", "cwd", "first prompt"], rows)
 
 
 @command("export")
 def export_command(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help=_FORMAT_HELP,
-                                       show_default=False)],
-    file: Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="One of: " + ", ".join(EXPORTABLE)
+                                       + ".", show_default=False)],
+    file: Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
+                                        "postgresql://...#SESSION_ID URL).",
                                         show_default=False)],
-    output: Annotated[str | None, typer.Option("-o", "--output", help="Where to write "
-                                               "(default: <file>.<format>.<ext>; for the "
+    output: Annotated[str | None, typer.Option("-o", "--output", help="Where to write: a "
+                                               "file, or - for stdout (default: "
+                                               "<file>.<format>.<ext> beside FILE; for the "
                                                "contextree format also a postgresql:// URL)."
                                                )] = None,
     at: Annotated[str | None, typer.Option("--at", help="Export the context at this entry "
                                            "(default: the current leaf).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite OUTPUT.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
+                                        "OUTPUT (never FILE itself).")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Write a session in another format (pi: the whole tree; others: the context the model
-    sees at the leaf)."""
+    """Write a session in another format (pi, claude-code, codex: the whole tree; others: the
+    context the model sees at the leaf)."""
     spec = get_format(fmt)
     if spec.writer is None and not spec.copy:
         raise UnknownFormatError(f"format {spec.name!r} can be imported, not exported")
+    if as_json and output == STDOUT:
+        raise UsageProblem("--json and -o - both write to stdout; use one of them")
     with open_session(file, readonly=True) as session:
         entry = resolve_entry(session, at) if at is not None else None
+        if output is None and not address_of(file).is_file:
+            raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
         stem = Path(file).name.removesuffix(".jsonl")
         target = output or str(Path(file).with_name(f"{stem}.{spec.name}{spec.suffix}"))
-        written = export_session(spec.name, session, target, at=entry, overwrite=force)
+        check_output(target, force=force, inputs=[file])
+        if target == STDOUT:
+            emit_bytes(_export_bytes(spec, session, entry))
+            return
+        if spec.copy and address_of(target).is_file:
+            with replacing(Path(target)) as path:
+                export_session(spec.name, session, path, at=entry)
+            written = target
+        else:
+            written = str(export_session(spec.name, session, target, at=entry,
+                                         overwrite=force))
+    if as_json:
+        emit_json({"source": file, "format": spec.name, "path": written, "at": entry})
+        return
     Out().line(f"exported {file} ({spec.name}) -> {written}")
+
+
+def _export_bytes(spec: Format, session: Session, at: str | None) -> bytes:
+    """What ``export`` writes, as bytes (for ``-o -``)."""
+    if spec.copy:
+        return b"".join([encode_line(session.header), *(encode_line(e)
+                                                         for e in session.entries())])
+    assert spec.writer is not None
+    return spec.writer(session, at)

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .._context import SessionContext
 from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
@@ -20,13 +21,25 @@ from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
+from .flatlog import is_flat_log, verify_log
+from .listing import NAME_WIDTH, scan
 from .listing import rows as listing_rows
-from .listing import scan
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
-from .render import entry_summary, message_body, message_title, tree_lines
-from .sessions import address_of, open_session, open_storage_of, resolve_entry
+from .render import (
+    TreeLine,
+    abandoned_tips,
+    entry_summary,
+    message_body,
+    message_title,
+    summary_line,
+    tree_lines,
+)
+from .sessions import address_of, open_session, open_storage_of, require_regular_file, resolve_entry
+from .terminal import fit, visible, width_of
 
 VERIFY_PROGRESS_BYTES = 50 << 20
+LABEL_WIDTH = 24  # columns of a label in a tree line
+MIN_TEXT = 16  # columns an entry's text keeps in a tree line before the notes give way
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
@@ -41,13 +54,20 @@ def ls_command(
                                          "or a postgresql:// URL.")] = ".",
     as_json: JsonOpt = False,
 ) -> None:
-    """List the sessions under DIRECTORY (or in a PostgreSQL database), newest activity first
-    (reads only each file's header and tail, so it is fast on thousands of sessions)."""
+    """List the sessions under DIR (or in a PostgreSQL database), newest activity first.
+
+    Each file is read in bounded memory: its header, its tail and a few samples for the
+    entry count (marked ≈ when estimated); a name set before the tail is found by a byte
+    search backwards through the file."""
     address = address_of(where)
     if not address.is_file:
         _ls_database(address, as_json)
         return
     directory = Path(address.where)
+    if directory.is_file():
+        raise UsageProblem(f"{directory}: this is a session file, not a directory; `ls` lists "
+                           f"the sessions in a directory (`contextree stats {directory}` "
+                           "describes one)")
     if not directory.is_dir():
         raise SessionNotFound("no such directory", path=str(directory))
     found, other = scan(directory)
@@ -83,7 +103,8 @@ def _ls_database(address: Address, as_json: bool) -> None:
         out.line(f"no contextree sessions in {base}")
         return
     out.table(["id", "name", "created", "last activity", "entries"],
-              [[r.id, r.name or "", r.created_at.strftime("%Y-%m-%d %H:%M"),
+              [[r.id, fit(visible(r.name or ""), NAME_WIDTH),
+                r.created_at.strftime("%Y-%m-%d %H:%M"),
                 r.updated_at.strftime("%Y-%m-%d %H:%M"), str(r.entry_count)] for r in rows],
               right=(4,))
 
@@ -101,36 +122,60 @@ def tree_command(
     current leaf (<- leaf). Entries on the current branch are marked with *."""
     with open_session(file, readonly=True) as session:
         roots = session.tree()
+        left = abandoned_tips(session.entries())
         if as_json:
-            emit_json(_tree_json(session, roots))
+            emit_json(_tree_json(session, roots, left))
             return
         out = Out()
         if not roots:
             out.line("(empty session)")
             return
         for line in tree_lines(roots, expand=expand):
-            _print_tree_line(out, line.prefix, line.node, line.hidden)
+            _print_tree_line(out, line, left)
 
 
-def _print_tree_line(out: Out, prefix: str, node: TreeNode | None, hidden: int) -> None:
+def _print_tree_line(out: Out, line: TreeLine, left: dict[str, str | None]) -> None:
+    """One tree line, never wider than the output: the entry's text gives way first, then
+    the notes; the current branch starts at the same column on every line."""
+    node = line.node
+    note = f"  ({line.note})" if line.note else ""
     if node is None:
-        out.styled([("  " + prefix, "dim"), (f"… {hidden} entries …", "dim italic")])
+        parts: list[tuple[str, str | None]] = [("  ", None), (line.prefix, "dim"),
+                                               (f"… {line.hidden} entries …", "dim italic"),
+                                               (note, "dim")]
+        out.styled(_fitted(parts, out.width))
         return
     eid = short_id(node.entry.id)
     marker = "* " if node.on_branch else "  "
     tail = ""
     if node.label:
-        tail += f"  [{node.label}]"
+        tail += f"  [{fit(visible(node.label), LABEL_WIDTH)}]"
     if node.is_leaf:
         tail += "  <- leaf"
-    room = max(out.width - len(marker) - len(prefix) - len(eid) - len(tail) - 2, 20)
-    text = clip(entry_summary(node.entry), room)
+    fixed = width_of(marker + line.prefix + eid + "  ")
+    if out.width - fixed - width_of(tail + note) < MIN_TEXT:
+        note = ""
+    room = max(out.width - fixed - width_of(tail + note), 1)
+    text = clip(entry_summary(node.entry, left), room)
     style = "bold" if node.on_branch else None
-    out.styled([(marker, "green" if node.on_branch else None), (prefix, "dim"),
-                (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold")])
+    out.styled(_fitted([(marker, "green" if node.on_branch else None), (line.prefix, "dim"),
+                        (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold"),
+                        (note, "dim")], out.width))
 
 
-def _tree_json(session: Session, roots: list[TreeNode]) -> dict[str, Any]:
+def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, str | None]]:
+    """``parts`` cut so that together they take at most ``width`` columns."""
+    out: list[tuple[str, str | None]] = []
+    budget = width
+    for text, style in parts:
+        shown = fit(visible(text), budget)
+        budget -= width_of(shown)
+        out.append((shown, style))
+    return out
+
+
+def _tree_json(session: Session, roots: list[TreeNode],
+               left: dict[str, str | None]) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     stack = list(reversed(roots))
     while stack:
@@ -140,12 +185,14 @@ def _tree_json(session: Session, roots: list[TreeNode]) -> dict[str, Any]:
             "parent_id": node.entry.parent_id,
             "type": node.entry.type,
             "timestamp": node.entry.timestamp,
-            "summary": entry_summary(node.entry),
+            "summary": entry_summary(node.entry, left),
             "label": node.label,
             "on_branch": node.on_branch,
             "is_leaf": node.is_leaf,
             "children": [c.entry.id for c in node.children],
         })
+        if node.entry.id in left:
+            entries[-1]["left_from"] = left[node.entry.id]
         stack.extend(reversed(node.children))
     return {"session_id": session.id, "name": session.name, "leaf_id": session.leaf_id,
             "roots": [r.entry.id for r in roots], "entries": entries}
@@ -178,13 +225,14 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
     out = Out()
+    left = abandoned_tips(session.entries())
     for i, entry in enumerate(path):
         label = f"  [{labels[entry.id]}]" if entry.id in labels else ""
         if isinstance(entry, MessageEntry):
             head = message_title(entry.message)
             body = message_body(entry.message)
         else:
-            head, body = entry.type, _entry_body(entry)
+            head, body = entry.type, _entry_body(entry, left)
         out.styled([(f"#{i} ", "dim"), (entry.id, "cyan"), (f"  {head}", "bold"),
                     (f"  {entry.timestamp}", "dim"), (label, "yellow bold")])
         for text in body:
@@ -193,11 +241,12 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         out.line("(empty: the leaf is before the first entry)")
 
 
-def _entry_body(entry: Any) -> list[str]:
-    summary = entry_summary(entry)
+def _entry_body(entry: Any, left: dict[str, str | None]) -> list[str]:
+    summary = entry_summary(entry, left)
     full = getattr(entry, "summary", None)
     if isinstance(full, str) and full:
-        return [summary.split(":", 1)[0] + ":", *full.splitlines()]
+        head = summary.removesuffix(summary_line(full)).rstrip()
+        return [head, *full.split("\n")]
     return [summary]
 
 
@@ -205,34 +254,62 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
     counts = [counter.count_message(m) for m in ctx.messages]
-    anchor = ctx.usage_anchor
-    total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
+    total, basis, how = context_size(ctx, counter)
     model = "/".join(ctx.model) if ctx.model else None
     if as_json:
         emit_json({
             "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
             "active_tools": ctx.active_tools,
             "compaction_id": ctx.compaction.id if ctx.compaction else None,
-            "total_tokens": total, "total_is_estimate": anchor is None,
+            "total_tokens": total, "total_is_estimate": basis != "reported",
+            "total_basis": basis,
+            "system_prompt_stored": _has_system_prompt(ctx),
             "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
                          for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids,
                                                              counts, strict=True))],
         })
         return
     out = Out()
+    if not _has_system_prompt(ctx):
+        out.line("(no system prompt is stored in this session: the agent that runs it sends "
+                 "its own before these messages)", "dim")
     for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
-    how = ("estimated" if anchor is None
-           else f"provider-reported at message [{anchor}] plus estimates after it")
     out.line()
     out.fields([
         ("messages", str(len(ctx.messages))),
-        ("tokens", f"{total} ({how})"),
+        ("context size", f"{total} tokens ({how})"),
         ("model", model or "-"),
         ("thinking", ctx.thinking_level or "-"),
         ("tools", ", ".join(ctx.active_tools) if ctx.active_tools is not None else "-"),
         ("compaction", short_id(ctx.compaction.id) if ctx.compaction else "none"),
     ])
+
+
+def _has_system_prompt(ctx: SessionContext) -> bool:
+    return any(m.role == "system" and m.kind is None for m in ctx.messages)
+
+
+def context_size(ctx: SessionContext, counter: EstimateCounter) -> tuple[int, str, str]:
+    """The tokens the next request sends from this context, how that was found (``reported``,
+    ``compaction`` or ``estimate``), and those words for a person.
+
+    The provider's last reported usage comes first. Right after a compaction there is none
+    yet: the compaction entry's own count (which includes what the provider reported beyond
+    the estimate, such as tool definitions) plus estimates of what came after it, so the
+    figure `compact` printed is the one shown here.
+    """
+    anchor = ctx.usage_anchor
+    if anchor is not None:
+        total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
+        return total, "reported", (f"provider-reported at message [{anchor}] plus estimates "
+                                   "after it")
+    comp = ctx.compaction
+    if comp is not None and comp.tokens_after is not None:
+        after = counter.count_messages(ctx.messages[ctx.fresh_from:])
+        return (comp.tokens_after + after, "compaction",
+                f"counted by compaction {short_id(comp.id)} plus estimates after it")
+    return counter.count_messages(ctx.messages), "estimate", "estimated"
 
 
 def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -> None:
@@ -247,7 +324,7 @@ def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -
 
 @command("stats")
 def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
-    """Messages, tokens and cost for the current branch and the whole file."""
+    """Messages, billed tokens and cost for the current branch and the whole file."""
     storage = open_storage_of(file, readonly=True)
     with Session.open(storage) as session:
         stats = session.stats()
@@ -269,27 +346,35 @@ def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
         ("quarantined", str(s.quarantined_lines)),
     ])
     out.line()
-    names = ["messages", "user", "assistant", "tool", "system", "tokens", "input", "output",
-             "cache read", "cache write", "cost $", "compactions"]
+    names = ["messages", "user", "assistant", "tool", "system", "billed tokens", "input",
+             "output", "cache read", "cache write", "cost", "compactions"]
     table = [[n, _stat(s.branch, n), _stat(s.file, n)] for n in names]
     out.table(["", "current branch", "whole file"], table, right=(1, 2))
     models = sorted(set(s.file.by_model))
     if models:
         out.line()
-        out.table(["model", "input", "output", "cost $"],
+        out.table(["model", "input", "output", "cost"],
                   [[k, str(s.file.by_model[k].input), str(s.file.by_model[k].output),
-                    f"{s.file.by_model[k].cost:.4f}"] for k in models], right=(1, 2, 3))
+                    s.file.model_cost_text(k)] for k in models], right=(1, 2, 3))
+    if len(s.branches) > 1:
+        out.line()
+        out.table(["branch tip", "label", "messages", "cost"],
+                  [[("* " if b.current else "  ") + b.tip_id, b.label or "",
+                    str(b.message_count), b.cost_text] for b in s.branches], right=(2, 3))
+    if s.prices_hint:
+        out.line()
+        out.line(f"costs unknown: {s.prices_hint}")
 
 
 def _stat(u: UsageStats, name: str) -> str:
     values: dict[str, str] = {
         "messages": str(u.message_count),
-        "tokens": str(u.total_tokens),
+        "billed tokens": str(u.total_tokens),
         "input": str(u.usage.input),
         "output": str(u.usage.output),
         "cache read": str(u.usage.cache_read),
         "cache write": str(u.usage.cache_write),
-        "cost $": f"{u.cost_total:.4f}",
+        "cost": u.cost_text,
         "compactions": str(u.compactions),
     }
     return values.get(name, str(u.by_role.get(name, 0)))
@@ -339,8 +424,12 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
                                                   f"leaf {short_id(report['leaf_id'])}", None)])
         return
     path = Path(address.where)
+    require_regular_file(path)
     if not path.is_file():
         raise SessionNotFound("no such session file", path=file)
+    if is_flat_log(path):
+        _verify_flat_log(path, file, as_json)
+        return
     size = path.stat().st_size
     report = {"path": file, "ok": True, "size": size}
     try:
@@ -369,4 +458,29 @@ def verify_command(file: FileArg, as_json: JsonOpt = False) -> None:
             out.styled([("PROBLEM ", "bold red"), (f"[{report['code']}] ", "red"),
                         (report["message"], None)])
     if not report["ok"]:
+        raise typer.Exit(1)
+
+
+def _verify_flat_log(path: Path, file: str, as_json: bool) -> None:
+    health = verify_log(path)
+    report: dict[str, Any] = {
+        "path": file, "ok": health.ok, "kind": "flat_log", "messages": health.messages,
+        "size": health.size, "torn_tail": health.torn_tail,
+        "bad_lines": [{"line": n, "reason": r} for n, r in health.bad_lines]}
+    if not health.ok:
+        line, reason = health.bad_lines[0]
+        more = len(health.bad_lines) - 1
+        report.update(code="corrupt_line", line=line,
+                      message=f"{file}:{line}: {reason}"
+                      + (f" (and {more} more unreadable lines)" if more else "")
+                      + "; `contextree repair` moves unreadable lines to the quarantine file")
+    if as_json:
+        emit_json(report)
+    elif health.ok:
+        Out().styled([("OK ", "bold green"),
+                      (f"{file}: flat message log, {health.messages} messages", None)])
+    else:
+        Out().styled([("PROBLEM ", "bold red"), ("[corrupt_line] ", "red"),
+                      (report["message"], None)])
+    if not health.ok:
         raise typer.Exit(1)

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 from rich.tree import Tree
 
 from .._messages import Message, ToolCall
@@ -47,10 +50,19 @@ from ..runtime import (
 )
 from ..runtime._events import Event
 from ..tools import make_tools
+from .terminal import visible
 
-__all__ = ["run_demo"]
+__all__ = ["DemoDirectoryTaken", "run_demo"]
 
 WINDOW = 12_000  # tokens: small, so the big build log forces a compaction
+SYSTEM = ("You are a careful coding agent. Use the tools to inspect and change the project in "
+          "the workspace.")
+SHOWN_LINES = 12  # lines of each message in "what the model would see next"
+SHOWN_CHARS = 1500  # characters of each message there
+
+
+class DemoDirectoryTaken(Exception):
+    """``--dir`` already holds a demo run (or something else in its way)."""
 
 CORE = '''\
 """A tiny calculator."""
@@ -161,30 +173,69 @@ def _workspace(root: Path) -> None:
     (root / "tests" / "test_add.py").write_text(TESTS)
 
 
-def _describe(entry: AnyEntry, label: str | None) -> str:
-    tag = f" [bold magenta]🏷 {label}[/]" if label else ""
+class _Symbols:
+    """Arrows and tags, in ASCII when the terminal cannot show more."""
+
+    def __init__(self, console: Console) -> None:
+        fancy = (console.encoding or "").lower().replace("-", "").startswith("utf")
+        self.to = "→" if fancy else "->"
+        self.back = "←" if fancy else "<-"
+        self.tag = "🏷 " if fancy else "label "
+
+
+def _describe(entry: AnyEntry, label: str | None, sym: _Symbols) -> Text:
+    """One tree line; session content is made visible and never read as markup."""
+    out = Text()
     if isinstance(entry, MessageEntry):
         m = entry.message
+        style = {"user": "green", "assistant": "cyan", "tool": "yellow"}.get(m.role, "white")
         if m.tool_calls:
             calls = ", ".join(f"{c.name}({_short(str(next(iter(c.arguments.values()), '')))})"
                               for c in m.tool_calls)
-            return f"[cyan]assistant[/] → {calls}{tag}"
-        text = _short(m.text)
-        style = {"user": "green", "assistant": "cyan", "tool": "yellow"}.get(m.role, "white")
-        trunc = " [red](truncated)[/]" if m.truncation is not None else ""
-        return f"[{style}]{m.role}[/]: {text}{trunc}{tag}"
-    if isinstance(entry, CompactionEntry):
-        return (f"[bold red]compaction[/]: {entry.tokens_before:,} → "
-                f"{entry.tokens_after or 0:,} tokens{tag}")
-    if isinstance(entry, BranchSummaryEntry):
-        return f"[bold blue]branch summary[/]: {_short(entry.summary)}{tag}"
-    if isinstance(entry, ModelChangeEntry):
-        return f"[dim]model: {entry.provider}/{entry.model_id}[/]{tag}"
-    return f"[dim]{type(entry).__name__}[/]{tag}"
+            out.append("assistant", style="cyan")
+            out.append(f" {sym.to} {calls}")
+        else:
+            out.append(m.role, style=style)
+            out.append(f": {_short(m.text)}")
+            if m.truncation is not None:
+                out.append(" (truncated)", style="yellow")
+    elif isinstance(entry, CompactionEntry):
+        out.append("compaction", style="bold blue")
+        out.append(f": {entry.tokens_before:,} {sym.to} {entry.tokens_after or 0:,} tokens")
+    elif isinstance(entry, BranchSummaryEntry):
+        out.append("branch summary", style="bold blue")
+        out.append(f": {_short(entry.summary)}")
+    elif isinstance(entry, ModelChangeEntry):
+        out.append(f"model: {visible(entry.provider)}/{visible(entry.model_id)}", style="dim")
+    else:
+        out.append(type(entry).__name__, style="dim")
+    if label:
+        out.append(f" {sym.tag}{visible(label)}", style="bold magenta")
+    return out
 
 
 def _short(text: str, n: int = 70) -> str:
-    return shorten(" ".join(text.split()), n)
+    return visible(shorten(" ".join(text.split()), n))
+
+
+def _exact(m: Message) -> tuple[Text, int]:
+    """A message as the model gets it, whitespace kept, cut at ``SHOWN_LINES`` lines or
+    ``SHOWN_CHARS`` characters with a marker saying how much is not shown."""
+    body = m.text
+    if m.tool_calls:
+        calls = "\n".join(f"{c.name} {orjson.dumps(c.arguments).decode()}"
+                           for c in m.tool_calls)
+        body = f"{body}\n{calls}" if body else calls
+    lines = body.split("\n")
+    shown = "\n".join(lines[:SHOWN_LINES])[:SHOWN_CHARS]
+    out = Text("\n".join(visible(line, tabs=True) for line in shown.split("\n")))
+    hidden = len(body) - len(shown)
+    if hidden > 0:
+        more = body[len(shown):].count("\n")
+        out.append(f"\n[… {hidden:,} more characters"
+                   + (f", {more:,} more lines" if more else "") + " not shown here]",
+                   style="bold yellow")
+    return out, hidden
 
 
 def _children(node: TreeNode) -> list[TreeNode]:
@@ -200,38 +251,70 @@ def _children(node: TreeNode) -> list[TreeNode]:
     return out
 
 
-def _render_tree(session: Session) -> Tree:
+def _render_tree(session: Session, sym: _Symbols) -> Tree:
     """Chains of single children stay at one level; each branch gets its own subtree."""
-    root = Tree(f"[bold]session {session.id}[/]")
+    root = Tree(Text(f"session {visible(session.id)}", style="bold"))
     stack: list[tuple[Tree, TreeNode]] = [(root, n) for n in reversed(session.tree())]
     while stack:
         parent, node = stack.pop()
         while True:
             children = _children(node)
-            marker = " [bold green]← leaf[/]" if node.is_leaf else ""
-            here = parent.add(_describe(node.entry, node.label) + marker)
+            line = _describe(node.entry, node.label, sym)
+            if node.is_leaf:
+                line.append(f" {sym.back} leaf", style="bold green")
+            here = parent.add(line)
             if len(children) == 1:
                 node = children[0]
                 continue
             subtrees = []
             for n, child in enumerate(children, start=1):
                 current = " (current)" if child.on_branch else ""
-                subtrees.append((here.add(f"[bold]branch {n}{current}[/]"), child))
+                subtrees.append((here.add(Text(f"branch {n}{current}", style="bold")), child))
             stack.extend(reversed(subtrees))
             break
     return root
 
 
 def run_demo(workdir: Path | None = None, console: Console | None = None) -> dict[str, Any]:
-    """Run the demo in ``workdir`` (default: a new temporary directory) and print it.
+    """Run the demo in ``workdir`` and print it; without one, in a temporary directory that
+    is removed at the end.
 
     Returns facts about the run: the session path, entry, compaction, truncation and branch
-    counts, the overflow files, and the final replies.
+    counts, the overflow files, the final replies, and whether the directory was kept.
+    ``DemoDirectoryTaken`` if ``workdir`` already holds a run.
     """
     console = console or Console()
     if workdir is None:
-        workdir = Path(tempfile.mkdtemp(prefix="contextree-demo-"))
+        folder = Path(tempfile.mkdtemp(prefix="contextree-demo-"))
+        try:
+            return _run(folder, console, kept=False)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     workdir = Path(workdir)
+    _check_free(workdir)
+    return _run(workdir, console, kept=True)
+
+
+def _check_free(workdir: Path) -> None:
+    if workdir.exists() and not workdir.is_dir():
+        raise DemoDirectoryTaken(f"{workdir} is not a directory; give --dir a new or empty "
+                                 "directory")
+    for name in ("session.jsonl", "workspace", "overflow"):
+        if (workdir / name).exists():
+            raise DemoDirectoryTaken(f"{workdir} already holds a demo run ({name}); give --dir "
+                                     "a new or empty directory, or remove that one first")
+
+
+def _say(console: Console, *parts: tuple[str, str]) -> None:
+    """One line of pieces with styles; the text is made visible, never read as markup."""
+    line = Text()
+    for text, style in parts:
+        line.append(visible(text, tabs=True), style=style)
+    console.print(line)
+
+
+def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
+    sym = _Symbols(console)
     workspace = workdir / "workspace"
     _workspace(workspace)
     store = OverflowStore(workdir / "overflow", gc_interval=None)
@@ -245,8 +328,7 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
     truncations: list[dict[str, Any]] = []
     demo = (agent()
             .use(SessionTree, path=path, cwd=str(workspace))
-            .use(SystemPrompt, text="You are a careful coding agent. Use the tools to inspect "
-                                    "and change the project in the workspace.")
+            .use(SystemPrompt, text=SYSTEM)
             .use(ToolResultLoop)
             .use(MaxIterations, limit=20)
             # No summarizer: the ladder ends at the offline digest. The sliding window is left
@@ -259,15 +341,16 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
     demo.on(Event.TRUNCATED, lambda env, p: truncations.append(p))
 
     def turn(prompt: str) -> str:
-        console.print(f"\n[bold green]user[/] {prompt}")
+        console.print()
+        _say(console, ("user ", "bold green"), (prompt, ""))
         result = demo.start(prompt)
-        console.print(f"[bold cyan]agent[/] {result.text}  "
-                      f"[dim]({result.iterations + 1} model calls)[/]")
+        _say(console, ("agent ", "bold cyan"), (result.text, ""),
+             (f"  ({result.iterations + 1} model calls)", "dim"))
         facts["replies"].append(result.text)
         return result.text
 
-    console.rule("[bold]contextree demo: an agent fixes a bug, offline")
-    console.print(f"workspace: {workspace}\nsession:   {path}")
+    console.rule(Text("contextree demo: an agent fixes a bug, offline", style="bold"))
+    _say(console, (f"workspace: {workspace}\nsession:   {path}", ""))
     turn("The tests in this project fail. Find the bug and fix it.")
     with Session.open(path) as s:
         fixed_at = s.leaf_id
@@ -275,16 +358,18 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
         s.set_label(fixed_at, "tests-fixed")
     turn("Write build.py that prints a verbose build log, run it, and tell me about warnings.")
     for c in compactions:
-        console.print(f"[red]compacted[/]: {c['tokens_before']:,} → {c['tokens_after']:,} "
-                      f"tokens ({', '.join(s['name'] for s in c['stages'] if s['applied'])}; "
-                      f"{len(c['cleared'])} tool results cleared, {len(c['dropped'])} entries "
-                      "dropped from the context, all kept in the file)")
+        applied = ", ".join(s["name"] for s in c["stages"] if s["applied"])
+        _say(console, ("compacted", "bold blue"),
+             (f": {c['tokens_before']:,} {sym.to} {c['tokens_after']:,} tokens ({applied}; "
+              f"{len(c['cleared'])} tool results cleared, {len(c['dropped'])} entries dropped "
+              "from the context, all kept in the file)", ""))
     for t in truncations:
-        console.print(f"[red]truncated[/]: {t['total_lines']:,} lines → saved to "
-                      f"{t['saved_path']}")
+        _say(console, ("truncated", "bold yellow"),
+             (f": {t['total_lines']:,} lines {sym.to} saved to {t['saved_path']}", ""))
 
-    console.print("\n[bold]Branching[/]: back to the entry labelled 'tests-fixed', "
-                  "with a summary of the abandoned branch.")
+    console.print()
+    _say(console, ("Branching", "bold"), (": back to the entry labelled 'tests-fixed', with a "
+                                         "summary of the abandoned branch.", ""))
     with Session.open(path) as s:
         s.move_to(fixed_at, summary="Explored a verbose build log (5000 steps, one deprecation "
                                     "warning in module_42.py); no code changed.")
@@ -293,22 +378,30 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
     with Session.open(path) as s:
         stats = s.stats()
         context = s.build_context().messages
-        console.rule("[bold]The session tree")
-        console.print(_render_tree(s))
-        console.rule("[bold]Stats")
+        console.rule(Text("The session tree", style="bold"))
+        console.print(_render_tree(s, sym))
+        console.rule(Text("Stats", style="bold"))
         table = Table(show_header=False)
         table.add_row("entries", str(stats.entry_count))
         table.add_row("branches", str(stats.branch_count))
         table.add_row("messages (file)", str(stats.file.message_count))
         table.add_row("messages (current branch)", str(stats.branch.message_count))
         table.add_row("compactions", str(stats.file.compactions))
-        table.add_row("tokens (file)", f"{stats.total_tokens:,}")
+        table.add_row("billed tokens (file)", f"{stats.total_tokens:,}")
         console.print(table)
-        console.rule("[bold]What the model would see next")
+        console.rule(Text("What the model would see next", style="bold"))
+        _say(console, (f"Each message exactly as sent, whitespace kept; a long one is cut at "
+                       f"{SHOWN_LINES} lines or {SHOWN_CHARS:,} characters, marked [… not shown "
+                       "here] (`contextree show FILE --context` prints it whole).", "dim"))
+        console.print(Panel(Text(visible(SYSTEM, tabs=True)), title_align="left", expand=True,
+                            title="system (SystemPrompt sends it first on every call; it is "
+                                  "not stored in the session)"))
+        elided = 0
         for m in context:
-            console.print(Panel(_short(m.text or ", ".join(
-                f"{c.name}({c.arguments})" for c in m.tool_calls or []), 300),
-                title=m.role, title_align="left", expand=True))
+            body, hidden = _exact(m)
+            elided += hidden > 0
+            title = m.role + (f" <{m.kind.value.replace('_', ' ')}>" if m.kind else "")
+            console.print(Panel(body, title=visible(title), title_align="left", expand=True))
         facts.update(
             session_path=str(path),
             workspace=str(workspace),
@@ -320,12 +413,20 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
             overflow_files=sorted(str(p) for p in (workdir / "overflow").rglob("*")
                                   if p.is_file()),
             context_messages=len(context),
+            elided_messages=elided,
             label=s.label_of(fixed_at),
             model_calls=len(model.calls),
+            kept=kept,
         )
     facts["compacted_events"] = len(compactions)
     facts["tests_pass"] = "passes" in facts["replies"][0] and "pass" in facts["replies"][-1]
     warning = re.search(r"module_\d+\.py", facts["replies"][1])
     facts["warning_found"] = warning.group(0) if warning else None
-    console.print(f"\n[dim]Session file: {path}  (try: contextree tree {path})[/]")
+    console.print()
+    if kept:
+        _say(console, (f"Session file: {path}  (try: contextree tree {path})", "dim"))
+    else:
+        _say(console, ("The run was in a temporary directory, now removed; `contextree demo "
+                       "--dir DIR` keeps its session to explore (`contextree tree "
+                       "DIR/session.jsonl`).", "dim"))
     return facts

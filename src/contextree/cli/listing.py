@@ -1,35 +1,58 @@
 """``contextree ls``: describe many session files without reading them whole.
 
-For each ``*.jsonl`` file only the header line and the last ``TAIL_BYTES`` are read: the
-header gives id and creation time, the tail gives the last activity and, from its average
-line length, an estimate of the number of entries (exact when the whole file fits in the
-tail). The name comes from the last ``session_info`` line, found by a byte search from the
-end of the memory-mapped file (nothing is parsed but that line).
+Each ``*.jsonl`` file is read in bounded memory, a megabyte at a time, and at most about
+``SCAN_BYTES`` plus ``COUNT_WHOLE`` (32 MB) of it whatever its size:
+
+- the header line gives the id and the creation time;
+- the last ``SCAN_BYTES`` are read from the end: they give the last activity, the name (the
+  last ``session_info`` line, found by a byte search; nothing else is parsed) and the exact
+  number of lines they hold;
+- before that, the lines are counted when that part is at most ``COUNT_WHOLE``, else
+  estimated from the newlines in windows spread over it (marked ``≈``). A name set there is
+  not searched for: the listing says so (``name_exact``), and ``contextree stats FILE``
+  shows it.
+
+A file small enough to be read whole gets exact figures.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
+import random
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import orjson
 
 from ..entries import LineError, SessionHeader, decode_line
 from .output import human_size, short_id
+from .terminal import ELLIPSIS, fit, visible, width_of
 
-TAIL_BYTES = 64 * 1024
+TAIL_BYTES = 64 * 1024  # where the last activity is looked for
 HEADER_LIMIT = 1 << 20
 NAME_TAG = b'"session_info"'
 MAX_NAME_PROBES = 64
+CHUNK = 1 << 20  # bytes read at a time
+SCAN_BYTES = 16 << 20  # read from the end: the name, and lines counted exactly
+LINE_LIMIT = 1 << 20  # the longest session_info line looked at
+SAMPLES = 1024  # windows per round whose newlines estimate the lines before the scanned end
+SAMPLE_BYTES = 4096
+MAX_ROUNDS = 4  # at most this many rounds of samples (16 MB)
+ENOUGH_NEWLINES = 4000  # newlines seen that make the estimate close (about 1.5%)
+COUNT_WHOLE = MAX_ROUNDS * SAMPLES * SAMPLE_BYTES  # what is left is counted, not sampled
+NAME_WIDTH = 40  # columns of a name in the table (--json has it whole)
+PATH_WIDTH = 70  # columns of a path in the table (the end is kept)
 
 
 @dataclass
 class Listing:
-    """One session file as ``ls`` shows it."""
+    """One session file as ``ls`` shows it.
+
+    ``entries_exact`` is false when the count is an estimate; ``name_exact`` is false when
+    the start of the file was not searched for a name (and none was found after it).
+    """
 
     path: str
     id: str
@@ -39,6 +62,7 @@ class Listing:
     entries: int
     entries_exact: bool
     size: int
+    name_exact: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,22 +109,108 @@ def describe(path: Path) -> Listing | None:
             header = _header(first)
             if header is None:
                 return None
-            start = max(len(first), size - TAIL_BYTES)
-            f.seek(start)
-            tail = f.read()
-            name = _name(tail) or (_name_by_search(f, start) if start > len(first) else None)
+            body = len(first)
+            tail_at = max(body, size - TAIL_BYTES)
+            f.seek(tail_at)
+            tail = f.read(TAIL_BYTES)
+            scan = _scan_back(f, body, max(body, size - SCAN_BYTES), size, None)
+            if 0 < scan.start - body <= COUNT_WHOLE:  # what is left is small: read it too
+                scan = _scan_back(f, body, body, scan.start, scan)
+            count = scan.lines
+            if scan.start > body:
+                count += _estimate_lines(f, body, scan.start)
     except OSError:
         return None
-    whole = start == len(first)
-    lines = _complete_lines(tail, whole)
+    whole = scan.start == body
+    if not tail.endswith(b"\n") and _parses(tail.rsplit(b"\n", 1)[-1]):
+        count += 1  # a complete last line without its newline
+    lines = _complete_lines(tail, tail_at == body)
     last = _last_timestamp(lines) or header.created_at
-    body = size - len(first)
-    if whole:
-        count = len(lines)
-    else:
-        used = sum(len(line) + 1 for line in lines)
-        count = round(len(lines) * body / used) if used else 0
-    return Listing(str(path), header.id, name, header.created_at, last, count, whole, size)
+    return Listing(str(path), header.id, scan.name, header.created_at, last, count, whole,
+                   size, name_exact=scan.name is not None or whole)
+
+
+@dataclass
+class _Scan:
+    """What reading the end of a file found: from where, its lines, the last name."""
+
+    start: int
+    lines: int
+    name: str | None
+
+
+def _scan_back(f: IO[bytes], body: int, lo_limit: int, hi: int,
+               later: _Scan | None) -> _Scan:
+    """Read from ``hi`` back to ``lo_limit``, a chunk at a time: count the newlines, and find
+    the name of the last ``session_info`` line (unless ``later``, the scan of what follows,
+    found one). Returns the scan of everything from ``lo_limit`` to the end."""
+    lines = later.lines if later else 0
+    name = later.name if later else None
+    probes = 0
+    overlap = len(NAME_TAG) - 1
+    while hi > lo_limit:
+        lo = max(lo_limit, hi - CHUNK)
+        f.seek(lo)
+        window = f.read(hi + overlap - lo)  # and a tag across the chunk's end
+        lines += window.count(b"\n", 0, hi - lo)
+        if name is None and probes < MAX_NAME_PROBES:
+            name, probes = _name_in(f, window, lo, body, probes)
+        hi = lo
+    return _Scan(lo_limit, lines, name)
+
+
+def _name_in(f: IO[bytes], window: bytes, at: int, floor: int,
+             probes: int) -> tuple[str | None, int]:
+    """The name of the last ``session_info`` line with its tag in ``window`` (which starts
+    at offset ``at`` of the file), and the probes used so far."""
+    stop = len(window)
+    while probes < MAX_NAME_PROBES:
+        hit = window.rfind(NAME_TAG, 0, stop)
+        if hit < 0:
+            break
+        probes += 1
+        start = _line_start(f, at + hit, floor)
+        name = _name_from_line(_line_at(f, start))
+        if name is not None:
+            return name, probes
+        stop = hit
+    return None, probes
+
+
+def _count_lines(f: IO[bytes], lo: int, hi: int) -> int:
+    """Newlines between ``lo`` and ``hi``, read a chunk at a time."""
+    lines = 0
+    f.seek(lo)
+    while lo < hi:
+        chunk = f.read(min(CHUNK, hi - lo))
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        lo += len(chunk)
+    return lines
+
+
+def _estimate_lines(f: IO[bytes], lo: int, hi: int) -> int:
+    """The lines between ``lo`` and ``hi``, from the newline density of sampled windows:
+    in each round, one window at a random place in each of ``SAMPLES`` equal stretches (so
+    a regular line length cannot line up with them), until ``ENOUGH_NEWLINES`` were seen or
+    ``MAX_ROUNDS`` were read. Unbiased whatever the mix of line lengths; the places depend
+    only on the span, so a file gets the same figure every time."""
+    span = hi - lo
+    step = span / SAMPLES
+    room = max(step - SAMPLE_BYTES, 0)
+    rng = random.Random(span)
+    newlines = sampled = 0
+    for _ in range(MAX_ROUNDS):
+        for i in range(SAMPLES):
+            offset = lo + int(i * step + rng.random() * room)
+            f.seek(offset)
+            window = f.read(min(SAMPLE_BYTES, hi - offset))
+            newlines += window.count(b"\n")
+            sampled += len(window)
+        if newlines >= ENOUGH_NEWLINES:
+            break
+    return round(newlines * span / sampled) if sampled else 0
 
 
 def _header(first: bytes) -> SessionHeader | None:
@@ -123,6 +233,8 @@ def _complete_lines(tail: bytes, whole: bool) -> list[bytes]:
 
 
 def _parses(raw: bytes) -> bool:
+    if not raw.strip():
+        return False
     try:
         orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -152,36 +264,23 @@ def _name_from_line(raw: bytes) -> str | None:
     return None
 
 
-def _name(tail: bytes) -> str | None:
-    """The name set by the last ``session_info`` line in ``tail``."""
-    return _last_name(tail, len(tail))
+def _line_start(f: IO[bytes], offset: int, floor: int) -> int:
+    """Where the line holding ``offset`` starts (looked for at most ``LINE_LIMIT`` back)."""
+    lo = max(floor, offset - LINE_LIMIT)
+    f.seek(lo)
+    before = f.read(offset - lo)
+    nl = before.rfind(b"\n")
+    return lo + nl + 1 if nl >= 0 else lo
 
 
-def _name_by_search(f: Any, end: int) -> str | None:
-    """Search the rest of the file (before ``end``) from the back, without parsing it."""
-    if end <= 0:
-        return None
-    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return _last_name(mm, end)
-
-
-def _last_name(buf: bytes | mmap.mmap, end: int) -> str | None:
-    """The name of the last ``session_info`` line that starts before ``end`` in ``buf``."""
-    for _ in range(MAX_NAME_PROBES):
-        hit = buf.rfind(NAME_TAG, 0, end)
-        if hit < 0:
-            return None
-        lo = buf.rfind(b"\n", 0, hit) + 1
-        hi = buf.find(b"\n", hit)
-        name = _name_from_line(buf[lo : hi if hi >= 0 else len(buf)])
-        if name is not None:
-            return name
-        end = lo
-    return None
+def _line_at(f: IO[bytes], offset: int) -> bytes:
+    f.seek(offset)
+    return f.readline(LINE_LIMIT)
 
 
 def rows(listings: list[Listing], root: Path) -> list[list[str]]:
-    """Table rows for ``ls``: path relative to ``root``, name, id, times, entries, size."""
+    """Table rows for ``ls``: path relative to ``root``, name, id, times, entries, size;
+    every cell one line of bounded width (``--json`` has the values whole)."""
     out = []
     for s in listings:
         try:
@@ -189,11 +288,27 @@ def rows(listings: list[Listing], root: Path) -> list[list[str]]:
         except ValueError:
             shown = s.path
         entries = str(s.entries) if s.entries_exact else f"≈{s.entries}"
-        out.append([shown, s.name or "", short_id(s.id), _when(s.created),
-                    _when(s.last_activity), entries, human_size(s.size)])
+        name = s.name if s.name is not None else ("" if s.name_exact else "?")
+        out.append([_keep_end(visible(shown), PATH_WIDTH), fit(visible(name), NAME_WIDTH),
+                    short_id(s.id), _when(s.created), _when(s.last_activity), entries,
+                    human_size(s.size)])
     return out
+
+
+def _keep_end(text: str, width: int) -> str:
+    """``text`` in at most ``width`` columns, keeping its end (``…`` + the end of a path)."""
+    if width_of(text) <= width:
+        return text
+    kept: list[str] = []
+    used = 0
+    for ch in reversed(text):
+        used += width_of(ch)
+        if used > width - 1:
+            break
+        kept.append(ch)
+    return ELLIPSIS + "".join(reversed(kept))
 
 
 def _when(stamp: str) -> str:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (UTC)."""
-    return stamp[:16].replace("T", " ") if len(stamp) >= 16 else stamp
+    return visible(stamp[:16].replace("T", " ") if len(stamp) >= 16 else stamp)

@@ -3,12 +3,16 @@
 Everything a command prints goes through ``Out``: on a terminal it styles lines and draws
 tables with rich; when stdout is a pipe or a file it writes plain lines (no colour, no
 wrapping, columns separated by spaces), so scripts and tests see the same text every time.
+Either way every piece of text is passed through ``terminal.visible`` first, so nothing a
+session holds can send an escape sequence to the terminal; ``emit_json`` and ``emit_bytes``
+write data exactly.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -20,15 +24,19 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from rich.table import Table
 from rich.text import Text
 
-from .._text import first_line
 from ..formats import Progress as ProgressFn
+from .terminal import fit, visible, width_of
 
-PLAIN_WIDTH = 100  # characters a one-line summary may take when the output is piped
+PLAIN_WIDTH = 100  # columns a line may take when the output is piped
 PROGRESS_MIN_BYTES = 8 << 20
 
 
 class UsageProblem(Exception):
     """A mistake in how the command was called (exit code 2), said in one line."""
+
+
+class CommandFailed(Exception):
+    """The command could not do its job (exit code 1), said in one line."""
 
 
 class Out:
@@ -44,24 +52,27 @@ class Out:
         return self.console.width if self.rich else PLAIN_WIDTH
 
     def line(self, text: str = "", style: str | None = None) -> None:
+        """One line; tabs are kept, every other control character is made visible."""
+        text = visible(text, tabs=True)
         if self.rich:
             self.console.print(Text(text, style=style or ""))
         else:
             typer.echo(text)
 
     def styled(self, parts: Sequence[tuple[str, str | None]]) -> None:
-        """One line made of differently styled pieces."""
+        """One line made of differently styled pieces (each made visible)."""
         if self.rich:
             text = Text()
             for piece, style in parts:
-                text.append(piece, style=style or "")
+                text.append(visible(piece), style=style or "")
             self.console.print(text)
         else:
-            typer.echo("".join(piece for piece, _ in parts))
+            typer.echo("".join(visible(piece) for piece, _ in parts))
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
               right: Sequence[int] = ()) -> None:
         """Rows under headers; ``right`` lists the columns aligned to the right."""
+        rows = [[visible(c) for c in row] for row in rows]
         if self.rich:
             table = Table(show_edge=False, box=None, pad_edge=False, header_style="bold")
             for i, h in enumerate(headers):
@@ -71,10 +82,11 @@ class Out:
                 table.add_row(*row)
             self.console.print(table)
             return
-        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+        widths = [max([width_of(h), *(width_of(r[i]) for r in rows)])
+                  for i, h in enumerate(headers)]
         for row in [list(headers), *rows]:
-            cells = [c.rjust(w) if i in right else c.ljust(w)
-                     for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+            cells = [_pad(c, w, i in right) for i, (c, w) in enumerate(zip(row, widths,
+                                                                           strict=True))]
             typer.echo("  ".join(cells).rstrip())
 
     def fields(self, pairs: Sequence[tuple[str, str]]) -> None:
@@ -84,18 +96,51 @@ class Out:
             self.styled([(f"{key + ':':<{width + 1}} ", "bold"), (value, None)])
 
 
+def _pad(cell: str, width: int, right: bool) -> str:
+    gap = " " * max(width - width_of(cell), 0)
+    return gap + cell if right else cell + gap
+
+
+# The UTF-8 of the C1 controls, the bidirectional controls and the line separators: JSON
+# may carry them raw, and some terminals act on them. Written as \u escapes, they decode to
+# the same strings (the JSON stays exact) and never reach a terminal as controls.
+_JSON_UNSAFE = re.compile(rb"\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|"
+                          rb"\xe2\x81[\xa6-\xa9]")
+
+
+def _json_escape(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode())
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup)."""
+    """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup).
+
+    The values are exact; characters a terminal could act on are written as ``\\u`` escapes.
+    """
     data = orjson.dumps(value, default=str,
                         option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
-    typer.echo(data.decode())
+    typer.echo(_JSON_UNSAFE.sub(_json_escape, data).decode())
+
+
+def emit_bytes(data: bytes) -> None:
+    """Write ``data`` to stdout as it is (``-o -``: a file's bytes on stdout)."""
+    stream = sys.stdout
+    stream.flush()
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:  # a text-only stream (tests capture output this way)
+        stream.write(data.decode("utf-8", "surrogateescape"))
 
 
 def one_line(message: str) -> str:
-    return " ".join(str(message).split())
+    """``message`` on one line (runs of whitespace made one space), made visible."""
+    return visible(" ".join(str(message).split()))
 
 
 def warn(message: str) -> None:
+    """Print ``warning: <message>`` on stderr."""
     typer.echo(f"warning: {one_line(message)}", err=True)
 
 
@@ -120,7 +165,7 @@ def progress_bar(description: str, total: int,
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(description, total=total)
+        task = bar.add_task(visible(description), total=total)
 
         def update(done: int, whole: int) -> None:
             bar.update(task, completed=done, total=whole or total)
@@ -144,5 +189,7 @@ def short_id(eid: str | None) -> str:
 
 
 def clip(text: str, width: int) -> str:
-    """The first line of ``text``, cut to ``width`` characters with ``…``."""
-    return first_line(text.strip(), width)
+    """The first line of ``text`` (`` …`` when more follow), made visible and cut to
+    ``width`` terminal columns."""
+    head, sep, _ = text.strip().partition("\n")
+    return fit(visible(head) + (" …" if sep else ""), width)

@@ -1,15 +1,18 @@
-"""Text for entries and messages: one-line summaries, the tree, full message bodies."""
+"""Text for entries and messages: one-line summaries, the tree, full message bodies.
+
+Nothing here escapes control characters: ``Out`` makes every piece visible when it prints.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
 
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, UnknownPart
 from .._session import TreeNode
-from .._text import first_line, shorten
+from .._text import shorten
 from ..entries import (
     ActiveToolsChangeEntry,
     AnyEntry,
@@ -25,19 +28,25 @@ from ..entries import (
     ThinkingLevelChangeEntry,
     UnknownEntry,
 )
-from .output import clip, short_id
+from .output import short_id
 
 ARGS_PREVIEW = 40  # characters of a tool call's arguments in a one-line summary
 KEEP_ENDS = 2  # entries shown at each end of a collapsed run
 MIN_COLLAPSE = 3  # shorter runs are shown in full
+MAX_LEVEL = 4  # side-branch levels drawn with guides; deeper ones say their level instead
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
                 SessionInfoEntry, ActiveToolsChangeEntry)
+_BOOKKEEPING = (LabelEntry, SessionInfoEntry, LeafEntry)
 
 
 # -- one-line summaries --------------------------------------------------------------------
 
-def entry_summary(entry: AnyEntry) -> str:
-    """What an entry is, in one line (not yet cut to a width)."""
+def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None) -> str:
+    """What an entry is, in one line (not yet cut to a width).
+
+    ``left`` maps a branch summary's id to the tip of the branch that was left
+    (``abandoned_tips``); without it a summary names only the entry returned to.
+    """
     if isinstance(entry, MessageEntry):
         return message_summary(entry.message)
     if isinstance(entry, CompactionEntry):
@@ -48,10 +57,13 @@ def entry_summary(entry: AnyEntry) -> str:
             kept = f"keeps {len(entry.retained_tail)} messages"
         extra = f", {len(entry.cleared)} tool results cleared" if entry.cleared else ""
         return (f"compaction: {entry.tokens_before} -> {after} tokens, {kept}{extra}: "
-                f"{_first_line(entry.summary)}")
+                f"{summary_line(entry.summary)}")
     if isinstance(entry, BranchSummaryEntry):
-        return f"branch summary (left from {short_id(entry.from_id)}): " \
-               f"{_first_line(entry.summary)}"
+        tip = (left or {}).get(entry.id)
+        ends = (f"left {short_id(tip)}, back at {short_id(entry.from_id)}"
+                if tip is not None and tip != entry.from_id
+                else f"back at {short_id(entry.from_id)}")
+        return f"branch summary ({ends}): {summary_line(entry.summary)}"
     if isinstance(entry, ModelChangeEntry):
         return f"model -> {entry.provider}/{entry.model_id}"
     if isinstance(entry, ThinkingLevelChangeEntry):
@@ -59,7 +71,7 @@ def entry_summary(entry: AnyEntry) -> str:
     if isinstance(entry, ActiveToolsChangeEntry):
         return f"tools -> {', '.join(entry.active_tool_names) or '(none)'}"
     if isinstance(entry, CustomMessageEntry):
-        return f"custom message {entry.custom_type}: {_first_line(entry.content)}"
+        return f"custom message {entry.custom_type}: {summary_line(entry.text)}"
     if isinstance(entry, CustomEntry):
         return f"custom {entry.custom_type}"
     if isinstance(entry, LabelEntry):
@@ -77,7 +89,7 @@ def entry_summary(entry: AnyEntry) -> str:
 
 def message_summary(m: Message) -> str:
     """A message in one line: role, text, tool calls."""
-    text = _first_line(m.text)
+    text = summary_line(m.text)
     if m.role == "tool":
         flag = " (error)" if m.is_error else ""
         return f"tool {m.name or m.tool_call_id or ''}{flag}: {text}"
@@ -92,59 +104,147 @@ def message_summary(m: Message) -> str:
     return " ".join(pieces)
 
 
-def _first_line(text: str) -> str:
-    return first_line(text.strip())
+def summary_line(text: str) -> str:
+    """The first line of ``text`` as a one-line summary shows it (`` …`` if more follow)."""
+    head, sep, _ = text.strip().partition("\n")
+    return head + (" …" if sep else "")
 
 
 def _args_preview(args: dict[str, object]) -> str:
     return shorten(orjson.dumps(args).decode()[1:-1], ARGS_PREVIEW)
 
 
+def abandoned_tips(entries: Iterable[AnyEntry]) -> dict[str, str | None]:
+    """For each branch summary, the entry that was the leaf just before it was written: the
+    tip of the branch it summarizes (labels and names set there are skipped).
+
+    ``entries`` in the order they were appended, as ``Session.entries()`` gives them.
+    """
+    parents: dict[str, str | None] = {}
+    bookkeeping: set[str] = set()
+    out: dict[str, str | None] = {}
+    leaf: str | None = None
+    for e in entries:
+        parents[e.id] = e.parent_id
+        if isinstance(e, _BOOKKEEPING):
+            bookkeeping.add(e.id)
+        if isinstance(e, BranchSummaryEntry):
+            tip = leaf
+            while tip is not None and tip in bookkeeping:
+                tip = parents.get(tip)
+            out[e.id] = tip
+        leaf = e.target_id if isinstance(e, LeafEntry) else e.id
+    return out
+
+
 # -- the tree ------------------------------------------------------------------------------
 
 @dataclass
 class TreeLine:
-    """One line of ``tree``: guides, then an entry or a count of hidden entries."""
+    """One line of ``tree``: guides, then an entry or a count of hidden entries.
+
+    ``level`` is 0 on the current branch (always at the same column) and counts side
+    branches below it; ``note`` says how many entries a side branch holds (on its first
+    line), and its level where the indentation stopped growing.
+    """
 
     prefix: str
     node: TreeNode | None = None
     hidden: int = 0
+    level: int = 0
+    note: str = ""
 
 
 def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[TreeLine]:
-    """The tree, top down, without recursion.
+    """The tree, top down, without recursion: the current branch first-class at the left
+    margin, each side branch indented under the entry it leaves from.
 
-    A chain of single children is printed at one indentation; a branch point indents its
-    children under ``├─``/``└─``. Unless ``expand``, long runs of ordinary entries in a chain
-    are collapsed to one ``… N entries …`` line; labelled entries, compactions, branch
-    summaries, model and thinking changes, branch points, tips and the leaf are always shown.
+    A chain of single children stays at one indentation. Side branches indent by three
+    columns per level up to ``MAX_LEVEL``; deeper ones stay there and say their level. Unless
+    ``expand``, long runs of ordinary entries in a chain are collapsed to one ``… N entries …``
+    line; labelled entries, compactions, branch summaries, model and thinking changes, branch
+    points, tips and the leaf are always shown.
     """
-    work: list[tuple[TreeNode, str, str]] = []
-    if len(roots) == 1:
-        work.append((roots[0], "", ""))
-    else:
-        work.extend(reversed(_branches(roots, "")))
+    sizes = subtree_sizes(roots)
+    trunk_root = next((r for r in roots if r.on_branch), None)
+    others = [r for r in roots if r is not trunk_root]
+    if trunk_root is None and len(roots) == 1:
+        yield from _side(roots[0], "", "", 0, sizes, expand, note=False)
+        return
+    if trunk_root is not None:
+        trunk = [trunk_root]
+        while True:
+            nxt = next((c for c in trunk[-1].children if c.on_branch), None)
+            if nxt is None:
+                break
+            trunk.append(nxt)
+        for item in _collapse(trunk, expand):
+            if isinstance(item, int):
+                yield TreeLine("", None, item)
+                continue
+            yield TreeLine("", item)
+            sides = [c for c in item.children if not c.on_branch]
+            if sides:
+                yield from _sides(sides, "", 1, sizes, expand)
+    for root in others:
+        yield from _side(root, "", "", 0, sizes, expand, note=True, what="another root")
+
+
+def _sides(children: Sequence[TreeNode], base: str, level: int, sizes: Mapping[int, int],
+           expand: bool) -> Iterator[TreeLine]:
+    for i, child in enumerate(children):
+        first, rest = _guides(base, level, last=i == len(children) - 1)
+        yield from _side(child, first, rest, level, sizes, expand, note=True)
+
+
+def _guides(base: str, level: int, *, last: bool) -> tuple[str, str]:
+    if level > MAX_LEVEL:  # the indentation stops growing; the lines say their level
+        return base, base
+    return base + ("└─ " if last else "├─ "), base + ("   " if last else "│  ")
+
+
+def _side(node: TreeNode, first: str, rest: str, level: int, sizes: Mapping[int, int],
+          expand: bool, *, note: bool, what: str = "branch") -> Iterator[TreeLine]:
+    """A subtree off the current branch, top down (an explicit stack: no recursion)."""
+    work: list[tuple[TreeNode, str, str, int]] = [(node, first, rest, level)]
     while work:
-        node, first_prefix, rest_prefix = work.pop()
-        chain = [node]
+        head, first, rest, level = work.pop()
+        chain = [head]
         while len(chain[-1].children) == 1:
             chain.append(chain[-1].children[0])
+        deep = f"level {level}" if level > MAX_LEVEL else ""
         for i, item in enumerate(_collapse(chain, expand)):
-            prefix = first_prefix if i == 0 else rest_prefix
+            prefix = first if i == 0 else rest
+            text = deep
+            if i == 0 and note:
+                count = sizes[id(head)]
+                text = ", ".join(x for x in (f"{what}: {count} "
+                                             f"entr{'y' if count == 1 else 'ies'}", deep) if x)
             if isinstance(item, int):
-                yield TreeLine(prefix, None, item)
+                yield TreeLine(prefix, None, item, level, text)
             else:
-                yield TreeLine(prefix, item)
-        if len(chain[-1].children) > 1:
-            work.extend(reversed(_branches(chain[-1].children, rest_prefix)))
+                yield TreeLine(prefix, item, 0, level, text)
+        kids = chain[-1].children
+        if len(kids) > 1:
+            branches = []
+            for i, kid in enumerate(kids):
+                f, r = _guides(rest, level + 1, last=i == len(kids) - 1)
+                branches.append((kid, f, r, level + 1))
+            work.extend(reversed(branches))
 
 
-def _branches(children: Sequence[TreeNode], prefix: str) -> list[tuple[TreeNode, str, str]]:
-    out = []
-    for i, child in enumerate(children):
-        last = i == len(children) - 1
-        out.append((child, prefix + ("└─ " if last else "├─ "), prefix + ("   " if last else "│  ")))
-    return out
+def subtree_sizes(roots: Sequence[TreeNode]) -> dict[int, int]:
+    """Entries in each node's subtree (itself included), by ``id(node)``; no recursion."""
+    order: list[TreeNode] = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(node.children)
+    sizes: dict[int, int] = {}
+    for node in reversed(order):  # children before their parents
+        sizes[id(node)] = 1 + sum(sizes[id(c)] for c in node.children)
+    return sizes
 
 
 def _collapse(chain: list[TreeNode], expand: bool) -> list[TreeNode | int]:
@@ -179,11 +279,13 @@ def _notable(node: TreeNode) -> bool:
 # -- full messages -------------------------------------------------------------------------
 
 def message_body(m: Message) -> list[str]:
-    """The whole message as lines of text: content, thinking, images, tool calls."""
+    """The whole message as lines of text, exactly as written (split at newlines only;
+    whitespace kept): content, thinking, images, tool calls."""
     lines: list[str] = []
     content = m.content
     if isinstance(content, str):
-        lines.extend(content.splitlines() or ([""] if content == "" and not m.tool_calls else []))
+        if content or not m.tool_calls:
+            lines.extend(content.split("\n"))
     elif content is not None:
         for part in content:
             lines.extend(_part_lines(part))
@@ -195,19 +297,19 @@ def message_body(m: Message) -> list[str]:
 
 def _part_lines(part: object) -> list[str]:
     if isinstance(part, TextPart):
-        return part.text.splitlines() or [""]
+        return part.text.split("\n")
     if isinstance(part, ThinkingPart):
         if part.redacted:
             return ["[redacted thinking]"]
         signed = " (signed)" if part.signature else ""
-        body = part.thinking.splitlines() or [""]
+        body = part.thinking.split("\n")
         return [f"[thinking{signed}] {body[0]}", *body[1:]]
     if isinstance(part, ImagePart):
         if part.data is not None:
             return [f"[image {part.mime_type or '?'}, {len(part.data) * 3 // 4} bytes]"]
         return [f"[image {part.url}]"]
     if isinstance(part, UnknownPart):
-        return [f"[{part.type}] {clip(orjson.dumps(part.data).decode(), 200)}"]
+        return [f"[{part.type}] {orjson.dumps(part.data).decode()}"]
     return []
 
 

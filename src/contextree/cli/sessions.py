@@ -1,16 +1,21 @@
-"""Opening sessions and finding entries from what the user typed."""
+"""Opening sessions and finding entries from what the user typed; checking where output goes."""
 
 from __future__ import annotations
 
+import os
+import stat
 import warnings
+from collections.abc import Sequence
+from pathlib import Path
 
 from .._session import Session
-from ..errors import EntryNotFound, InvalidArgument
+from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
 from ..storage import Address, Storage, open_storage, resolve
 from ..storage._jsonl import TornLineWarning
-from .output import UsageProblem, warn
+from .output import CommandFailed, UsageProblem, warn
 
-MIN_PREFIX = 4
+STDOUT = "-"  # ``-o -``: write to stdout
+SHOWN_MATCHES = 5
 
 
 def address_of(target: str) -> Address:
@@ -22,14 +27,34 @@ def address_of(target: str) -> Address:
         raise UsageProblem(str(e)) from None
 
 
+def require_regular_file(path: str | os.PathLike[str], what: str = "session file") -> None:
+    """Refuse a directory, a named pipe or a device *before* opening it (opening a pipe
+    would wait for a writer forever). A missing path is left to the caller's open."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise SessionNotFound(f"no such {what}", path=os.fspath(path)) from None
+    if stat.S_ISDIR(mode):
+        raise UsageProblem(f"{os.fspath(path)}: this is a directory, not a {what} "
+                           "(`contextree ls DIR` lists the sessions in it)")
+    if not stat.S_ISREG(mode):
+        kind = "a named pipe" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise UsageProblem(f"{os.fspath(path)}: this is {kind}, not a {what}")
+
+
 def open_storage_of(target: str, *, readonly: bool = False) -> Storage:
     """The storage ``target`` names (a session file, ``postgresql://...#SESSION_ID``...),
     chosen by the scheme table.
 
     Every command opens sessions through here. A target of the wrong form (a directory, a
-    URL without a session id, an unknown scheme) is a usage error; a torn last line is
-    reported as a warning on stderr.
+    pipe, a URL without a session id, an unknown scheme) is a usage error; a torn last line
+    is reported as a warning on stderr.
     """
+    address = address_of(target)
+    if address.is_file:
+        require_regular_file(address.where)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TornLineWarning)
         try:
@@ -48,21 +73,67 @@ def open_session(target: str, *, readonly: bool = False) -> Session:
 
 
 def resolve_entry(session: Session, ref: str) -> str:
-    """The id of the entry ``ref`` names: an id, a unique id prefix, or a label."""
+    """The id of the entry ``ref`` names: an id, a label, or a prefix of one id.
+
+    A label on several entries (possible in files from elsewhere) and a prefix of several
+    ids are usage errors that list the candidates.
+    """
     ref = ref.strip().rstrip("…")
+    if not ref:
+        raise UsageProblem("name an entry: an id, an id prefix or a label "
+                           f"(`contextree tree {session.location}` shows them)")
     if ref in session:
         return ref
-    labelled = [target for target, text in session.labels().items() if text == ref]
+    labelled = session.ambiguous_labels().get(ref) or [
+        target for target, text in session.labels().items() if text == ref]
     if len(labelled) == 1:
         return labelled[0]
-    if len(ref) >= MIN_PREFIX:
-        matches = [e.id for e in session.entries() if e.id.startswith(ref)]
-        if len(matches) == 1:
-            return matches[0]
-        if matches:
-            shown = ", ".join(matches[:5])
-            raise UsageProblem(f"{ref!r} matches {len(matches)} entries ({shown}...); "
-                               "type more of the id")
+    if labelled:
+        raise UsageProblem(f"the label {ref!r} is on {len(labelled)} entries "
+                           f"({', '.join(labelled)}); give the id of the one you mean")
+    matches = [e.id for e in session.entries() if e.id.startswith(ref)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        shown = ", ".join(matches[:SHOWN_MATCHES])
+        more = ", ..." if len(matches) > SHOWN_MATCHES else ""
+        raise UsageProblem(f"{ref!r} is the start of {len(matches)} entry ids ({shown}{more}); "
+                           "type more of the id")
     raise EntryNotFound(f"no entry {ref!r} in {session.location} (give an id, "
-                       f"an id prefix or a label; `contextree tree {session.location}` "
-                       "shows them)")
+                        f"an id prefix or a label; `contextree tree {session.location}` "
+                        "shows them)")
+
+
+def check_output(output: str, *, force: bool, inputs: Sequence[str] = ()) -> None:
+    """Refuse an output file the command must not write: one in a directory that does not
+    exist (nothing is created silently), a directory, one of the command's own inputs
+    (also through a symlink or a hard link, even with ``--force``), or an existing file
+    without ``--force``. URLs are left to their backend."""
+    if output == STDOUT or not address_of(output).is_file:
+        return
+    path = Path(output)
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise CommandFailed(f"{path}: the directory {parent} {what}; create it first or "
+                            "choose another -o path")
+    if not os.path.lexists(path):
+        return
+    if path.is_dir():
+        raise UsageProblem(f"{path}: this is a directory; -o takes a file path")
+    for source in inputs:
+        if _same_file(path, source):
+            raise UsageProblem(f"{path}: -o names the input {source} itself; write to "
+                               "another file")
+    if not force:
+        raise SessionExists("a file is already there; pass --force to replace it, or "
+                            "choose another -o path", path=str(path))
+
+
+def _same_file(a: Path, b: str) -> bool:
+    if not address_of(b).is_file:
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False

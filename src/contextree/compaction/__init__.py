@@ -3,12 +3,14 @@
 ``plan_compaction(branch_or_messages, policy, ladder, counter)`` is pure and returns the
 compaction entry to append; ``Session.compact`` plans and appends it. A ladder is a list of
 stages (``ToolResults``, ``SlidingWindow``, ``Summarize``, ``Digest``, or any callable
-``(state, plan) -> plan | None`` with a ``name``).
+``(state, plan) -> plan | None`` with a ``name``). Every stage that drops messages folds
+them into the summary (the summarizer's, or the offline digest, whose state ``DigestState``
+the entry stores in ``details["digest"]`` for the next compaction to merge).
 """
 
 from __future__ import annotations
 
-from ._digest import digest_messages
+from ._digest import DigestState, digest_messages
 from ._pipeline import (
     CompactionPipeline,
     CompactionResult,
@@ -27,6 +29,7 @@ __all__ = [
     "CompactionResult",
     "CompactionState",
     "Digest",
+    "DigestState",
     "Plan",
     "SlidingWindow",
     "Stage",

@@ -4,12 +4,12 @@ splitting a turn (or a step) and without dropping the system prompt or the curre
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .._messages import Message
 from ._state import CompactionState, Plan
 
-__all__ = ["Cut", "choose_cut", "dropped_items", "summary_cut"]
+__all__ = ["Cut", "choose_cut", "dropped_items"]
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def choose_cut(state: CompactionState, plan: Plan, budget: int, *,
     ]
     sizes = state.sizes(messages)
     scale = state.scale
-    total = round(sum(sizes) * scale) + state.offset + reserve
+    total = round(sum(sizes) * scale) + reserve
     # dropped[k]: estimated tokens dropped by a cut before message k (a prefix sum)
     dropped = [0.0] * (len(messages) + 1)
     for j, n in enumerate(sizes):
@@ -96,16 +96,3 @@ def dropped_items(state: CompactionState, first_kept: int,
         if m is not None:
             out.append((m, eid))
     return out
-
-
-def summary_cut(state: CompactionState, plan: Plan, keep_ratio: float
-                ) -> tuple[Plan, list[tuple[Message, str | None]]] | None:
-    """For the summarizing stages: the plan that keeps about ``keep_ratio`` of the target of
-    recent messages, and the messages it removes (``None`` when it removes nothing)."""
-    cut = choose_cut(state, plan, int(state.policy.target * keep_ratio))
-    first_kept = max(cut.first_kept, plan.first_kept) if cut else plan.first_kept
-    pins = tuple(dict.fromkeys([*plan.pinned, *(cut.pins if cut else ())]))
-    items = dropped_items(state, first_kept, pins)
-    if not items:
-        return None
-    return replace(plan, first_kept=first_kept, pinned=pins), items

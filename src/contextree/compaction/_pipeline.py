@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,10 +21,11 @@ from ..entries import AnyEntry, CompactionEntry, new_id, now
 from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
+from ..tools import ToolKind
 from ._policy import CompactionPolicy
 from ._source import branch_of
 from ._stages import Digest, SlidingWindow, ToolResults
-from ._state import CompactionState, Plan, Stage
+from ._state import CompactionState, FoldSettings, Plan, Stage
 from ._summarize import Summarize
 
 __all__ = [
@@ -42,7 +43,8 @@ log = logging.getLogger("contextree.compaction")
 class StageReport:
     """What one stage did: tokens before and after it, and why it was not applied.
 
-    ``error`` is the ``repr`` of the exception when the stage failed (the ladder went on).
+    ``error`` is the ``repr`` of the exception when the stage failed (the ladder went on),
+    or when the summarizer it called failed (the stage folded with the digest instead).
     """
 
     name: str
@@ -54,7 +56,7 @@ class StageReport:
 
     @property
     def failed(self) -> bool:
-        """True when the stage raised instead of offering a plan."""
+        """True when the stage (or the summarizer it called) raised."""
         return self.error is not None
 
 
@@ -122,17 +124,54 @@ class CompactionResult:
 
 
 class CompactionPipeline:
-    """An ordered ladder of stages; the order is the policy (cheap stages first)."""
+    """An ordered ladder of stages; the order is the policy (cheap stages first).
 
-    def __init__(self, stages: Sequence[Stage]) -> None:
+    Every stage that drops messages folds them into the summary. ``summarizer`` (a model,
+    or a configured ``Summarize``) writes that summary; by default it is the first
+    ``Summarize`` stage of the ladder, and without one the offline digest does. The user's
+    own messages get ``user_share`` of the target in the summary, verbatim.
+    ``tool_kinds`` maps tool names to the kind they declare (``ToolKind``); tools not in it
+    are known by their names (``contextree.tools.kind_of_tool_name``).
+    """
+
+    def __init__(self, stages: Sequence[Stage], *, summarizer: Model | Summarize | None = None,
+                 user_share: float = 0.25,
+                 tool_kinds: Mapping[str, ToolKind] | None = None) -> None:
         if not stages:
             raise ValueError("a compaction pipeline needs at least one stage")
+        if not 0 < user_share <= 1:
+            raise ValueError(f"user_share must be in (0, 1], got {user_share!r}")
         self.stages = list(stages)
+        if summarizer is not None and not isinstance(summarizer, Summarize):
+            summarizer = Summarize(summarizer)
+        if summarizer is None:
+            summarizer = next((s for s in self.stages if isinstance(s, Summarize)), None)
+        self.summarizer: Summarize | None = summarizer
+        self.user_share = user_share
+        self.tool_kinds: dict[str, ToolKind] = dict(tool_kinds or {})
+
+    def with_tools(self, tools: Iterable[Any]) -> CompactionPipeline:
+        """The same ladder, knowing the kinds ``tools`` declare (``Tool.kind``)."""
+        kinds = dict(self.tool_kinds)
+        for t in tools:
+            name, kind = getattr(t, "name", None), getattr(t, "kind", None)
+            if isinstance(name, str) and isinstance(kind, ToolKind):
+                kinds[name] = kind
+        if kinds == self.tool_kinds:
+            return self
+        return CompactionPipeline(self.stages, summarizer=self.summarizer,
+                                  user_share=self.user_share, tool_kinds=kinds)
+
+    def settings(self) -> FoldSettings:
+        """How this ladder's dropping stages fold what they drop."""
+        return FoldSettings(summarizer=self.summarizer, tool_kinds=self.tool_kinds,
+                            user_share=self.user_share)
 
 
 def default_pipeline(model: Model | None = None) -> CompactionPipeline:
     """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
-    digest when a model is given (the digest is then the fallback if the model fails)."""
+    digest when a model is given. With a model, what any stage drops is summarized by it
+    (the digest stands in if it fails or its reply is rejected)."""
     stages: list[Stage] = [ToolResults(), SlidingWindow()]
     if model is not None:
         stages.append(Summarize(model))
@@ -152,7 +191,9 @@ def plan_compaction(
 ) -> CompactionResult:
     """Run the ladder on a branch (entries, root first) or a list of messages; write nothing.
 
-    Unless ``force``, nothing is planned when the context is already at or under the target.
+    Unless ``force``, nothing is planned when the context is already at or under the target;
+    forced, it then aims at ``compact_to / compact_at`` of the context's size, as the
+    trigger would.
     ``projectors`` turn custom entries into messages, as in ``build_context``. For a message
     list, ``fresh_from`` is the index of its first message produced since the latest
     compaction (``None``: decided by its markers, see ``contextree.tokens.fresh_start``); a
@@ -177,25 +218,36 @@ def plan_compaction(
         fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
     else:
         branch = [e for e in source if not isinstance(e, Message)]
+    pipeline = pipeline or default_pipeline()
     state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
-                            fresh_from=fresh_from)
+                            fresh_from=fresh_from, fold=pipeline.settings())
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
                               branch=branch, projectors=projectors)
-    if state.tokens_before <= policy.target and not force:
-        result.reason = "already under the target"
-        return result
-    plan = _climb(pipeline or default_pipeline(), state, result)
+    if state.tokens_before <= policy.target:
+        if not force:
+            result.reason = "already under the target"
+            return result
+        # Forced under the target: compact as the trigger would, by compact_to / compact_at
+        # of what there is (folding keeps what the user typed, so merely dropping the oldest
+        # turn would not make the context smaller).
+        state.policy = CompactionPolicy(max(1, int(state.tokens_before / policy.compact_at)),
+                                        policy.compact_at, policy.compact_to)
+        result.target = state.policy.target
+    plan = _climb(pipeline, state, result)
     if plan is None:
         if not result.reason:
             result.reason = "no stage could make the context smaller"
         return result
     _describe(state, plan, result)
-    details = {
+    details: dict[str, Any] = {
         "stages": result.applied,
         "dropped": len(result.dropped),
         "summarized": len(result.summarized),
         "seconds": round(time.perf_counter() - started, 4),
     }
+    if plan.digest is not None and plan.summary:
+        # The summary's state: the next compaction merges it instead of reading the text.
+        details["digest"] = plan.digest.to_json()
     result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
                                    details=details)
     return result
@@ -211,6 +263,7 @@ def _climb(pipeline: CompactionPipeline, state: CompactionState,
     best: Plan | None = None
     for stage in pipeline.stages:
         name = getattr(stage, "name", type(stage).__name__)
+        state.reports.clear()
         try:
             candidate = stage(state, plan)
         except Exception as e:  # a failing stage (e.g. the summarizer) never loses history
@@ -218,14 +271,20 @@ def _climb(pipeline: CompactionPipeline, state: CompactionState,
             result.stages.append(StageReport(name, tokens, tokens, False, f"failed: {e}",
                                              error=repr(e)))
             continue
+        notes = "; ".join(n for n, _ in state.reports)
+        error = next((e for _, e in state.reports if e), None)
         if candidate is None:
-            result.stages.append(StageReport(name, tokens, tokens, False, "nothing to do"))
+            result.stages.append(StageReport(name, tokens, tokens, False,
+                                             notes or "nothing to do", error=error))
             continue
         after = state.tokens(candidate)
         if after >= tokens:
-            result.stages.append(StageReport(name, tokens, after, False, "not smaller: rejected"))
+            result.stages.append(StageReport(name, tokens, after, False,
+                                             "; ".join(filter(None, [notes,
+                                                                     "not smaller: rejected"])),
+                                             error=error))
             continue
-        result.stages.append(StageReport(name, tokens, after, True))
+        result.stages.append(StageReport(name, tokens, after, True, notes, error=error))
         plan, tokens, best = candidate, after, candidate
         if tokens <= target:
             break

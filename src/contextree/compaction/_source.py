@@ -2,8 +2,8 @@
 
 The runtime's in-memory conversation and the flat ``SessionLog`` hold messages, not entries.
 Each message becomes a message entry (ids ``m0``, ``m1``... by position); the last compaction
-summary among them (recognised by its marker, which carries the raw summary) becomes the
-compaction entry it was rendered from, so a new compaction updates that summary instead of
+summary among them (recognised by its marker, which carries the raw summary and its digest state) becomes
+the compaction entry it was rendered from, so a new compaction merges that summary instead of
 piling another one on top.
 """
 
@@ -53,9 +53,11 @@ def branch_of(messages: Sequence[Message]) -> MessageBranch:
         found = summary_of(m) if i == last else None
         if found is not None:
             summary, tokens_before = found
+            digest = (m.meta or {}).get("digest")  # the summary's state, when it has one
             entry = CompactionEntry(eid, parent, "", summary=summary,
                                     first_kept_entry_id=entries[0].id if entries else None,
-                                    tokens_before=tokens_before)
+                                    tokens_before=tokens_before,
+                                    details={"digest": digest} if digest is not None else None)
         else:
             entry = MessageEntry(eid, parent, "", message=m)
         entries.append(entry)

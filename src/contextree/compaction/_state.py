@@ -15,11 +15,12 @@ from typing import Any, Protocol
 from .._context import Projector, SessionContext, build_context, latest_compaction, summary_message
 from .._messages import Message, Usage
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
-from ..tokens import TokenCounter, count_context
-from ._digest import digest_messages
+from ..tokens import TokenCounter, count_context, usage_scale
+from ..tools import ToolKind
+from ._digest import DigestState
 from ._policy import CompactionPolicy
 
-__all__ = ["CompactionState", "Plan", "Stage", "with_summary"]
+__all__ = ["CompactionState", "FoldSettings", "Plan", "Stage", "Summarizer", "with_summary"]
 
 _CANDIDATE_ID = "\x00candidate"
 
@@ -34,6 +35,34 @@ class Plan:
     pinned: tuple[str, ...] = ()
     usage: Usage | None = None
     summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
+    digest: DigestState | None = None  # the summary's state (None: the summary is opaque)
+
+
+class Summarizer(Protocol):
+    """What folding needs of a summarizer (``Summarize`` is one): a summary of ``items``
+    that updates ``previous``, in about ``limit`` tokens, copying ``pinned`` verbatim."""
+
+    min_summary_tokens: int
+    max_summary_tokens: int
+
+    def summarize(self, state: CompactionState, items: Sequence[tuple[Message, str | None]],
+                  previous: str, limit: int, pinned: Sequence[str]) -> tuple[str, Usage]: ...
+
+
+@dataclass(frozen=True)
+class FoldSettings:
+    """How dropping stages fold what they drop into the summary.
+
+    ``summarizer`` writes the summary when set (the digest stands in when it fails or its
+    reply is rejected); ``tool_kinds`` maps tool names to their declared kinds; the user's
+    own messages get ``user_share`` of the target, verbatim; a summary may claim at most
+    ``summary_share`` of the target when a stage chooses how much to keep.
+    """
+
+    summarizer: Summarizer | None = None
+    tool_kinds: Mapping[str, ToolKind] = field(default_factory=dict)
+    user_share: float = 0.25
+    summary_share: float = 0.5
 
 
 class Stage(Protocol):
@@ -49,11 +78,12 @@ class Stage(Protocol):
 
 
 def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
-                 usage: Usage | None = None) -> Plan:
-    """``plan`` with a new summary that folds in the entries ``summarized``."""
+                 usage: Usage | None = None, digest: DigestState | None = None) -> Plan:
+    """``plan`` with a new summary that folds in the entries ``summarized`` (``digest``: its
+    state, if it has one; without it the next compaction carries the summary verbatim)."""
     return replace(plan, summary=summary,
                    summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
-                   usage=usage if usage is not None else plan.usage)
+                   usage=usage if usage is not None else plan.usage, digest=digest)
 
 
 class CompactionState:
@@ -66,8 +96,10 @@ class CompactionState:
 
     def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
                  counter: TokenCounter, projectors: Mapping[str, Projector] | None = None,
-                 *, fresh_from: int | None = None) -> None:
+                 *, fresh_from: int | None = None, fold: FoldSettings | None = None) -> None:
         self.branch = list(branch)
+        self.fold = fold or FoldSettings()
+        self.reports: list[tuple[str, str | None]] = []  # (note, error) of the running stage
         self.projectors = dict(projectors) if projectors else None
         self.policy = policy
         self.counter = counter
@@ -102,32 +134,35 @@ class CompactionState:
         estimate = self.estimate(current.messages)
         self.tokens_before = count_context(current.messages, _Cached(self),
                                            fresh_from=fresh_from)
-        # Plans are counted so that the current view counts exactly what the provider last
-        # reported (plus the estimate of what came after). When it reported more than the
-        # estimate, the excess is taken as overhead outside the messages (a system prompt or
-        # tool definitions the runtime adds), the same whatever is dropped; when it reported
-        # less, the estimate is scaled down (it overestimates this content).
-        self.scale = 1.0
-        self.offset = 0
-        if estimate and self.tokens_before < estimate:
-            self.scale = self.tokens_before / estimate
-        else:
-            self.offset = self.tokens_before - estimate
+        # Every estimate is scaled by the ratio of what the provider reported to the
+        # estimate of the same context (higher or lower), so plans are counted the way the
+        # provider will count them.
+        self.scale = usage_scale(self.tokens_before, estimate)
         self.initial_ids = [i for i in initial.entry_ids if i is not None]
 
     def _initial_plan(self, ci: int | None) -> Plan:
         base = self.base
         if base is None or ci is None:
-            return Plan(summary="", first_kept=0)
+            return Plan(summary="", first_kept=0, digest=DigestState())
         first = ci + 1
         if base.retained_tail is None and base.first_kept_entry_id in self.index:
             first = self.index[base.first_kept_entry_id]
+        details = base.details if isinstance(base.details, Mapping) else {}
+        digest = DigestState.from_json(details.get("digest"))
+        if digest is None:  # a summary written by a model, an import or an older version
+            digest = DigestState.from_summary(base.summary)
         summary = base.summary
         if base.retained_tail:
             # The retained messages become part of the summary the next entry carries.
-            summary = digest_messages(summary, [(m, None) for m in base.retained_tail])
+            digest.add([(m, None) for m in base.retained_tail], self.fold.tool_kinds)
+            summary = digest.render()[0]
         return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
-                    pinned=tuple(base.pinned or ()))
+                    pinned=tuple(base.pinned or ()), digest=digest)
+
+    def report(self, note: str, error: str | None = None) -> None:
+        """Note something the running stage did (a summarizer reply rejected...), for its
+        stage report."""
+        self.reports.append((note, error))
 
     def entry_for(self, plan: Plan, entry_id: str = _CANDIDATE_ID, timestamp: str = "", *,
                   tokens_after: int | None = None, details: Any = None) -> CompactionEntry:
@@ -194,12 +229,21 @@ class CompactionState:
         """One message's tokens, as the ladder counts them (scaled to the reported usage)."""
         return round(self.estimate((message,)) * self.scale)
 
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text``, as the ladder counts them (scaled to the reported usage)."""
+        return round(self.counter.count_text(text) * self.scale)
+
+    def summary_tokens(self, plan: Plan, summary: str) -> int:
+        """Tokens of the summary message ``summary`` would be in ``plan``'s context."""
+        message = summary_message(self.entry_for(replace(plan, summary=summary)))
+        return round(self.sizes((message,))[0] * self.scale) if summary else 0
+
     def tokens(self, plan: Plan) -> int:
         """The tokens of the context ``plan`` describes, as the ladder counts them."""
         hit = self._tokens.get(id(plan))
         if hit is not None and hit[0] is plan:
             return hit[1]
-        n = round(self.estimate(self.render(plan).messages) * self.scale) + self.offset
+        n = round(self.estimate(self.render(plan).messages) * self.scale)
         self._tokens[id(plan)] = (plan, n)
         return n
 

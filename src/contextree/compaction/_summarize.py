@@ -1,4 +1,9 @@
-"""``Summarize``: the rung that spends a model call, updating the previous summary."""
+"""``Summarize``: the rung that spends a model call, updating the previous summary.
+
+It is also the ladder's summarizer: every stage that drops messages folds them with it
+when the ladder has one (see ``contextree.compaction._fold``). Its reply is checked before
+it is accepted; the offline digest stands in otherwise.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from .._messages import Message, Usage
 from .._text import shorten
 from ..errors import CompactionError
 from ..models._base import Model
-from ._cuts import summary_cut
-from ._state import CompactionState, Plan, with_summary
+from ._evidence import CallIndex
+from ._fold import fold
+from ._state import CompactionState, Plan
 
 __all__ = ["SYSTEM_PROMPT", "Summarize", "render_transcript"]
 
@@ -20,25 +26,38 @@ SYSTEM_PROMPT = """\
 You compact the history of an AI agent's conversation so the agent can continue without it.
 Write a summary in Markdown with exactly these sections:
 ## Objective — what the user wants overall.
-## Constraints and preferences — the user's instructions and limits, quoted where possible.
+## User requirements and constraints — the user's instructions, rules and limits, verbatim
+where possible; when the user corrected something, keep the correction in place of what it
+corrects.
 ## Decisions — choices made and why.
 ## Work done — what was read, changed, run, and the outcome.
-## Identifiers — copied verbatim: file paths, ids, names, commands, URLs, error messages.
+## Identifiers — copied verbatim: file paths, ids, shas, ports, names, commands, URLs, error
+messages.
 ## Outstanding work — what remains, and the next step.
 Be concise and factual; never invent anything. If a previous summary is given, update it with
 the new messages: keep what still holds, correct what changed, add what is new."""
 
 
 def render_transcript(items: Sequence[tuple[Message, str | None]], *, cap: int = 4000) -> str:
-    """The messages as plain text for the summarizer (long tool output shortened)."""
+    """The messages as plain text for the summarizer (long tool output shortened). A tool
+    result is labelled with the call it answers: the nearest preceding one with its id."""
     lines = []
+    index = CallIndex()
     for m, _ in items:
+        call = index.see(m)
         text = shorten(m.text, cap, keep="middle", counted=True)
         if m.role == "assistant" and m.tool_calls:
             calls = "; ".join(f"{c.name}({shorten(orjson.dumps(c.arguments).decode(), 500)})"
                               for c in m.tool_calls)
             text = f"{text}\n[tool calls: {calls}]" if text else f"[tool calls: {calls}]"
-        label = f"tool result ({m.name})" if m.role == "tool" and m.name else m.role
+        if m.role == "tool":
+            if call is not None:
+                args = shorten(orjson.dumps(call.arguments).decode(), 200)
+                label = f"tool result of {call.name}({args})"
+            else:
+                label = f"tool result ({m.name})" if m.name else "tool result"
+        else:
+            label = m.role
         lines.append(f"[{label}]\n{text}")
     return "\n\n".join(lines)
 
@@ -46,10 +65,14 @@ def render_transcript(items: Sequence[tuple[Message, str | None]], *, cap: int =
 class Summarize:
     """Summarize the dropped history with ``model`` (its ``complete`` is called).
 
-    Input larger than ``max_input_tokens`` (the summarizer's own budget) is summarized in
-    chunks, each updating the summary so far. The model is asked to stay within the room the
-    cut leaves under the target (at most ``max_summary_tokens``), and is not called when
-    that room is below ``min_summary_tokens`` (a summary could not make the context smaller).
+    As a rung, it folds the oldest steps (even of the current turn) so that the kept
+    messages take at most ``keep_ratio`` of the target. Input larger than
+    ``max_input_tokens`` (the summarizer's own budget) is summarized in chunks, each
+    updating the summary so far. The model is asked to stay within the room the cut leaves
+    under the target (at most ``max_summary_tokens``), and is not called when that room is
+    below ``min_summary_tokens``. Its reply must be non-empty, smaller than what it
+    replaces and copy the pinned identifiers; otherwise the digest is used (the stage
+    report says why).
     """
 
     name = "summarize"
@@ -71,54 +94,64 @@ class Summarize:
         self.options = options
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
-        found = summary_cut(state, plan, self.keep_ratio)
-        if found is None:
-            return None
-        new, items = found
-        # The summary only pays off if it is smaller than what it replaces: when there is no
-        # room for one (the cut gains nothing over ``plan``), the model is not called at all.
-        floor = state.bare_tokens(new)
-        room = state.tokens(plan) - floor - 1
-        if room < self.min_summary_tokens:
-            return None
-        limit = min(room, self.max_summary_tokens,
-                    max(state.policy.target - floor, self.min_summary_tokens))
-        summary = state.initial_plan.summary
+        return fold(state, plan, steps=True, keep_ratio=self.keep_ratio, summarizer=self,
+                    force_model=True)
+
+    def summarize(self, state: CompactionState, items: Sequence[tuple[Message, str | None]],
+                  previous: str, limit: int, pinned: Sequence[str]) -> tuple[str, Usage]:
+        """The model's summary of ``items`` updating ``previous``, asked to stay within
+        ``limit`` tokens and to copy ``pinned`` verbatim; the usage of its calls."""
+        summary = previous
         usage = Usage()
         # Each request holds the summary so far, up to ``limit`` tokens, and the prompt.
         reserve = (state.counter.count_text(SYSTEM_PROMPT)
-                   + max(limit, state.counter.count_text(summary)) + 100)
+                   + max(limit, state.counter.count_text(summary))
+                   + state.counter.count_text(" ".join(pinned)) + 100)
         for chunk in self._chunks(state, items, max(self.max_input_tokens - reserve,
                                                     self.max_input_tokens // 4)):
-            summary, used = self._summarize(summary, "\n\n".join(chunk), limit)
+            summary, used = self._summarize(summary, "\n\n".join(chunk), limit, pinned)
             usage = usage + used
-        candidate = with_summary(new, summary, [eid for _, eid in items if eid], usage)
-        state.tokens_with_summary(candidate)  # counted without rendering it again
-        return candidate
+        return summary, usage
 
-    def _chunks(self, state: CompactionState, items: list[tuple[Message, str | None]],
+    def _chunks(self, state: CompactionState, items: Sequence[tuple[Message, str | None]],
                 budget: int) -> list[list[str]]:
         """The transcript (as sent: long outputs shortened), one piece a message, in
-        consecutive chunks that fit ``budget`` tokens."""
+        consecutive chunks that fit ``budget`` tokens. A tool result stays in the chunk of
+        the call it answers."""
         chunks: list[list[str]] = [[]]
         size = 0
-        for item in items:
-            piece = render_transcript([item])
+        step: list[tuple[Message, str | None]] = []
+
+        def flush() -> None:
+            nonlocal size
+            if not step:
+                return
+            piece = render_transcript(step)
             n = state.counter.count_text(piece) + 2
             if chunks[-1] and size + n > budget:
                 chunks.append([])
                 size = 0
             chunks[-1].append(piece)
             size += n
+            step.clear()
+
+        for item in items:
+            if item[0].role != "tool":
+                flush()
+            step.append(item)
+        flush()
         return chunks
 
-    def _summarize(self, previous: str, transcript: str, limit: int) -> tuple[str, Usage]:
+    def _summarize(self, previous: str, transcript: str, limit: int,
+                   pinned: Sequence[str]) -> tuple[str, Usage]:
         request = (
             (f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous else "")
             + f"<conversation>\n{transcript}\n</conversation>\n\n"
             + ("Update the previous summary with this conversation." if previous
                else "Summarize this conversation.")
             + f" Keep the summary under about {limit} tokens."
+            + (" Copy these identifiers verbatim into the Identifiers section: "
+               + ", ".join(pinned) + "." if pinned else "")
         )
         reply = self.model.complete(
             [Message.system(SYSTEM_PROMPT), Message.user(request)], **self.options

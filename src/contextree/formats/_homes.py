@@ -35,6 +35,7 @@ class FoundSession:
     first_prompt: str | None
 
     def to_dict(self) -> dict[str, Any]:
+        """The row as JSON-ready data (``contextree import FMT --list --json``)."""
         return {"format": self.format, "id": self.id, "path": str(self.path),
                 "modified": datetime.fromtimestamp(self.modified, UTC).isoformat(
                     timespec="seconds").replace("+00:00", "Z"),

@@ -56,8 +56,15 @@ def _load(path: Path, key: str, progress: Progress | None) -> tuple[Any, list[Js
         doc = read_json_document(path)
         found = doc.get(key) if isinstance(doc, dict) else doc
         if not isinstance(found, list):
+            if isinstance(doc, dict) and key not in doc:
+                keys = ", ".join(f"`{k}`" for k in list(doc)[:5]) or "none"
+                got = f"an object without a `{key}` key (its keys: {keys})"
+            elif isinstance(doc, dict):
+                got = f"an object whose `{key}` is {_json_type(found)}"
+            else:
+                got = _json_type(found)
             raise input_error(path, None, f"expected a JSON list of items or an object with a "
-                              f"`{key}` list, got {type(found).__name__}")
+                              f"`{key}` list, got {got}")
         items = found
         where = [f"item {i}" for i in range(len(items))]
     for item, place in zip(items, where, strict=True):
@@ -65,6 +72,13 @@ def _load(path: Path, key: str, progress: Progress | None) -> tuple[Any, list[Js
             raise input_error(path, None, f"{place}: expected an object, got "
                               f"{type(item).__name__}")
     return doc, items
+
+
+def _json_type(value: Any) -> str:
+    """What a JSON value is, in JSON's words (``null``, ``a string``...)."""
+    names = {type(None): "null", bool: "a boolean", int: "a number", float: "a number",
+             str: "a string", list: "a list", dict: "an object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _chat(doc: Any, items: list[Json], path: Path) -> list[Message]:

@@ -1,16 +1,32 @@
 """Model adapters: one ``Model`` interface over OpenAI-compatible and Anthropic APIs.
 
 ``OpenAIChat`` and ``AnthropicMessages`` need the ``openai`` / ``anthropic`` extras, imported
-only when constructed. ``ScriptedModel`` replays prepared replies for tests. All of them
+only when constructed. Each can ``stream(...)`` a reply (a ``ReplyStream`` of ``TextDelta``,
+``ThinkingDelta`` and ``ToolCallReady``, whose ``message`` is then what ``complete`` would
+have returned); ``stream_reply(model, ...)`` streams any model, completing and replaying one
+that cannot stream. Replies carry their cost in ``usage.cost``: the provider's own figure, or
+the ``genai-prices`` table's (``cost_of(message)`` is ``None`` when neither knows it). ``ScriptedModel`` replays prepared replies for tests. All of them
 implement the ``Model`` protocol (they subclass it, so mypy checks that they do). The pure wire
 conversions are in ``contextree.models._wire_openai`` and ``contextree.models._wire_anthropic``,
 which share ``contextree.models._wire_common`` and never import each other.
 """
 
+from contextree._pricing import cost_of, table_cost
 from contextree.models._anthropic import AnthropicMessages
 from contextree.models._base import Model, ToolSpec
 from contextree.models._openai_chat import OpenAIChat
 from contextree.models._scripted import ScriptedModel
+from contextree.models._stream import (
+    AsyncReplyStream,
+    Delta,
+    ReplyStream,
+    StreamingModel,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallReady,
+    astream_reply,
+    stream_reply,
+)
 from contextree.models._wire_anthropic import from_anthropic, to_anthropic
 from contextree.models._wire_openai import (
     from_openai_chat,
@@ -21,13 +37,24 @@ from contextree.models._wire_openai import (
 
 __all__ = [
     "AnthropicMessages",
+    "AsyncReplyStream",
+    "Delta",
     "Model",
     "OpenAIChat",
+    "ReplyStream",
     "ScriptedModel",
+    "StreamingModel",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallReady",
     "ToolSpec",
+    "astream_reply",
+    "cost_of",
     "from_anthropic",
     "from_openai_chat",
     "from_openai_responses",
+    "stream_reply",
+    "table_cost",
     "to_anthropic",
     "to_openai_chat",
     "to_openai_responses",

@@ -11,8 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from contextree._messages import Message
+from contextree._pricing import with_cost
 from contextree.models._base import ToolSpec, merge_options
 from contextree.models._sdk import SdkModel
+from contextree.models._stream import AnthropicAssembler, Assembler
 from contextree.models._wire_anthropic import (
     SYSTEM_SEPARATOR,
     assistant_from_anthropic,
@@ -20,6 +22,7 @@ from contextree.models._wire_anthropic import (
     tools_to_anthropic,
     usage_from_anthropic,
 )
+from contextree.models._wire_common import Json
 
 if TYPE_CHECKING:
     import anthropic
@@ -69,8 +72,9 @@ class AnthropicMessages(SdkModel):
     ) -> dict[str, Any]:
         """The keyword arguments for ``messages.create``."""
         opts = merge_options({"max_tokens": self.max_tokens, **self.default_options}, options)
-        if opts.get("stream"):
-            raise ValueError("AnthropicMessages does not stream; drop the 'stream' option")
+        if opts.pop("stream", None):
+            raise ValueError("AnthropicMessages.complete does not stream; call "
+                             "model.stream(...) for a streamed reply")
         system, wire = to_anthropic(messages)
         system = _join_system(opts.pop("system", None), system)
         request: dict[str, Any] = {"model": opts.pop("model", self.name), "messages": wire}
@@ -81,16 +85,18 @@ class AnthropicMessages(SdkModel):
         request.update(opts)
         return request
 
-    def _parse(self, response: Any) -> Message:
-        """The assistant message, with usage, model and stop_reason."""
-        data: dict[str, Any] = response.to_dict(mode="json")
+    def _assembler(self) -> Assembler:
+        return AnthropicAssembler()
+
+    def _from_body(self, data: Json) -> Message:
+        """The assistant message, with usage (priced by the table), model and stop_reason."""
         msg = assistant_from_anthropic(data.get("content") or [])
-        return msg.replace(
+        return with_cost(msg.replace(
             usage=usage_from_anthropic(data.get("usage")),
             model=data.get("model") or self.name,
             provider=self.provider,
             stop_reason=data.get("stop_reason"),
-        )
+        ))
 
 
 def _join_system(explicit: Any, from_messages: str | None) -> Any:

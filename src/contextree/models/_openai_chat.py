@@ -11,10 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from contextree._messages import Message
+from contextree._pricing import with_cost
 from contextree._text import shorten
 from contextree.errors import ModelError, model_error_for_status
 from contextree.models._base import ToolSpec, merge_options
 from contextree.models._sdk import LOCAL_API_KEY, SdkModel
+from contextree.models._stream import Assembler, ChatAssembler
+from contextree.models._wire_common import Json
 from contextree.models._wire_openai import (
     assistant_from_openai_chat,
     to_openai_chat,
@@ -73,8 +76,9 @@ class OpenAIChat(SdkModel):
     ) -> dict[str, Any]:
         """The keyword arguments for ``chat.completions.create``."""
         opts = merge_options(self.default_options, options)
-        if opts.get("stream"):
-            raise ValueError("OpenAIChat does not stream; drop the 'stream' option")
+        if opts.pop("stream", None):
+            raise ValueError("OpenAIChat.complete does not stream; call model.stream(...) "
+                             "for a streamed reply")
         request: dict[str, Any] = {
             "model": opts.pop("model", self.name),
             "messages": to_openai_chat(messages, reasoning_field=self.reasoning_field),
@@ -84,20 +88,37 @@ class OpenAIChat(SdkModel):
         request.update(opts)
         return request
 
-    def _parse(self, response: Any) -> Message:
-        """The assistant message of the first choice, with usage, model and stop_reason."""
-        data: dict[str, Any] = response.to_dict(mode="json")
+    def _stream_request(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A streamed request asks for the usage in the last chunk."""
+        request = super()._stream_request(messages, tools, options)
+        request["stream_options"] = {"include_usage": True, **(request.get("stream_options")
+                                                                or {})}
+        return request
+
+    def _assembler(self) -> Assembler:
+        return ChatAssembler()
+
+    def _from_body(self, data: Json) -> Message:
+        """The assistant message of the first choice, with usage (and its cost: the one the
+        server reports, as OpenRouter does, else the price table's), model and stop_reason."""
         choices = data.get("choices") or []
         if not choices:
             raise self._no_choices(data)
         choice = choices[0]
         msg = assistant_from_openai_chat(choice.get("message") or {})
-        return msg.replace(
-            usage=usage_from_openai_chat(data.get("usage")),
+        usage = data.get("usage")
+        msg = msg.replace(
+            usage=usage_from_openai_chat(usage),
             model=data.get("model") or self.name,
             provider=self.provider,
             stop_reason=choice.get("finish_reason"),
         )
+        reported = usage.get("cost") if isinstance(usage, Mapping) else None
+        if isinstance(reported, bool) or not isinstance(reported, int | float):
+            reported = None
+        return with_cost(msg, None if reported is None else float(reported))
 
     def _no_choices(self, data: Mapping[str, Any]) -> ModelError:
         """Some compatible servers answer 200 with an ``error`` object instead of choices."""

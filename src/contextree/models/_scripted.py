@@ -16,6 +16,16 @@ import msgspec
 from contextree._messages import Message, Usage
 from contextree.errors import ModelError
 from contextree.models._base import Model, ToolSpec
+from contextree.models._stream import (
+    Delta,
+    DeltaAssembler,
+    ReplyStream,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallReady,
+    deltas_of,
+    message_of_body,
+)
 
 __all__ = ["Reply", "ScriptedModel", "estimate_tokens"]
 
@@ -34,12 +44,15 @@ class ScriptedModel(Model):
     A ``str`` reply becomes an assistant text message; a callable gets the call's messages and
     returns the reply (so a test can react to the input); an exception instance is raised
     (e.g. a retryable ``ModelError``). Replies get an estimated ``usage`` unless they carry one.
+    ``stream`` replays a reply as deltas of ``chunk`` characters.
     """
 
     provider: str = "scripted"
 
-    def __init__(self, replies: Iterable[Reply], name: str = "scripted") -> None:
+    def __init__(self, replies: Iterable[Reply], name: str = "scripted", *,
+                 chunk: int = 16) -> None:
         self.name = name
+        self.chunk = max(1, chunk)
         self._replies: Iterator[Reply] = iter(replies)
         self.calls: list[list[Message]] = []
         self.tools: list[list[dict[str, Any]]] = []
@@ -69,6 +82,25 @@ class ScriptedModel(Model):
             reply = reply(messages)
         return self._finish(reply, messages, tools)
 
+    def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> ReplyStream:
+        """The next scripted reply as a stream: its thinking and text in pieces of ``chunk``
+        characters, then its tool calls."""
+        reply = self.complete(messages, tools=tools, **options)
+        return ReplyStream(self._pieces(reply), DeltaAssembler(reply), message_of_body,
+                           errors=lambda e, started: None, provider=self.provider)
+
+    def _pieces(self, reply: Message) -> Iterator[Delta]:
+        n = self.chunk
+        for delta in deltas_of(reply):
+            if isinstance(delta, ToolCallReady):
+                yield delta
+                continue
+            kind = TextDelta if isinstance(delta, TextDelta) else ThinkingDelta
+            for i in range(0, len(delta.text), n):
+                yield kind(delta.text[i:i + n])
+
     async def acomplete(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
     ) -> Message:
@@ -92,7 +124,8 @@ class ScriptedModel(Model):
     def _usage(
         msg: Message, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]]
     ) -> Usage:
-        prompt: list[Any] = [m.to_dict() for m in messages]
+        # (``meta`` is contextree's own and never sent, so it is not counted)
+        prompt: list[Any] = [m.replace(meta=None).to_dict() for m in messages]
         if tools:
             prompt.append([dict(t) for t in tools])
         inp = estimate_tokens(prompt)

@@ -19,8 +19,17 @@ from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
 
 from contextree._messages import Message
-from contextree.errors import ModelError, missing_extra
-from contextree.models._base import Model, ToolSpec, is_local_url, map_sdk_error, sdk_kwargs
+from contextree.errors import ModelError, ModelUnavailable, missing_extra
+from contextree.models._base import (
+    Model,
+    ToolSpec,
+    is_local_url,
+    map_sdk_error,
+    sdk_kwargs,
+    status_error,
+)
+from contextree.models._stream import Assembler, AsyncReplyStream, ReplyStream
+from contextree.models._wire_common import Json
 
 LOCAL_API_KEY = "not-needed"
 """The key sent to a local server (localhost, a private address) when none is configured."""
@@ -90,8 +99,22 @@ class SdkModel(Model, ABC):
         """The keyword arguments of the endpoint for one call."""
 
     @abstractmethod
+    def _from_body(self, data: Json) -> Message:
+        """The assistant message in a response body (the SDK response's ``to_dict``, or the
+        body a stream assembler rebuilt), with usage, cost, model and stop_reason."""
+
+    @abstractmethod
+    def _assembler(self) -> Assembler:
+        """A fresh assembler of this API's stream chunks."""
+
     def _parse(self, response: Any) -> Message:
         """The assistant message in the SDK's response."""
+        return self._from_body(response.to_dict(mode="json"))
+
+    def _stream_request(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
+                        options: Mapping[str, Any]) -> dict[str, Any]:
+        """The keyword arguments of the endpoint for one streamed call."""
+        return {**self._request(messages, tools, options), "stream": True}
 
     # -- shared ----------------------------------------------------------------------------
     def complete(
@@ -118,6 +141,54 @@ class SdkModel(Model, ABC):
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         return self._parse(response)
 
+    def stream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> ReplyStream:
+        """Start one completion and return its stream: iterate it for deltas, then
+        ``.message`` is the same assistant message ``complete`` returns. Use it as a context
+        manager so the connection is released if you stop early."""
+        request = self._stream_request(messages, tools, options)
+        create = self._endpoint(self._client)
+        try:
+            raw = create(**sdk_kwargs(create, request))
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        return ReplyStream(iter(raw), self._assembler(), self._from_body,
+                           errors=self._stream_error, provider=self.provider, close=raw.close)
+
+    async def astream(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
+    ) -> AsyncReplyStream:
+        """Async ``stream``, through the SDK's async client (``async for`` the deltas)."""
+        request = self._stream_request(messages, tools, options)
+        create = self._endpoint(self._aclient())
+        try:
+            raw = await create(**sdk_kwargs(create, request))
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        return AsyncReplyStream(raw.__aiter__(), self._assembler(), self._from_body,
+                                errors=self._stream_error, provider=self.provider,
+                                close=raw.close)
+
+    def _stream_error(self, exc: BaseException, started: bool) -> BaseException | None:
+        """A failure while reading a stream, as a ``ModelError``: a connection lost after
+        the reply began is a cut-off stream (retrying may help); an error event in the
+        stream is mapped by its type, as the status it stands for would be."""
+        sdk_error = getattr(self._sdk, self.sdk_error)
+        if isinstance(exc, self._sdk.APIStatusError) and int(exc.status_code) < 400:
+            status = _STREAM_ERROR_STATUS.get(_error_type(exc), 500)
+            return status_error(self.provider, status, _error_message(exc))
+        if started and isinstance(exc, self._sdk.APIConnectionError):
+            return ModelUnavailable(f"{self.provider}: the reply stream from {self.base_url} "
+                                    f"was cut off: {exc} (retrying may help)")
+        if isinstance(exc, sdk_error):
+            return map_sdk_error(self.provider, exc, self._sdk, self.base_url)
+        if type(exc).__module__.startswith(("httpx", "httpcore")):  # httpx2 too
+            return ModelUnavailable(f"{self.provider}: the reply stream from {self.base_url} "
+                                    f"was cut off: {type(exc).__name__}: {exc} "
+                                    "(retrying may help)")
+        return None
+
     def _make_client(self, class_name: str) -> Any:
         try:
             return getattr(self._sdk, class_name)(**self._client_args)
@@ -137,3 +208,28 @@ class SdkModel(Model, ABC):
                 self._client_args["api_key"] = self._client.api_key
             client = self._async_clients[loop] = self._make_client(self.async_client_class)
         return client
+
+
+# An error event inside a stream (the HTTP status was 200), by its type.
+_STREAM_ERROR_STATUS = {
+    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429,
+    "api_error": 500, "overloaded_error": 529,
+}
+
+
+def _error_body(exc: BaseException) -> Mapping[str, Any]:
+    body = getattr(exc, "body", None)
+    if isinstance(body, Mapping):
+        inner = body.get("error", body)
+        if isinstance(inner, Mapping):
+            return inner
+    return {}
+
+
+def _error_type(exc: BaseException) -> str:
+    return str(_error_body(exc).get("type") or "")
+
+
+def _error_message(exc: BaseException) -> str:
+    return str(_error_body(exc).get("message") or getattr(exc, "message", None) or exc)

@@ -52,6 +52,7 @@ from contextree.models._wire_common import (
     tool_definition,
     unknown_part,
 )
+from contextree.models._wire_ids import unique_call_ids
 
 __all__ = [
     "SYSTEM_SEPARATOR",
@@ -64,6 +65,10 @@ __all__ = [
 
 SYSTEM_SEPARATOR = "\n\n"
 """Between the texts of system messages joined into the ``system`` parameter."""
+
+# The user turn put first when a conversation starts with the assistant (Anthropic requires
+# the first message to be a user one).
+CONTINUING = "[continuing the conversation]"
 
 
 # -- tools and usage -----------------------------------------------------------------------
@@ -100,11 +105,16 @@ def usage_from_anthropic(usage: Mapping[str, Any] | None) -> Usage:
 
 
 def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
-    """``(system, messages)`` for the Messages API (see the module notes)."""
+    """``(system, messages)`` for the Messages API (see the module notes).
+
+    Tool-call ids a provider reused are made unique in the request (Anthropic rejects
+    duplicate ``tool_use`` ids), and a conversation that does not start with a user message
+    (a branch with only a summary before the assistant's turn) gets a short one first.
+    """
     system: list[str] = []
     out: list[Json] = []
     results: list[Json] | None = None  # tool_result blocks of the user turn being built
-    for msg in messages:
+    for msg in unique_call_ids(messages):
         if msg.role == "system":
             if msg.text:
                 system.append(msg.text)
@@ -119,6 +129,8 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
         wire = _assistant_to_wire(msg) if msg.role == "assistant" else _user_to_wire(msg)
         if wire is not None:
             out.append(wire)
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": CONTINUING})
     return (SYSTEM_SEPARATOR.join(system) if system else None), out
 
 

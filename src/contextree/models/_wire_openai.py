@@ -73,6 +73,7 @@ from contextree.models._wire_common import (
     tool_definition,
     unknown_part,
 )
+from contextree.models._wire_ids import unique_call_ids
 
 __all__ = [
     "assistant_from_openai_chat",
@@ -156,10 +157,11 @@ def usage_from_openai_chat(usage: Mapping[str, Any] | None) -> Usage:
 def to_openai_chat(
     messages: Iterable[Message], *, reasoning_field: str | None = "reasoning_content"
 ) -> list[Json]:
-    """Messages as Chat Completions ``messages``; system messages stay where they are."""
+    """Messages as Chat Completions ``messages``; system messages stay where they are.
+    Tool-call ids a provider reused are made unique in the request."""
     out: list[Json] = []
     pending_images: list[Json] = []
-    for msg in messages:
+    for msg in unique_call_ids(messages):
         if msg.role != "tool" and pending_images:
             out.append(_images_message(pending_images))
             pending_images = []
@@ -329,9 +331,10 @@ def _part_from_chat(p: Any) -> AnyPart:
 
 
 def to_openai_responses(messages: Iterable[Message]) -> list[Json]:
-    """Messages as Responses API input items (see the module notes)."""
+    """Messages as Responses API input items (see the module notes); tool-call ids a
+    provider reused are made unique in the request."""
     out: list[Json] = []
-    for msg in messages:
+    for msg in unique_call_ids(messages):
         if msg.role == "assistant":
             out.extend(_assistant_to_items(msg))
         elif msg.role == "tool":

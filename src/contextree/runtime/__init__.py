@@ -9,25 +9,38 @@
              .use(DefaultToolPipeline, tools=ALL)
              .run(model))
     agent.start("Fix the failing test")
+
+    with agent.stream("Now explain the fix") as events:   # the same turn, watched
+        for event in events:
+            if event["event"] == Event.TEXT_DELTA:
+                print(event["text"], end="")
 """
 
+from ._budget import Budget
 from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
 from ._env import Env, Events, TurnResult
 from ._events import PAYLOADS, Event
+from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
+from ._run import AgentStream, AsyncAgentStream
 from ._tools import DefaultToolPipeline
 
 __all__ = [
     "PAYLOADS",
     "Agent",
+    "AgentStream",
+    "AsyncAgentStream",
+    "Budget",
     "DefaultCompactionPipeline",
     "DefaultToolPipeline",
     "DoomLoop",
     "Env",
     "Event",
     "Events",
+    "LogHealth",
+    "LogRepair",
     "MaxIterations",
     "ModelCall",
     "Retry",
@@ -37,4 +50,6 @@ __all__ = [
     "ToolResultLoop",
     "TurnResult",
     "agent",
+    "repair_log",
+    "verify_log",
 ]

@@ -13,12 +13,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec
 
-from .._messages import Message, Usage
+from .._messages import Message
 from .._text import shorten
 from ..errors import InvalidArgument
 from ..models._base import Model
+from ._call import ModelCall
 from ._env import Env, Events, Handler, TurnResult
-from ._events import Event, ModelReplyPayload
+from ._events import Event
+from ._run import AgentStream, AsyncAgentStream
 
 __all__ = ["Agent", "App", "Middleware", "ModelCall", "agent"]
 
@@ -28,38 +30,14 @@ Middleware = App
 P = ParamSpec("P")
 
 
-class ModelCall:
-    """The innermost app: send the conversation and tool schemas, add the reply."""
-
-    def __init__(self, model: Model, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self.model = model
-        self.loop = loop
-
-    def __call__(self, env: Env) -> Env:
-        specs = [t.spec() if hasattr(t, "spec") else t for t in env.tools]
-        options = env.metadata.get("model_options", {})
-        if self.loop is not None and _is_async_only(self.model):
-            future = asyncio.run_coroutine_threadsafe(
-                self.model.acomplete(env.messages, tools=specs, **options), self.loop)
-            reply = future.result()
-        else:
-            reply = self.model.complete(env.messages, tools=specs, **options)
-        env.add(reply)
-        env.emit(ModelReplyPayload(event=Event.MODEL_REPLY, message=reply))
-        return env
-
-
-def _is_async_only(model: Model) -> bool:
-    complete = getattr(model, "complete", None)
-    return complete is None or inspect.iscoroutinefunction(complete)
-
-
 class Agent:
-    """A built agent: ``start`` runs one turn; ``on`` subscribes to events."""
+    """A built agent: ``start`` runs one turn, ``stream`` runs one while you watch its
+    events; ``on`` subscribes to events."""
 
     def __init__(self) -> None:
         self._layers: list[tuple[Callable[..., App], tuple[Any, ...], dict[str, Any]]] = []
         self._model: Model | None = None
+        self._streaming = True
         self.events = Events()
 
     def use(self, middleware: Callable[Concatenate[App, P], Middleware], /,
@@ -71,10 +49,18 @@ class Agent:
         self._layers.append((middleware, args, kwargs))
         return self
 
-    def run(self, model: Model) -> Agent:
-        """Set the model the innermost layer calls."""
+    def run(self, model: Model, *, stream: bool = True) -> Agent:
+        """Set the model the innermost layer calls. ``stream=False`` asks it for completed
+        replies (for a server that cannot stream); the events are the same, the text
+        arriving in one delta."""
         self._model = model
+        self._streaming = stream
         return self
+
+    @property
+    def model(self) -> Model | None:
+        """The model set with ``run``."""
+        return self._model
 
     def on(self, event: Event | str, handler: Handler) -> Agent:
         """Call ``handler(env, payload)`` on ``event`` (``"*"`` for every event); an unknown
@@ -85,34 +71,48 @@ class Agent:
     def _stack(self, loop: asyncio.AbstractEventLoop | None = None) -> App:
         if self._model is None:
             raise InvalidArgument("no model: call .run(model) before .start(...)")
-        app: App = ModelCall(self._model, loop)
+        app: App = ModelCall(self._model, loop, stream=self._streaming)
         for middleware, args, kwargs in reversed(self._layers):
             app = middleware(app, *args, **kwargs)
         return app
 
+    def stream(self, input: str | Message | None = None, **metadata: Any) -> AgentStream:
+        """Run one turn on ``input`` (``None``: answer the persisted conversation) and
+        return its events as they happen: ``turn_start``, ``model_start``, ``text_delta`` /
+        ``thinking_delta``, ``tool_call``, ``committed``, ``tool_start`` / ``tool_end``,
+        compaction events, ..., ``turn_end``. Read it in a ``with`` block: leaving early
+        (an exception, Ctrl-C, ``close()``) interrupts the turn and saves the partial reply.
+        ``result`` is the ``TurnResult`` at the end."""
+        self._check_ready()
+        return AgentStream(self, input, metadata)
+
+    def astream(self, input: str | Message | None = None,
+                **metadata: Any) -> AsyncAgentStream:
+        """``stream`` for async code (``async for event in agent.astream(...)``):
+        cancelling the reading task interrupts the turn as Ctrl-C does."""
+        self._check_ready()
+        return AsyncAgentStream(self, input, metadata)
+
     def start(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
-        """Run one turn on ``input`` (``None``: resume the persisted conversation)."""
-        return self._run(self._stack(), input, metadata)
+        """Run one turn on ``input`` (``None``: answer the persisted conversation; when it
+        ends with the assistant's reply there is nothing to answer, and the result says so:
+        ``stopped == "nothing_to_answer"``). It reads ``stream(...)`` to its end."""
+        with self.stream(input, **metadata) as events:
+            for _ in events:
+                pass
+        return events.result
 
     async def astart(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
         """``start`` for async code: the same stack runs in a worker thread, so behaviour is
         identical; async models are awaited on the caller's loop, async tools in the thread."""
-        loop = asyncio.get_running_loop()
-        stack = self._stack(loop)
-        return await asyncio.to_thread(self._run, stack, input, metadata)
+        async with self.astream(input, **metadata) as events:
+            async for _ in events:
+                pass
+        return events.result
 
-    def _run(self, stack: App, input: str | Message | None,
-             metadata: dict[str, Any]) -> TurnResult:
-        first = [] if input is None else [Message.user(input) if isinstance(input, str)
-                                          else input]
-        env = stack(Env(first, metadata=metadata, events=self.events))
-        usage = Usage()
-        for m in env.messages[env.turn_start:]:
-            if m.role == "assistant" and m.usage is not None:
-                usage = usage + m.usage
-        reply = next((m for m in reversed(env.messages) if m.role == "assistant"), None)
-        return TurnResult(list(env.messages), reply, usage, env.iteration, env.stopped,
-                          list(env.notices), list(env.handler_errors))
+    def _check_ready(self) -> None:
+        if self._model is None:
+            raise InvalidArgument("no model: call .run(model) before .start(...)")
 
 
 def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],

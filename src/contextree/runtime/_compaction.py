@@ -57,13 +57,18 @@ class DefaultCompactionPipeline:
                                         leaf_id=session.leaf_id if session is not None else None,
                                         window=self.policy.window, tokens=tokens))
         prompts = [m for m in env.messages if _is_prompt(m)]
+        # The tools the model was offered say what they do (their declared kinds).
+        pipeline = self.pipeline.with_tools(env.tools)
         result: CompactionResult
         if session is not None:
             result = session.compact(self.policy.window, compact_at=self.policy.compact_at,
                                      compact_to=self.policy.compact_to,
-                                     pipeline=self.pipeline, counter=self.counter)
+                                     pipeline=pipeline, counter=self.counter)
         else:
-            result = self._plan(env)
+            result = self._plan(env, pipeline)
+        used = result.entry.usage if result.entry is not None else None
+        if used is not None:  # the summarizer's calls are the turn's too
+            env.count(used, used.cost or (None if used.context_tokens + used.output else 0.0))
         for payload in compaction_events(result):
             env.emit(payload)
         if result.entry_id is None:
@@ -72,7 +77,7 @@ class DefaultCompactionPipeline:
         self._failed_at = None if result.reached_target else result.tokens_after
         env.replace([*prompts, *result.context().messages])
 
-    def _plan(self, env: Env) -> CompactionResult:
+    def _plan(self, env: Env, pipeline: CompactionPipeline) -> CompactionResult:
         """Plan on the conversation itself (no session in the stack); the system prompt is
         left out and put back in front afterwards, as with a session."""
         conversation: list[Message] = []
@@ -83,7 +88,7 @@ class DefaultCompactionPipeline:
             if i < env.fresh_from:
                 fresh_from += 1
             conversation.append(m)
-        result = plan_compaction(conversation, self.policy, self.pipeline, self.counter,
+        result = plan_compaction(conversation, self.policy, pipeline, self.counter,
                                  fresh_from=fresh_from)
         if result.entry is not None:
             result.entry_id = result.entry.id  # applied: it replaces the conversation

@@ -8,6 +8,7 @@ through properties; ``messages`` is a snapshot that changes only when the env do
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -15,17 +16,20 @@ from typing import Any
 
 from .._messages import Message, Usage
 from .._session import Session
-from ..models._base import ToolSpec
+from ..models._base import Model, ToolSpec
 from ..tokens import usage_anchor
 from ..tools._tool import Tool
-from ._events import ALL_EVENTS, Event, Payload, event_named
+from ._events import ALL_EVENTS, CommittedPayload, Event, Payload, event_named
 
 log = logging.getLogger("contextree.agent")
 
 Handler = Callable[["Env", Any], object]
 """``handler(env, payload)``; ``payload`` is the event's ``TypedDict`` (see ``PAYLOADS``)."""
-Listener = Callable[[Message], None]
+Listener = Callable[[Message], "str | None"]
+"""A persistence listener: stores the message, returns its entry id (None: no ids)."""
 ReplaceListener = Callable[[Sequence[Message]], None]
+Sink = Callable[[Payload], None]
+"""Where an env sends every event after the handlers (the stream being read)."""
 
 
 class Events:
@@ -57,7 +61,8 @@ class Env:
 
     def __init__(self, messages: Iterable[Message] = (), *,
                  metadata: Mapping[str, Any] | None = None,
-                 events: Events | None = None) -> None:
+                 events: Events | None = None, sink: Sink | None = None,
+                 model: Model | None = None) -> None:
         # The conversation: what the model is sent next.
         self._messages: list[Message] = list(messages)
         self._snapshot: tuple[Message, ...] | None = None
@@ -67,13 +72,22 @@ class Env:
         self._tools: tuple[Tool | ToolSpec, ...] = ()
         self._metadata: Mapping[str, Any] = MappingProxyType(dict(metadata or {}))
         self._session: Session | None = None
+        self._model = model
         # How the turn goes.
         self._iteration = 0
         self._stopped: str | None = None
         self._notices: list[str] = []
         self._handler_errors: list[tuple[str, Exception]] = []
+        self._cancel = threading.Event()
+        self._on_cancel: list[Callable[[], object]] = []
+        self._lock = threading.Lock()
+        # What the turn spent.
+        self._usage = Usage()
+        self._unpriced = 0
         # Who is told.
         self._events = events if events is not None else Events()
+        self._sink = sink
+        self._closed = False
         self._added: list[Listener] = []
         self._replaced: list[ReplaceListener] = []
 
@@ -87,6 +101,7 @@ class Env:
 
     @property
     def last(self) -> Message | None:
+        """The newest message of the conversation, or ``None``."""
         return self._messages[-1] if self._messages else None
 
     @property
@@ -101,11 +116,21 @@ class Env:
         return self._fresh_from
 
     def add(self, message: Message) -> None:
-        """Append a message to the conversation and hand it to every persistence listener."""
+        """Append a message to the conversation and hand it to every persistence listener;
+        then ``committed`` is emitted with the entry id the listener stored it as."""
         self._change()
         self._messages.append(message)
+        entry_id: str | None = None
         for listener in self._added:
-            listener(message)
+            stored = listener(message)
+            if entry_id is None and isinstance(stored, str):
+                entry_id = stored
+        self.committed(message, entry_id)
+
+    def committed(self, message: Message, entry_id: str | None) -> None:
+        """Say ``message`` is stored as ``entry_id`` (persistence middleware calls this for
+        the messages it writes itself, such as the turn's input)."""
+        self.emit(CommittedPayload(event=Event.COMMITTED, message=message, entry_id=entry_id))
 
     def replace(self, messages: Sequence[Message]) -> None:
         """Replace the conversation (after compaction); listeners decide how to persist it.
@@ -117,16 +142,29 @@ class Env:
         for listener in self._replaced:
             listener(self.messages)
 
-    def load_history(self, history: Sequence[Message], *, fresh_from: int = 0) -> None:
+    def load_history(self, history: Sequence[Message], *,
+                     fresh_from: int = 0) -> list[Message]:
         """Put the persisted ``history`` before this turn's messages (persistence middleware
-        does this, and listeners are not told). ``fresh_from`` is the index in ``history`` of
-        the first message whose reported usage may anchor a token count (``len(history)``:
-        none, since the history is a compacted view)."""
+        does this, and listeners are not told); returns the turn's messages that are not
+        already there, which the middleware persists.
+
+        ``fresh_from`` is the index in ``history`` of the first message whose reported usage
+        may anchor a token count (``len(history)``: none, since the history is a compacted
+        view). A turn whose input is the user message the history ends with, unanswered (a
+        retry after a failed turn), answers that message instead of repeating it.
+        """
         self._change()
+        new = self._messages[self._turn_start:]
+        reused = 0
+        if (history and new and history[-1].role == "user" and new[0].role == "user"
+                and history[-1].content == new[0].content):
+            del self._messages[self._turn_start]
+            reused = 1
         self._messages[:0] = history
-        self._turn_start += len(history)
-        self._fresh_from = (self._fresh_from + len(history) if self._fresh_from
+        self._turn_start += len(history) - reused
+        self._fresh_from = (self._fresh_from + len(history) - reused if self._fresh_from
                             else min(max(fresh_from, 0), len(history)))
+        return list(self._messages[len(history):]) if reused else list(new)
 
     def put_first(self, message: Message) -> None:
         """Put ``message`` (a system prompt) in front; it is not persisted nor part of the
@@ -167,6 +205,11 @@ class Env:
     def metadata(self) -> Mapping[str, Any]:
         """What ``agent.start(..., **metadata)`` was given (read-only)."""
         return self._metadata
+
+    @property
+    def model(self) -> Model | None:
+        """The model the turn calls (``agent.run(model)``)."""
+        return self._model
 
     @property
     def session(self) -> Session | None:
@@ -212,14 +255,85 @@ class Env:
         """``(event, exception)`` for every event handler that raised."""
         return tuple(self._handler_errors)
 
+    # -- interruption --------------------------------------------------------------------------
+    @property
+    def cancelled(self) -> bool:
+        """True once the turn was asked to stop (Ctrl-C, cancellation, ``stream.close()``)."""
+        return self._cancel.is_set()
+
+    def interrupt(self) -> None:
+        """Ask the turn to stop at the next point it can: a reply being streamed is kept as
+        far as it arrived, tool calls still running get an "interrupted" result."""
+        with self._lock:
+            if self._cancel.is_set():
+                return
+            self._cancel.set()
+            callbacks = list(self._on_cancel)
+        for callback in callbacks:
+            callback()
+
+    def on_interrupt(self, callback: Callable[[], object]) -> Callable[[], None]:
+        """Call ``callback()`` (from the interrupting thread) when the turn is interrupted,
+        at once if it already was; returns a function that unregisters it."""
+        with self._lock:
+            self._on_cancel.append(callback)
+            already = self._cancel.is_set()
+        if already:
+            callback()
+
+        def remove() -> None:
+            with self._lock:
+                if callback in self._on_cancel:
+                    self._on_cancel.remove(callback)
+
+        return remove
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` unless interrupted; True when the turn was interrupted."""
+        return self._cancel.wait(max(seconds, 0.0))
+
+    # -- what the turn spent --------------------------------------------------------------------
+    def count(self, usage: Usage | None, cost: float | None) -> None:
+        """Add one model call's usage and cost (``None``: its price is unknown) to the turn."""
+        if usage is None:
+            return
+        with self._lock:
+            known = cost is not None
+            self._usage = self._usage + (usage.replace(cost=cost) if known else
+                                         usage.replace(cost=0.0))
+            if not known and (usage.input or usage.output or usage.cache_read
+                              or usage.cache_write):
+                self._unpriced += 1
+
+    @property
+    def turn_usage(self) -> Usage:
+        """The sum of this turn's model calls (compaction summaries included)."""
+        return self._usage
+
+    @property
+    def turn_cost(self) -> float | None:
+        """What this turn's calls cost in USD; None when one of them has no known price."""
+        return None if self._unpriced else self._usage.cost
+
     # -- who is told ---------------------------------------------------------------------------
     @property
     def events(self) -> Events:
+        """The handlers registered with ``agent.on``."""
         return self._events
 
     def emit(self, payload: Payload) -> None:
-        """Emit the event ``payload`` names (``payload["event"]``) to its handlers."""
+        """Emit the event ``payload`` names (``payload["event"]``) to its handlers, then to
+        the stream being read; nothing is emitted once the turn has ended."""
+        if self._closed:
+            return
         self._events.emit(self, payload)
+        if self._sink is not None:
+            self._sink(payload)
+
+    def close(self) -> None:
+        """End the turn's events (what a tool abandoned at an interruption emits later is
+        dropped)."""
+        self._closed = True
 
     def _handler_failed(self, event: str, error: Exception) -> None:
         self._handler_errors.append((event, error))
@@ -227,7 +341,13 @@ class Env:
 
 @dataclass
 class TurnResult:
-    """What ``agent.start`` returns: the conversation, the final reply and the turn's usage."""
+    """What ``agent.start`` returns: the conversation, the final reply and the turn's usage.
+
+    ``usage`` is the sum of this turn's model calls (compaction summaries included), and
+    ``cost`` their cost in USD: ``None`` when a call's price is unknown (never a made-up
+    ``0``). ``stopped`` says why the turn ended early: ``"max_iterations"``, ``"doom_loop"``,
+    ``"budget"``, ``"interrupted"``, ``"nothing_to_answer"``; ``notices`` say it in words.
+    """
 
     messages: list[Message]
     reply: Message | None
@@ -236,7 +356,9 @@ class TurnResult:
     stopped: str | None = None
     notices: list[str] = field(default_factory=list)
     handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
+    cost: float | None = None
 
     @property
     def text(self) -> str:
+        """The text of the final reply (empty when the turn ended without one)."""
         return self.reply.text if self.reply is not None else ""

@@ -13,25 +13,34 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal, TypedDict, cast
 
-from .._messages import Message, ToolCall
+from .._messages import Message, ToolCall, Usage
 from ..errors import InvalidArgument
 from ..tools._result import ToolResult
 
 __all__ = [
     "ALL_EVENTS",
     "PAYLOADS",
+    "BudgetPayload",
+    "CommittedPayload",
     "CompactedPayload",
     "CompactionFailedPayload",
     "CompactionStartPayload",
     "DoomLoopPayload",
     "Event",
+    "InterruptedPayload",
     "MaxIterationsPayload",
     "ModelReplyPayload",
+    "ModelStartPayload",
     "Payload",
     "RetryPayload",
+    "TextDeltaPayload",
+    "ThinkingDeltaPayload",
+    "ToolCallPayload",
     "ToolEndPayload",
     "ToolStartPayload",
     "TruncatedPayload",
+    "TurnEndPayload",
+    "TurnStartPayload",
     "as_payload",
     "event_named",
 ]
@@ -41,9 +50,15 @@ ALL_EVENTS = "*"
 
 
 class Event(StrEnum):
-    """Every event name the runtime emits."""
+    """Every event name the runtime emits, in the order a turn meets them."""
 
+    TURN_START = "turn_start"
+    MODEL_START = "model_start"
+    THINKING_DELTA = "thinking_delta"
+    TEXT_DELTA = "text_delta"
+    TOOL_CALL = "tool_call"
     MODEL_REPLY = "model_reply"
+    COMMITTED = "committed"
     TOOL_START = "tool_start"
     TOOL_END = "tool_end"
     TRUNCATED = "truncated"
@@ -53,6 +68,96 @@ class Event(StrEnum):
     RETRY = "retry"
     MAX_ITERATIONS = "max_iterations"
     DOOM_LOOP = "doom_loop"
+    BUDGET = "budget"
+    INTERRUPTED = "interrupted"
+    TURN_END = "turn_end"
+
+
+class TurnStartPayload(TypedDict):
+    """A turn begins; ``input`` is the message it answers (``None``: resume)."""
+
+    event: Literal[Event.TURN_START]
+    input: Message | None
+
+
+class ModelStartPayload(TypedDict):
+    """A model call is about to be made on a context of ``tokens`` tokens (reported usage
+    plus an estimate of what came after) in ``messages`` messages."""
+
+    event: Literal[Event.MODEL_START]
+    model: str
+    iteration: int
+    tokens: int
+    messages: int
+
+
+class TextDeltaPayload(TypedDict):
+    """More text of the reply being streamed."""
+
+    event: Literal[Event.TEXT_DELTA]
+    text: str
+
+
+class ThinkingDeltaPayload(TypedDict):
+    """More reasoning of the reply being streamed."""
+
+    event: Literal[Event.THINKING_DELTA]
+    text: str
+
+
+class ToolCallPayload(TypedDict):
+    """The reply being streamed asks for ``call``; its arguments are complete. It runs once
+    the reply is (``tool_start``)."""
+
+    event: Literal[Event.TOOL_CALL]
+    call: ToolCall
+
+
+class CommittedPayload(TypedDict):
+    """``message`` is part of the conversation; with a session it is stored (durably, when
+    the session is) as entry ``entry_id``: this is sent only after the write returned.
+    ``entry_id`` is ``None`` where the storage has no ids (``SessionLog``) or there is none."""
+
+    event: Literal[Event.COMMITTED]
+    message: Message
+    entry_id: str | None
+
+
+class BudgetPayload(TypedDict):
+    """The next model call would take ``limit`` (``"cost"`` in USD or ``"tokens"``) past
+    ``maximum`` over the ``per`` scope: ``spent`` so far, ``next_call`` estimated. The turn
+    stopped before the call."""
+
+    event: Literal[Event.BUDGET]
+    limit: Literal["cost", "tokens"]
+    per: Literal["turn", "session"]
+    maximum: float
+    spent: float
+    next_call: float
+
+
+class InterruptedPayload(TypedDict):
+    """The turn was interrupted (Ctrl-C, task cancellation, ``stream.close()``):
+    ``partial`` is the reply as far as it arrived (saved, marked ``interrupted_reply``; None
+    when nothing arrived) and ``calls`` the ids of the tool calls given an "interrupted"
+    result."""
+
+    event: Literal[Event.INTERRUPTED]
+    partial: Message | None
+    calls: list[str]
+
+
+class TurnEndPayload(TypedDict):
+    """The turn ended. ``usage`` sums its model calls (compaction summaries included);
+    ``cost`` is their cost in USD, ``None`` when a call's price is unknown; ``stopped`` says
+    why it ended early (``None``: the model answered), ``error`` what failed, if anything."""
+
+    event: Literal[Event.TURN_END]
+    usage: Usage
+    cost: float | None
+    iterations: int
+    stopped: str | None
+    error: str | None
 
 
 class ModelReplyPayload(TypedDict):
@@ -150,11 +255,22 @@ class DoomLoopPayload(TypedDict):
     times: int
 
 
-Payload = (ModelReplyPayload | ToolStartPayload | ToolEndPayload | TruncatedPayload
-           | CompactionStartPayload | CompactedPayload | CompactionFailedPayload | RetryPayload
-           | MaxIterationsPayload | DoomLoopPayload)
+Payload = (TurnStartPayload | ModelStartPayload | TextDeltaPayload | ThinkingDeltaPayload
+           | ToolCallPayload | ModelReplyPayload | CommittedPayload | ToolStartPayload
+           | ToolEndPayload | TruncatedPayload | CompactionStartPayload | CompactedPayload
+           | CompactionFailedPayload | RetryPayload | MaxIterationsPayload | DoomLoopPayload
+           | BudgetPayload | InterruptedPayload | TurnEndPayload)
 
 PAYLOADS: dict[Event, type[Any]] = {
+    Event.TURN_START: TurnStartPayload,
+    Event.MODEL_START: ModelStartPayload,
+    Event.TEXT_DELTA: TextDeltaPayload,
+    Event.THINKING_DELTA: ThinkingDeltaPayload,
+    Event.TOOL_CALL: ToolCallPayload,
+    Event.COMMITTED: CommittedPayload,
+    Event.BUDGET: BudgetPayload,
+    Event.INTERRUPTED: InterruptedPayload,
+    Event.TURN_END: TurnEndPayload,
     Event.MODEL_REPLY: ModelReplyPayload,
     Event.TOOL_START: ToolStartPayload,
     Event.TOOL_END: ToolEndPayload,

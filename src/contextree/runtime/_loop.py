@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import orjson
 from .._messages import Message
 from ..errors import InvalidArgument, ModelError
 from ._builder import App
+from ._call import INTERRUPTED_NOTICE
 from ._env import Env
 from ._events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload
 
@@ -94,10 +94,12 @@ class DoomLoop:
 
 class Retry:
     """Retry model calls that failed with a retryable ``ModelError`` (rate limits, server
-    errors), waiting as the provider asked (retry-after) or with jittered exponential backoff."""
+    errors, a stream cut off), waiting as the provider asked (retry-after) or with jittered
+    exponential backoff. The wait ends early when the turn is interrupted (unless a ``sleep``
+    function of your own is given)."""
 
     def __init__(self, app: App, /, attempts: int = 4, base_delay: float = 1.0,
-                 max_delay: float = 60.0, sleep: Callable[[float], Any] = time.sleep) -> None:
+                 max_delay: float = 60.0, sleep: Callable[[float], Any] | None = None) -> None:
         if attempts < 1:
             raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
         self.app = app
@@ -118,5 +120,9 @@ class Retry:
                 delay = min(delay, self.max_delay)
                 env.emit(RetryPayload(event=Event.RETRY, attempt=attempt, delay=delay,
                                       error=str(e), status=e.status))
-                self.sleep(delay)
+                if self.sleep is not None:
+                    self.sleep(delay)
+                elif env.wait(delay):
+                    env.stop("interrupted", INTERRUPTED_NOTICE)
+                    return env
         raise AssertionError("unreachable")  # pragma: no cover

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from .._files import atomic_write, write_all
 from .._messages import Message
 from .._session import Session
-from ..errors import CorruptLine
 from ..tokens import fresh_start
 from ._builder import App
 from ._env import Env
+from ._flatlog import MessageLog
 
 
 def _persisted(m: Message) -> bool:
@@ -28,7 +24,11 @@ class SessionLog:
 
     Beyond the seed: new messages are appended (and synced) as they are produced, so a crash
     or an exception loses nothing already said; after compaction the file is rewritten
-    atomically (``atomic_write``: temp file, fsync, rename).
+    atomically (``atomic_write``: temp file, fsync, rename). A torn last line left by a crash
+    is moved to ``<log>.quarantine`` on load, so the next turn never appends after a
+    fragment; a full disk is a ``StorageFailure`` and never leaves half a line; new logs
+    are 0600 (``contextree.runtime._flatlog``; ``verify_log`` and ``repair_log`` check and
+    fix a log offline).
     """
 
     def __init__(self, app: App, /, path: str | os.PathLike[str]) -> None:
@@ -36,64 +36,31 @@ class SessionLog:
         self.path = Path(path)
 
     def load(self) -> list[Message]:
-        """The messages in the file (none if there is no file); a torn last line is
-        skipped, any other unreadable line is an error."""
-        if not self.path.exists():
-            return []
-        out = []
-        with open(self.path, "rb") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(Message.from_dict(orjson.loads(line)))
-                except Exception as e:
-                    if not line.endswith(b"\n"):
-                        break  # a torn last line from a crash: ignore it
-                    raise CorruptLine(f"not a message ({e})", path=str(self.path),
-                                       line=n) from None
-        return out
+        """The messages in the file (none if there is no file), read-only: a torn last line
+        is skipped (and left), any other unreadable line is a ``CorruptLine`` error."""
+        return MessageLog(self.path).load(writable=False)
 
     def __call__(self, env: Env) -> Env:
-        history = self.load()
-        new = list(env.messages)
+        log = MessageLog(self.path)
+        history = log.load()  # a torn tail is quarantined before anything is appended
         # A file rewritten by a compaction does not record which replies came after it, so
-        # then none of the loaded usage anchors a token count.
-        env.load_history(history, fresh_from=fresh_start(history))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # One-element holder: the rewrite after compaction replaces the file, so later
-        # appends must go to a descriptor of the new file, not the unlinked old one.
-        fds = [self._open()]
+        # then none of the loaded usage anchors a token count. A retried input that the log
+        # ends with, unanswered, is not written again (``load_history`` leaves it out).
+        new = env.load_history(history, fresh_from=fresh_start(history))
+        log.open()
 
-        def rewrite(messages: Sequence[Message]) -> None:
-            self._rewrite(messages)
-            os.close(fds[0])
-            fds[0] = self._open()
+        def append(m: Message) -> None:
+            log.append([m] if _persisted(m) else [])
 
         try:
-            self._append(fds[0], new)
-            env.on_add(lambda m: self._append(fds[0], [m]))
-            env.on_replace(rewrite)
+            log.append([m for m in new if _persisted(m)])
+            for m in new:
+                env.committed(m, None)
+            env.on_add(append)
+            env.on_replace(lambda messages: log.rewrite([m for m in messages if _persisted(m)]))
             return self.app(env)
         finally:
-            os.close(fds[0])
-
-    def _open(self) -> int:
-        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def _append(self, fd: int, messages: Sequence[Message]) -> None:
-        data = _lines(messages)
-        if data:
-            write_all(fd, data)
-            os.fsync(fd)
-
-    def _rewrite(self, messages: Sequence[Message]) -> None:
-        atomic_write(self.path, _lines(messages))
-
-
-def _lines(messages: Sequence[Message]) -> bytes:
-    """The JSON lines of the messages the log keeps."""
-    return b"".join(orjson.dumps(m.to_dict()) + b"\n" for m in messages if _persisted(m))
+            log.close()
 
 
 class SessionTree:
@@ -123,23 +90,22 @@ class SessionTree:
                                              session_id=self.session_id,
                                              metadata=self.metadata, durable=self.durable)
         try:
-            new = list(env.messages)
             ctx = session.build_context()
-            env.load_history(ctx.messages, fresh_from=ctx.fresh_from)  # before: another view
+            new = env.load_history(ctx.messages, fresh_from=ctx.fresh_from)
             env.attach_session(session)
             for m in new:
-                session.append_message(m)
+                env.committed(m, session.append_message(m))
             model = [ctx.model]  # the model in force, updated as replies name theirs
 
-            def record(m: Message) -> None:
+            def record(m: Message) -> str | None:
                 if not _persisted(m):
-                    return
+                    return None
                 if m.role == "assistant" and m.model and m.provider and (
                     model[0] != (m.provider, m.model)
                 ):
                     session.append_model_change(m.provider, m.model)
                     model[0] = (m.provider, m.model)
-                session.append_message(m)
+                return session.append_message(m)
 
             env.on_add(record)
             return self.app(env)

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import queue
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .._context import interrupted_result
 from .._messages import Message, ToolCall
 from .._overflow import OverflowStore
 from .._truncation import LIMITS, TruncationLimits, is_truncated, truncate
 from ..markers import truncation_of
 from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
 from ._builder import App
+from ._call import interrupt_turn
 from ._env import Env
 from ._events import Event, ToolEndPayload, ToolStartPayload, TruncatedPayload
+
+_WAKE = object()
 
 StartHook = Callable[[ToolCall, Env], "dict[str, Any] | ToolResult | str | None"]
 ApproveHook = Callable[[ToolCall, Env], "bool | str"]
@@ -30,6 +36,10 @@ class DefaultToolPipeline:
     Hooks: ``tool_start(call, env)`` may return new arguments or an answer (then the tool is
     not run); ``tool_approve(call, env)`` may return ``False`` or a reason to deny it;
     ``tool_end(call, result, env)`` may return a replacement result.
+
+    Interruption (``Env.interrupt``): the calls that have not returned get an "interrupted"
+    result at once and the turn stops; a tool still running is left to finish on its own
+    (its result is dropped), so Ctrl-C never waits for a long command.
     """
 
     def __init__(self, app: App, /, tools: Sequence[Tool | Callable[..., Any]] = ALL, *,
@@ -53,24 +63,61 @@ class DefaultToolPipeline:
         if env.stopped or reply is None or reply.role != "assistant" or not reply.tool_calls:
             return env
         calls = reply.tool_calls
-        if self.concurrency == 1 or len(calls) == 1:
-            results = [self._run(c, env) for c in calls]
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(calls))) as pool:
-                results = list(pool.map(lambda c: self._run(c, env), calls))
+        results = self._run_all(calls, env)
+        interrupted = []
         for call, result in zip(calls, results, strict=True):
-            env.add(Message.tool(result.content, tool_call_id=call.id, name=call.name,
-                                 is_error=result.is_error, meta=result.meta))
+            if result is None:
+                env.add(interrupted_result(call.id, call.name))
+                interrupted.append(call.id)
+            else:
+                env.add(Message.tool(result.content, tool_call_id=call.id, name=call.name,
+                                     is_error=result.is_error, meta=result.meta))
+        if interrupted:
+            interrupt_turn(env, None, calls=interrupted)
         return env
+
+    def _run_all(self, calls: Sequence[ToolCall], env: Env) -> list[ToolResult | None]:
+        """Each call's result, in call order, ``concurrency`` at a time, each in a thread
+        of its own so an interruption need not wait; None for the calls that had not
+        returned when the turn was interrupted."""
+        results: list[ToolResult | None] = [None] * len(calls)
+        done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        abandoned = threading.Event()
+
+        def work(i: int) -> None:
+            try:
+                results[i] = self._run(calls[i], env, abandoned)
+            finally:
+                done.put(i)
+
+        forget = env.on_interrupt(lambda: done.put(_WAKE))
+        try:
+            waiting = list(range(len(calls)))[::-1]
+            running = 0
+            finished = 0
+            while finished < len(calls):
+                while waiting and running < self.concurrency and not env.cancelled:
+                    threading.Thread(target=work, args=(waiting.pop(),), daemon=True,
+                                     name="contextree-tool").start()
+                    running += 1
+                if env.cancelled:
+                    abandoned.set()
+                    break
+                if done.get() is not _WAKE:
+                    running -= 1
+                    finished += 1
+        finally:
+            forget()
+        return results
 
     def _context(self, env: Env) -> ToolContext:
         ctx = self.context or ToolContext()
         if ctx.session_id is None and env.session is not None:
-            ctx = ToolContext(workspace=ctx.workspace, store=ctx.store or self.store,
-                              session_id=env.session.id, cwd=ctx.cwd)
+            ctx = dataclasses.replace(ctx, store=ctx.store or self.store,
+                                      session_id=env.session.id)
         return ctx
 
-    def _run(self, call: ToolCall, env: Env) -> ToolResult:
+    def _run(self, call: ToolCall, env: Env, abandoned: threading.Event) -> ToolResult:
         env.emit(ToolStartPayload(event=Event.TOOL_START, call=call))
         try:
             result = self._execute(call, env)
@@ -82,7 +129,8 @@ class DefaultToolPipeline:
                 result = self.tool_end(call, result, env) or result
             except Exception as e:
                 result = ToolResult(f"tool_end hook raised {type(e).__name__}: {e}", is_error=True)
-        env.emit(ToolEndPayload(event=Event.TOOL_END, call=call, result=result))
+        if not abandoned.is_set():
+            env.emit(ToolEndPayload(event=Event.TOOL_END, call=call, result=result))
         return result
 
     def _execute(self, call: ToolCall, env: Env) -> ToolResult:

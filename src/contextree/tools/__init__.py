@@ -16,6 +16,7 @@ from contextree._overflow import OverflowStore
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import as_tools, build_tool, tool
 from contextree.tools._docstrings import parse_docstring
+from contextree.tools._environment import SECRET_NAMES, ShellEnvironment
 from contextree.tools._files import edit, read, write
 from contextree.tools._kinds import ToolKind, TruncateFrom, kind_of_tool_name
 from contextree.tools._result import ToolResult
@@ -37,21 +38,27 @@ def make_tools(
     session_id: str | None = None,
     cwd: StrPath | None = None,
     tools: list[Tool] | None = None,
+    shell_env: ShellEnvironment | None = None,
 ) -> list[Tool]:
     """The built-in tools (or ``tools``) bound to one ``ToolContext``.
 
-    ``workspace`` confines file access to a directory (a path or a ``Workspace``); ``store``
-    and ``session_id`` say where truncated output is saved.
+    ``workspace`` confines the file tools to a directory (a path or a ``Workspace``; the
+    shell is never confined); ``store`` and ``session_id`` say where truncated output is
+    saved; ``shell_env`` which environment variables commands get (default: all but those
+    that look like secrets).
     """
     if workspace is not None and not isinstance(workspace, Workspace):
         workspace = Workspace(workspace)
-    context = ToolContext(workspace=workspace, store=store, session_id=session_id, cwd=cwd)
+    context = ToolContext(workspace=workspace, store=store, session_id=session_id, cwd=cwd,
+                          shell_env=shell_env)
     return [t.with_context(context) for t in (ALL if tools is None else tools)]
 
 
 __all__ = [
     "ALL",
     "ALL_TOOLS",
+    "SECRET_NAMES",
+    "ShellEnvironment",
     "Tool",
     "ToolContext",
     "ToolKind",

@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+import codecs
 import difflib
+import errno
 import json
 import os
 import re
 import shlex
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,33 +72,85 @@ def count_lines(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
-def atomic_write(target: Path, data: bytes) -> None:
+def replace_file(path: str, target: Path, data: bytes, ctx: ToolContext, *,
+                 create_dirs: bool = False) -> bool:
     """Write ``data`` to ``target`` all at once (``contextree._files.atomic_write``), keeping
-    an existing file's mode; a new file gets the usual ``0o666`` less the umask."""
+    an existing file's mode (a new file gets ``0o666`` less the umask); True if it existed.
+
+    The temp file, the rename and the sync go through a descriptor of the parent directory
+    opened from the workspace root, so a symlink swapped in meanwhile cannot redirect them.
+    ``create_dirs`` makes missing parent directories, each from the one before it.
+    """
     try:
-        mode = target.stat().st_mode & 0o7777
+        dir_fd, name = ctx.open_parent(target, create=create_dirs)
     except FileNotFoundError:
-        mode = 0o666
-    write_whole(target, data, mode=mode)
+        raise ToolError(
+            f"cannot write {path}: its directory {ctx.display(target.parent)} no longer "
+            "exists (it was removed meanwhile); check the path and try again") from None
+    except OSError as e:
+        raise os_error("write", path, e) from None
+    try:
+        mode = _existing_mode(path, name, dir_fd)
+        write_whole(name, data, mode=0o666 if mode is None else mode, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise ToolError(
+            f"cannot write {path}: its directory was removed while writing; check the path "
+            "and try again") from None
+    except OSError as e:
+        raise os_error("write", path, e) from None
+    finally:
+        os.close(dir_fd)
+    return mode is not None
+
+
+def _existing_mode(path: str, name: str, dir_fd: int) -> int | None:
+    """The permission bits of the file ``name`` in ``dir_fd`` (None when there is none); a
+    directory there is refused."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{path} is a directory; give the path of a file inside it")
+    if stat.S_ISLNK(st.st_mode):  # swapped in after resolve: replace the link, not its target
+        return 0o666
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{path} is not a regular file (a device, socket or pipe); refused")
+    return stat.S_IMODE(st.st_mode)
 
 
 def os_error(action: str, path: str, e: OSError) -> ToolError:
     """A ``ToolError`` for a failed file operation, in the model's terms."""
-    return ToolError(f"cannot {action} {path}: {e.strerror or e}")
+    why = {
+        errno.ENAMETOOLONG: "the path or one of its names is too long for the file system",
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.ENOTDIR: "a part of the path is a file, not a directory",
+        errno.ELOOP: "too many symbolic links on the way (a symlink loop?)",
+        errno.EISDIR: "it is a directory",
+    }.get(e.errno or 0, e.strerror or str(e))
+    return ToolError(f"cannot {action} {path}: {why}")
 
 
 def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
     """A ``ToolError`` for a missing path, suggesting close names in the same directory."""
     parent = target.parent
-    if not parent.is_dir():
+    try:
+        fd = ctx.open_dir(parent)
+    except (OSError, ToolError):
         return ToolError(
             f"file not found: {path} (the directory {ctx.display(parent)} does not exist); "
             f'find the file with glob(pattern="**/{target.name}")'
         )
     try:
-        names = os.listdir(parent)
+        names = os.listdir(fd)
     except OSError:
         names = []
+    finally:
+        os.close(fd)
     close = difflib.get_close_matches(target.name, names, n=3, cutoff=0.6)
     hint = f"did you mean {', '.join(ctx.display(parent / n) for n in close)}? " if close else ""
     return ToolError(
@@ -103,6 +158,22 @@ def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
         f"list the directory with read(path={json.dumps(ctx.display(parent))}) "
         f'or search with glob(pattern="**/{target.name}")'
     )
+
+
+def open_text(path: str, target: Path, ctx: ToolContext) -> tuple[int, os.stat_result]:
+    """An open descriptor of ``target`` and its ``fstat``, refusing what is not a file or
+    a directory (a FIFO is opened without blocking, then refused)."""
+    try:
+        fd = ctx.open(target, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise not_found(path, target, ctx) from None
+    except OSError as e:
+        raise os_error("read", path, e) from None
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        os.close(fd)
+        raise ToolError(f"{path} is not a regular file (a device, socket or pipe); refused")
+    return fd, st
 
 
 # -- read ----------------------------------------------------------------------------------
@@ -133,48 +204,59 @@ def read(
     if limit < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}")
     target = ctx.resolve(path)
-    if target.is_dir():
-        return _list_dir(path, target, offset, limit, ctx)
-    if not target.exists():
-        raise not_found(path, target, ctx)
-    if not target.is_file():
-        raise ToolError(f"{path} is not a regular file (a device, socket or pipe); read refuses it")
+    fd, st = open_text(path, target, ctx)
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            return _list_dir(path, target, fd, offset, limit, ctx)
+        finally:
+            os.close(fd)
     try:
-        with open(target, "rb") as f:
+        with os.fdopen(fd, "rb") as f:
             if is_binary(f.read(BINARY_SNIFF)):
-                raise _binary(path, target)
+                raise _binary(path, st.st_size)
             f.seek(0)
             page = _read_page(f, offset, min(limit, MAX_LINES))
     except OSError as e:
         raise os_error("read", path, e) from None
-    return _page_result(path, target, offset, limit, page, ctx)
+    return _page_result(path, target, st.st_size, offset, limit, page, ctx)
 
 
-def _binary(path: str, target: Path) -> ToolError:
-    size = target.stat().st_size
+def _binary(path: str, size: int) -> ToolError:
     return ToolError(
         f"{path} is a binary file ({size} bytes, it contains NUL bytes); read shows text only. "
         "Inspect it with shell instead, e.g. `file` or `xxd | head`"
     )
 
 
+# A shown line needs at most MAX_LINE_CHARS characters, 4 bytes each at most in UTF-8, and
+# invalid bytes decode to one character each: this many bytes always hold enough of a line.
+_LINE_HEAD_BYTES = 4 * MAX_LINE_CHARS + 8
+
+
 def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
+    """The lines of the page, read in bounded memory: lines before ``offset`` are skipped a
+    chunk at a time, and of a long line only its head is kept (its length is counted)."""
     lines: list[str] = []
     size = cut = first_cut = 0
     lineno = 0
     capped = False
-    for raw in iter(f.readline, b""):
+    while lineno < offset - 1:
+        if not _skip_line(f):
+            break
         lineno += 1
-        if lineno < offset:
-            continue
-        text = raw.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
-        shown = cut_line(text)
+    while True:
+        line = _next_line(f)
+        if line is None:
+            break
+        lineno += 1
+        text, length = line
+        shown = text if length <= MAX_LINE_CHARS else text[:MAX_LINE_CHARS] + cut_marker(length)
         rendered = f"{lineno:>6}\t{shown}"
         cost = len(rendered.encode("utf-8")) + 1
         if lines and size + cost > MAX_BYTES:
             capped = True
             break
-        if len(shown) != len(text):
+        if length > MAX_LINE_CHARS:
             cut += 1
             first_cut = first_cut or lineno
         lines.append(rendered)
@@ -183,6 +265,46 @@ def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
             break
     total = lineno + _count_rest(f)
     return _Page(lines, total, offset + len(lines) - 1, capped, cut, first_cut)
+
+
+def _skip_line(f: IO[bytes]) -> bool:
+    """Read past one line, a chunk at a time; False at the end of the file."""
+    chunk = f.readline(_CHUNK)
+    if not chunk:
+        return False
+    while not chunk.endswith(b"\n"):
+        chunk = f.readline(_CHUNK)
+        if not chunk:
+            break
+    return True
+
+
+def _next_line(f: IO[bytes]) -> tuple[str, int] | None:
+    """The next line without its ending (at least its first ``MAX_LINE_CHARS`` characters)
+    and its whole length in characters; None at the end of the file."""
+    head = f.readline(_LINE_HEAD_BYTES)
+    if not head:
+        return None
+    if head.endswith(b"\n"):
+        text = head.decode("utf-8", "replace").removesuffix("\n").removesuffix("\r")
+        return text, len(text)
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    text = decoder.decode(head)
+    length = len(text)
+    last = text[-1:]
+    while True:
+        chunk = f.readline(_CHUNK)
+        part = decoder.decode(chunk, final=not chunk)
+        if part:
+            length += len(part)
+            last = part[-1]
+        if not chunk or chunk.endswith(b"\n"):
+            break
+    if last == "\n":
+        length -= 1
+        if length >= 1 and length == len(text) and text.endswith("\r"):
+            length -= 1
+    return text.removesuffix("\r"), length
 
 
 def _count_rest(f: IO[bytes]) -> int:
@@ -196,7 +318,7 @@ def _count_rest(f: IO[bytes]) -> int:
 
 
 def _page_result(
-    path: str, target: Path, offset: int, limit: int, page: _Page, ctx: ToolContext
+    path: str, target: Path, size: int, offset: int, limit: int, page: _Page, ctx: ToolContext
 ) -> ToolResult:
     meta: dict[str, Any] = {
         "path": ctx.display(target),
@@ -219,7 +341,7 @@ def _page_result(
         text += "\n\n" + _cut_hint(path, page)
     if partial:  # nothing was lost (no saved_path): the file itself holds the rest
         meta.update(TruncationRecord(
-            total_lines=page.total, total_bytes=target.stat().st_size,
+            total_lines=page.total, total_bytes=size,
             shown_lines=len(page.lines), direction="head", by="read", first_line=offset,
             cut_lines=page.cut,
         ).to_meta())
@@ -244,9 +366,11 @@ def _cut_hint(path: str, page: _Page) -> str:
     )
 
 
-def _list_dir(path: str, target: Path, offset: int, limit: int, ctx: ToolContext) -> ToolResult:
+def _list_dir(
+    path: str, target: Path, fd: int, offset: int, limit: int, ctx: ToolContext
+) -> ToolResult:
     try:
-        entries = sorted(_dir_entries(target))
+        entries = sorted(_dir_entries(fd))
     except OSError as e:
         raise os_error("list", path, e) from None
     meta: dict[str, Any] = {"path": ctx.display(target), "entries": len(entries)}
@@ -270,14 +394,15 @@ def _list_dir(path: str, target: Path, offset: int, limit: int, ctx: ToolContext
     return ToolResult(text, meta=meta)
 
 
-def _dir_entries(directory: Path) -> Iterator[str]:
-    with os.scandir(directory) as it:
+def _dir_entries(fd: int) -> Iterator[str]:
+    """The names in the open directory ``fd``, directories with a trailing ``/``."""
+    with os.scandir(fd) as it:
         for entry in it:
             try:
                 is_dir = entry.is_dir()
             except OSError:
                 is_dir = False
-            yield entry.name + "/" if is_dir else entry.name
+            yield clean(entry.name) + "/" if is_dir else clean(entry.name)
 
 
 # -- write ---------------------------------------------------------------------------------
@@ -291,15 +416,10 @@ def write(path: str, content: str, context: ToolContext | None = None) -> ToolRe
     """
     ctx = context or ToolContext()
     target = ctx.resolve(path, write=True)
-    if target.is_dir():
+    if ctx.workspace is not None and target == ctx.workspace.root:
         raise ToolError(f"{path} is a directory; give the path of a file inside it")
     data = content.encode("utf-8", "replace")
-    existed = target.exists()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, data)
-    except OSError as e:
-        raise os_error("write", path, e) from None
+    existed = replace_file(path, target, data, ctx, create_dirs=True)
     shown = ctx.display(target)
     lines = count_lines(content)
     verb = "Overwrote" if existed else "Created"
@@ -344,19 +464,22 @@ def edit(
         raise ToolError(_ambiguous_message(path, text, starts))
     updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
     try:
-        atomic_write(target, updated.encode("utf-8", "surrogateescape"))
-    except OSError as e:
-        raise os_error("write", path, e) from None
+        data = updated.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ToolError("new_string contains a lone surrogate character, which is not valid "
+                        "text; remove it or write the character it stands for") from None
+    replace_file(path, target, data, ctx)
     return _edit_result(ctx.display(target), text, updated, starts, new)
 
 
 def _load_for_edit(path: str, target: Path, ctx: ToolContext) -> str:
-    if target.is_dir():
+    fd, st = open_text(path, target, ctx)
+    if stat.S_ISDIR(st.st_mode):
+        os.close(fd)
         raise ToolError(f"{path} is a directory; edit changes files")
-    if not target.exists():
-        raise not_found(path, target, ctx)
     try:
-        raw = target.read_bytes()
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read()
     except OSError as e:
         raise os_error("read", path, e) from None
     if is_binary(raw):

@@ -1,13 +1,17 @@
 """Search tools: ``grep`` (regular expressions over file contents) and ``glob`` (file names).
 
 Both are pure Python. They skip version-control and cache directories (``SKIP_DIRS``) while
-walking, unless the search starts inside one, skip binary files, and keep to the workspace.
+walking, unless the search starts inside one, skip binary files, and keep to the workspace:
+directories are walked by descriptor (``os.fwalk``) and files opened from the workspace
+root's descriptor, so a directory swapped for a symlink mid-search cannot lead out. grep's
+patterns run on RE2 (linear time) when ``google-re2`` is installed, else on Python's ``re``
+under a time budget (``contextree.tools._regex``).
 """
 
 from __future__ import annotations
 
 import os
-import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +19,11 @@ from typing import Any
 from contextree.errors import ToolError
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
-from contextree.tools._files import BINARY_SNIFF, is_binary, not_found
+from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error
+from contextree.tools._globmatch import GlobPattern
 from contextree.tools._kinds import ToolKind
+from contextree.tools._regex import LineSearch, compile_search, engine_name
 from contextree.tools._result import ToolResult
-from contextree.tools._workspace import is_under, real
 
 SKIP_DIRS = frozenset(
     {
@@ -79,53 +84,10 @@ def _brace_parts(pattern: str, start: int) -> tuple[int, list[str]]:
     return -1, []
 
 
-def glob_to_regex(pattern: str) -> str:
-    """A regex for one brace-free glob over ``/``-separated relative paths.
-
-    ``*`` and ``?`` stay within a path segment, ``**`` spans directories, ``[...]`` is a
-    character set (``[!...]`` negated).
-    """
-    segments = pattern.split("/")
-    out: list[str] = []
-    for i, seg in enumerate(segments):
-        last = i == len(segments) - 1
-        if seg == "**":
-            out.append(".*" if last else "(?:.*/)?")
-            continue
-        out.append(_segment_regex(seg))
-        if not last:
-            out.append("/")
-    return "".join(out)
-
-
-def _segment_regex(seg: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(seg):
-        c = seg[i]
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := seg.find("]", i + 2)) != -1:
-            body = seg[i + 1 : end]
-            neg = body[:1] in ("!", "^")
-            body = body[1:] if neg else body
-            out.append("[" + ("^" if neg else "") + body.replace("\\", "\\\\") + "]")
-            i = end
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def compile_glob(pattern: str) -> re.Pattern[str]:
-    """One compiled regex matching any brace alternative of ``pattern`` (whole path)."""
-    alternatives = [glob_to_regex(p) for p in expand_braces(pattern)]
-    try:
-        return re.compile("(?:" + "|".join(alternatives) + ")", re.DOTALL)
-    except re.error as e:
-        raise ToolError(f"invalid glob pattern {pattern!r}: {e}") from None
+def compile_glob(pattern: str) -> GlobPattern:
+    """A matcher for any brace alternative of ``pattern`` (whole relative paths); it never
+    backtracks, so no pattern can make it hang (``contextree.tools._globmatch``)."""
+    return GlobPattern(expand_braces(pattern))
 
 
 def _split_literal(pattern: str) -> tuple[str, str]:
@@ -141,23 +103,51 @@ def _split_literal(pattern: str) -> tuple[str, str]:
 
 
 # -- walking -------------------------------------------------------------------------------
-def walk(base: Path) -> Iterator[tuple[str, bool]]:
-    """``(relative posix path, is_dir)`` under ``base``, sorted per directory, pruned."""
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+def walk(dir_fd: int) -> Iterator[tuple[str, bool]]:
+    """``(relative posix path, is_dir)`` under the open directory ``dir_fd``, sorted per
+    directory, pruned of ``SKIP_DIRS``. Walked by descriptor, never through a symlink."""
+    for dirpath, dirnames, filenames, _ in os.fwalk(".", dir_fd=dir_fd):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
-        rel = Path(dirpath).relative_to(base).as_posix()
-        prefix = "" if rel == "." else rel + "/"
+        rel = dirpath[2:]  # "./a/b" -> "a/b"
+        prefix = rel + "/" if rel else ""
         for d in dirnames:
             yield prefix + d, True
         for f in sorted(filenames):
             yield prefix + f, False
 
 
-def _start(path: str, ctx: ToolContext) -> Path:
+def _probe(path: Path, ctx: ToolContext) -> os.stat_result | None:
+    """What ``path`` is (``fstat`` of it opened from the root), or None if it is missing."""
+    try:
+        fd = ctx.open(path, getattr(os, "O_PATH", os.O_RDONLY | os.O_NONBLOCK))
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise os_error("open", ctx.display(path), e) from None
+    try:
+        return os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+def _start(path: str, ctx: ToolContext) -> tuple[Path, os.stat_result]:
     base = ctx.resolve(path)
-    if not base.exists():
+    st = _probe(base, ctx)
+    if st is None:
         raise not_found(path, base, ctx)
-    return base
+    return base, st
+
+
+def _walk_from(path: str, base: Path, ctx: ToolContext) -> Iterator[tuple[str, bool]]:
+    """``walk`` of the directory ``base``, opened from the workspace root."""
+    try:
+        fd = ctx.open_dir(base)
+    except OSError as e:
+        raise os_error("search", path, e) from None
+    try:
+        yield from walk(fd)
+    finally:
+        os.close(fd)
 
 
 # -- grep ----------------------------------------------------------------------------------
@@ -180,23 +170,25 @@ def grep(
         max_results: Stop after this many matching lines.
     """
     ctx = context or ToolContext()
-    regex = _compile_regex(pattern, ignore_case)
     if max_results < 1:
         raise ToolError(f"max_results must be 1 or more, got {max_results}")
-    base = _start(path, ctx)
+    search = compile_search(pattern, ignore_case)
+    base, st = _start(path, ctx)
     name_filter = _name_filter(glob)
-    prefilter = _prefilter(regex)
     hits: list[str] = []
     files = 0
-    for file, shown in _grep_files(base, ctx, name_filter):
-        found = _grep_file(file, shown, regex, prefilter, max_results - len(hits))
-        files += bool(found)
-        hits.extend(found)
-        if len(hits) >= max_results:
-            break
+    try:
+        for file, shown in _grep_files(path, base, st, ctx, name_filter):
+            found = _grep_file(file, shown, search, max_results - len(hits), ctx)
+            files += bool(found)
+            hits.extend(found)
+            if len(hits) >= max_results:
+                break
+    finally:
+        search.close()
     capped = len(hits) >= max_results
     meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(base), "matches": len(hits)}
-    meta.update(files=files, capped=capped)
+    meta.update(files=files, capped=capped, engine=search.engine)
     if not hits:
         where = f" in files matching {glob!r}" if glob else ""
         return ToolResult(f"No matches for {pattern!r} in {path}{where}.", meta=meta)
@@ -209,18 +201,16 @@ def grep(
     return ToolResult(text, meta=meta)
 
 
-def _compile_regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as e:
-        where = f" at position {e.pos}" if e.pos is not None else ""
-        raise ToolError(
-            f"invalid regular expression {pattern!r}: {e.msg}{where}. Escape characters such "
-            "as ( ) [ ] { } . * + ? with a backslash to match them literally"
-        ) from None
+_ENGINE_NOTES = {
+    "re2": "Patterns run on RE2 (linear time, so no pattern can hang; no backreferences or "
+           "lookaround, \\d \\w \\s are ASCII).",
+    "re": "Patterns run on Python's re with a 10 s time budget per call: a pattern that "
+          "backtracks catastrophically, such as (a+)+$, is stopped with an error.",
+}
+grep.description = f"{grep.description} {_ENGINE_NOTES[engine_name()]}"
 
 
-def _name_filter(glob: str | None) -> tuple[re.Pattern[str], bool] | None:
+def _name_filter(glob: str | None) -> tuple[GlobPattern, bool] | None:
     """The compiled glob and whether it applies to the whole relative path (has a '/')."""
     if not glob:
         return None
@@ -228,62 +218,50 @@ def _name_filter(glob: str | None) -> tuple[re.Pattern[str], bool] | None:
 
 
 def _grep_files(
-    base: Path, ctx: ToolContext, name_filter: tuple[re.Pattern[str], bool] | None
+    path: str, base: Path, st: os.stat_result, ctx: ToolContext,
+    name_filter: tuple[GlobPattern, bool] | None,
 ) -> Iterator[tuple[Path, str]]:
     """Files to search under ``base`` (or ``base`` itself), with their display path."""
-    if base.is_file():
+    if not stat.S_ISDIR(st.st_mode):
         yield base, ctx.display(base)
         return
-    for rel in sorted(rel for rel, is_dir in walk(base) if not is_dir):
+    for rel in sorted(rel for rel, is_dir in _walk_from(path, base, ctx) if not is_dir):
         lexical = base / rel
         shown = ctx.display(lexical)
         if name_filter is not None and not _wanted(rel, shown, *name_filter):
             continue
-        if ctx.workspace is not None and not is_under(real(lexical), ctx.workspace.root):
-            continue  # a symlink leading out of the workspace
         yield lexical, shown
 
 
-def _wanted(rel: str, shown: str, regex: re.Pattern[str], whole: bool) -> bool:
+def _wanted(rel: str, shown: str, pattern: GlobPattern, whole: bool) -> bool:
     """Whether a file passes the glob: by name, or by path from the search base or root."""
     if not whole:
-        return regex.fullmatch(rel.rsplit("/", 1)[-1]) is not None
-    return regex.fullmatch(rel) is not None or regex.fullmatch(shown) is not None
+        return pattern.fullmatch(rel.rsplit("/", 1)[-1])
+    return pattern.fullmatch(rel) or pattern.fullmatch(shown)
 
 
-def _grep_file(
-    file: Path,
-    shown: str,
-    regex: re.Pattern[str],
-    prefilter: re.Pattern[str] | None,
-    room: int,
-) -> list[str]:
+def _grep_file(file: Path, shown: str, search: LineSearch, room: int,
+               ctx: ToolContext) -> list[str]:
+    """Matching lines of one file, opened from the root (a symlink leading out is skipped,
+    as are binary files, files over ``MAX_GREP_FILE_BYTES`` and what cannot be read)."""
     try:
-        if file.stat().st_size > MAX_GREP_FILE_BYTES:
+        fd = ctx.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ToolError):
+        return []
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_GREP_FILE_BYTES:
             return []
-        raw = file.read_bytes()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(MAX_GREP_FILE_BYTES + 1)
     except OSError:
         return []
-    if is_binary(raw[:BINARY_SNIFF]):
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_GREP_FILE_BYTES or is_binary(raw[:BINARY_SNIFF]):
         return []
     text = raw.decode("utf-8", "replace")
-    if prefilter is not None and prefilter.search(text) is None:
-        return []
-    hits: list[str] = []
-    for n, line in enumerate(text.split("\n"), 1):
-        line = line.removesuffix("\r")
-        if regex.search(line):
-            hits.append(f"{shown}:{n}:{_cut(line)}")
-            if len(hits) >= room:
-                break
-    return hits
-
-
-def _prefilter(regex: re.Pattern[str]) -> re.Pattern[str] | None:
-    """A whole-file regex that rules files out quickly (None when it could miss a line)."""
-    if "\\A" in regex.pattern or "\\Z" in regex.pattern:
-        return None
-    return re.compile(regex.pattern, regex.flags | re.MULTILINE)
+    return [f"{shown}:{n}:{_cut(line)}" for n, line in search.lines(text, room, shown)]
 
 
 def _cut(line: str) -> str:
@@ -304,12 +282,14 @@ def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> T
     ctx = context or ToolContext()
     if not pattern.strip():
         raise ToolError('pattern is empty; give a glob pattern such as "**/*.py"')
-    start = _start(path, ctx)
-    if not start.is_dir():
+    if "\0" in pattern:
+        raise ToolError("pattern contains a NUL character; file names cannot contain one")
+    start, st = _start(path, ctx)
+    if not stat.S_ISDIR(st.st_mode):
         raise ToolError(f"{path} is not a directory; glob searches from a directory")
     found: set[str] = set()
     for alternative in expand_braces(pattern):
-        found.update(_glob_one(start, alternative, ctx))
+        found.update(_glob_one(path, start, alternative, ctx))
     matches = sorted(found)
     meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(start), "matches": len(matches)}
     if not matches:
@@ -326,22 +306,25 @@ def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> T
     return ToolResult(text, meta=meta)
 
 
-def _glob_one(start: Path, pattern: str, ctx: ToolContext) -> Iterator[str]:
+def _glob_one(path: str, start: Path, pattern: str, ctx: ToolContext) -> Iterator[str]:
     """Display paths matching one brace-free pattern (directories with a trailing '/')."""
     prefix, rest = _split_literal(pattern)
     if not _GLOB_CHARS & set(rest):
         prefix, rest = os.path.join(prefix, rest), ""
+    matcher = GlobPattern([rest]) if rest else None
     base = ctx.resolve(os.path.join(start, prefix)) if prefix else start
-    if not rest:
-        if os.path.lexists(base):
-            yield ctx.display(base) + ("/" if base.is_dir() else "")
+    st = _probe(base, ctx)
+    if st is None:
         return
-    if not base.is_dir():
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if matcher is None:
+        yield ctx.display(base) + ("/" if is_dir else "")
         return
-    regex = re.compile(glob_to_regex(rest), re.DOTALL)
-    for rel, is_dir in walk(base):
-        if regex.fullmatch(rel):
-            yield ctx.display(base / rel) + ("/" if is_dir else "")
+    if not is_dir:
+        return
+    for rel, rel_is_dir in _walk_from(path, base, ctx):
+        if matcher.fullmatch(rel):
+            yield ctx.display(base / rel) + ("/" if rel_is_dir else "")
 
 
 __all__ = ["SKIP_DIRS", "compile_glob", "expand_braces", "glob", "grep", "walk"]

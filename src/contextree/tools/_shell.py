@@ -1,11 +1,18 @@
 """The ``shell`` tool: run a bash command, capture its output, kill it all on timeout.
 
-The command runs as ``/bin/bash -c`` in its own session (process group), with stdout and
+The command runs as ``/bin/bash -c`` in its own session (process group), under a reaper
+(``contextree.tools._reaper``) that adopts every orphaned descendant, with stdout and
 stderr interleaved in one pipe and stdin closed. It is finished when bash has exited *and*
 the pipe has closed: a background job that keeps the pipe open (``server &``) counts as part
-of the command, and is killed with it at the timeout. Redirect a job's output
+of the command, and is killed with it at the timeout, together with every process it
+started, even one in a new session (``setsid``). Redirect a job's output
 (``server > log 2>&1 &``) to leave it running. Output keeps its end (tail truncation), where
 errors and summaries are.
+
+The shell confines nothing: the command can read and write any file the user can, anywhere,
+and reach the network. The workspace is only its working directory. What it does not get
+is the agent's secrets: environment variables whose names look like secrets are withheld
+(``ShellEnvironment``), unless the context allows them.
 """
 
 from __future__ import annotations
@@ -13,15 +20,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
 from contextree.errors import ToolError
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
+from contextree.tools._environment import ShellEnvironment
 from contextree.tools._kinds import ToolKind
+from contextree.tools._reaper import REAPER
 from contextree.tools._result import ToolResult
 
 DEFAULT_TIMEOUT = 120.0
@@ -86,36 +97,53 @@ class Completed:
     lingering: bool  # a process outside the group still held the output open
 
 
-def run_command(command: str, *, cwd: str, timeout: float) -> Completed:
-    """Run ``command`` with bash in ``cwd``; kill its whole process group after ``timeout``."""
+def run_command(command: str, *, cwd: str, timeout: float,
+                env: Mapping[str, str] | None = None) -> Completed:
+    """Run ``command`` with bash in ``cwd`` (environment ``env``, default this process's);
+    after ``timeout`` kill it and every process it started, new sessions included."""
     deadline = time.monotonic() + timeout
     proc = subprocess.Popen(
-        [SHELL, "-c", command],
+        [sys.executable or "python3", "-I", "-S", "-c", REAPER, SHELL, "-c", command],
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        env=None if env is None else dict(env),
+        stdin=subprocess.PIPE,  # the reaper's: closed when the command is over
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stdin is not None
     capture = _Capture(proc.stdout)
     capture.start()
-    timed_out = False
+    timed_out = True
     try:
-        try:
-            proc.wait(timeout=timeout)
-            capture.join(max(0.0, deadline - time.monotonic()))
-            timed_out = capture.is_alive()
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        capture.join(max(0.0, deadline - time.monotonic()))
+        if not capture.is_alive():  # the output closed: bash has exited (or closed it)
+            proc.stdin.close()
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            timed_out = False
+    except subprocess.TimeoutExpired:
+        pass
     finally:
         if timed_out or proc.poll() is None:
-            _kill_group(proc.pid)
-            proc.wait()
+            _kill_all(proc)
+        if not proc.stdin.closed:
+            proc.stdin.close()
     capture.join(KILL_GRACE)
     code = proc.returncode
     exit_code = 128 - code if code < 0 else code
     return Completed(capture.data(), exit_code, timed_out, capture.is_alive())
+
+
+def _kill_all(proc: subprocess.Popen[bytes]) -> None:
+    """Have the reaper kill every descendant, then kill the process group (anything the
+    reaper could not adopt, or the reaper itself if it does not answer)."""
+    try:
+        proc.terminate()  # SIGTERM: the reaper kills its whole tree and exits
+        proc.wait(timeout=KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(proc.pid)
+    proc.wait()
 
 
 def _kill_group(pgid: int) -> None:
@@ -123,6 +151,14 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _signal_name(exit_code: int) -> str:
@@ -138,7 +174,7 @@ def _signal_name(exit_code: int) -> str:
 def shell(
     command: str, timeout: float = DEFAULT_TIMEOUT, context: ToolContext | None = None
 ) -> ToolResult:
-    """Run a bash command in the working directory and return its output (stdout and stderr together) and exit code. Long output keeps its last lines and the full text is saved to a file you can read. Commands time out; a background job must redirect its output (cmd > log 2>&1 &) or it is waited for.
+    """Run a bash command in the working directory and return its output (stdout and stderr together) and exit code. Long output keeps its last lines and the full text is saved to a file you can read. Commands time out, and then every process they started is killed; a background job must redirect its output (cmd > log 2>&1 &) or it is waited for. The shell is not confined to the workspace: it can read and change any file, so take care. Environment variables that look like secrets (*_KEY, *_TOKEN, *_SECRET, *PASSWORD*...) are not passed to the command.
 
     Args:
         command: The bash command line to run.
@@ -147,13 +183,20 @@ def shell(
     ctx = context or ToolContext()
     if not command.strip():
         raise ToolError("command is empty; give a bash command line to run")
+    if "\0" in command:
+        raise ToolError("command contains a NUL character, which no command line can hold; "
+                        "remove it (to produce one, write printf '\\0')")
+    if not _encodable(command):
+        raise ToolError("command contains a lone surrogate character, which is not valid "
+                        "text; remove it or write the character it stands for")
     if not 0 < timeout <= MAX_TIMEOUT:
         raise ToolError(f"timeout must be more than 0 and at most {MAX_TIMEOUT:g} seconds")
     cwd = ctx.base
     if not cwd.is_dir():
         raise ToolError(f"the working directory {cwd} does not exist")
+    policy = ctx.shell_env if ctx.shell_env is not None else ShellEnvironment()
     try:
-        done = run_command(command, cwd=str(cwd), timeout=timeout)
+        done = run_command(command, cwd=str(cwd), timeout=timeout, env=policy.build())
     except OSError as e:
         raise ToolError(f"cannot start {SHELL}: {e.strerror or e}") from None
     return _result(command, timeout, done, ctx)

@@ -73,15 +73,23 @@ class Tool:
             ) from None
 
     def run(self, arguments: object = None, *, context: ToolContext | None = None) -> ToolResult:
-        """Validate and call; a ``ToolError`` becomes an error result the model can read."""
+        """Validate and call; a ``ToolError`` becomes an error result the model can read.
+
+        So does an ``OSError`` (the disk, the network or the file system refused: nothing the
+        caller's code did wrong); any other exception is a bug and propagates. The text of
+        the result is always valid Unicode (lone surrogates become U+FFFD), so it can be
+        stored and sent.
+        """
         try:
             kwargs = self._prepare(arguments, context)
             value = self.fn(**kwargs)
             if inspect.isawaitable(value):
                 value = _run_awaitable(value)
         except ToolError as e:
-            return ToolResult(str(e), is_error=True)
-        return to_result(value)
+            return _error(str(e))
+        except OSError as e:
+            return _error(self._os_failure(e))
+        return _valid(to_result(value))
 
     async def arun(
         self, arguments: object = None, *, context: ToolContext | None = None
@@ -96,8 +104,15 @@ class Tool:
                 if inspect.isawaitable(value):
                     value = await value
         except ToolError as e:
-            return ToolResult(str(e), is_error=True)
-        return to_result(value)
+            return _error(str(e))
+        except OSError as e:
+            return _error(self._os_failure(e))
+        return _valid(to_result(value))
+
+    def _os_failure(self, e: OSError) -> str:
+        where = f" ({e.filename})" if e.filename else ""
+        return (f"tool {self.name!r} failed: {e.strerror or e}{where}; check the arguments "
+                "and the environment, then try again")
 
     def signature(self) -> str:
         """The call form shown in validation errors, e.g. ``read(path: string, offset = 1)``."""
@@ -112,6 +127,20 @@ class Tool:
         if self.context_param is not None:
             kwargs[self.context_param] = context or self.context or ToolContext()
         return kwargs
+
+
+def _valid(result: ToolResult) -> ToolResult:
+    """``result`` with text that encodes as UTF-8 (lone surrogates replaced)."""
+    try:
+        result.content.encode("utf-8")
+    except UnicodeEncodeError:
+        result = dataclasses.replace(result, content=result.content.encode(
+            "utf-8", "replace").decode("utf-8"))
+    return result
+
+
+def _error(message: str) -> ToolResult:
+    return _valid(ToolResult(message, is_error=True))
 
 
 def _run_awaitable(awaitable: Awaitable[Any]) -> Any:

@@ -212,7 +212,7 @@ def _custom_message_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> A
     content = d.pop("content", "")
     entry = CustomMessageEntry(
         eid, parent, ts, custom_type=_pop_str(d, "customType"),
-        content=content if isinstance(content, str) else text_of_blocks(content),
+        content=content if isinstance(content, str) else _content_from_pi(content),
         details=d.pop("details", None), display=bool(d.pop("display", True)),
     )
     if not isinstance(content, str):

@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,13 @@ def conversation_of(h: SessionHeader) -> str | None:
     return cid if isinstance(cid, str) else None
 
 
-class Backend:
+class Backend(ABC):
     """Opens, creates, lists and removes the session of each conversation."""
 
     shared = False
     """Other processes may write its sessions: the leaf is read again before each use."""
 
+    @abstractmethod
     def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
         """The conversation's session and whether it is writable, or ``None``."""
         raise NotImplementedError
@@ -46,6 +48,7 @@ class Backend:
         """Whether a read-only session no longer shows the stored one."""
         return False
 
+    @abstractmethod
     def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
         """A new session holding ``entries``, created whole or not at all
         (``SessionExists`` if there is one)."""
@@ -58,16 +61,18 @@ class Backend:
             for entry in entries:
                 session.append(entry)
 
+    @abstractmethod
     def remove(self, cid: str, session: Session, leaf: str | None) -> None:
         """Delete the conversation's session (``LeafConflict`` if its leaf moved)."""
         raise NotImplementedError
 
+    @abstractmethod
     def ids(self) -> list[str]:
         """Every stored conversation's id."""
         raise NotImplementedError
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
+        """Release what the backend holds (nothing by default)."""
 
 
 class MemoryBackend(Backend):

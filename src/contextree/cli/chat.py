@@ -1,0 +1,425 @@
+"""``contextree chat``: an interactive agent session in the terminal, on the session tree.
+
+The model comes from the environment (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for an
+OpenAI-compatible server, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` for Anthropic,
+``CONTEXTREE_MODEL`` for the model name), from options, or from what the session file
+recorded. Replies stream as they arrive; the built-in tools work in the current directory and
+nowhere else, and ``shell``, ``write`` and ``edit`` calls are asked about first. The model
+also writes the summaries when the context fills up. Ctrl-C stops a reply (what arrived is
+kept) and the chat goes on; slash commands move around the session tree.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, TextIO
+
+import platformdirs
+import typer
+
+from .._messages import ToolCall
+from .._session import Session
+from .._stats import cost_text
+from .._text import first_line, shorten
+from ..errors import ContextreeError
+from ..models._anthropic import AnthropicMessages
+from ..models._base import Model
+from ..models._openai_chat import OpenAIChat
+from ..runtime import (
+    Agent,
+    DefaultCompactionPipeline,
+    DefaultToolPipeline,
+    Event,
+    Retry,
+    SessionTree,
+    SystemPrompt,
+    ToolResultLoop,
+    agent,
+)
+from ..runtime._env import Env
+from ..tokens import EstimateCounter, count_context
+from ..tools import ToolKind, make_tools
+from .app import command
+from .output import UsageProblem, short_id
+from .render import entry_summary, message_summary, tree_lines
+from .sessions import resolve_entry
+
+MODEL_ENV = "CONTEXTREE_MODEL"
+DEFAULT_WINDOW = 128_000
+ASKED = (ToolKind.SHELL, ToolKind.WRITE, ToolKind.EDIT)
+SYSTEM = ("You are a careful coding assistant working in {cwd}. Use the tools to read, "
+          "search and change files there; say what you did.")
+HELP = """commands:
+  /tree               the session tree (* marks the current branch)
+  /checkout ID|LABEL  go back to an entry; the next message branches from there
+  /fork PATH          copy the current branch to a new session file and go on there
+  /label TEXT         label the current entry (/label --clear removes it)
+  /compact            compact the context now (the model writes the summary)
+  /context            what the model will see next
+  /stats              tokens and cost
+  /exit               leave (Ctrl-D too); Ctrl-C stops a reply"""
+
+
+# -- the model -------------------------------------------------------------------------------
+
+
+def chat_model(provider: str | None, name: str | None, base_url: str | None,
+               recorded: tuple[str, str] | None) -> Model:
+    """The model to chat with: the options, else the environment, else the model the session
+    recorded; ``UsageProblem`` saying what to set when there is none."""
+    env = os.environ
+    if provider is None:
+        if recorded is not None and name is None:
+            provider = recorded[0]
+        elif env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_BASE_URL"):
+            provider = "openai" if env.get("OPENAI_BASE_URL") else "anthropic"
+        elif env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL") or base_url:
+            provider = "openai"
+        elif recorded is not None:
+            provider = recorded[0]
+    name = name or env.get(MODEL_ENV) or (recorded[1] if recorded is not None else None)
+    if provider is None or name is None:
+        raise UsageProblem(
+            "no model to chat with: set OPENAI_BASE_URL (and OPENAI_API_KEY) for an "
+            "OpenAI-compatible server, or ANTHROPIC_API_KEY, and the model name in "
+            f"{MODEL_ENV} (or pass --model and --provider)")
+    if provider == "anthropic":
+        return AnthropicMessages(name, base_url=base_url)
+    return OpenAIChat(name, base_url=base_url, provider=provider)
+
+
+def default_session_path() -> Path:
+    """Where a chat without a FILE is kept."""
+    base = Path(platformdirs.user_data_dir("contextree")) / "chats"
+    return base / f"chat-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
+
+
+# -- the terminal ------------------------------------------------------------------------------
+
+
+class Screen:
+    """What the chat prints: streamed text as it comes, the rest on lines of their own."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.color = out.isatty() and not os.environ.get("NO_COLOR")
+        self._mid_line = False
+        self._lock = threading.Lock()
+
+    def _style(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def stream(self, text: str, *, dim: bool = False) -> None:
+        """More of a reply, on the current line."""
+        with self._lock:
+            self.out.write(self._style(text, "2") if dim else text)
+            self.out.flush()
+            self._mid_line = not text.endswith("\n")
+
+    def line(self, text: str = "", *, dim: bool = False) -> None:
+        """A line of its own."""
+        with self._lock:
+            if self._mid_line:
+                self.out.write("\n")
+            self.out.write((self._style(text, "2") if dim else text) + "\n")
+            self.out.flush()
+            self._mid_line = False
+
+    def ask(self, question: str) -> None:
+        """A question whose answer is typed on the same line."""
+        with self._lock:
+            if self._mid_line:
+                self.out.write("\n")
+            self.out.write(question)
+            self.out.flush()
+            self._mid_line = False
+
+
+class Chat:
+    """One interactive chat on ``session``: turns, tool approvals and slash commands."""
+
+    def __init__(self, session: Session, model: Model, *, window: int, approve_all: bool,
+                 system: str | None, stream: bool, stdin: TextIO, stdout: TextIO) -> None:
+        self.session = session
+        self.model = model
+        self.window = window
+        self.approve_all = approve_all
+        self.system = system or SYSTEM.format(cwd=Path.cwd())
+        self.streaming = stream
+        self.stdin = stdin
+        self.screen = Screen(stdout)
+        self.tools = make_tools(workspace=Path.cwd(), cwd=Path.cwd())
+        self.kinds = {t.name: t.kind for t in self.tools}
+        self.asking = threading.Event()  # a tool thread is reading an approval
+        self.agent = self._agent()
+
+    # -- the agent ---------------------------------------------------------------------------
+    def _agent(self) -> Agent:
+        return (agent()
+                .use(SessionTree, session=self.session)
+                .use(SystemPrompt, text=self.system)
+                .use(ToolResultLoop)
+                .use(Retry, attempts=3)
+                .use(DefaultCompactionPipeline, window=self.window, summarizer=self.model)
+                .use(DefaultToolPipeline, tools=self.tools, tool_approve=self.approve)
+                .run(self.model, stream=self.streaming))
+
+    def _asks(self, call: ToolCall) -> bool:
+        return not self.approve_all and self.kinds.get(call.name) in ASKED
+
+    def approve(self, call: ToolCall, env: Env) -> bool | str:
+        """Ask before a call that runs commands or changes files."""
+        if not self._asks(call):
+            return True
+        self.asking.set()
+        try:
+            self.screen.ask(f"allow {call.name}: {_describe(call)}? [y/N] ")
+            answer = self.stdin.readline()
+        finally:
+            self.asking.clear()
+        if answer.strip().lower() in ("y", "yes"):
+            return True
+        return "the user said no"
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> None:
+        """Read messages and commands until /exit or end of input."""
+        model = self.model
+        where = getattr(model, "base_url", "")
+        self.screen.line(f"contextree chat: {model.provider}/{model.name}"
+                         + (f" at {where}" if where else ""), dim=True)
+        n = len(self.session.build_context().messages)
+        self.screen.line(f"session {self.session.location} ({n} messages); "
+                         "/help for commands", dim=True)
+        while True:
+            try:
+                self.screen.ask("> ")
+                text = self.stdin.readline()
+            except KeyboardInterrupt:
+                self.screen.line("(Ctrl-D or /exit leaves)", dim=True)
+                continue
+            if not text:  # end of input
+                self.screen.line()
+                return
+            text = text.rstrip("\n")
+            if not text.strip():
+                continue
+            if text.startswith("/"):
+                try:
+                    if not self.command(text):
+                        return
+                except (ContextreeError, UsageProblem, OSError, ValueError) as e:
+                    self.screen.line(f"error: {e}")
+                continue
+            self.turn(text)
+
+    def turn(self, text: str) -> None:
+        """One turn, its events shown as they happen; Ctrl-C stops it and keeps what came."""
+        stream = self.agent.stream(text)
+        try:
+            with stream:
+                for event in stream:
+                    self.show(event)
+        except KeyboardInterrupt:
+            for event in stream:  # the ending of the interrupted turn
+                self.show(event)
+            if self.asking.is_set():  # a tool thread still reads its answer: let it have it
+                self.screen.line("(press Enter)", dim=True)
+                while self.asking.is_set():
+                    time.sleep(0.05)
+        except ContextreeError as e:
+            self.screen.line(f"error: {e}")
+
+    def show(self, event: Any) -> None:
+        """Print one event."""
+        kind = event["event"]
+        screen = self.screen
+        if kind == Event.TEXT_DELTA:
+            screen.stream(event["text"])
+        elif kind == Event.THINKING_DELTA:
+            screen.stream(event["text"], dim=True)
+        elif kind == Event.TOOL_START and not self._asks(event["call"]):
+            screen.line(f"-> {event['call'].name}({_describe(event['call'])})", dim=True)
+        elif kind == Event.TOOL_END:
+            result = event["result"]
+            lines = result.content.count("\n") + 1 if isinstance(result.content, str) else 1
+            head = shorten(first_line(str(result.content)), 100)
+            screen.line(f"<- {'error: ' if result.is_error else ''}{head}"
+                        + (f" ({lines} lines)" if lines > 1 else ""), dim=True)
+        elif kind == Event.COMPACTION_START:
+            screen.line(f"[compacting: {event['tokens']:,} tokens in a {event['window']:,} "
+                        "window]", dim=True)
+        elif kind == Event.COMPACTED:
+            screen.line(f"[compacted: {event['tokens_before']:,} -> "
+                        f"{event['tokens_after']:,} tokens]", dim=True)
+        elif kind == Event.RETRY:
+            screen.line(f"[retrying in {event['delay']:.0f} s: {event['error']}]", dim=True)
+        elif kind == Event.INTERRUPTED:
+            screen.line("[interrupted: the partial reply is saved]", dim=True)
+        elif kind == Event.BUDGET:
+            screen.line("[stopped: budget]", dim=True)
+        elif kind == Event.TURN_END:
+            usage, cost = event["usage"], event["cost"]
+            if event["stopped"] not in (None, "interrupted"):
+                screen.line(f"[stopped: {event['stopped']}]", dim=True)
+            billed = usage.input + usage.cache_read + usage.cache_write + usage.output
+            money = cost_text(cost, 0) if cost is not None else "cost unknown"
+            screen.line(f"[{billed:,} tokens, {money}]", dim=True)
+
+    # -- slash commands -------------------------------------------------------------------------
+    def command(self, line: str) -> bool:
+        """Run a slash command; False to leave the chat."""
+        name, _, arg = line[1:].strip().partition(" ")
+        arg = arg.strip()
+        handlers: dict[str, Callable[[str], None]] = {
+            "tree": self.tree, "checkout": self.checkout, "fork": self.fork,
+            "label": self.label, "compact": self.compact, "context": self.context,
+            "stats": self.stats, "help": lambda _: self.screen.line(HELP),
+        }
+        if name in ("exit", "quit", "q"):
+            return False
+        handler = handlers.get(name)
+        if handler is None:
+            self.screen.line(f"unknown command /{name}; /help lists them")
+        else:
+            handler(arg)
+        return True
+
+    def tree(self, _: str) -> None:
+        roots = self.session.tree()
+        if not roots:
+            self.screen.line("(empty session)")
+        for line in tree_lines(roots):
+            node = line.node
+            if node is None:
+                self.screen.line(f"  {line.prefix}... {line.hidden} entries ...", dim=True)
+                continue
+            tail = (f"  [{node.label}]" if node.label else "") + (
+                "  <- leaf" if node.is_leaf else "")
+            mark = "* " if node.on_branch else "  "
+            summary = shorten(entry_summary(node.entry), 70)
+            self.screen.line(f"{mark}{line.prefix}{short_id(node.entry.id)}  {summary}{tail}")
+
+    def checkout(self, ref: str) -> None:
+        if not ref:
+            raise UsageProblem("/checkout needs an entry id or a label (see /tree)")
+        target = resolve_entry(self.session, ref)
+        self.session.move_to(target)
+        entry = self.session.get_entry(target)
+        what = shorten(entry_summary(entry), 80) if entry is not None else ""
+        self.screen.line(f"now at {short_id(target)}: {what}; "
+                         "the next message branches from here")
+
+    def fork(self, path: str) -> None:
+        if not path:
+            raise UsageProblem("/fork needs the path of the new session file")
+        new = self.session.fork(Path(path))
+        old = self.session.location
+        self.session.close()
+        self.session = new
+        self.agent = self._agent()
+        self.screen.line(f"forked {old} to {new.location}; the chat goes on there")
+
+    def label(self, text: str) -> None:
+        leaf = self.session.leaf_id
+        if leaf is None:
+            raise UsageProblem("nothing to label yet")
+        if text == "--clear":
+            self.session.set_label(leaf, None)
+            self.screen.line(f"label of {short_id(leaf)} cleared")
+        elif not text:
+            raise UsageProblem("/label needs a text (or --clear)")
+        else:
+            self.session.set_label(leaf, text)
+            self.screen.line(f"labelled {short_id(leaf)} {text!r}")
+
+    def compact(self, _: str) -> None:
+        self.screen.line("[compacting...]", dim=True)
+        result = self.session.compact(self.window, model=self.model, force=True)
+        if result.entry_id is None:
+            self.screen.line(f"nothing compacted: {result.reason}")
+            return
+        missed = "" if result.reached_target else f" (target {result.target:,} not reached)"
+        self.screen.line(f"compacted: {result.tokens_before:,} -> {result.tokens_after:,} "
+                         f"tokens{missed}")
+
+    def context(self, _: str) -> None:
+        ctx = self.session.build_context()
+        tokens = count_context(ctx.messages, EstimateCounter(), fresh_from=ctx.fresh_from)
+        self.screen.line(f"system: {shorten(first_line(self.system), 90)}")
+        for i, m in enumerate(ctx.messages):
+            self.screen.line(f"[{i}] {shorten(message_summary(m), 100)}")
+        self.screen.line(f"{len(ctx.messages)} messages, about {tokens:,} tokens of a "
+                         f"{self.window:,} window")
+
+    def stats(self, _: str) -> None:
+        s = self.session.stats()
+        f = s.file
+        self.screen.line(f"messages {f.message_count}, tokens {f.total_tokens:,}, "
+                         f"cost {f.cost_text}, branches {s.branch_count}")
+        for key in sorted(f.by_model):
+            u = f.by_model[key]
+            self.screen.line(f"  {key}: {u.input:,} in, {u.output:,} out, "
+                             f"{f.model_cost_text(key)}")
+        if s.prices_hint:
+            self.screen.line(f"  ({s.prices_hint})")
+
+
+def _describe(call: ToolCall) -> str:
+    """A call's arguments in a line (the command for ``shell``, the path for files)."""
+    args = call.arguments
+    for key in ("command", "path", "pattern"):
+        if isinstance(args.get(key), str):
+            return shorten(first_line(args[key]), 120)
+    return shorten(", ".join(f"{k}={v!r}" for k, v in args.items()), 120)
+
+
+def _recorded_model(session: Session) -> tuple[str, str] | None:
+    return session.build_context().model
+
+
+# -- the command -------------------------------------------------------------------------------
+
+
+@command("chat")
+def chat_command(
+    file: Annotated[str | None, typer.Argument(
+        metavar="FILE", help="The session to resume (created when missing); default: a new "
+        "file under the user data directory.", show_default=False)] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", "-m", help=f"Model name (default: ${MODEL_ENV}, else the session's).")]
+    = None,
+    provider: Annotated[str | None, typer.Option(
+        help="openai (any OpenAI-compatible server) or anthropic (default: from the "
+        "environment, else the session's).")] = None,
+    base_url: Annotated[str | None, typer.Option(
+        "--base-url", help="The server (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL).")]
+    = None,
+    window: Annotated[int, typer.Option(help="The model's context window, in tokens.",
+                                        min=1000)] = DEFAULT_WINDOW,
+    yes: Annotated[bool, typer.Option("--yes", "-y",
+                                      help="Run shell, write and edit calls without asking.")]
+    = False,
+    system: Annotated[str | None, typer.Option(help="The system prompt.")] = None,
+    no_stream: Annotated[bool, typer.Option("--no-stream",
+                                            help="Ask for whole replies (for a server that "
+                                            "cannot stream).")] = False,
+) -> None:
+    """Chat with a model in this directory: streamed replies, tools that ask first, the
+    session tree underneath (/help inside lists the commands)."""
+    path = Path(file) if file else default_session_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    session = Session.open_or_create(path, cwd=str(Path.cwd()))
+    try:
+        chosen = chat_model(provider, model, base_url, _recorded_model(session))
+        Chat(session, chosen, window=window, approve_all=yes, system=system,
+             stream=not no_stream, stdin=sys.stdin, stdout=sys.stdout).run()
+    finally:
+        session.close()
+    print(f"session saved: {path} (resume: contextree chat {path})")

@@ -1,0 +1,74 @@
+"""Text that is safe to put on a terminal, and fitting it into columns.
+
+Session content comes from models, tools and files nobody vetted: an escape sequence in a tool
+output could set the window title, write the clipboard (OSC 52), plant a hyperlink or clear
+the screen. Every string from a session or a file name goes through ``visible`` before the
+CLI prints it as text: control characters (C0, DEL, C1), the bidirectional overrides and the
+line separators become readable escapes (``\\x1b``, ``\\x9b``, ``\\u202e``), so an escape
+sequence shows as ``\\x1b]52;c;...`` instead of acting. ``--json`` output is left exact
+(JSON escapes C0 characters itself).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rich.cells import cell_len, get_character_cell_size
+
+__all__ = ["ELLIPSIS", "fit", "visible", "width_of"]
+
+ELLIPSIS = "…"
+
+# Everything a terminal may act on instead of showing: C0 controls, DEL, C1 controls, the
+# bidirectional embeddings/overrides/isolates (they reorder what follows), the Unicode line
+# and paragraph separators, and lone surrogates (undecodable bytes kept by surrogateescape).
+_UNSAFE = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+           "\u2066-\u2069\ud800-\udfff")
+_ONE_LINE = re.compile(f"[\t{_UNSAFE}]")  # a line of a table: tabs would break the columns
+_BLOCK = re.compile(f"[{_UNSAFE}]")  # a line of a message body: tabs are kept
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code == 0x0A:
+        return "\\n"
+    if code == 0x09:
+        return "\\t"
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: str, *, tabs: bool = False) -> str:
+    """``text`` with every control character and terminal escape made visible (``\\x1b``...).
+
+    Newlines become ``\\n`` too, so the result is one line; ``tabs=True`` keeps tabs (for a
+    message body, where whitespace is kept as written).
+    """
+    pattern = _BLOCK if tabs else _ONE_LINE
+    if pattern.search(text) is None:
+        return text
+    return pattern.sub(_escape, text)
+
+
+def width_of(text: str) -> int:
+    """Terminal columns ``text`` takes (wide characters count two)."""
+    return cell_len(text)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` terminal columns, ending with ``…`` when cut."""
+    if width <= 0:
+        return ""
+    if cell_len(text) <= width:
+        return text
+    room = width - 1  # for the ellipsis
+    used = 0
+    out: list[str] = []
+    for ch in text:
+        size = get_character_cell_size(ch)
+        if used + size > room:
+            break
+        out.append(ch)
+        used += size
+    return "".join(out) + ELLIPSIS
