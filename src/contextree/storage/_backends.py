@@ -51,6 +51,7 @@ class Address:
 
     @property
     def is_file(self) -> bool:
+        """True when the target is a session file (no URL scheme)."""
         return self.scheme is None
 
 
@@ -61,10 +62,14 @@ class Backend(Protocol):
         """Parse a target of this backend (``scheme`` is ``None`` for a file path)."""
         ...
 
-    def open(self, address: Address, *, readonly: bool, durable: bool) -> Storage: ...
+    def open(self, address: Address, *, readonly: bool, durable: bool) -> Storage:
+        """The storage of the existing session at ``address``."""
+        ...
 
     def create(self, address: Address, header: SessionHeader, entries: Sequence[AnyEntry],
-               *, durable: bool) -> Storage: ...
+               *, durable: bool) -> Storage:
+        """A new session at ``address`` holding ``entries``, all at once or not at all."""
+        ...
 
 
 class JsonlBackend:
@@ -74,10 +79,12 @@ class JsonlBackend:
         return Address(self, target, None, scheme)
 
     def open(self, address: Address, *, readonly: bool, durable: bool) -> Storage:
+        """The storage of the existing session at ``address``."""
         return JsonlStorage.open(address.where, readonly=readonly, durable=durable)
 
     def create(self, address: Address, header: SessionHeader, entries: Sequence[AnyEntry],
                *, durable: bool) -> Storage:
+        """A new session at ``address`` holding ``entries``, all at once or not at all."""
         return JsonlStorage.create(address.where, header, entries, durable=durable)
 
 

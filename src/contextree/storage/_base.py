@@ -44,7 +44,9 @@ class Storage(Protocol):
     """Where a session's entries live. Append-only: entries are never changed or removed."""
 
     @property
-    def header(self) -> SessionHeader: ...
+    def header(self) -> SessionHeader:
+        """The session's header line (id, cwd, format version, metadata)."""
+        ...
 
     @property
     def leaf_id(self) -> str | None:
@@ -52,7 +54,9 @@ class Storage(Protocol):
         ...
 
     @property
-    def name(self) -> str | None: ...
+    def name(self) -> str | None:
+        """The session's display name, or None."""
+        ...
 
     @property
     def location(self) -> str:
@@ -60,13 +64,17 @@ class Storage(Protocol):
         ...
 
     @property
-    def readonly(self) -> bool: ...
+    def readonly(self) -> bool:
+        """True when the storage was opened read-only (no lock, no writes)."""
+        ...
 
     def append(self, entry: AnyEntry) -> None:
         """Validate and durably store one entry; it becomes the leaf (or moves it)."""
         ...
 
-    def get(self, entry_id: str) -> AnyEntry | None: ...
+    def get(self, entry_id: str) -> AnyEntry | None:
+        """The entry with that id, or None."""
+        ...
 
     def path(self, leaf_id: str | None) -> list[AnyEntry]:
         """Entries from the root down to ``leaf_id`` (empty for ``None``)."""
@@ -76,13 +84,21 @@ class Storage(Protocol):
         """Every entry, in append order."""
         ...
 
-    def children(self, entry_id: str | None) -> Sequence[str]: ...
+    def children(self, entry_id: str | None) -> Sequence[str]:
+        """Ids of the entries whose parent is ``entry_id`` (``None``: the roots)."""
+        ...
 
-    def find(self, entry_type: str) -> list[AnyEntry]: ...
+    def find(self, entry_type: str) -> list[AnyEntry]:
+        """Every entry with that type tag (``"compaction"``), in append order."""
+        ...
 
-    def label(self, entry_id: str) -> str | None: ...
+    def label(self, entry_id: str) -> str | None:
+        """The label of an entry, or None."""
+        ...
 
-    def labels(self) -> dict[str, str]: ...
+    def labels(self) -> dict[str, str]:
+        """Every label in force: entry id -> label."""
+        ...
 
     def __len__(self) -> int: ...
 
@@ -106,7 +122,9 @@ class Storage(Protocol):
         """Entry count, size, and lines set aside; see ``StorageHealth``."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the file, lock or connection; further writes are refused."""
+        ...
 
 
 class LabelBook:
@@ -233,6 +251,7 @@ class TreeIndex:
             self._children.setdefault(entry.parent_id, []).append(entry.id)
 
     def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        """Entries from the root down to ``leaf_id``; refuses missing entries and cycles."""
         out: list[AnyEntry] = []
         by_id = self.by_id
         current = leaf_id
@@ -251,6 +270,7 @@ class TreeIndex:
         return out
 
     def children(self, entry_id: str | None) -> list[str]:
+        """Ids of the children of ``entry_id`` (built on first use)."""
         if self._children is None:
             kids: dict[str | None, list[str]] = {}
             for e in self.by_id.values():
@@ -259,6 +279,7 @@ class TreeIndex:
         return self._children.get(entry_id, [])
 
     def find(self, entry_type: str) -> list[AnyEntry]:
+        """Every indexed entry with that type tag."""
         return [e for e in self.by_id.values() if e.type == entry_type]
 
 

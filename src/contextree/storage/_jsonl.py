@@ -251,6 +251,7 @@ class JsonlStorage(IndexedStorage):
         return shared
 
     def append(self, entry: AnyEntry) -> None:
+        """Validate one entry and write it durably as one line (it becomes the leaf)."""
         shared = self._shared
         if shared is None or self._closed:
             self._writable()  # raises what applies
@@ -359,6 +360,7 @@ class JsonlStorage(IndexedStorage):
 
     @property
     def readonly(self) -> bool:
+        """True when opened read-only (no lock, no writes)."""
         return self._readonly or self._closed
 
     def close(self) -> None:

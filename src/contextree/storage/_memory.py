@@ -18,6 +18,7 @@ class MemoryStorage(IndexedStorage):
         self._deleted = False
 
     def append(self, entry: AnyEntry) -> None:
+        """Validate one entry and keep it (it becomes the leaf)."""
         if self._deleted:
             raise SessionNotFound("the session was deleted", path=self.location)
         self._index.check(entry)
@@ -34,4 +35,5 @@ class MemoryStorage(IndexedStorage):
         self._deleted = True
 
     def health(self) -> StorageHealth:
+        """Entry count; no size and nothing quarantined in memory."""
         return StorageHealth(entries=len(self), size=None)

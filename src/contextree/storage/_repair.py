@@ -77,6 +77,7 @@ class RepairReport:
 
     @property
     def changed(self) -> bool:
+        """True when the repair changed (or, dry run, would change) the file."""
         return bool(self.quarantined or self.fixed)
 
 
