@@ -42,7 +42,7 @@ class Backend(ABC):
     @abstractmethod
     def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
         """The conversation's session and whether it is writable, or ``None``."""
-        raise NotImplementedError
+        ...
 
     def stale(self, cid: str, session: Session) -> bool:
         """Whether a read-only session no longer shows the stored one."""
@@ -52,7 +52,7 @@ class Backend(ABC):
     def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
         """A new session holding ``entries``, created whole or not at all
         (``SessionExists`` if there is one)."""
-        raise NotImplementedError
+        ...
 
     def append(self, session: Session, entries: Sequence[AnyEntry], leaf: str | None) -> None:
         """Append ``entries`` in order; ``LeafConflict`` if the leaf is no longer ``leaf``
@@ -64,12 +64,12 @@ class Backend(ABC):
     @abstractmethod
     def remove(self, cid: str, session: Session, leaf: str | None) -> None:
         """Delete the conversation's session (``LeafConflict`` if its leaf moved)."""
-        raise NotImplementedError
+        ...
 
     @abstractmethod
     def ids(self) -> list[str]:
         """Every stored conversation's id."""
-        raise NotImplementedError
+        ...
 
     def close(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
         """Release what the backend holds (nothing by default)."""
