@@ -4,7 +4,7 @@
 messages it folds (``add``) to the state the previous compaction stored in its entry
 (``details["digest"]``), so stacked compactions merge state instead of re-reading text:
 
-- every message the user typed, verbatim and in order (corrections and deferred TODOs are
+- every message the user typed, verbatim and in order (corrections and work the user deferred are
   simply the user's words, newest last);
 - errors, open until the same command (or the same tool on the same target) later
   succeeds, then listed as resolved;
