@@ -8,7 +8,6 @@ restores exactly where the session was.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -231,32 +230,17 @@ class Session:
         replaced and tried again rather than checked beforehand (one round trip fewer on a
         database).
         """
-        parent = self.leaf_id if parent_id is None else parent_id
+        on_leaf = parent_id is None
+        parent = self.leaf_id if on_leaf else parent_id
         for _ in range(8):
             entry = cls(new_id(), parent, now(), **fields)
             try:
-                self._store(entry, expected_leaf)
+                self.storage.append(entry, expected_leaf=expected_leaf, on_leaf=on_leaf)
             except DuplicateId:
                 continue
             return entry.id  # type: ignore[no-any-return]
         raise StorageFailure("could not find an unused entry id after 8 tries",
                            path=self.location)  # pragma: no cover - 2**-256 odds
-
-    def _store(self, entry: AnyEntry, expected_leaf: ExpectedLeaf) -> None:
-        """Append ``entry``, refusing with ``LeafConflict`` unless the leaf is
-        ``expected_leaf`` (when given).
-
-        A backend whose ``append`` takes ``expected_leaf`` (PostgreSQL) checks it in the
-        transaction that appends; for the others the check is made here, which cannot race
-        another process since they admit one writer at a time.
-        """
-        if isinstance(expected_leaf, UnsetType):
-            self.storage.append(entry)
-        elif _checks_leaf(self.storage):
-            self.storage.append(entry, expected_leaf=expected_leaf)  # type: ignore[call-arg]
-        else:
-            self._check_leaf(expected_leaf)
-            self.storage.append(entry)
 
     def _check_leaf(self, expected_leaf: ExpectedLeaf) -> None:
         if not isinstance(expected_leaf, UnsetType) and self.leaf_id != expected_leaf:
@@ -266,7 +250,7 @@ class Session:
 
     def append(self, entry: AnyEntry, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Append a ready-made entry (its id, parent and timestamp are used as given)."""
-        self._store(entry, expected_leaf)
+        self.storage.append(entry, expected_leaf=expected_leaf)
         return entry.id
 
     def append_message(self, message: Message | Mapping[str, Any], *,
@@ -674,14 +658,4 @@ def _label_book(storage: Storage) -> LabelBook:
     return book
 
 
-_LEAF_CHECKING: dict[type[Any], bool] = {}
 
-
-def _checks_leaf(storage: Storage) -> bool:
-    """Whether ``storage.append`` takes ``expected_leaf`` (and checks it as it writes)."""
-    kind = type(storage)
-    known = _LEAF_CHECKING.get(kind)
-    if known is None:
-        known = _LEAF_CHECKING[kind] = "expected_leaf" in inspect.signature(
-            storage.append).parameters
-    return known

@@ -279,6 +279,12 @@ def decode_line(line: bytes | str) -> Line:
     except orjson.JSONDecodeError as e:
         if "depth limit" in str(e):
             raise LineError(InvalidEntry, TOO_DEEP) from None
+        if "memory" in str(e).lower():
+            # orjson reports an allocation failure as a decode error: it says nothing of
+            # the line, which must never be taken for a torn or corrupt one (and cut off).
+            raise MemoryError(f"not enough memory to decode a line of {len(line):,} "
+                              "bytes; nothing was changed: free memory (or raise the "
+                              "process's limit) and open the session again") from None
         raise LineError(CorruptLine, f"not valid JSON ({e})") from None
     problem = data_problem(data)
     if problem is not None:

@@ -47,6 +47,23 @@ class Backend:
         self.opened.append(again)
         return again
 
+    def handle(self, storage: Storage) -> Storage:
+        """Another writable handle on the same session, ``storage`` left open (memory: the
+        same object), as a web app that opens the session per request has."""
+        if not self.persistent:
+            return storage
+        again = self._reopen(storage, False)
+        self.opened.append(again)
+        return again
+
+    def handle_readonly(self, storage: Storage) -> Storage:
+        """A read-only view of what is stored now, ``storage`` left open (memory: itself)."""
+        if not self.persistent:
+            return storage
+        again = self._reopen(storage, True)
+        self.opened.append(again)
+        return again
+
     def close_all(self) -> None:
         for s in self.opened:
             s.close()

@@ -7,12 +7,24 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from msgspec import UNSET, UnsetType
+
 from .._limits import line_problem
-from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
+from ..entries import (
+    AnyEntry,
+    BranchSummaryEntry,
+    LabelEntry,
+    LeafEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    from_dict,
+    to_dict,
+)
 from ..errors import (
     DuplicateId,
     EntryNotFound,
     InvalidEntry,
+    LeafConflict,
     MissingParent,
     ParentCycle,
 )
@@ -68,8 +80,16 @@ class Storage(Protocol):
         """True when the storage was opened read-only (no lock, no writes)."""
         ...
 
-    def append(self, entry: AnyEntry) -> None:
-        """Validate and durably store one entry; it becomes the leaf (or moves it)."""
+    def append(self, entry: AnyEntry, *, expected_leaf: str | UnsetType | None = UNSET,
+               on_leaf: bool = False) -> None:
+        """Validate and durably store one entry; it becomes the leaf (or moves it).
+
+        The leaf is read and the entry stored in one step under the storage's lock, so that
+        an acknowledged entry is always on the branch the next context is built from:
+        ``on_leaf`` stores the entry under the leaf as it is at that moment (whatever
+        parent it was built with, which another thread or handle may have outdated), and
+        ``expected_leaf`` refuses with ``LeafConflict`` unless the leaf is that entry then.
+        """
         ...
 
     def get(self, entry_id: str) -> AnyEntry | None:
@@ -125,6 +145,37 @@ class Storage(Protocol):
     def close(self) -> None:
         """Release the file, lock or connection; further writes are refused."""
         ...
+
+
+def anchored(entry: AnyEntry) -> bool:
+    """A branch summary's parent is its ``from_id`` by definition: never re-parent it."""
+    return isinstance(entry, BranchSummaryEntry) and entry.from_id == entry.parent_id
+
+
+def with_parent(entry: AnyEntry, parent: str | None) -> AnyEntry:
+    """A copy of ``entry`` with another parent (unknown fields kept)."""
+    data = to_dict(entry)
+    data["parent_id"] = parent
+    copy = from_dict(data)
+    assert not isinstance(copy, SessionHeader)
+    return copy
+
+
+def settle_parent(entry: AnyEntry, leaf: str | None, *, location: str,
+                  expected_leaf: str | UnsetType | None, on_leaf: bool) -> AnyEntry:
+    """The entry as it is to be stored under the current ``leaf``; call with the storage's
+    lock held, so that the leaf cannot move between this check and the append.
+
+    ``LeafConflict`` unless the leaf is ``expected_leaf`` (when given); with ``on_leaf``,
+    a copy under ``leaf`` if the entry was built under an older one.
+    """
+    if not isinstance(expected_leaf, UnsetType) and leaf != expected_leaf:
+        raise LeafConflict(f"the leaf is {leaf!r}, not the expected {expected_leaf!r}: "
+                           "another write came first; read the new leaf and retry",
+                           path=location)
+    if on_leaf and entry.parent_id != leaf and not anchored(entry):
+        return with_parent(entry, leaf)
+    return entry
 
 
 class LabelBook:

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import stat
 import threading
@@ -27,6 +28,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from msgspec import UNSET, UnsetType
 
 from .._files import atomic_create, remove_stale_temps, write_all
 from ..entries import AnyEntry, SessionHeader, encode_line
@@ -40,7 +43,7 @@ from ..errors import (
     SessionNotFound,
     StorageFailure,
 )
-from ._base import IndexedStorage, StorageHealth, TreeIndex
+from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent
 from ._loading import CHUNK, TornLineWarning, TornTail, load, report_torn, torn_record
 from ._sidecars import (
     clear_lock_info,
@@ -91,6 +94,17 @@ class _OpenFile:
     deleted: bool = False
     buffer: bytearray = field(default_factory=bytearray)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # The process that opened the file: a child of fork() has a copy of this object but
+    # none of its descriptor, lock or buffer (see _forget_after_fork).
+    pid: int = field(default_factory=os.getpid)
+    # How deep the current thread or asyncio task is in batches on this file: a batch
+    # belongs to the thread or task that opened it, not to the handle.
+    batch_depth: contextvars.ContextVar[int] = field(
+        default_factory=lambda: contextvars.ContextVar("contextree_batch_depth", default=0))
+
+    def forked(self) -> bool:
+        """True in a child of fork(): the file belongs to the parent process."""
+        return self.pid != os.getpid()
 
 
 _OPEN: dict[tuple[int, int], _OpenFile] = {}  # (st_dev, st_ino) -> the file, while open
@@ -102,8 +116,17 @@ def registry_lock() -> threading.RLock:
 
 def _forget_after_fork() -> None:
     # A child of os.fork() holds none of its parent's writers: its opens lock (and find the
-    # parent holding the lock) like any other process's.
+    # parent holding the lock) like any other process's. Its copies of the parent's handles
+    # refuse to write (their _OpenFile.pid is the parent's); the inherited descriptors are
+    # closed so that the child cannot keep the parent's lock alive after the parent closes,
+    # and their buffers are dropped so that the child's exit never writes the parent's batch.
     global _OPEN_LOCK
+    for shared in _OPEN.values():
+        with contextlib.suppress(OSError):
+            os.close(shared.fd)
+        shared.fd = -1
+        shared.buffer = bytearray()
+        shared.lock = threading.RLock()  # a thread of the parent may have held it
     _OPEN.clear()
     _OPEN_LOCK = threading.RLock()
 
@@ -159,7 +182,6 @@ class JsonlStorage(IndexedStorage):
         self._closed = False
         self._size = size
         self._durable = durable
-        self._batch_depth = 0
         self.torn = torn
         if shared is not None:
             shared.handles += 1
@@ -235,6 +257,11 @@ class JsonlStorage(IndexedStorage):
     # -- writing ---------------------------------------------------------------------------
     def _writable(self) -> _OpenFile:
         shared = self._shared
+        if shared is not None and shared.forked():
+            raise SessionLocked(f"this session was opened for writing by process {shared.pid}, "
+                                "and this process is a child of it (os.fork()): a child holds "
+                                "none of its parent's writers; open the session again in the "
+                                "child once the parent has closed it", path=str(self.file))
         if shared is None or self._closed:
             if self._closed:
                 raise ReadOnlySession("this session is closed; open it again to write",
@@ -250,22 +277,26 @@ class JsonlStorage(IndexedStorage):
                                  path=str(self.file))
         return shared
 
-    def append(self, entry: AnyEntry) -> None:
-        """Validate one entry and write it durably as one line (it becomes the leaf)."""
+    def append(self, entry: AnyEntry, *, expected_leaf: str | UnsetType | None = UNSET,
+               on_leaf: bool = False) -> None:
+        """Validate one entry and write it durably as one line (it becomes the leaf); the
+        leaf is read and the line written under the file's lock (see ``Storage.append``)."""
         shared = self._shared
-        if shared is None or self._closed:
+        if shared is None or self._closed or shared.forked():
             self._writable()  # raises what applies
         assert shared is not None
         with shared.lock:
             if shared.deleted or shared.failed is not None:
                 self._writable()
             index = shared.index
+            entry = settle_parent(entry, index.leaf_id, location=str(shared.path),
+                                  expected_leaf=expected_leaf, on_leaf=on_leaf)
             index.check(entry)
             try:
                 data = encode_line(entry)
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
                 raise _unencodable(entry, shared.path, e) from None
-            if self._batch_depth:
+            if shared.batch_depth.get():
                 shared.buffer += data
                 if len(shared.buffer) >= BATCH_BUFFER:
                     self._guarded(shared, _flush)
@@ -292,15 +323,21 @@ class JsonlStorage(IndexedStorage):
         """Buffer appends and sync once at the end: for bulk writes.
 
         Entries appended inside the block are durable when the block exits; a crash inside
-        it may lose them (but never anything appended before it).
+        it may lose them (but never anything appended before it). The block belongs to the
+        thread or asyncio task that opened it: appends from other threads and tasks, through
+        this handle or another, stay durable when they return.
         """
-        self._batch_depth += 1
+        shared = self._shared
+        if shared is None or shared.forked():
+            yield  # appends raise what applies
+            return
+        depth = shared.batch_depth
+        depth.set(depth.get() + 1)
         try:
             yield
         finally:
-            self._batch_depth -= 1
-            shared = self._shared
-            if (not self._batch_depth and shared is not None and not self._closed
+            depth.set(depth.get() - 1)
+            if (not depth.get() and not self._closed and not shared.forked()
                     and shared.failed is None and not shared.deleted):
                 with shared.lock:
                     self._guarded(shared, _flush)
@@ -370,8 +407,8 @@ class JsonlStorage(IndexedStorage):
             return
         self._closed = True
         shared = self._shared
-        if shared is None:
-            return
+        if shared is None or shared.forked():
+            return  # a child of fork() leaves its parent's file, lock and buffer alone
         with _OPEN_LOCK, shared.lock:
             try:
                 if not shared.deleted and shared.failed is None:

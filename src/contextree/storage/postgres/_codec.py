@@ -12,19 +12,16 @@ from ..._limits import decoded_problem
 from ...entries import (
     LINE_DECODER,
     AnyEntry,
-    BranchSummaryEntry,
     LeafEntry,
     LineError,
     SessionHeader,
     decode_line,
     encode_line,
-    from_dict,
-    to_dict,
 )
 from ...errors import InvalidEntry, InvalidHeader
 
-__all__ = ["anchored", "created_at", "decode_entry", "decode_header", "decode_many",
-           "entry_row", "line_text", "with_parent"]
+__all__ = ["created_at", "decode_entry", "decode_header", "decode_many", "entry_row",
+           "line_text"]
 
 
 def line_text(line: SessionHeader | AnyEntry) -> str:
@@ -46,18 +43,6 @@ def created_at(header: SessionHeader) -> datetime:
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 
-def anchored(entry: AnyEntry) -> bool:
-    """A branch summary's parent is its ``from_id`` by definition: never re-parent it."""
-    return isinstance(entry, BranchSummaryEntry) and entry.from_id == entry.parent_id
-
-
-def with_parent(entry: AnyEntry, parent: str | None) -> AnyEntry:
-    """A copy of ``entry`` with another parent (unknown fields kept)."""
-    data = to_dict(entry)
-    data["parent_id"] = parent
-    copy = from_dict(data)
-    assert not isinstance(copy, SessionHeader)
-    return copy
 
 
 def decode_entry(line: str, location: str) -> AnyEntry:
