@@ -1,0 +1,128 @@
+"""A child of fork() holds nothing of its parent's writers, and a memory error while
+decoding a session is a memory error, never a torn line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from contextree import Message, Session
+from contextree.errors import SessionLocked
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def _in_child(work: str, session: Session) -> tuple[int, str]:
+    """Fork; run ``work`` (a statement using ``s``) in the child; its exit code and note."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        os.close(r)
+        note = "ok"
+        code = 0
+        try:
+            exec(work, {"s": session, "Message": Message, "Session": Session})
+        except SessionLocked as e:
+            note, code = f"SessionLocked: {e}", 3
+        except BaseException as e:
+            note, code = f"{type(e).__name__}: {e}", 4
+        os.write(w, note.encode())
+        os.close(w)
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        note = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), note
+
+
+def test_a_forked_child_cannot_write_through_its_parents_session(tmp_path: Path) -> None:
+    s = Session.create(tmp_path / "s.jsonl")
+    s.append_message(Message.user("parent"))
+    code, note = _in_child("s.append_message(Message.user('child'))", s)
+    assert code == 3, note
+    assert "child of it (os.fork())" in note and "open the session again" in note
+    s.append_message(Message.user("parent again"))
+    s.close()
+    again = Session.open(tmp_path / "s.jsonl", readonly=True)
+    assert [str(e.message.content) for e in again.branch()] == ["parent", "parent again"]
+
+
+def test_a_forked_child_does_not_keep_the_parents_lock(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = Session.create(path)
+    s.append_message(Message.user("a"))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(w)
+        os.read(r, 1)  # wait until the parent has closed and reopened
+        os._exit(0)
+    os.close(r)
+    try:
+        s.close()
+        reopened = Session.open(path)  # the child is alive, holding its inherited copy
+        reopened.append_message(Message.user("b"))
+        reopened.close()
+    finally:
+        os.write(w, b"x")
+        os.close(w)
+        os.waitpid(pid, 0)
+
+
+def test_a_forked_childs_exit_never_writes_the_parents_batch(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = Session.create(path)
+    with s.batch():
+        for k in range(5):
+            s.append_message(Message.user(f"m{k}"))
+        # The child closes its copy and exits while the parent's batch is still buffered.
+        code, note = _in_child("s.close(); del s", s)
+        assert code == 0, note
+    s.close()
+    again = Session.open(path)  # no DuplicateId: the batch was written once
+    assert [str(e.message.content) for e in again.branch()] == [f"m{k}" for k in range(5)]
+    again.close()
+
+
+def test_memory_exhaustion_while_opening_is_not_a_torn_line(tmp_path: Path) -> None:
+    """A complete 40 MB last entry, opened under an address-space limit too small to
+    decode it: the open fails with MemoryError and the file, with its last entry, stays."""
+    path = tmp_path / "s.jsonl"
+    s = Session.create(path)
+    leaf = s.append_message(Message.user("small"))
+    s.close()
+    # An entry of a type from a newer version: the typed decoder leaves it to the lenient
+    # path, which keeps unknown types.
+    with open(path, "ab") as f:
+        f.write(b'{"type":"x_future","id":"f1","parent_id":"' + leaf.encode()
+                + b'","timestamp":"2026-01-01T00:00:00Z","blob":"' + b"x" * (40 << 20)
+                + b'"}\n')
+    before = path.read_bytes()
+    script = textwrap.dedent(f"""
+        import resource, sys
+        import contextree
+        from contextree import Session
+        data = open({str(path)!r}, "rb").read()  # the file fits; decoding it does not
+        limit = {{limit}}
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        try:
+            Session.open({str(path)!r}).close()
+        except MemoryError:
+            print("memory"); sys.exit(0)
+        print("opened"); sys.exit(0)
+    """)
+    outcomes = set()
+    for limit_mb in (150, 200, 260, 400):
+        run = subprocess.run([sys.executable, "-c", script.replace("{limit}",
+                              str(limit_mb << 20))], capture_output=True, text=True,
+                             timeout=120)
+        outcomes.add(run.stdout.strip() or f"rc={run.returncode}")
+        assert path.read_bytes() == before, f"the session changed at {limit_mb} MB"
+        assert not (tmp_path / "s.jsonl.quarantine").exists()
+    assert outcomes <= {"memory", "opened"}, outcomes
