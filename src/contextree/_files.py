@@ -81,10 +81,20 @@ def _open_temp(target: Path, mode: int, dir_fd: int | None) -> tuple[int, Path]:
         except FileExistsError:  # pragma: no cover - 48 random bits
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BaseException:  # pragma: no cover - a fresh file is never locked
+            # Blocking: another process's sweep of stale temp files may hold the lock for a
+            # moment to look at it (and, finding it unlocked, delete it: then try again).
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            named = os.stat(tmp, follow_symlinks=False, **_in(dir_fd))
+            mine = os.fstat(fd)
+        except FileNotFoundError:
+            os.close(fd)  # swept away between our open and our lock: a new name
+            continue
+        except BaseException:
             _discard(fd, tmp, dir_fd)
             raise
+        if (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):  # pragma: no cover
+            os.close(fd)  # swept, and the 48-bit name taken again meanwhile
+            continue
         return fd, tmp
 
 
