@@ -558,6 +558,9 @@ class ContextreeSession:
                                for t, i in zip(texts, g, strict=True))
                 self._cache[eid] = stored
                 appended.append((m, stored))
+        first = self.session.storage.get(appended[0][1][0].group or "") if appended else None
+        if first is not None and view is not None and first.parent_id != view.leaf:
+            view = None  # another handle appended between our look and our append
         if view is not None and view.extend(appended, self.counter):
             view.leaf = self.session.leaf_id
             self._v = view
