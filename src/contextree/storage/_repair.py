@@ -210,6 +210,7 @@ def _triage(lines: list[bytes], location: str) -> tuple[
     decodable = False
     nodes: dict[str, _Node] = {}
     bypass: dict[str, str | None] = {}  # id -> parent of quarantined lines that name both
+    previous: str | None = None  # the last entry read whole, in file order
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -218,8 +219,15 @@ def _triage(lines: list[bytes], location: str) -> tuple[
         except LineError as e:
             bad.append((n, str(e), raw))
             ident = _ident(raw)
+            if ident is None:
+                cut = _cut_id(raw)  # cut off before its parent: the id may still show
+                if cut is not None:
+                    # Entries are appended under the leaf, so the entry before a line is
+                    # its likeliest parent: the entries below it stay, relinked (reported).
+                    ident = (cut, previous)
             if ident is not None and ident[0] not in bypass:
                 bypass[ident[0]] = ident[1]
+                previous = ident[0]
             continue
         decodable = True
         if isinstance(item, SessionHeader):
@@ -241,6 +249,7 @@ def _triage(lines: list[bytes], location: str) -> tuple[
                            f"{nodes[item.id].line})", raw))
             continue
         nodes[item.id] = _Node(n, item, raw)
+        previous = item.id
     for eid in nodes:
         bypass.pop(eid, None)  # a good line with that id is the one children mean
     if header is None:
@@ -283,6 +292,23 @@ def _ident(raw: bytes) -> tuple[str, str | None] | None:
     if isinstance(eid, str) and eid and (parent is None or isinstance(parent, str)):
         return eid, parent
     return None
+
+
+_CUT_ID = re.compile(rb'^\s*\{\s*(?:"(?:type|timestamp)"\s*:\s*"(?:[^"\\]|\\.)*"\s*,\s*)*'
+                     rb'"id"\s*:\s*"((?:[^"\\]|\\.)+)"\s*,')
+
+
+def _cut_id(raw: bytes) -> str | None:
+    """The id of a line cut off before its parent (the id field complete, among the first
+    fields as contextree writes them), or None."""
+    match = _CUT_ID.match(raw)
+    if match is None:
+        return None
+    try:
+        eid = orjson.loads(b'"' + match.group(1) + b'"')
+    except orjson.JSONDecodeError:
+        return None
+    return eid if isinstance(eid, str) and eid else None
 
 
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
