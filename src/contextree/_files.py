@@ -23,6 +23,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from .errors import InvalidArgument
+
 __all__ = [
     "TEMP_SUFFIX",
     "UnsafeFile",
@@ -30,6 +32,7 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "open_private",
+    "refuse_non_file",
     "remove_stale_temps",
     "temp_path",
     "write_all",
@@ -119,6 +122,24 @@ def _fill(fd: int, data: bytes | bytearray | memoryview | Iterable[bytes], durab
         os.fsync(fd)
 
 
+def refuse_non_file(target: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
+    """``InvalidArgument`` when ``target`` exists and is not a regular file (a device, a
+    FIFO, a socket, a directory): a replacing write would put a regular file in its place
+    (``/dev/null`` among them), and opening one may block."""
+    try:
+        info = os.stat(target, follow_symlinks=False, **_in(dir_fd))
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+        return
+    kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
+            "a character device" if stat.S_ISCHR(info.st_mode) else
+            "a block device" if stat.S_ISBLK(info.st_mode) else
+            "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else "a special file")
+    raise InvalidArgument(f"{kind} is there, not a regular file: nothing was written to it "
+                          "and it was not replaced; choose a file path", path=str(target))
+
+
 def atomic_write(
     target: str | os.PathLike[str],
     data: bytes | Iterable[bytes],
@@ -141,6 +162,8 @@ def atomic_write(
     could have been swapped for a symlink meanwhile.
     """
     target = Path(target)
+    if overwrite:
+        refuse_non_file(target, dir_fd=dir_fd)
     fd, tmp = _open_temp(target, mode, dir_fd)
     try:
         _fill(fd, data, durable)

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._files import fsync_dir, temp_path
+from .._files import fsync_dir, refuse_non_file, temp_path
 from ..errors import SessionLocked
 from .output import emit_bytes
 
@@ -28,6 +28,7 @@ def replacing(target: Path) -> Iterator[Path]:
     if not os.path.lexists(target):
         yield target
         return
+    refuse_non_file(target)
     fd = os.open(target, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
         try:
