@@ -32,6 +32,7 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "open_private",
+    "open_regular_readonly",
     "refuse_non_file",
     "remove_stale_temps",
     "temp_path",
@@ -120,6 +121,16 @@ def _fill(fd: int, data: bytes | bytearray | memoryview | Iterable[bytes], durab
             write_all(fd, chunk)
     if durable:
         os.fsync(fd)
+
+
+def open_regular_readonly(path: str | os.PathLike[str]) -> int:
+    """A descriptor of ``path`` for reading, never through a final symbolic link and never
+    waiting (a FIFO or device put there is refused: ``OSError``)."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    return fd
 
 
 def refuse_non_file(target: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
@@ -222,8 +233,11 @@ def open_private(path: str | os.PathLike[str], flags: int, mode: int = 0o600) ->
     to, either would let them point our writes at a file of theirs choosing.
     """
     try:
-        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC, mode)
+        fd = os.open(path, flags | _NOFOLLOW | _CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as e:
+        if e.errno == errno.ENXIO:  # a FIFO with no reader (O_NONBLOCK: never waits)
+            raise UnsafeFile(errno.EPERM, "it is not a regular file; refusing to write to "
+                             "it (remove it)", os.fspath(path)) from None
         if e.errno == errno.ELOOP:
             raise UnsafeFile(errno.ELOOP, "it is a symbolic link; refusing to follow it "
                              "(remove the link)", os.fspath(path)) from None

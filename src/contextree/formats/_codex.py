@@ -55,6 +55,7 @@ from typing import Any, cast
 
 import orjson
 
+from .._files import open_regular_readonly
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
     AnyEntry,
@@ -566,10 +567,17 @@ def thread_id_of(path: Path) -> str | None:
     return tid if isinstance(tid, str) else None
 
 
+_META_LIMIT = 16 << 20  # bytes of a first line read to find a session_meta
+
+
 def _first_meta(path: Path) -> Json | None:
+    """The ``session_meta`` payload of a rollout's first line. Reads at most
+    ``_META_LIMIT`` bytes, and never waits on a FIFO or device named ``*.jsonl``."""
     try:
-        with open(path, "rb") as f:
-            for raw in f:
+        with open(open_regular_readonly(path), "rb") as f:
+            while raw := f.readline(_META_LIMIT):
+                if len(raw) == _META_LIMIT and not raw.endswith(b"\n"):
+                    return None  # a first line this long is not a rollout's session_meta
                 if raw.strip():
                     obj = orjson.loads(raw)
                     if isinstance(obj, dict) and obj.get("type") == "session_meta" \
@@ -706,7 +714,7 @@ def _row(path: Path) -> ThreadRow | None:
     meta: Json | None = None
     first: str | None = None
     try:
-        with open(path, "rb") as f:
+        with open(open_regular_readonly(path), "rb") as f:
             for raw in f:
                 try:
                     obj = orjson.loads(raw)

@@ -578,7 +578,9 @@ def _sync(shared: _OpenFile) -> None:
 def open_regular(target: Path, flags: int) -> int:
     """Open a session file; refuse what is missing, a directory or not a regular file."""
     try:
-        fd = os.open(target, flags | _CLOEXEC)
+        # Non-blocking: opening a FIFO put where a session was expected must not wait for a
+        # writer (it is refused below); on a regular file the flag changes nothing.
+        fd = os.open(target, flags | _CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         raise SessionNotFound(
             "no such session file (Session.create(path) or `contextree import` makes one)",

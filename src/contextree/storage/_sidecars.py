@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .._files import UnsafeFile, atomic_write, open_private, write_all
-from ..errors import SessionLocked, StorageFailure
+from .._files import UnsafeFile, atomic_write, open_private, open_regular_readonly, write_all
+from ..errors import InvalidArgument, SessionLocked, StorageFailure
 
 __all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path", "quarantine",
            "quarantine_path", "quarantined_count", "write_lock_info"]
@@ -91,7 +91,7 @@ def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]
 def quarantined_count(path: str | os.PathLike[str]) -> int:
     """How many lines of this session were ever quarantined (lines of its quarantine file)."""
     try:
-        fd = os.open(quarantine_path(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_regular_readonly(quarantine_path(path))
     except OSError:
         return 0
     with open(fd, "rb") as f:
@@ -102,7 +102,7 @@ def write_lock_info(path: str | os.PathLike[str]) -> None:
     """Record who holds the writer's lock; best effort (it only improves messages)."""
     info = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, InvalidArgument):  # InvalidArgument: not a file there
         atomic_write(lock_info_path(path), info.encode(), durable=False)
 
 
@@ -114,7 +114,7 @@ def clear_lock_info(path: str | os.PathLike[str]) -> None:
 
 def _holder(path: str | os.PathLike[str]) -> str:
     try:
-        fd = os.open(lock_info_path(path), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = open_regular_readonly(lock_info_path(path))
         with open(fd, "rb") as f:
             info = json.loads(f.read(4096))
         pid, host, since = info["pid"], info["host"], info["since"]
