@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from .._files import open_regular_readonly
 from ..errors import SessionNotFound
 from ._base import UnknownFormatError, read_json_document
 
@@ -20,10 +21,13 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 def detect_format(path: Path) -> str:
     """The name of the format ``path`` is in; ``UnknownFormatError`` if it cannot tell."""
     try:
-        with open(path, "rb") as f:
+        with open(open_regular_readonly(path), "rb") as f:
             head = f.read(_HEAD_BYTES)
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
+    except OSError as e:
+        raise UnknownFormatError(f"{path}: cannot read it ({e.strerror}); name a regular "
+                                 "file") from None
     raw_lines = [raw for raw in head.splitlines()[:50] if raw.strip()]
     first = _parse(raw_lines[0]) if raw_lines else None
     name = None
@@ -92,3 +96,43 @@ def _has_blocks(items: Any) -> bool:
         ):
             return True
     return False
+
+
+_CHAT_ROLES = {"system", "developer", "tool", "function"}
+_CHAT_KEYS = ("tool_calls", "tool_call_id", "function_call")
+_CHAT_PARTS = {"image_url", "input_audio", "refusal"}
+_RESPONSES_PARTS = {"input_text", "output_text", "input_image", "input_file"}
+
+
+def list_evidence(doc: Any, items: list[dict[str, Any]]) -> dict[str, str]:
+    """For each provider list format, the first sign in ``doc``/``items`` that the data is in
+    it (a format with no sign is left out): what an import in the wrong one would lose."""
+    found: dict[str, str] = {}
+
+    def note(fmt: str, why: str) -> None:
+        found.setdefault(fmt, why)
+
+    if isinstance(doc, dict):
+        if "system" in doc:
+            note("anthropic", "a top-level `system` prompt")
+        if "input" in doc or "instructions" in doc:
+            note("openai-responses", "an `input` list or `instructions`")
+    for i, item in enumerate(items):
+        role, kind = item.get("role"), item.get("type")
+        if kind in _RESPONSES_TYPES:
+            note("openai-responses", f"item {i} of type `{kind}`")
+        if role in _CHAT_ROLES and "type" not in item:
+            note("openai-chat", f"item {i} with role `{role}`")
+        for key in _CHAT_KEYS:
+            if key in item:
+                note("openai-chat", f"item {i} with `{key}`")
+        content = item.get("content")
+        for part in content if isinstance(content, list) else ():
+            ptype = part.get("type") if isinstance(part, dict) else None
+            if ptype in _ANTHROPIC_BLOCKS or (ptype == "image" and "source" in part):
+                note("anthropic", f"item {i} with a `{ptype}` block")
+            elif ptype in _CHAT_PARTS:
+                note("openai-chat", f"item {i} with an `{ptype}` part")
+            elif ptype in _RESPONSES_PARTS:
+                note("openai-responses", f"item {i} with an `{ptype}` part")
+    return found

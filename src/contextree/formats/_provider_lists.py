@@ -41,6 +41,7 @@ from ._base import (
     read_json_document,
     read_json_lines,
 )
+from ._detect import list_evidence
 
 Convert = Callable[[Any, list[Json], Path], list[Message]]
 
@@ -104,9 +105,23 @@ def _require_roles(items: list[Json], path: Path) -> None:
             raise input_error(path, None, f"item {i}: a message needs a string `role`")
 
 
+def _refuse_other_format(fmt: str, doc: Any, items: list[Json], path: Path) -> None:
+    """Refuse a list that shows signs of another provider's format and none of ``fmt``:
+    read as ``fmt`` it would silently lose what only the other format has (tool calls and
+    their results, a system prompt)."""
+    evidence = list_evidence(doc, items)
+    if fmt in evidence or not evidence:
+        return
+    other, why = next(iter(evidence.items()))
+    raise input_error(path, None, f"this looks like {other}, not {fmt} ({why}); read as {fmt} "
+                      f"it would lose content: import it as {other} (`contextree import "
+                      f"{other} ...`, or `auto`)")
+
+
 def _reader(fmt: str, key: str, convert: Convert) -> Callable[[Path, Progress | None], Imported]:
     def read(path: Path, progress: Progress | None = None) -> Imported:
         doc, items = _load(path, key, progress)
+        _refuse_other_format(fmt, doc, items, path)
         try:
             messages = convert(doc, items, path)
         except (AttributeError, TypeError, ValueError, KeyError) as e:
