@@ -26,7 +26,7 @@ def test_a_fifo_opened_as_a_session_is_refused_read_only_and_writable(tmp_path: 
     fifo = tmp_path / "s.jsonl"
     os.mkfifo(fifo)
     for readonly in (True, False):
-        with pytest.raises(ContextreeError, match="not a regular file|not a session file"):
+        with pytest.raises(ContextreeError, match=r"not a regular file|not a session file"):
             Session.open(fifo, readonly=readonly)
 
 
