@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from .._limits import MAX_DEPTH, TOO_DEEP
 from .._messages import Message
 from .._session import new_session_id
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
@@ -75,8 +76,12 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
             try:
                 value = orjson.loads(raw)
             except orjson.JSONDecodeError as e:
+                if "depth limit" in str(e):
+                    raise InvalidEntry(TOO_DEEP, path=str(path), line=n) from None
                 raise CorruptLine(f"not valid JSON ({e})",
                                    path=str(path), line=n) from None
+            if _too_deep(value):
+                raise InvalidEntry(TOO_DEEP, path=str(path), line=n)
             yield n, value
     if progress is not None:
         progress(total, total)
@@ -89,12 +94,33 @@ def read_json_document(path: Path) -> Any:
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
     try:
-        return json.loads(text)
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidEntry(TOO_DEEP.replace("a session line", "an item"),
+                           path=str(path)) from None
     except json.JSONDecodeError as e:
         raise CorruptLine(f"not valid JSON ({e.msg}, column {e.colno})",
                            path=str(path), line=e.lineno) from None
     except UnicodeDecodeError as e:
         raise CorruptLine(f"not UTF-8 text ({e})", path=str(path)) from None
+    # Items nest one level inside the document's list (two inside {"messages": [...]}).
+    if _too_deep(value, MAX_DEPTH + 2):
+        raise InvalidEntry(TOO_DEEP.replace("a session line", "an item"), path=str(path))
+    return value
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels deep (iteratively: no
+    recursion limit to hit on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False
 
 
 def _size(path: Path) -> int:

@@ -1,0 +1,46 @@
+"""Hostile nesting in files to import (100,000 levels, as an attacker would write them):
+a one-line error naming the file, never a raw RecursionError traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextree.cli import app
+
+runner = CliRunner()
+DEPTH = [100_000]  # set per test: 100,000 levels, and 1,000 (under orjson's own limit)
+
+
+def _deep() -> str:
+    return "[" * DEPTH[0] + "]" * DEPTH[0]
+
+
+CASES = {
+    "openai-chat": lambda: '[{"role": "user", "content": "hi"}, {"role": "assistant", '
+                           '"content": null, "tool_calls": [{"id": "c", "type": "function", '
+                           '"function": {"name": "x", "arguments": ' + _deep() + '}}]}]',
+    "anthropic": lambda: '{"messages": [{"role": "user", "content": [{"type": "tool_result",'
+                         ' "tool_use_id": "t", "content": ' + _deep() + '}]}]}',
+    "codex": lambda: '{"type":"session_meta","payload":{"id":"t1"}}\n'
+                     '{"type":"response_item","payload":{"type":"message","role":"user",'
+                     '"content":' + _deep() + '}}\n',
+    "brute": lambda: '{"role":"user","content":' + _deep() + '}\n',
+}
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+@pytest.mark.parametrize("fmt", list(CASES))
+def test_deep_nesting_in_an_import_is_a_clear_error(tmp_path: Path, fmt: str,
+                                                    depth: int) -> None:
+    DEPTH[0] = depth
+    src = tmp_path / ("in.jsonl" if fmt in ("codex", "brute") else "in.json")
+    src.write_text(CASES[fmt]())
+    result = runner.invoke(app, ["import", fmt, str(src), "-o", str(tmp_path / "out.jsonl")])
+    assert result.exit_code in (1, 2), result.stderr
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "levels deep" in result.stderr or "deep" in result.stderr
+    assert not isinstance(result.exception, RecursionError)
+    assert not (tmp_path / "out.jsonl").exists()
