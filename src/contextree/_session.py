@@ -53,7 +53,7 @@ from .errors import (
 )
 from .models._base import Model
 from .storage._backends import Target, create_storage, open_storage, resolve
-from .storage._base import HIDDEN_IN_TREE, LabelBook, Storage, StorageHealth
+from .storage._base import HIDDEN_IN_TREE, LabelBook, Storage, StorageHealth, check_session_id
 from .storage._jsonl import JsonlStorage
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
@@ -110,7 +110,8 @@ class Session:
                                 "use it with Session.open(storage)", path=storage.location)
         address = resolve(target)
         header = SessionHeader(
-            id=session_id or address.session_id or new_session_id(),
+            id=check_session_id(session_id) if session_id is not None
+            else address.session_id or new_session_id(),
             created_at=now(),
             cwd=cwd if cwd is not None else os.getcwd(),
             metadata=metadata,

@@ -40,3 +40,19 @@ def test_two_session_objects_on_one_file_lose_no_item(tmp_path: Path) -> None:
     assert len(asyncio.run(reopened.get_items())) == 200
     for s in (a, b, reopened):
         s.close()
+
+
+@pytest.mark.parametrize("value", [b"bytes", {1, 2}, __import__("datetime").date(2026, 1, 1),
+                                   __import__("decimal").Decimal("1.5"), object(), "\ud800"])
+def test_items_with_no_json_form_are_invalid_entries(tmp_path: Path, value: object) -> None:
+    from contextree.errors import InvalidEntry
+
+    s = ContextreeSession("chat", tmp_path / "s.jsonl")
+    asyncio.run(s.add_items([{"role": "user", "content": "kept"}]))
+    with pytest.raises(InvalidEntry, match="nothing was stored"):
+        asyncio.run(s.add_items([{"role": "user", "content": "x"},
+                                 {"role": "user", "content": value}]))
+    with pytest.raises(InvalidEntry, match="not an item"):
+        asyncio.run(s.add_items([None]))  # type: ignore[list-item]
+    assert [i.get("content") for i in asyncio.run(s.get_items())] == ["kept"]
+    s.close()

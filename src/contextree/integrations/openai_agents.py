@@ -30,7 +30,7 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -41,7 +41,7 @@ from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Us
 from .._session import Session
 from ..compaction import CompactionPipeline, CompactionResult
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
-from ..errors import InvalidArgument, missing_extra
+from ..errors import InvalidArgument, InvalidEntry, missing_extra
 from ..markers import Kind
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
@@ -182,6 +182,25 @@ def _call(item: Item) -> ToolCall | None:
     if t != "function_call":
         call.set_extra({_CALL_TYPE_KEY: t})
     return call
+
+
+def _checked_items(items: Sequence[object]) -> list[Item]:
+    """The items as dicts; ``InvalidEntry`` (before anything is stored) for one that is not
+    a JSON object of JSON data, as the SDK's own items always are."""
+    out: list[Item] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidEntry(f"item {i} is {type(item).__name__}, not an item (a dict); "
+                               "nothing was stored")
+        try:
+            json.dumps(item, ensure_ascii=False, allow_nan=True).encode()
+        except (TypeError, ValueError, RecursionError) as e:
+            raise InvalidEntry(f"item {i} holds data with no JSON form ({e}); items must "
+                               "hold only dicts, lists, strings, numbers, booleans and None "
+                               "(convert bytes, sets, datetimes and Decimals first); nothing "
+                               "was stored") from None
+        out.append(dict(cast(Item, item)))
+    return out
 
 
 def item_message(items: Sequence[Item], texts: Sequence[str] | None = None) -> Message:
@@ -437,7 +456,7 @@ class ContextreeSession:
         if not items:
             return
         usage = self._new_usage(wrapper)
-        batch = [dict(cast(Item, i)) for i in items]
+        batch = _checked_items(items)
         await _settle(asyncio.to_thread(self._locked, self._add, batch, usage))
 
     async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None

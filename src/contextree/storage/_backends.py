@@ -18,7 +18,7 @@ from typing import Protocol
 
 from ..entries import AnyEntry, SessionHeader
 from ..errors import InvalidArgument
-from ._base import Storage
+from ._base import Storage, check_session_id
 from ._jsonl import JsonlStorage
 
 __all__ = [
@@ -160,7 +160,10 @@ def resolve(target: Target) -> Address:
         if backend is None:
             raise InvalidArgument(f"unknown scheme {scheme + '://'!r}; expected "
                                   f"{accepted_forms()}")
-        return backend.address(target, scheme)
+        address = backend.address(target, scheme)
+        if address.session_id is not None:
+            check_session_id(address.session_id)
+        return address
     if _looks_like_conninfo(target):
         keys = ", ".join(f"{k}=..." for k in re.findall(r"(\w+)\s*=", target))
         raise InvalidArgument(f"a libpq conninfo string ({keys}) is not a session: write it "

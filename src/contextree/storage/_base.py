@@ -23,6 +23,7 @@ from ..entries import (
 from ..errors import (
     DuplicateId,
     EntryNotFound,
+    InvalidArgument,
     InvalidEntry,
     LeafConflict,
     MissingParent,
@@ -145,6 +146,21 @@ class Storage(Protocol):
     def close(self) -> None:
         """Release the file, lock or connection; further writes are refused."""
         ...
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` if it can be stored (text that UTF-8 can encode), else
+    ``InvalidArgument``: a lone surrogate (from undecodable bytes or a broken escape) would
+    fail later, inside a write, with a raw UnicodeEncodeError."""
+    if not isinstance(session_id, str) or not session_id:
+        raise InvalidArgument(f"a session id must be a non-empty string, got {session_id!r}")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidArgument(f"session id {session_id!r} is not valid text (character "
+                              f"{e.start} is a lone surrogate, which UTF-8 cannot store); "
+                              "use an id made of valid characters") from None
+    return session_id
 
 
 def anchored(entry: AnyEntry) -> bool:

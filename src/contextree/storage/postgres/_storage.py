@@ -66,7 +66,15 @@ from ...errors import (
     SessionNotFound,
     StorageFailure,
 )
-from .._base import LabelBook, StorageHealth, TreeIndex, anchored, verify_links, with_parent
+from .._base import (
+    LabelBook,
+    StorageHealth,
+    TreeIndex,
+    anchored,
+    check_session_id,
+    verify_links,
+    with_parent,
+)
 from ._codec import (
     created_at,
     decode_entry,
@@ -228,6 +236,7 @@ class PostgresStorage:
     def open(cls, target: Target, session_id: str, *, readonly: bool = False,
              durable: bool = True) -> PostgresStorage:
         """Open a session by id. Cheap: entries are read when first needed, then cached."""
+        check_session_id(session_id)
         db = Db(target)
         try:
             db.open_pool()  # it connects in the background while we check the schema
