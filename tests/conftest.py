@@ -19,10 +19,17 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:  # imported in the fixtures, after the sandbox is in place
+    from contextree import OverflowStore
+    from contextree.tools import ToolContext
+    from fakes.anthropic_server import AnthropicServer
+    from fakes.openai_server import OpenAIServer
 
 settings.register_profile("deterministic", derandomize=True, deadline=None)
 settings.register_profile("explore", deadline=None, max_examples=1000)
@@ -142,3 +149,57 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
             terminalreporter.write_line(f"added: {path}")
         if len(added) > 20:
             terminalreporter.write_line(f"... and {len(added) - 20} more")
+
+
+# -- shared fixtures -----------------------------------------------------------------------
+
+@pytest.fixture
+def oa() -> Iterator[OpenAIServer]:
+    """A local server that speaks the OpenAI Chat Completions API."""
+    from fakes.openai_server import OpenAIServer
+
+    with OpenAIServer() as s:
+        yield s
+
+
+@pytest.fixture
+def an() -> Iterator[AnthropicServer]:
+    """A local server that speaks the Anthropic Messages API."""
+    from fakes.anthropic_server import AnthropicServer
+
+    with AnthropicServer() as s:
+        yield s
+
+
+@pytest.fixture
+def sess(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A session file made by ``helpers.make_session``, and the ids of its entries."""
+    from helpers import make_session
+
+    path = tmp_path / "s.jsonl"
+    return path, make_session(path)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> OverflowStore:
+    """An overflow store of its own in tmp_path, without automatic gc."""
+    from contextree import OverflowStore
+
+    return OverflowStore(tmp_path / "spill", gc_interval=None)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def ctx(ws: Path, tmp_path: Path) -> ToolContext:
+    """A tool context on ``ws`` with an overflow store in tmp_path."""
+    from contextree import OverflowStore
+    from contextree.tools import ToolContext, Workspace
+
+    return ToolContext(workspace=Workspace(ws), store=OverflowStore(tmp_path / "store"))

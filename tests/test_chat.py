@@ -12,19 +12,16 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from contextree import Session
 from contextree.markers import Kind
 from fakes import Recorded
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion, tool_call
+from helpers import SRC
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -80,12 +77,6 @@ class Term:
                 self.proc.kill()
             os.close(self.fd)
         return code
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 def chat_env(base_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:

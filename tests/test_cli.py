@@ -9,74 +9,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from contextree import Message, Session, ToolCall, Usage
+from contextree import Message, Session
 from contextree.cli import app
 from contextree.entries import CompactionEntry
-
-DATA = Path(__file__).parent / "data" / "formats"
-runner = CliRunner()
-
-
-def run(*args: str | Path, code: int = 0) -> Result:
-    result = runner.invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
-    if code == 0:
-        assert result.stderr == ""
-    return result
-
-
-def run_json(*args: str | Path) -> Any:
-    return json.loads(run(*args, "--json").stdout)
-
-
-def one_line_error(result: Result, *needles: str) -> None:
-    """The failure is a single ``error:`` line on stderr, naming ``needles``."""
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in lines[0]
-
-
-def make_session(path: Path, *, turns: int = 3) -> dict[str, str]:
-    """A session with a tool call, a label, a compaction, a branch and a leaf off the tip.
-    Returns the ids of interesting entries."""
-    ids: dict[str, str] = {}
-    with Session.create(path, cwd="/work/app", durable=False) as s:
-        s.append_message(Message.system("You are a coding agent."))
-        ids["task"] = s.append_message(Message.user("Fix the bug in calc.py"))
-        ids["call"] = s.append_message(Message.assistant(
-            "Reading calc.py.", tool_calls=[ToolCall(id="c1", name="read",
-                                                     arguments={"path": "calc.py"})],
-            usage=Usage(input=500, output=20, total=520, cost=0.002), model="m1",
-            provider="openai"))
-        ids["result"] = s.append_message(Message.tool("def add(a, b):\n    return a - b\n",
-                                                      tool_call_id="c1", name="read"))
-        ids["found"] = s.append_message(Message.assistant("add() subtracts; fixing it."))
-        s.set_label(ids["found"], "diagnosis")
-        for i in range(turns):
-            s.append_message(Message.user(f"step {i}"))
-            s.append_message(Message.assistant(f"done {i}"))
-        ids["compaction"] = s.append_compaction(summary="Fixed add() in calc.py.", first_kept_entry_id=ids["found"], tokens_before=900,
-                                                tokens_after=300)
-        ids["tip_a"] = s.append_message(Message.user("Now try approach A."))
-        ids["summary"] = s.move_to(ids["found"], "Approach A was abandoned.") or ""
-        ids["tip_b"] = s.append_message(Message.user("Approach B instead."))
-        s.set_name("calc fix")
-    return ids
-
-
-@pytest.fixture
-def sess(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    path = tmp_path / "s.jsonl"
-    return path, make_session(path)
-
+from helpers import FORMATS_DATA as DATA
+from helpers import big_session, make_session, one_line_error, run, run_json, runner
 
 # -- ls ------------------------------------------------------------------------------------
 
@@ -335,18 +275,6 @@ def test_gc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # -- compact -------------------------------------------------------------------------------
-
-def big_session(path: Path) -> None:
-    with Session.create(path, durable=False) as s:
-        s.append_message(Message.system("You are a coding agent."))
-        s.append_message(Message.user("Find the slow test."))
-        for i in range(12):
-            s.append_message(Message.assistant(f"Running part {i}.", tool_calls=[
-                ToolCall(id=f"c{i}", name="shell", arguments={"command": f"pytest part{i}"})]))
-            s.append_message(Message.tool(f"part {i} output line\n" * 150,
-                                          tool_call_id=f"c{i}", name="shell"))
-        s.append_message(Message.assistant("Part 7 is slow."))
-
 
 def test_compact_dry_run_then_for_real(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                        ) -> None:

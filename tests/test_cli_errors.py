@@ -16,16 +16,11 @@ import pytest
 from contextree import Message, Session
 from contextree.cli import app
 from contextree.entries import MessageEntry, now
-from test_cli import DATA, make_session, one_line_error, run, runner
+from helpers import FORMATS_DATA as DATA
+from helpers import one_line_error, run, runner
 
 PYTHON_ADVICE = re.compile(r"Session\.\w+\(|readonly=|overwrite=|create_schema|PostgresStorage"
                            r"|\w+\(\w+=|\(\)")
-
-
-@pytest.fixture
-def sess(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    path = tmp_path / "s.jsonl"
-    return path, make_session(path)
 
 
 def test_wrong_usage_exits_2(sess: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

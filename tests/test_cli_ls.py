@@ -15,7 +15,7 @@ from contextree.cli.listing import COUNT_WHOLE, SCAN_BYTES
 from contextree.cli.output import PLAIN_WIDTH
 from contextree.cli.terminal import width_of
 from contextree.entries import SessionHeader, encode_line, now
-from test_cli import run, run_json
+from helpers import run, run_json
 
 
 def write_big(path: Path, megabytes: int, *, name_at_start: str | None = None,

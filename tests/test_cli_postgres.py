@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -13,8 +12,8 @@ import pytest
 pytest.importorskip("psycopg")
 
 import contextree as ct
-from conformance import fresh_schema_url, postgres_error, postgres_skip_reason, postgres_url
-from test_postgres_urls import as_url
+from conformance import fresh_schema_url
+from helpers import as_url, cli, require_postgres
 
 pytestmark = pytest.mark.postgres
 
@@ -22,21 +21,11 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def empty_url() -> Iterator[str]:
     """A URL to a schema with no contextree tables yet."""
-    base = postgres_url()
-    if postgres_error():
-        pytest.fail(postgres_error())
-    if base is None:
-        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
-    conninfo, drop = fresh_schema_url(base)
+    conninfo, drop = fresh_schema_url(require_postgres())
     try:
         yield as_url(conninfo)
     finally:
         drop()
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
-                          text=True, timeout=120)
 
 
 def one_line(out: subprocess.CompletedProcess[str], code: int) -> str:

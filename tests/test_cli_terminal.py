@@ -5,18 +5,14 @@ piped or on a terminal; ``--json`` stays exact."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from contextree import Message, Session, ToolCall
 from contextree.cli.terminal import fit, visible, width_of
+from helpers import SGR, cli_bytes, run_on_terminal
 
 # What a hostile tool output or file could carry: clipboard write (OSC 52), window title,
 # a hyperlink, clear screen and cursor home, C1 CSI and OSC, a right-to-left override, and
@@ -26,7 +22,6 @@ EVIL = ("\x1b]52;c;cHduZWQ=\x07" "\x1b]0;pwned title\x07"
         "\x9b31m" "\x9d0;c1 title\x9c" "\u202egnp.exe" "\r\x08\x07")
 # Bytes that must not reach a terminal: ESC, BEL, backspace, CR, C1 in UTF-8, bidi controls.
 FORBIDDEN = re.compile(rb"[\x1b\x07\x08\r]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]")
-SGR = re.compile(rb"\x1b\[[0-9;]*m")  # colours and bold: the only sequences we send ourselves
 
 
 def hostile_session(path: Path) -> dict[str, str]:
@@ -68,11 +63,6 @@ def commands(path: Path) -> list[list[str]]:
     ]
 
 
-def cli(args: list[str], **kw: object) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
-                          timeout=120, **kw)  # type: ignore[call-overload]
-
-
 def test_visible_escapes_every_kind_of_control() -> None:
     assert visible("a\x1b]52;c;x\x07b") == "a\\x1b]52;c;x\\x07b"
     assert visible("\x9b31m\x9d") == "\\x9b31m\\x9d"
@@ -87,37 +77,13 @@ def test_visible_escapes_every_kind_of_control() -> None:
 
 def test_piped_text_output_carries_no_escape_sequence(hostile: Path) -> None:
     for args in commands(hostile):
-        out = cli(args)
+        out = cli_bytes(*args)
         assert b"Traceback" not in out.stderr, (args, out.stderr)
         for stream in (out.stdout, out.stderr):
             assert not FORBIDDEN.search(stream), (args, stream[:400])
     # What was escaped is visible, not dropped.
-    tree = cli(["tree", str(hostile)]).stdout.decode()
+    tree = cli_bytes("tree", str(hostile)).stdout.decode()
     assert "\\x1b]52;c;cHduZWQ=\\x07" in tree
-
-
-def run_on_terminal(args: list[str], columns: int = 100) -> tuple[bytes, int]:
-    """Run the CLI with stdout on a pseudo-terminal (rich styles it); return what it wrote."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(columns), LINES="50")
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "contextree", *args], stdout=slave,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
-    os.close(slave)
-    out = b""
-    while True:
-        ready, _, _ = select.select([master], [], [], 60)
-        if not ready:
-            break
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # the other side closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    return out.replace(b"\r\n", b"\n"), proc.wait(timeout=60)  # the tty's own newlines
 
 
 def test_terminal_output_sends_only_our_colours(hostile: Path) -> None:
@@ -129,7 +95,7 @@ def test_terminal_output_sends_only_our_colours(hostile: Path) -> None:
 
 
 def test_json_stays_exact(hostile: Path) -> None:
-    out = cli(["show", str(hostile), "--json"])
+    out = cli_bytes("show", str(hostile), "--json")
     assert not FORBIDDEN.search(out.stdout)  # C1 and bidi written as \u escapes
     entries = json.loads(out.stdout)
     with Session.open(hostile, readonly=True) as s:
@@ -138,13 +104,13 @@ def test_json_stays_exact(hostile: Path) -> None:
         texts = [e["message"]["content"] for e in entries if e["type"] == "message"]
         assert texts[0] == "system " + EVIL and texts[1] == "hi " + EVIL
         assert entries[-1]["name"] == "name " + EVIL
-    listed = json.loads(cli(["ls", str(hostile.parent), "--json"]).stdout)
+    listed = json.loads(cli_bytes("ls", str(hostile.parent), "--json").stdout)
     assert listed[0]["name"] == "name " + EVIL and listed[0]["path"] == str(hostile)
 
 
 def test_the_demo_shows_hostile_paths_escaped(tmp_path: Path) -> None:
     where = tmp_path / ("run" + "\x1b]0;T\x07" + "\x9b2J")
-    out = cli(["demo", "--dir", str(where)])
+    out = cli_bytes("demo", "--dir", str(where))
     assert out.returncode == 0, out.stderr
     assert not FORBIDDEN.search(out.stdout) and not FORBIDDEN.search(out.stderr)
     assert b"\\x1b]0;T\\x07" in out.stdout

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from contextree import Message, Session
 from contextree.cli.output import PLAIN_WIDTH
 from contextree.cli.render import MAX_LEVEL
 from contextree.cli.terminal import width_of
-from test_cli import big_session, make_session, run, run_json
+from helpers import SGR, big_session, cli, run, run_json, run_on_terminal
 
 ID = re.compile(r"[0-9a-f]{8}")
 
@@ -76,8 +74,6 @@ def test_tree_caps_the_indentation_and_says_how_deep(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("columns", [60, 120])
 def test_tree_fits_the_terminal(tmp_path: Path, columns: int) -> None:
-    from test_cli_terminal import SGR, run_on_terminal
-
     path = tmp_path / "branchy.jsonl"
     branchy_session(path, backs=30)
     out, code = run_on_terminal(["tree", str(path)], columns=columns)
@@ -92,12 +88,6 @@ def test_tree_json_names_the_left_tip(sess: tuple[Path, dict[str, str]]) -> None
     data = run_json("tree", path)
     summary = next(e for e in data["entries"] if e["type"] == "branch_summary")
     assert summary["left_from"] == ids["tip_a"] and summary["parent_id"] == ids["found"]
-
-
-@pytest.fixture
-def sess(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    path = tmp_path / "s.jsonl"
-    return path, make_session(path)
 
 
 def test_show_context_is_exact(tmp_path: Path) -> None:
@@ -171,13 +161,6 @@ def test_stats_and_show_context_name_their_tokens_differently(
     assert "context size:" in run("show", path, "--context").stdout
 
 
-def cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
-                          text=True, timeout=180, env={**os.environ, **env})
-
-
 def test_demo_output(tmp_path: Path) -> None:
     before = set(Path("/tmp").glob("contextree-demo-*"))
     out = cli("demo")
@@ -193,8 +176,6 @@ def test_demo_output(tmp_path: Path) -> None:
 
 
 def test_demo_compacted_is_not_in_the_error_colour(tmp_path: Path) -> None:
-    from test_cli_terminal import run_on_terminal
-
     screen, code = run_on_terminal(["demo", "--dir", str(tmp_path / "d")])
     assert code == 0
     line = next(x for x in screen.split(b"\n") if b"compacted" in x)

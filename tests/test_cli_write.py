@@ -13,13 +13,8 @@ import pytest
 
 from contextree import Message, OverflowStore, Session
 from contextree.entries import LabelEntry, LeafEntry
-from test_cli import DATA, make_session, one_line_error, run, run_json
-
-
-@pytest.fixture
-def sess(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    path = tmp_path / "s.jsonl"
-    return path, make_session(path)
+from helpers import FORMATS_DATA as DATA
+from helpers import one_line_error, run, run_json
 
 
 def test_write_commands_report_json(sess: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -31,6 +31,7 @@ from contextree.models import ScriptedModel
 from contextree.runtime._compaction import compaction_events
 from contextree.runtime._events import CompactionFailedPayload, Event
 from contextree.tokens import EstimateCounter
+from helpers import check_pairing, interrupted
 
 COUNTER = EstimateCounter()
 SYSTEM = "You are a careful coding agent."
@@ -100,27 +101,6 @@ def context(session: ct.Session) -> ct.SessionContext:
 
 def ctx_ids(session: ct.Session) -> list[str | None]:
     return list(session.build_context().entry_ids)
-
-
-def check_pairing(messages: Sequence[Message]) -> None:
-    """Each tool result directly follows the assistant message that called it (after other
-    results of that message), each call has exactly one result, and no result is orphaned."""
-    pending: list[str] = []
-    for m in messages:
-        if m.role == "tool":
-            assert m.tool_call_id in pending, f"orphan or misplaced result {m.tool_call_id}"
-            pending.remove(m.tool_call_id)
-            continue
-        assert not pending, f"calls without results: {pending}"
-        if m.role == "assistant" and m.tool_calls:
-            ids = [c.id for c in m.tool_calls]
-            assert len(set(ids)) == len(ids)
-            pending = ids
-    assert not pending, f"calls without results: {pending}"
-
-
-def interrupted(messages: Sequence[Message]) -> set[str | None]:
-    return {m.tool_call_id for m in messages if (m.meta or {}).get("kind") == "interrupted"}
 
 
 def pipeline(*stages: Any) -> CompactionPipeline:

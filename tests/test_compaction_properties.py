@@ -33,6 +33,7 @@ from contextree.entries import CompactionEntry
 from contextree.errors import ModelError
 from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter, count_context
+from helpers import check_pairing, interrupted
 
 COUNTER = EstimateCounter()
 PROFILE = settings(max_examples=200, deadline=None, derandomize=True, database=None,
@@ -121,23 +122,6 @@ def session_with(conversation: Sequence[Turn],
 
 
 # -- invariants ---------------------------------------------------------------------------
-
-
-def check_pairing(messages: Sequence[Message]) -> None:
-    pending: list[str] = []
-    for m in messages:
-        if m.role == "tool":
-            assert m.tool_call_id in pending, f"orphan or misplaced result {m.tool_call_id}"
-            pending.remove(m.tool_call_id)
-            continue
-        assert not pending, f"calls without results: {pending}"
-        if m.role == "assistant" and m.tool_calls:
-            pending = [c.id for c in m.tool_calls]
-    assert not pending, f"calls without results: {pending}"
-
-
-def interrupted(messages: Sequence[Message]) -> set[str | None]:
-    return {m.tool_call_id for m in messages if (m.meta or {}).get("kind") == "interrupted"}
 
 
 def check_view(ctx: ct.SessionContext, original: ct.SessionContext, system_id: str,

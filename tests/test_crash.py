@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 import contextree as ct
+from helpers import user_session
 
 WRITER = textwrap.dedent("""
     import random, sys
@@ -91,17 +92,12 @@ TAILS = {
 }
 
 
-def make_session(path: Path) -> list[str]:
-    with ct.Session.create(path, cwd="/") as s:
-        return [s.append_message(ct.Message.user(f"m{i}")) for i in range(3)]
-
-
 @pytest.mark.parametrize("tail", list(TAILS))
 def test_readonly_open_skips_torn_tail_without_touching_the_file(
     tmp_path: Path, tail: str
 ) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make_session(path)
+    ids = user_session(path)
     with open(path, "ab") as f:
         f.write(TAILS[tail])
     before = path.read_bytes()
@@ -117,7 +113,7 @@ def test_readonly_open_skips_torn_tail_without_touching_the_file(
 @pytest.mark.parametrize("tail", list(TAILS))
 def test_writable_open_quarantines_torn_tail_and_continues(tmp_path: Path, tail: str) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make_session(path)
+    ids = user_session(path)
     good = path.read_bytes()
     with open(path, "ab") as f:
         f.write(TAILS[tail])
@@ -140,7 +136,7 @@ def test_writable_open_quarantines_torn_tail_and_continues(tmp_path: Path, tail:
 
 def test_corrupt_line_before_the_last_is_not_treated_as_torn(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make_session(path)
+    user_session(path)
     with open(path, "ab") as f:
         f.write(b'{"broken\n')
         f.write(orjson.dumps({"type": "session_info", "id": "z", "parent_id": None,
@@ -154,7 +150,7 @@ def test_valid_last_line_without_newline_is_kept_and_the_next_append_ends_it(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make_session(path)
+    ids = user_session(path)
     data = path.read_bytes()
     path.write_bytes(data[:-1])  # the last entry lost only its newline
     with warnings.catch_warnings():
@@ -183,7 +179,7 @@ def test_complete_but_invalid_last_line_is_reported_as_what_it_is(
     tmp_path: Path, last: bytes, code: str, newline: bool
 ) -> None:
     path = tmp_path / "s.jsonl"
-    make_session(path)
+    user_session(path)
     with open(path, "ab") as f:
         f.write(last + (b"\n" if newline else b""))
     before = path.read_bytes()

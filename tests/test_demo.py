@@ -13,8 +13,7 @@ from rich.console import Console
 
 from contextree import Session
 from contextree.cli.demo import run_demo
-
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 
 
 def test_demo_runs_offline_and_reports_facts(tmp_path: Path) -> None:

@@ -25,12 +25,7 @@ from contextree.errors import CorruptLine, InvalidArgument, StorageFailure
 from contextree.models import ScriptedModel
 from contextree.runtime import _flatlog, repair_log, verify_log
 from contextree.storage import TornLineWarning
-
-
-@ct.tool(name="big")
-def big(n: int = 100) -> str:
-    """Return n lines of output."""
-    return ("x" * 59 + "\n") * n
+from helpers import big
 
 
 def make_agent(path: Path, replies: list[Any], window: int = 100_000) -> ct.Agent:

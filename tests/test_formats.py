@@ -49,9 +49,7 @@ from contextree.formats import (
     get_format,
     import_session,
 )
-
-DATA = Path(__file__).parent / "data" / "formats"
-
+from helpers import FORMATS_DATA as DATA
 
 # -- a session that uses every feature ------------------------------------------------------
 

@@ -42,8 +42,9 @@ from contextree.errors import SessionNotFound
 from contextree.formats import _claude_code as claude_code
 from contextree.formats import _codex as codex
 from contextree.formats import import_session
+from helpers import FORMATS_DATA, ROOT
 
-REAL = Path(__file__).parent / "data" / "formats" / "real"
+REAL = FORMATS_DATA / "real"
 CC = REAL / "claude_code"
 CX = REAL / "codex"
 Json = dict[str, Any]
@@ -604,8 +605,8 @@ def test_codex_threads_are_listed_and_found_by_prefix(tmp_path: Path) -> None:
 
 CLAUDE_BIN = os.environ.get("CLAUDE_BIN")
 CODEX_BIN = os.environ.get("CODEX_BIN")
-FIXTURE_SCRIPTS = Path(__file__).parent.parent / "scripts" / "fixtures"
-PI_SESSION = Path(__file__).parent / "data" / "formats" / "pi_written_by_pi.jsonl"
+FIXTURE_SCRIPTS = ROOT / "scripts" / "fixtures"
+PI_SESSION = FORMATS_DATA / "pi_written_by_pi.jsonl"
 NEXT = "Next step?"
 
 needs_claude = pytest.mark.skipif(

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from contextree import Message, Session
+from contextree import Session
 from contextree.entries import (
     AnyEntry,
     BranchSummaryEntry,
@@ -37,10 +37,12 @@ psycopg = pytest.importorskip("psycopg")
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 from psycopg_pool import ConnectionPool  # noqa: E402
 
-from conformance import fresh_schema_url, postgres_error, postgres_skip_reason, postgres_url  # noqa: E402
+from conformance import fresh_schema_url  # noqa: E402
 from contextree.storage import postgres as pg  # noqa: E402
 from contextree.storage.postgres import PostgresStorage  # noqa: E402
 from contextree.storage.postgres._storage import _PATH  # noqa: E402
+from helpers import message_entry as msg  # noqa: E402
+from helpers import require_postgres  # noqa: E402
 
 pytestmark = pytest.mark.postgres
 
@@ -49,21 +51,11 @@ SPAWN = multiprocessing.get_context("spawn")
 
 @pytest.fixture(scope="module")
 def url() -> str:
-    u = postgres_url()
-    error = postgres_error()
-    if error:
-        pytest.fail(error)
-    if u is None:
-        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
-    return u
+    return require_postgres()
 
 
 def header() -> SessionHeader:
     return SessionHeader(id=str(uuid.uuid4()), created_at=now(), cwd="/w")
-
-
-def msg(eid: str, parent: str | None, text: str = "x") -> MessageEntry:
-    return MessageEntry(eid, parent, now(), message=Message(role="user", content=text))
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,40 +10,17 @@ import pytest
 pytest.importorskip("psycopg")
 
 import contextree as ct
-from conformance import postgres_error, postgres_skip_reason, postgres_url
 from contextree.storage.postgres import create_schema
+from helpers import as_url, cli, require_postgres
 
 pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture(scope="module")
 def url() -> str:
-    u = postgres_url()
-    if postgres_error():
-        pytest.fail(postgres_error())
-    if u is None:
-        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
+    u = require_postgres()
     create_schema(u)
     return as_url(u)
-
-
-def as_url(conninfo: str) -> str:
-    """The scratch-schema conninfo of the test run as a ``postgresql://`` URL."""
-    from urllib.parse import quote
-
-    from psycopg.conninfo import conninfo_to_dict
-
-    d = conninfo_to_dict(conninfo)
-    user = quote(str(d.pop("user", "postgres")))
-    host, port = d.pop("host", "127.0.0.1"), d.pop("port", "5432")
-    db = d.pop("dbname", "postgres")
-    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in d.items())
-    return f"postgresql://{user}@{host}:{port}/{db}" + (f"?{query}" if query else "")
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
-                          text=True, timeout=120)
 
 
 def test_session_create_open_and_fork_by_url(url: str, tmp_path: Path) -> None:

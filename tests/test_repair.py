@@ -10,17 +10,11 @@ import orjson
 import pytest
 
 import contextree as ct
+from helpers import TS, raw_header
+from helpers import raw_message as msg
+from helpers import write_lines as write
 
-TS = "2026-01-01T00:00:00.000Z"
-HEADER = orjson.dumps({"type": "session", "id": "sid", "created_at": TS, "version": 1,
-                       "cwd": "/"})
-
-
-def msg(eid: str, parent: str | None, text: str = "x") -> bytes:
-    return orjson.dumps({"type": "message", "id": eid, "parent_id": parent, "timestamp": TS,
-                         "message": {"role": "user", "content": text}})
-
-
+HEADER = raw_header("/")
 CHAIN = [msg("e1", None), msg("e2", "e1"), msg("e3", "e2"), msg("e4", "e3"), msg("e5", "e4")]
 
 
@@ -83,10 +77,6 @@ CASES: dict[str, Case] = {
         [b"hello, this is a text file", b"with two lines"], "invalid_session", 1, [], 2,
         force=True),
 }
-
-
-def write(path: Path, raw: list[bytes]) -> None:
-    path.write_bytes(b"".join(x + b"\n" for x in raw))
 
 
 @pytest.mark.parametrize("name", list(CASES))

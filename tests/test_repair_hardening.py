@@ -15,15 +15,11 @@ import orjson
 import pytest
 
 import contextree as ct
+from helpers import TS, cli, raw_header
+from helpers import raw_message as msg
+from helpers import write_lines as write
 
-TS = "2026-01-01T00:00:00.000Z"
-HEADER = orjson.dumps({"type": "session", "id": "sid", "created_at": TS, "version": 1,
-                       "cwd": "/w"})
-
-
-def msg(eid: str, parent: str | None, text: str = "x") -> bytes:
-    return orjson.dumps({"type": "message", "id": eid, "parent_id": parent, "timestamp": TS,
-                         "message": {"role": "user", "content": text}})
+HEADER = raw_header("/w")
 
 
 def label(eid: str, parent: str | None, target: str, text: str | None = "l") -> bytes:
@@ -36,10 +32,6 @@ def leaf(eid: str, parent: str | None, target: str | None) -> bytes:
                          "target_id": target})
 
 
-def write(path: Path, lines: list[bytes]) -> None:
-    path.write_bytes(b"".join(x + b"\n" for x in lines))
-
-
 def deep_json(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
@@ -47,11 +39,6 @@ def deep_json(depth: int) -> bytes:
 def ids(path: Path) -> list[str]:
     with ct.Session.open(path, readonly=True) as s:
         return [e.id for e in s.entries()]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "contextree", *args], capture_output=True,
-                          text=True, timeout=120)
 
 
 # -- deep nesting and huge numbers ------------------------------------------------------------

@@ -42,13 +42,10 @@ from contextree.runtime import (
     ToolResultLoop,
 )
 from contextree.tools import make_tools
+from helpers import texts
+from helpers import tool_call as call
 
 BRUTE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
-
-
-def call(call_id: str, name: str, **arguments: Any) -> Message:
-    return Message.assistant("", tool_calls=[ToolCall(id=call_id, name=name,
-                                                      arguments=arguments)])
 
 
 def calls(*spec: tuple[str, str, dict[str, Any]]) -> Message:
@@ -92,10 +89,6 @@ def build(model: Any, kind: str, path: Path, tools: Sequence[Any] = (echo,),
             .use(MaxIterations, limit=50)
             .use(DefaultToolPipeline, tools=list(tools), **tool_options)
             .run(model))
-
-
-def texts(messages: Sequence[Message]) -> list[str]:
-    return [m.text for m in messages]
 
 
 def log_lines(path: Path) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument, Message, OverflowStore, ThinkingPart, ToolCall, Usage
+from contextree import InvalidArgument, Message, OverflowStore, ThinkingPart, Usage
 from contextree.errors import ModelUnavailable
 from contextree.models import ScriptedModel
 from contextree.runtime import (
@@ -30,11 +30,7 @@ from contextree.runtime import (
 )
 from contextree.tools import ToolKind
 from fakes.models import HeldModel
-
-
-def call(call_id: str, name: str, **arguments: Any) -> Message:
-    return Message.assistant("", tool_calls=[ToolCall(id=call_id, name=name,
-                                                      arguments=arguments)])
+from helpers import tool_call as call
 
 
 def numbered(n: int) -> str:

@@ -3,7 +3,6 @@ be retried without repeating its input, and ``start(None)`` with nothing to answ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ from contextree.runtime import (
     ToolResultLoop,
 )
 from fakes.openai_server import OpenAIServer, completion
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 @ct.tool

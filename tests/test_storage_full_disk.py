@@ -19,10 +19,7 @@ from typing import Any
 import pytest
 
 import contextree as ct
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+from helpers import open_fds, user_session
 
 
 def no_space(*_: Any) -> Any:
@@ -48,11 +45,6 @@ def full_disk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     yield full
 
 
-def make(path: Path) -> list[str]:
-    with ct.Session.create(path, cwd="/") as s:
-        return [s.append_message(ct.Message.user(f"m{i}" * 100)) for i in range(3)]
-
-
 def test_create_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     path = tmp_path / "new.jsonl"
     before = open_fds()
@@ -64,7 +56,7 @@ def test_create_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
 
 def test_fork_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     path, dst = tmp_path / "s.jsonl", tmp_path / "fork.jsonl"
-    ids = make(path)
+    ids = user_session(path, repeat=100)
     with ct.Session.open(path) as s:
         before = open_fds()
         with full_disk(), pytest.raises(ct.StorageFailure) as info:
@@ -77,7 +69,7 @@ def test_fork_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
 
 def test_repair_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, repeat=100)
     with open(path, "ab") as f:
         f.write(b'{"type":"message","id":"bad"}\n')
     original = path.read_bytes()
@@ -94,7 +86,7 @@ def test_repair_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
 def test_repair_when_the_disk_fills_after_the_backup(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, repeat=100)
     with open(path, "ab") as f:
         f.write(b'{"type":"message","id":"bad"}\n')
     original = path.read_bytes()
@@ -118,7 +110,7 @@ def test_repair_when_the_disk_fills_after_the_backup(
 
 def test_open_of_a_torn_file_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make(path)
+    ids = user_session(path, repeat=100)
     with open(path, "ab") as f:
         f.write(b'{"type":"mess')
     torn = path.read_bytes()
@@ -136,7 +128,7 @@ def test_open_of_a_torn_file_on_a_full_disk(tmp_path: Path, full_disk: Any) -> N
 def test_a_quarantine_write_cut_short_leaves_no_partial_record(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, repeat=100)
     quarantine = Path(f"{path}.quarantine")
     quarantine.write_bytes(b'{"reason": "earlier"}\n')
     with open(path, "ab") as f:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import contextree as ct
+from helpers import open_fds, user_session
 
 OPEN_FOR_WRITING = textwrap.dedent("""
     import sys
@@ -38,21 +39,12 @@ def other_process_can_write(path: Path) -> bool:
     return proc.returncode == 0
 
 
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
-def make(path: Path, n: int = 2) -> list[str]:
-    with ct.Session.create(path, cwd="/") as s:
-        return [s.append_message(ct.Message.user(f"m{i}")) for i in range(n)]
-
-
 # -- handles and locks ---------------------------------------------------------------------------
 
 def test_a_collected_session_releases_its_fd_and_lock_with_a_resource_warning(
         tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     before = open_fds()
     s = ct.Session.open(path)
     s.append_message(ct.Message.user("more"))
@@ -68,7 +60,7 @@ def test_a_collected_session_releases_its_fd_and_lock_with_a_resource_warning(
 
 def test_a_discarded_fork_does_not_keep_the_new_file_locked(tmp_path: Path) -> None:
     path, dst = tmp_path / "s.jsonl", tmp_path / "fork.jsonl"
-    make(path)
+    user_session(path, 2)
     with ct.Session.open(path) as s, pytest.warns(ResourceWarning):
         s.fork(dst)  # the returned session is dropped at once
         gc.collect()
@@ -80,7 +72,7 @@ def test_a_discarded_fork_does_not_keep_the_new_file_locked(tmp_path: Path) -> N
 def test_a_second_open_in_the_process_shares_the_file_and_sees_every_append(
         tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    a, b = make(path)
+    a, b = user_session(path, 2)
     first = ct.Session.open(path)
     second = ct.Session.open(path)
     assert second.leaf_id == b
@@ -106,7 +98,7 @@ def test_a_second_open_in_the_process_shares_the_file_and_sees_every_append(
 
 def test_a_lock_held_by_this_process_says_so(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     with ct.Session.open(path):
         with pytest.raises(ct.SessionLocked, match=f"this process \\(pid {os.getpid()}"):
             ct.repair(path)
@@ -118,7 +110,7 @@ def test_a_lock_held_by_this_process_says_so(tmp_path: Path) -> None:
 
 def test_a_lock_held_by_another_process_names_it(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, contextree as ct\n"
          "s = ct.Session.open(sys.argv[1]); print('ready', flush=True); sys.stdin.read()",
@@ -137,7 +129,7 @@ def test_a_lock_held_by_another_process_names_it(tmp_path: Path) -> None:
 
 def test_failed_opens_and_creates_leak_no_descriptor(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"not a session\n")
     before = open_fds()
@@ -175,7 +167,7 @@ def between_open_and_lock(monkeypatch: pytest.MonkeyPatch, path: Path,
 def test_a_writer_never_locks_a_file_that_repair_replaced(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make(path)
+    ids = user_session(path, 2)
     with open(path, "ab") as f:  # something for repair to do, so it replaces the file
         f.write(b'{"type":"message","id":"dup"}\n')
         f.write(ct.entries.encode_line(ct.entries.CustomEntry(
@@ -191,7 +183,7 @@ def test_a_writer_never_locks_a_file_that_repair_replaced(
 def test_a_writer_never_locks_a_file_that_delete_removed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     done = between_open_and_lock(monkeypatch, path, lambda: ct.Session.delete(
         path, store=ct.OverflowStore(tmp_path / "spill")))
     with pytest.raises(ct.SessionNotFound, match="deleted"):
@@ -203,7 +195,7 @@ def test_a_writer_never_locks_a_file_that_delete_removed(
 
 def test_a_link_planted_as_the_lock_file_is_replaced_not_followed(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     Path(f"{path}.lock").symlink_to(victim)
@@ -218,7 +210,7 @@ def test_a_link_planted_as_the_lock_file_is_replaced_not_followed(tmp_path: Path
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
 def test_a_link_planted_as_the_quarantine_file_is_refused(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "s.jsonl"
-    ids = make(path)
+    ids = user_session(path, 2)
     with open(path, "ab") as f:
         f.write(b'{"type":"mess')  # a torn tail, to be quarantined
     torn = path.read_bytes()
@@ -249,7 +241,7 @@ def test_a_link_planted_as_the_quarantine_file_is_refused(tmp_path: Path, kind: 
 
 def test_stale_temp_files_are_removed_on_open_and_live_ones_kept(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    make(path)  # created before the leftovers: this process swept the directory already
+    user_session(path, 2)  # created before the leftovers: this process swept the directory already
     stale = [tmp_path / ".s.jsonl.0123456789ab.tmp", tmp_path / ".fork.jsonl.a1b2c3d4e5f6.tmp",
              tmp_path / ".s.jsonl.bak-20260101T000000-00ff00ff.ba98765432dc.tmp"]
     for p in stale:
@@ -322,7 +314,7 @@ def test_a_forked_child_does_not_share_its_parents_writer(tmp_path: Path) -> Non
     import multiprocessing
 
     path = tmp_path / "s.jsonl"
-    make(path)
+    user_session(path, 2)
     ctx = multiprocessing.get_context("fork")
     with ct.Session.open(path):
         out = ctx.Queue()

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +29,6 @@ from fakes import SSE, Recorded
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
 from fakes.models import HeldModel
 from fakes.openai_server import OpenAIServer, completion, tool_call
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def an() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as s:
-        yield s
 
 
 @ct.tool

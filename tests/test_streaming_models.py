@@ -4,7 +4,6 @@ servers: deltas as they arrive, then exactly the message ``complete()`` returns.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -38,18 +37,6 @@ from fakes.openai_server import error as openai_error
 WEATHER = {"name": "weather", "description": "Weather for a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
 ASK = [Message.system("Be brief."), Message.user("Weather in Paris and Rome?")]
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def an() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as s:
-        yield s
 
 
 def openai_model(server: OpenAIServer, name: str = "gpt-test") -> OpenAIChat:

@@ -18,7 +18,7 @@ import contextree as ct
 from conftest import Sandbox
 from contextree import Message, OverflowStore, ToolCall
 from contextree.models import ScriptedModel
-from helpers import TESTS
+from helpers import TESTS, big
 
 
 def test_the_default_overflow_store_is_in_the_sandbox(sandbox_home: Sandbox) -> None:
@@ -31,12 +31,6 @@ def test_without_contextree_home_the_platform_default_is_in_the_sandbox(
         sandbox_home: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CONTEXTREE_HOME")
     assert OverflowStore.default().directory.is_relative_to(sandbox_home.home)
-
-
-@ct.tool(name="big")
-def big(n: int = 100) -> str:
-    """Return ``n`` lines of output."""
-    return ("x" * 59 + "\n") * n
 
 
 def test_a_truncated_tool_result_spills_into_the_sandbox(sandbox_home: Sandbox,

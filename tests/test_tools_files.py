@@ -10,27 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextree import OverflowStore, truncate
+from contextree import truncate
 from contextree.tools import ToolContext, ToolResult, Workspace, edit, read, write
 from contextree.tools._files import MAX_BYTES
 
 HINT = re.compile(r"read\(path=(\"(?:[^\"\\]|\\.)*\"), offset=(\d+), limit=(\d+)\)")
-
-
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def ctx(ws: Path, tmp_path: Path) -> ToolContext:
-    return ToolContext(workspace=Workspace(ws), store=OverflowStore(tmp_path / "store"))
 
 
 def call(t: Any, ctx: ToolContext, **arguments: Any) -> ToolResult:

@@ -22,18 +22,6 @@ from contextree.tools import (
 )
 
 
-@pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
-def ctx(ws: Path, tmp_path: Path) -> ToolContext:
-    return ToolContext(workspace=Workspace(ws), store=OverflowStore(tmp_path / "store"))
-
-
 def run(ctx: ToolContext, command: str, **extra: object) -> ToolResult:
     return shell.run({"command": command, **extra}, context=ctx)
 
