@@ -198,7 +198,7 @@ def run_on_terminal(args: list[str], columns: int = 100) -> tuple[bytes, int]:
 
 # -- messages and tool calls ---------------------------------------------------------------------
 
-def tool_call(call_id: str, name: str, **arguments: Any) -> Message:
+def calling(call_id: str, name: str, **arguments: Any) -> Message:
     """An assistant message that calls one tool and says nothing."""
     return Message.assistant("", tool_calls=[ToolCall(id=call_id, name=name,
                                                       arguments=arguments)])

@@ -43,7 +43,7 @@ from contextree.runtime import (
 )
 from contextree.tools import make_tools
 from helpers import texts
-from helpers import tool_call as call
+from helpers import calling as call
 
 BRUTE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 

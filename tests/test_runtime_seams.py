@@ -30,7 +30,7 @@ from contextree.runtime import (
 )
 from contextree.tools import ToolKind
 from fakes.models import HeldModel
-from helpers import tool_call as call
+from helpers import calling as call
 
 
 def numbered(n: int) -> str:
