@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from contextree import Session
 from contextree.markers import Kind
 from fakes import Recorded
@@ -148,6 +150,7 @@ def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -
     assert "denied" in denied[-1]["content"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
         oa: OpenAIServer, tmp_path: Path) -> None:
     sse = held(oa, completion("A long story that goes on and on and on."), after=5)
@@ -178,6 +181,7 @@ def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
     assert sent == [("user", "Tell a story"), ("assistant", partial), ("user", "Go on")]
 
 
+@pytest.mark.slow
 def test_checkout_an_earlier_entry_and_continue_from_there(oa: OpenAIServer,
                                                           tmp_path: Path) -> None:
     oa.reply(completion("First answer."), completion("Second answer."),
@@ -208,6 +212,7 @@ def test_checkout_an_earlier_entry_and_continue_from_there(oa: OpenAIServer,
     assert sent == ["First question", "First answer.", "Another second question"]
 
 
+@pytest.mark.slow
 def test_the_chat_resumes_on_the_files_recorded_model(tmp_path: Path) -> None:
     with AnthropicServer() as an:
         an.reply(message(text("Claude here.")), message(text("Still Claude.")))

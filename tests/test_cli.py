@@ -119,6 +119,7 @@ def test_tree_json_has_every_entry(sess: tuple[Path, dict[str, str]]) -> None:
     assert data["name"] == "calc fix"
 
 
+@pytest.mark.slow
 def test_tree_handles_100k_entries(tmp_path: Path) -> None:
     path = tmp_path / "deep.jsonl"
     with Session.create(path, durable=False) as s, s.batch():

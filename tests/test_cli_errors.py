@@ -185,6 +185,7 @@ def test_an_unwritable_directory_is_named(sess: tuple[Path, dict[str, str]], tmp
         assert ".tmp" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_named_pipe_is_refused_without_waiting(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)

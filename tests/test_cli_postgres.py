@@ -35,6 +35,7 @@ def one_line(out: subprocess.CompletedProcess[str], code: int) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_db_init_then_every_read_command_in_text(empty_url: str) -> None:
     before = one_line(cli("ls", empty_url), 1)
     assert "`contextree db init URL`" in before and "create_schema" not in before

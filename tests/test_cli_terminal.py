@@ -75,6 +75,7 @@ def test_visible_escapes_every_kind_of_control() -> None:
     assert fit("中文中文中文", 7) == "中文中…" and width_of(fit("中文中文中文", 7)) <= 7
 
 
+@pytest.mark.slow
 def test_piped_text_output_carries_no_escape_sequence(hostile: Path) -> None:
     for args in commands(hostile):
         out = cli_bytes(*args)
@@ -86,6 +87,7 @@ def test_piped_text_output_carries_no_escape_sequence(hostile: Path) -> None:
     assert "\\x1b]52;c;cHduZWQ=\\x07" in tree
 
 
+@pytest.mark.slow
 def test_terminal_output_sends_only_our_colours(hostile: Path) -> None:
     for args in commands(hostile)[:8]:
         out, code = run_on_terminal(args)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -222,6 +223,7 @@ def run_and_check(session: ct.Session, system_id: str, stages: list[Any], window
 # -- properties ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @PROFILE
 @given(conversations, stage_choices(), st.floats(0.02, 1.5),
        st.sampled_from([0.2, 0.4, 0.6]), st.sampled_from([0, 0, 50, 2000]))
@@ -235,6 +237,7 @@ def test_every_stage_keeps_the_invariants(conversation: list[Turn], stages: list
     run_and_check(s, system_id, stages, window, compact_to)
 
 
+@pytest.mark.slow
 @PROFILE
 @given(conversations, conversations, stage_choices(), st.floats(0.05, 0.9))
 def test_repeated_compactions_keep_the_invariants(first: list[Turn], more: list[Turn],

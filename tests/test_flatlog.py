@@ -249,6 +249,7 @@ HELPER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_crash_loop_of_an_agent_writing_a_flat_log(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     done = subprocess.run([sys.executable, "-c", HELPER, str(path), "100", "7"],

@@ -264,6 +264,7 @@ def mutated_files(tmp_path: Path) -> Iterator[tuple[str, bytes]]:
             yield name, b"\n".join(mutated).rstrip(b"\n") + b"\n"
 
 
+@pytest.mark.slow
 def test_mutated_sessions_raise_only_library_errors_and_repair_always_works(
         tmp_path: Path) -> None:
     outcomes = Outcomes()
@@ -283,6 +284,7 @@ def test_mutated_sessions_raise_only_library_errors_and_repair_always_works(
     print(f"\n{cases} mutated files; outcomes: {dict(sorted(outcomes.items()))}")
 
 
+@pytest.mark.slow
 def test_truncation_at_every_offset(tmp_path: Path) -> None:
     base = tmp_path / "base.jsonl"
     with ct.Session.create(base, cwd="/") as s:

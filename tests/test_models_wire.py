@@ -208,6 +208,7 @@ def _no_internal_fields(wire: Any) -> None:
 # -- property round trips ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(chat_conversations)
 def test_openai_chat_round_trip(msgs: list[Message]) -> None:
@@ -217,6 +218,7 @@ def test_openai_chat_round_trip(msgs: list[Message]) -> None:
     assert from_openai_chat(json.loads(json.dumps(wire))) == msgs
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(responses_conversations)
 def test_openai_responses_round_trip(msgs: list[Message]) -> None:
@@ -690,6 +692,7 @@ wild = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.dictionaries(st.sampled_from(WIRE_KEYS), wild, max_size=6), max_size=4))
 def test_malformed_input_fails_cleanly_or_reads_into_valid_messages(items: list[Any]) -> None:

@@ -164,6 +164,7 @@ def _check_linear(storage: PostgresStorage, count: int) -> list[AnyEntry]:
 
 # -- concurrency ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_eight_processes_append_to_one_session(url: str,
                                                storages: Callable[..., PostgresStorage]) -> None:
     workers, n = 8, 1000
@@ -187,6 +188,7 @@ def test_eight_processes_append_to_one_session(url: str,
         reader.close()
 
 
+@pytest.mark.slow
 def test_eight_processes_append_to_eight_sessions(url: str,
                                                   storages: Callable[..., PostgresStorage]) -> None:
     workers, n = 8, 1000

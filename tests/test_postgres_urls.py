@@ -45,6 +45,7 @@ def test_a_url_without_a_session_id_is_a_clear_error(url: str) -> None:
     assert out.returncode == 2 and "#SESSION_ID" in out.stderr
 
 
+@pytest.mark.slow
 def test_jsonl_to_postgres_and_back_is_byte_identical(url: str, tmp_path: Path) -> None:
     assert cli("demo", "--dir", str(tmp_path / "demo")).returncode == 0
     original = tmp_path / "demo" / "session.jsonl"

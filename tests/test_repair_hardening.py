@@ -58,6 +58,7 @@ DEEP = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [250, 1_000, 100_000])
 @pytest.mark.parametrize("where", list(DEEP))
 def test_deeply_nested_json_is_a_clear_error_and_repair_quarantines_it(

@@ -42,8 +42,8 @@ from contextree.runtime import (
     ToolResultLoop,
 )
 from contextree.tools import make_tools
-from helpers import texts
 from helpers import calling as call
+from helpers import texts
 
 BRUTE_KEYS = {"role", "content", "tool_calls", "tool_call_id"}
 

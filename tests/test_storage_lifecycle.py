@@ -267,6 +267,7 @@ def test_stale_temp_files_are_removed_on_open_and_live_ones_kept(tmp_path: Path)
     assert link.is_symlink() and (tmp_path / "notes-target").read_text() == "keep me"
 
 
+@pytest.mark.slow
 def test_killed_forks_leave_no_temp_files_after_the_next_open(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with ct.Session.create(path, cwd="/") as s, s.batch():

@@ -88,6 +88,7 @@ def run_suite(tmp_path: Path, body: str) -> tuple[subprocess.CompletedProcess[st
     return done, real
 
 
+@pytest.mark.slow
 def test_a_run_that_writes_into_the_real_home_fails(tmp_path: Path) -> None:
     done, real = run_suite(tmp_path, LEAK)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -97,6 +98,7 @@ def test_a_run_that_writes_into_the_real_home_fails(tmp_path: Path) -> None:
         in done.stdout
 
 
+@pytest.mark.slow
 def test_a_run_that_spills_leaves_the_real_home_alone(tmp_path: Path) -> None:
     done, real = run_suite(tmp_path, CLEAN)
     assert done.returncode == 0, done.stdout + done.stderr

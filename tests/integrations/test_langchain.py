@@ -152,6 +152,7 @@ def test_retries_and_replays_never_duplicate() -> None:
     assert len(mw.session_for().tree()) == 1            # no branch, no copies
 
 
+@pytest.mark.slow
 def test_compaction_keeps_the_state_and_a_stable_prefix(tmp_path: Path) -> None:
     turns = 6
     script: list[Any] = []

@@ -465,6 +465,7 @@ def test_run_streamed_and_a_cancelled_stream(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_compaction_through_the_runner(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
 

@@ -576,6 +576,7 @@ async def test_history_without_conversation_id_or_store() -> None:
     assert len(seen[-1]) < len(messages)
 
 
+@pytest.mark.slow
 def test_reopen_in_a_new_process_and_continue(tmp_path: Path) -> None:
     root = tmp_path / "conversations"
 
