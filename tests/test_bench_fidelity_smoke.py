@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[1] / "bench" / "bench_fidelity.py"
+from helpers import ROOT
+
+PATH = ROOT / "bench" / "bench_fidelity.py"
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +18,6 @@ from contextree import Message, Session, Usage
 from contextree.models import AnthropicMessages, OpenAIChat, cost_of, table_cost
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def an() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as s:
-        yield s
 
 
 def table_price(body: dict[str, Any], provider: str, flavor: str = "default") -> float:

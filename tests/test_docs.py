@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+from helpers import DOCS
+
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 

@@ -12,11 +12,6 @@ import pytest
 from contextree import OverflowStore
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> OverflowStore:
-    return OverflowStore(tmp_path / "spill", gc_interval=None)
-
-
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 

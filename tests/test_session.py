@@ -450,6 +450,7 @@ def test_stats_of_empty_session() -> None:
 # -- deep chains ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_hundred_thousand_entry_chain_has_no_recursion_limit(tmp_path: Path) -> None:
     n = 100_000
     path = tmp_path / "deep.jsonl"

@@ -22,11 +22,6 @@ GAP = re.compile(r"\n?\[… \d+ lines? \(\d+ bytes, [^)]*\) omitted …\]\n?")
 TAIL_MARK = re.compile(r"^\[line truncated, (\d+) chars\] …")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> OverflowStore:
-    return OverflowStore(tmp_path / "spill", gc_interval=None)
-
-
 def split(t: Truncation) -> tuple[str, str]:
     """(body, hint) of a truncated preview; the body loses at most one trailing newline."""
     i = t.text.rfind(HINT_START)

@@ -12,8 +12,9 @@ import pytest
 
 from contextree.entries import AnyEntry, SessionHeader, now
 from contextree.storage import JsonlStorage, MemoryStorage, Storage
+from helpers import require_postgres
 
-from . import postgres_error, postgres_skip_reason, postgres_url
+from . import postgres_skip_reason
 
 BACKENDS = ["memory", "jsonl", "postgres"]
 
@@ -104,13 +105,7 @@ def _postgres(url: str) -> Backend:
 
 @pytest.fixture(scope="session")
 def pg_url() -> str:
-    url = postgres_url()
-    error = postgres_error()
-    if error:
-        pytest.fail(error)
-    if url is None:
-        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
-    return url
+    return require_postgres()
 
 
 @pytest.fixture(params=BACKENDS)

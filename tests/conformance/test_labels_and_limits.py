@@ -7,17 +7,13 @@ from typing import Any
 
 import pytest
 
-from contextree import Message, Session
-from contextree.entries import CustomEntry, LabelEntry, MessageEntry
+from contextree import Session
+from contextree.entries import CustomEntry, LabelEntry
 from contextree.errors import InvalidEntry
+from helpers import TS
+from helpers import message_entry as msg
 
 from .conftest import Backend
-
-TS = "2025-01-01T00:00:00.000Z"
-
-
-def msg(eid: str, parent: str | None) -> MessageEntry:
-    return MessageEntry(eid, parent, TS, message=Message(role="user", content=eid))
 
 
 def nested(depth: int) -> Any:

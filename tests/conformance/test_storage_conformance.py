@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from contextree import Message, OverflowStore, Session
+from contextree import OverflowStore, Session
 from contextree.entries import (
     AnyEntry,
     LabelEntry,
@@ -35,14 +35,10 @@ from contextree.errors import (
     SessionNotFound,
 )
 from contextree.storage import MemoryStorage, Storage, StorageHealth
+from helpers import TS
+from helpers import message_entry as msg
 
 from .conftest import Backend, new_header
-
-TS = "2025-01-01T00:00:00.000Z"
-
-
-def msg(eid: str, parent: str | None, text: str = "hi", role: str = "user") -> MessageEntry:
-    return MessageEntry(eid, parent, TS, message=Message(role=role, content=text))
 
 
 def ids(entries: list[AnyEntry] | Iterator[AnyEntry]) -> list[str]:

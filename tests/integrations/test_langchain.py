@@ -36,8 +36,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from contextree.entries import CompactionEntry, MessageEntry
 from contextree.integrations.langchain import LC_KEY, ContextreeMiddleware
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from helpers import SRC
 
 
 class ScriptedChat(BaseChatModel):
@@ -153,6 +152,7 @@ def test_retries_and_replays_never_duplicate() -> None:
     assert len(mw.session_for().tree()) == 1            # no branch, no copies
 
 
+@pytest.mark.slow
 def test_compaction_keeps_the_state_and_a_stable_prefix(tmp_path: Path) -> None:
     turns = 6
     script: list[Any] = []
@@ -205,7 +205,7 @@ def test_compaction_keeps_the_state_and_a_stable_prefix(tmp_path: Path) -> None:
         "print(json.dumps([message_to_dict(m)['data']['content'] for m in view]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": SRC}, check=True).stdout
+                         env={"PYTHONPATH": str(SRC)}, check=True).stdout
     contents = json.loads(out)
     assert contents == [json.loads(w)["data"]["content"] for w in view]
 
@@ -293,5 +293,5 @@ def test_missing_extra_names_it() -> None:
         "    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": SRC}, check=True).stdout
+                         env={"PYTHONPATH": str(SRC)}, check=True).stdout
     assert "contextree[langchain]" in out

@@ -53,9 +53,9 @@ from openai.types.responses.response_usage import (
 import contextree as ct
 from contextree.entries import CompactionEntry, MessageEntry
 from contextree.integrations.openai_agents import ITEMS_KEY, ContextreeSession
+from helpers import SRC, as_url, require_postgres
 
 set_tracing_disabled(True)
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 # -- a scripted model -------------------------------------------------------------------------
@@ -465,6 +465,7 @@ def test_run_streamed_and_a_cancelled_stream(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+@pytest.mark.slow
 def test_compaction_through_the_runner(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
 
@@ -498,7 +499,7 @@ def test_compaction_through_the_runner(tmp_path: Path) -> None:
             "print(json.dumps(asyncio.run(s.get_items())))\n"
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={"PYTHONPATH": SRC}, check=True).stdout
+                             env={"PYTHONPATH": str(SRC)}, check=True).stdout
         assert out.strip() == view
 
     asyncio.run(main())
@@ -549,7 +550,7 @@ def test_missing_extra_names_it() -> None:
         "    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": SRC}, check=True).stdout
+                         env={"PYTHONPATH": str(SRC)}, check=True).stdout
     assert "contextree[openai-agents]" in out
 
 
@@ -610,22 +611,7 @@ def test_the_view_kept_up_to_date_equals_a_rebuild() -> None:
 
 @pytest.mark.postgres
 def test_on_postgresql_items_round_trip_and_compaction_persists() -> None:
-    pytest.importorskip("psycopg")
-    from conformance import postgres_error, postgres_skip_reason, postgres_url
-
-    conninfo = postgres_url()
-    if postgres_error():
-        pytest.fail(postgres_error() or "")
-    if conninfo is None:
-        pytest.skip(f"PostgreSQL NOT tested: {postgres_skip_reason()}")
-    import urllib.parse
-
-    from psycopg.conninfo import conninfo_to_dict
-
-    c = conninfo_to_dict(conninfo)
-    query = urllib.parse.urlencode({k: v for k, v in c.items()
-                                    if k not in ("user", "host", "port", "dbname")})
-    url = f"postgresql://{c['user']}@{c['host']}:{c['port']}/{c['dbname']}?{query}"
+    url = as_url(require_postgres())
 
     async def main() -> None:
         s = ContextreeSession("pg-chat", url, window=2_000)

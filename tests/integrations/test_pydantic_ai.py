@@ -61,11 +61,9 @@ from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,
 )
+from helpers import SRC, TESTS, require_postgres
 
 pytestmark = pytest.mark.anyio
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
 
 @pytest.fixture
 def anyio_backend() -> str:
@@ -88,20 +86,11 @@ def dumped(messages: list[ModelMessage]) -> bytes:
 
 # -- stores ----------------------------------------------------------------------------------
 
-def _pg_url() -> str | None:
-    try:
-        import psycopg  # noqa: F401
-    except ImportError:
-        return None
-    from conformance import postgres_error, postgres_url
+def _pg_url() -> str:
+    from contextree.storage.postgres import create_schema
 
-    url = postgres_url()
-    if postgres_error():
-        pytest.fail(postgres_error() or "")
-    if url is not None:
-        from contextree.storage.postgres import create_schema
-
-        create_schema(url)
+    url = require_postgres()
+    create_schema(url)
     return url
 
 
@@ -116,8 +105,6 @@ def make_store(kind: str, tmp: Path) -> ConversationStore:
     if kind == "contextree-jsonl":
         return ContextreeConversationStore(tmp / "conversations", durable=False)
     url = _pg_url()
-    if url is None:
-        pytest.skip("PostgreSQL backend not tested: no server")
     return ContextreeConversationStore(url)
 
 
@@ -442,8 +429,6 @@ def test_postgres_writers_in_threads(tmp_path: Path) -> None:
     """Many stores (separate pools, as separate processes would have) save one conversation
     at once: each save either lands whole or gets ConversationConflict; none is lost."""
     url = _pg_url()
-    if url is None:
-        pytest.skip("PostgreSQL backend not tested: no server")
     cid = f"pg-{uuid.uuid4().hex[:8]}"
     setup = ContextreeConversationStore(url)
     asyncio.run(setup.save(Conversation(conversation_id=cid, messages=[req("0")])))
@@ -591,6 +576,7 @@ async def test_history_without_conversation_id_or_store() -> None:
     assert len(seen[-1]) < len(messages)
 
 
+@pytest.mark.slow
 def test_reopen_in_a_new_process_and_continue(tmp_path: Path) -> None:
     root = tmp_path / "conversations"
 
@@ -626,7 +612,8 @@ def test_reopen_in_a_new_process_and_continue(tmp_path: Path) -> None:
                               "sent": len(seen[0]), "compactions": history.compactions}}))
         asyncio.run(main())
     """)
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS),
+                                                         os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                          timeout=120, check=False)
     assert out.returncode == 0, out.stderr
@@ -661,7 +648,7 @@ def test_missing_extra_names_it() -> None:
         else:
             print("imported")
     """)
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**os.environ, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
                          timeout=60, check=True)
     assert "contextree[pydantic-ai]" in out.stdout

@@ -1,0 +1,121 @@
+"""The terminal is safe from session content (issue 11, "The terminal"): escape sequences and
+control characters from a session or a file name are shown, never sent, in every text output,
+piped or on a terminal; ``--json`` stays exact."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from contextree import Message, Session, ToolCall
+from contextree.cli.terminal import fit, visible, width_of
+from helpers import SGR, cli_bytes, run_on_terminal
+
+# What a hostile tool output or file could carry: clipboard write (OSC 52), window title,
+# a hyperlink, clear screen and cursor home, C1 CSI and OSC, a right-to-left override, and
+# carriage return / backspace / bell.
+EVIL = ("\x1b]52;c;cHduZWQ=\x07" "\x1b]0;pwned title\x07"
+        "\x1b]8;;http://evil.example\x1b\\click\x1b]8;;\x1b\\" "\x1b[2J\x1b[H"
+        "\x9b31m" "\x9d0;c1 title\x9c" "\u202egnp.exe" "\r\x08\x07")
+# Bytes that must not reach a terminal: ESC, BEL, backspace, CR, C1 in UTF-8, bidi controls.
+FORBIDDEN = re.compile(rb"[\x1b\x07\x08\r]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]")
+
+
+def hostile_session(path: Path) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    with Session.create(path, cwd="/w" + EVIL, durable=False) as s:
+        s.append_message(Message.system("system " + EVIL))
+        ids["user"] = s.append_message(Message.user("hi " + EVIL))
+        s.append_message(Message.assistant(
+            "ok " + EVIL, model="m" + EVIL, provider="p" + EVIL,
+            tool_calls=[ToolCall(id="c" + EVIL, name="shell" + EVIL,
+                                 arguments={"command" + EVIL: EVIL})]))
+        s.append_message(Message.tool("out " + EVIL + "\n" + EVIL, tool_call_id="c" + EVIL,
+                                      name="shell" + EVIL))
+        s.set_label(ids["user"], "label" + EVIL)
+        s.move_to(ids["user"], summary="summary " + EVIL)
+        s.append_message(Message.user("again"))
+        s.set_name("name " + EVIL)
+    return ids
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> Path:
+    folder = tmp_path / ("dir" + "\x1b]0;T\x07")
+    folder.mkdir()
+    path = folder / ("s" + "\x1b[2J" + ".jsonl")
+    hostile_session(path)
+    return path
+
+
+def commands(path: Path) -> list[list[str]]:
+    """Every human-readable output that shows session content or file names."""
+    p = str(path)
+    return [
+        ["tree", p], ["tree", p, "--all"], ["show", p], ["show", p, "--context"],
+        ["show", p, "--at", "label" + EVIL], ["stats", p], ["verify", p],
+        ["ls", str(path.parent)], ["show", p, "--at", "nope" + EVIL],
+        ["compact", p, "--window", "200", "--dry-run"],
+        ["export", "openai-chat", p, "-o", str(path.parent / ("x" + EVIL + ".json"))],
+    ]
+
+
+def test_visible_escapes_every_kind_of_control() -> None:
+    assert visible("a\x1b]52;c;x\x07b") == "a\\x1b]52;c;x\\x07b"
+    assert visible("\x9b31m\x9d") == "\\x9b31m\\x9d"
+    assert visible("\u202eevil\u2066") == "\\u202eevil\\u2066"
+    assert visible("a\nb\rc\td") == "a\\nb\\rc\\td"
+    assert visible("a\tb", tabs=True) == "a\tb"
+    assert visible("\x7f\x00") == "\\x7f\\x00"
+    assert visible("plain ünïcødé 中文 ✓") == "plain ünïcødé 中文 ✓"
+    assert visible("\udcff") == "\\udcff"  # an undecodable byte kept by surrogateescape
+    assert fit("中文中文中文", 7) == "中文中…" and width_of(fit("中文中文中文", 7)) <= 7
+
+
+@pytest.mark.slow
+def test_piped_text_output_carries_no_escape_sequence(hostile: Path) -> None:
+    for args in commands(hostile):
+        out = cli_bytes(*args)
+        assert b"Traceback" not in out.stderr, (args, out.stderr)
+        for stream in (out.stdout, out.stderr):
+            assert not FORBIDDEN.search(stream), (args, stream[:400])
+    # What was escaped is visible, not dropped.
+    tree = cli_bytes("tree", str(hostile)).stdout.decode()
+    assert "\\x1b]52;c;cHduZWQ=\\x07" in tree
+
+
+@pytest.mark.slow
+def test_terminal_output_sends_only_our_colours(hostile: Path) -> None:
+    for args in commands(hostile)[:8]:
+        out, code = run_on_terminal(args)
+        assert code == 0, (args, out[-400:])
+        assert b"\x1b[" in out  # styled: this really is the rich path
+        assert not FORBIDDEN.search(SGR.sub(b"", out)), (args, out[:400])
+
+
+def test_json_stays_exact(hostile: Path) -> None:
+    out = cli_bytes("show", str(hostile), "--json")
+    assert not FORBIDDEN.search(out.stdout)  # C1 and bidi written as \u escapes
+    entries = json.loads(out.stdout)
+    with Session.open(hostile, readonly=True) as s:
+        branch = s.branch()
+        assert [e["id"] for e in entries] == [e.id for e in branch]
+        texts = [e["message"]["content"] for e in entries if e["type"] == "message"]
+        assert texts[0] == "system " + EVIL and texts[1] == "hi " + EVIL
+        assert entries[-1]["name"] == "name " + EVIL
+    listed = json.loads(cli_bytes("ls", str(hostile.parent), "--json").stdout)
+    assert listed[0]["name"] == "name " + EVIL and listed[0]["path"] == str(hostile)
+
+
+def test_the_demo_shows_hostile_paths_escaped(tmp_path: Path) -> None:
+    where = tmp_path / ("run" + "\x1b]0;T\x07" + "\x9b2J")
+    out = cli_bytes("demo", "--dir", str(where))
+    assert out.returncode == 0, out.stderr
+    assert not FORBIDDEN.search(out.stdout) and not FORBIDDEN.search(out.stderr)
+    assert b"\\x1b]0;T\\x07" in out.stdout
+    screen, code = run_on_terminal(["demo", "--dir", str(tmp_path / ("tty" + "\x1b]0;T\x07"))])
+    assert code == 0
+    assert not FORBIDDEN.search(SGR.sub(b"", screen))

@@ -1,0 +1,268 @@
+"""Helpers shared by the test modules; fixtures shared by many live in conftest.py.
+
+Grouped by what they help with: paths, sessions and raw session lines, the command line,
+messages and tool calls, PostgreSQL. Anything used by one test module only stays there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner, Result
+
+import contextree as ct
+from contextree import Message, Session, ToolCall, Usage
+from contextree.cli import app
+from contextree.entries import MessageEntry
+
+# -- paths ---------------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+"""The tests folder."""
+ROOT = TESTS.parent
+"""The repository."""
+SRC = ROOT / "src"
+DOCS = ROOT / "docs"
+DATA = TESTS / "data"
+"""Test data (``tests/data``)."""
+FORMATS_DATA = DATA / "formats"
+"""Sample files of every session format."""
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+def make_session(path: Path, *, turns: int = 3) -> dict[str, str]:
+    """A session with a tool call, a label, a compaction, a branch and a leaf off the tip.
+    Returns the ids of interesting entries."""
+    ids: dict[str, str] = {}
+    with Session.create(path, cwd="/work/app", durable=False) as s:
+        s.append_message(Message.system("You are a coding agent."))
+        ids["task"] = s.append_message(Message.user("Fix the bug in calc.py"))
+        ids["call"] = s.append_message(Message.assistant(
+            "Reading calc.py.", tool_calls=[ToolCall(id="c1", name="read",
+                                                     arguments={"path": "calc.py"})],
+            usage=Usage(input=500, output=20, total=520, cost=0.002), model="m1",
+            provider="openai"))
+        ids["result"] = s.append_message(Message.tool("def add(a, b):\n    return a - b\n",
+                                                      tool_call_id="c1", name="read"))
+        ids["found"] = s.append_message(Message.assistant("add() subtracts; fixing it."))
+        s.set_label(ids["found"], "diagnosis")
+        for i in range(turns):
+            s.append_message(Message.user(f"step {i}"))
+            s.append_message(Message.assistant(f"done {i}"))
+        ids["compaction"] = s.append_compaction(summary="Fixed add() in calc.py.", first_kept_entry_id=ids["found"], tokens_before=900,
+                                                tokens_after=300)
+        ids["tip_a"] = s.append_message(Message.user("Now try approach A."))
+        ids["summary"] = s.move_to(ids["found"], "Approach A was abandoned.") or ""
+        ids["tip_b"] = s.append_message(Message.user("Approach B instead."))
+        s.set_name("calc fix")
+    return ids
+
+
+def big_session(path: Path) -> None:
+    """A session of 12 shell calls with 150-line outputs: enough to compact."""
+    with Session.create(path, durable=False) as s:
+        s.append_message(Message.system("You are a coding agent."))
+        s.append_message(Message.user("Find the slow test."))
+        for i in range(12):
+            s.append_message(Message.assistant(f"Running part {i}.", tool_calls=[
+                ToolCall(id=f"c{i}", name="shell", arguments={"command": f"pytest part{i}"})]))
+            s.append_message(Message.tool(f"part {i} output line\n" * 150,
+                                          tool_call_id=f"c{i}", name="shell"))
+        s.append_message(Message.assistant("Part 7 is slow."))
+
+
+def user_session(path: Path, n: int = 3, *, repeat: int = 1) -> list[str]:
+    """A durable session of ``n`` user messages ``m0``, ``m1``... (each ``repeat`` times
+    over); returns their ids."""
+    with ct.Session.create(path, cwd="/") as s:
+        return [s.append_message(ct.Message.user(f"m{i}" * repeat)) for i in range(n)]
+
+
+def open_fds() -> int:
+    """How many file descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+# -- entries and raw session lines -------------------------------------------------------------
+
+TS = "2026-01-01T00:00:00.000Z"
+"""A fixed timestamp for hand-made entries."""
+
+
+def message_entry(eid: str, parent: str | None, text: str | None = None,
+                  role: str = "user") -> MessageEntry:
+    """A message entry with id ``eid``; its text is ``text``, else the id."""
+    return MessageEntry(eid, parent, TS, message=Message(role=role, content=eid if text is None
+                                                         else text))
+
+
+def raw_header(cwd: str = "/") -> bytes:
+    """The header line of a session file with id ``sid``."""
+    return orjson.dumps({"type": "session", "id": "sid", "created_at": TS, "version": 1,
+                         "cwd": cwd})
+
+
+def raw_message(eid: str, parent: str | None, text: str = "x") -> bytes:
+    """The line of a user message entry."""
+    return orjson.dumps({"type": "message", "id": eid, "parent_id": parent, "timestamp": TS,
+                         "message": {"role": "user", "content": text}})
+
+
+def write_lines(path: Path, lines: Sequence[bytes]) -> None:
+    """Write ``lines`` to ``path``, each ending in a newline."""
+    path.write_bytes(b"".join(x + b"\n" for x in lines))
+
+
+# -- the command line ----------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def run(*args: str | Path, code: int = 0) -> Result:
+    """Run the CLI in this process; it must exit with ``code`` (and say nothing on stderr
+    when it succeeds)."""
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    if code == 0:
+        assert result.stderr == ""
+    return result
+
+
+def run_json(*args: str | Path) -> Any:
+    """Run the CLI with ``--json`` and parse what it printed."""
+    return json.loads(run(*args, "--json").stdout)
+
+
+def one_line_error(result: Result, *needles: str) -> None:
+    """The failure is a single ``error:`` line on stderr, naming ``needles``."""
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def cli(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m contextree ARGS`` in a new process (``env`` added to the environment)."""
+    return subprocess.run([sys.executable, "-m", "contextree", *map(str, args)],
+                          capture_output=True, text=True, timeout=180,
+                          env={**os.environ, **env})
+
+
+def cli_bytes(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    """``cli`` with the output as bytes, exactly as written."""
+    return subprocess.run([sys.executable, "-m", "contextree", *map(str, args)],
+                          capture_output=True, timeout=180)
+
+
+SGR = re.compile(rb"\x1b\[[0-9;]*m")
+"""Colours and bold: the only escape sequences the CLI sends itself."""
+
+
+def run_on_terminal(args: list[str], columns: int = 100) -> tuple[bytes, int]:
+    """Run the CLI with stdout on a pseudo-terminal (rich styles it); return what it wrote."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(columns), LINES="50")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "contextree", *args], stdout=slave,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return out.replace(b"\r\n", b"\n"), proc.wait(timeout=60)  # the tty's own newlines
+
+
+# -- messages and tool calls ---------------------------------------------------------------------
+
+def calling(call_id: str, name: str, **arguments: Any) -> Message:
+    """An assistant message that calls one tool and says nothing."""
+    return Message.assistant("", tool_calls=[ToolCall(id=call_id, name=name,
+                                                      arguments=arguments)])
+
+
+def texts(messages: Sequence[Message]) -> list[str]:
+    """The text of each message."""
+    return [m.text for m in messages]
+
+
+def check_pairing(messages: Sequence[Message]) -> None:
+    """Each tool result directly follows the assistant message that called it (after other
+    results of that message), each call has exactly one result, and no result is orphaned."""
+    pending: list[str] = []
+    for m in messages:
+        if m.role == "tool":
+            assert m.tool_call_id in pending, f"orphan or misplaced result {m.tool_call_id}"
+            pending.remove(m.tool_call_id)
+            continue
+        assert not pending, f"calls without results: {pending}"
+        if m.role == "assistant" and m.tool_calls:
+            ids = [c.id for c in m.tool_calls]
+            assert len(set(ids)) == len(ids)
+            pending = ids
+    assert not pending, f"calls without results: {pending}"
+
+
+def interrupted(messages: Sequence[Message]) -> set[str | None]:
+    """The call ids whose result is the placeholder for an interrupted call."""
+    return {m.tool_call_id for m in messages if (m.meta or {}).get("kind") == "interrupted"}
+
+
+@ct.tool(name="big")
+def big(n: int = 100) -> str:
+    """Return n lines of output."""
+    return ("x" * 59 + "\n") * n
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------
+
+def require_postgres() -> str:
+    """The conninfo of this run's scratch schema; fails the test when a configured server is
+    unusable, and skips it (loudly, see conformance) when there is none."""
+    pytest.importorskip("psycopg")
+    from conformance import postgres_error, postgres_skip_reason, postgres_url
+
+    url = postgres_url()
+    error = postgres_error()
+    if error:
+        pytest.fail(error)
+    if url is None:
+        pytest.skip(f"PostgreSQL backend NOT tested: {postgres_skip_reason()}")
+    return url
+
+
+def as_url(conninfo: str) -> str:
+    """A conninfo (``host=... options=...``) as a ``postgresql://`` URL."""
+    from urllib.parse import quote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    d = conninfo_to_dict(conninfo)
+    user = quote(str(d.pop("user", "postgres")))
+    host, port = d.pop("host", "127.0.0.1"), d.pop("port", "5432")
+    db = d.pop("dbname", "postgres")
+    query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in d.items())
+    return f"postgresql://{user}@{host}:{port}/{db}" + (f"?{query}" if query else "")
