@@ -37,7 +37,7 @@ from .._files import atomic_write
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart
 from ..entries import CompactionEntry, MessageEntry, UnknownEntry, now
 from ..errors import SessionExists
-from ..markers import Kind
+from ..markers import CompactionSummaryMarker, Kind
 from ._base import Json, dump_lines
 from ._claude_code import EXTRA_KEY, claude_home
 
@@ -319,9 +319,9 @@ def _summary(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Json], *,
     line = w.base("system", stamp, boundary, None, boundary.get("uuid") if boundary else None)
     line.update({"subtype": "compact_boundary", "content": "Conversation compacted",
                  "isMeta": False, "logicalParentUuid": None, "level": "info"})
-    line.setdefault("compactMetadata", {"trigger": "manual",
-                                        "preTokens": int((msg.meta or {}).get(
-                                            "tokens_before", 0))})
+    mark = msg.marker
+    before = mark.tokens_before if isinstance(mark, CompactionSummaryMarker) else None
+    line.setdefault("compactMetadata", {"trigger": "manual", "preTokens": before or 0})
     if isinstance(line.get("compactMetadata"), dict):  # its preserved lines are written out
         line["compactMetadata"] = {k: v for k, v in line["compactMetadata"].items()
                                    if k not in ("preservedSegment", "preservedMessages")}
