@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
@@ -99,7 +98,7 @@ class Retry:
     function of your own is given)."""
 
     def __init__(self, app: App, /, attempts: int = 4, base_delay: float = 1.0,
-                 max_delay: float = 60.0, sleep: Callable[[float], Any] | None = None) -> None:
+                 max_delay: float = 60.0, sleep: Callable[[float], object] | None = None) -> None:
         if attempts < 1:
             raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
         self.app = app
