@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from ._messages import Message
 from .entries import (
@@ -24,7 +23,13 @@ from .entries import (
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
 )
-from .markers import Kind, marker
+from .markers import (
+    BranchSummaryMarker,
+    CompactionSummaryMarker,
+    CustomMessageMarker,
+    InterruptedMarker,
+    Kind,
+)
 from .tokens import usage_anchor
 
 # A projector turns a custom entry into messages: (entry, index in context entries, entries).
@@ -118,27 +123,22 @@ def build_context(
 def summary_message(comp: CompactionEntry) -> Message:
     """The compaction summary as the model sees it: a system message whose marker carries
     the raw summary, so a list of messages can be compacted again without reading text."""
-    info: dict[str, Any] = {}
-    if isinstance(comp.details, dict) and comp.details.get("digest") is not None:
-        info["digest"] = comp.details["digest"]  # its state, for compacting the list again
-    return Message(
-        role="system",
-        content=SUMMARY_PREFIX + comp.summary,
-        meta=marker(Kind.COMPACTION_SUMMARY, entry_id=comp.id,
-                    tokens_before=comp.tokens_before, summary=comp.summary, **info),
-    )
+    digest = comp.details.get("digest") if isinstance(comp.details, dict) else None
+    mark = CompactionSummaryMarker(  # the digest: its state, for compacting the list again
+        entry_id=comp.id, tokens_before=comp.tokens_before, summary=comp.summary,
+        digest=digest if isinstance(digest, dict) else None)
+    return Message(role="system", content=SUMMARY_PREFIX + comp.summary, meta=mark.to_meta())
 
 
 def summary_of(message: Message) -> tuple[str, int] | None:
     """The raw summary and ``tokens_before`` a compaction summary message was rendered from
     (by :func:`summary_message`), or ``None`` for any other message. A marker without the raw
     summary (written by an older version) gives the text the model saw."""
-    if message.kind is not Kind.COMPACTION_SUMMARY:
+    mark = message.marker
+    if not isinstance(mark, CompactionSummaryMarker):
         return None
-    meta = message.meta or {}
-    summary, tokens_before = meta.get("summary"), meta.get("tokens_before")
-    return (summary if isinstance(summary, str) else message.text,
-            tokens_before if isinstance(tokens_before, int) else 0)
+    return (mark.summary if mark.summary is not None else message.text,
+            mark.tokens_before or 0)
 
 
 def _entry_messages(
@@ -154,7 +154,7 @@ def _entry_messages(
             Message(
                 role="user",
                 content=entry.content,
-                meta=marker(Kind.CUSTOM_MESSAGE, custom_type=entry.custom_type),
+                meta=CustomMessageMarker(custom_type=entry.custom_type).to_meta(),
             ),
         )
     if isinstance(entry, BranchSummaryEntry):
@@ -163,7 +163,7 @@ def _entry_messages(
                 role="system",
                 content="The conversation returned here from another branch. Summary of that "
                 "branch:\n\n" + entry.summary,
-                meta=marker(Kind.BRANCH_SUMMARY, from_id=entry.from_id),
+                meta=BranchSummaryMarker(from_id=entry.from_id).to_meta(),
             ),
         )
     if isinstance(entry, CustomEntry) and projectors and entry.custom_type in projectors:
@@ -189,7 +189,7 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
 def interrupted_result(call_id: str, name: str | None) -> Message:
     """The tool result that stands in for one that never arrived."""
     return Message.tool(INTERRUPTED, tool_call_id=call_id, name=name, is_error=True,
-                        meta=marker(Kind.INTERRUPTED))
+                        meta=InterruptedMarker().to_meta())
 
 
 def repair_pairing(

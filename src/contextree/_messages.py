@@ -12,7 +12,16 @@ from typing import Any, Literal, Self
 
 import msgspec
 
-from .markers import Kind, TruncationRecord, kind_of, marker, truncation_of
+from .markers import (
+    Kind,
+    Marker,
+    ShellMeta,
+    TruncationRecord,
+    kind_of,
+    marker_for,
+    marker_of,
+    truncation_of,
+)
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
@@ -230,13 +239,26 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         return kind_of(self.meta)
 
     @property
+    def marker(self) -> Marker | None:
+        """The decoded marker of a synthetic message (``CompactionSummaryMarker``...), or
+        ``None`` for one that a person or a model wrote."""
+        return marker_of(self.meta)
+
+    @property
     def truncation(self) -> TruncationRecord | None:
         """How this tool result was cut, or ``None`` if it was not."""
         return truncation_of(self.meta)
 
-    def marked(self, kind: Kind, *, content: str | None = None, **info: Any) -> Message:
-        """A copy marked as a synthetic message of ``kind`` (optionally with new content)."""
-        meta = {**(self.meta or {}), **marker(kind, **info)}
+    @property
+    def shell(self) -> ShellMeta | None:
+        """What this shell tool result records (``exit_code``...), or ``None``."""
+        return ShellMeta.of(self.meta)
+
+    def marked(self, marker: Marker | Kind, *, content: str | None = None) -> Message:
+        """A copy marked as a synthetic message (``marker``, or a bare marker of a ``Kind``),
+        optionally with new content; the other keys of ``meta`` are kept."""
+        typed = marker if isinstance(marker, Marker) else marker_for(marker)
+        meta = {**(self.meta or {}), **typed.to_meta()}
         if content is None:
             return self.replace(meta=meta)
         return self.replace(content=content, meta=meta)

@@ -1084,12 +1084,13 @@ def test_compacted_event_payload() -> None:
     names = [e["event"] for e in events]
     assert names == ["compacted"]
     p = dict(events[0])
-    assert p.pop("event") == "compacted" and p == r.payload()
+    assert p.pop("event") == "compacted"
+    assert {**p, "stages": [vars(st) for st in p["stages"]]} == r.payload()
     assert p["entry_id"] == s.leaf_id
     assert "## Summary written by the summarizer\nTHE SUMMARY\n" in p["summary"]
-    assert [st["name"] for st in p["stages"]] == ["tool_results", "sliding_window", "summarize"]
+    assert [st.name for st in p["stages"]] == ["tool_results", "sliding_window", "summarize"]
     for st in p["stages"]:
-        assert st["tokens_after"] < st["tokens_before"]
+        assert st.tokens_after < st.tokens_before
     assert p["tokens_before"] > p["tokens_after"]
     assert p["cleared"] and p["dropped"] and p["summarized"]
     assert p["reached_target"] is True and p["reason"] == ""

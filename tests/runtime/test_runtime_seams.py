@@ -4,6 +4,7 @@ by a tool's kind rather than its name."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from contextree.runtime import (
     Retry,
     SessionLog,
     SessionTree,
+    StopReason,
     SystemPrompt,
     ToolResultLoop,
 )
@@ -155,7 +157,8 @@ def test_every_runtime_event_payload_has_exactly_its_keys(tmp_path: Path) -> Non
     for payload in seen:
         event = Event(payload["event"])
         assert isinstance(payload["event"], Event)
-        assert set(payload) == PAYLOADS[event].__required_keys__, event
+        assert set(payload) == {f.name for f in dataclasses.fields(PAYLOADS[event])}, event
+        assert isinstance(payload, PAYLOADS[event])
 
 
 # -- Env changes only through its methods ---------------------------------------------------
@@ -180,8 +183,10 @@ def test_env_state_cannot_be_changed_behind_its_methods() -> None:
     assert [m.text for m in env.messages] == ["hi", "hello"]
     assert added == [env.messages[-1]]  # add() told the listener
     assert env.next_iteration() == 1 == env.iteration
-    env.stop("why", "a notice")
-    assert env.stopped == "why" and env.notices == ("a notice",)
+    env.stop(StopReason.MIDDLEWARE, "a notice")
+    assert env.stopped == "middleware" and env.notices == ("a notice",)
+    with pytest.raises(InvalidArgument, match="unknown stop reason 'why'"):
+        env.stop("why", "a notice")  # type: ignore[arg-type]
 
 
 def test_a_middleware_cannot_slip_a_message_past_persistence(tmp_path: Path) -> None:

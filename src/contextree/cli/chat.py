@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, TextIO
 
 import platformdirs
 import typer
@@ -33,13 +33,24 @@ from ..models._base import Model
 from ..models._openai_chat import OpenAIChat
 from ..runtime import (
     Agent,
+    BudgetPayload,
+    CompactedPayload,
+    CompactionStartPayload,
     DefaultCompactionPipeline,
     DefaultToolPipeline,
-    Event,
+    InterruptedPayload,
+    Payload,
     Retry,
+    RetryPayload,
     SessionTree,
+    StopReason,
     SystemPrompt,
+    TextDeltaPayload,
+    ThinkingDeltaPayload,
+    ToolEndPayload,
     ToolResultLoop,
+    ToolStartPayload,
+    TurnEndPayload,
     agent,
 )
 from ..runtime._env import Env
@@ -236,38 +247,37 @@ class Chat:
         except ContextreeError as e:
             self.screen.line(f"error: {e}")
 
-    def show(self, event: Any) -> None:
+    def show(self, event: Payload) -> None:
         """Print one event."""
-        kind = event["event"]
         screen = self.screen
-        if kind == Event.TEXT_DELTA:
-            screen.stream(event["text"])
-        elif kind == Event.THINKING_DELTA:
-            screen.stream(event["text"], dim=True)
-        elif kind == Event.TOOL_START and not self._asks(event["call"]):
-            screen.line(f"-> {event['call'].name}({_describe(event['call'])})", dim=True)
-        elif kind == Event.TOOL_END:
-            result = event["result"]
+        if isinstance(event, TextDeltaPayload):
+            screen.stream(event.text)
+        elif isinstance(event, ThinkingDeltaPayload):
+            screen.stream(event.text, dim=True)
+        elif isinstance(event, ToolStartPayload) and not self._asks(event.call):
+            screen.line(f"-> {event.call.name}({_describe(event.call)})", dim=True)
+        elif isinstance(event, ToolEndPayload):
+            result = event.result
             lines = result.content.count("\n") + 1 if isinstance(result.content, str) else 1
             head = shorten(first_line(str(result.content)), 100)
             screen.line(f"<- {'error: ' if result.is_error else ''}{head}"
                         + (f" ({lines} lines)" if lines > 1 else ""), dim=True)
-        elif kind == Event.COMPACTION_START:
-            screen.line(f"[compacting: {event['tokens']:,} tokens in a {event['window']:,} "
+        elif isinstance(event, CompactionStartPayload):
+            screen.line(f"[compacting: {event.tokens:,} tokens in a {event.window:,} "
                         "window]", dim=True)
-        elif kind == Event.COMPACTED:
-            screen.line(f"[compacted: {event['tokens_before']:,} -> "
-                        f"{event['tokens_after']:,} tokens]", dim=True)
-        elif kind == Event.RETRY:
-            screen.line(f"[retrying in {event['delay']:.0f} s: {event['error']}]", dim=True)
-        elif kind == Event.INTERRUPTED:
+        elif isinstance(event, CompactedPayload):
+            screen.line(f"[compacted: {event.tokens_before:,} -> "
+                        f"{event.tokens_after:,} tokens]", dim=True)
+        elif isinstance(event, RetryPayload):
+            screen.line(f"[retrying in {event.delay:.0f} s: {event.error}]", dim=True)
+        elif isinstance(event, InterruptedPayload):
             screen.line("[interrupted: the partial reply is saved]", dim=True)
-        elif kind == Event.BUDGET:
+        elif isinstance(event, BudgetPayload):
             screen.line("[stopped: budget]", dim=True)
-        elif kind == Event.TURN_END:
-            usage, cost = event["usage"], event["cost"]
-            if event["stopped"] not in (None, "interrupted"):
-                screen.line(f"[stopped: {event['stopped']}]", dim=True)
+        elif isinstance(event, TurnEndPayload):
+            usage, cost = event.usage, event.cost
+            if event.stopped not in (None, StopReason.INTERRUPTED):
+                screen.line(f"[stopped: {event.stopped}]", dim=True)
             billed = usage.input + usage.cache_read + usage.cache_write + usage.output
             money = cost_text(cost, 0) if cost is not None else "cost unknown"
             screen.line(f"[{billed:,} tokens, {money}]", dim=True)

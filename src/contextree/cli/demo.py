@@ -48,7 +48,7 @@ from ..runtime import (
     ToolResultLoop,
     agent,
 )
-from ..runtime._events import Event
+from ..runtime._events import CompactedPayload, TruncatedPayload
 from ..tools import make_tools
 from .terminal import visible
 
@@ -324,8 +324,8 @@ def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
     model = ScriptedModel([*fix, *build, *branch], name="scripted-demo")
 
     facts: dict[str, Any] = {"compactions": 0, "truncations": 0, "replies": []}
-    compactions: list[dict[str, Any]] = []
-    truncations: list[dict[str, Any]] = []
+    compactions: list[CompactedPayload] = []
+    truncations: list[TruncatedPayload] = []
     demo = (agent()
             .use(SessionTree, path=path, cwd=str(workspace))
             .use(SystemPrompt, text=SYSTEM)
@@ -337,8 +337,8 @@ def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
                  compactor=CompactionPipeline([ToolResults(), Digest()]))
             .use(DefaultToolPipeline, tools=make_tools(workspace, store=store), store=store)
             .run(model))
-    demo.on(Event.COMPACTED, lambda env, p: compactions.append(p))
-    demo.on(Event.TRUNCATED, lambda env, p: truncations.append(p))
+    demo.on(CompactedPayload, lambda env, p: compactions.append(p))
+    demo.on(TruncatedPayload, lambda env, p: truncations.append(p))
 
     def turn(prompt: str) -> str:
         console.print()
@@ -358,14 +358,14 @@ def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
         s.set_label(fixed_at, "tests-fixed")
     turn("Write build.py that prints a verbose build log, run it, and tell me about warnings.")
     for c in compactions:
-        applied = ", ".join(s["name"] for s in c["stages"] if s["applied"])
+        applied = ", ".join(s.name for s in c.stages if s.applied)
         _say(console, ("compacted", "bold blue"),
-             (f": {c['tokens_before']:,} {sym.to} {c['tokens_after']:,} tokens ({applied}; "
-              f"{len(c['cleared'])} tool results cleared, {len(c['dropped'])} entries dropped "
+             (f": {c.tokens_before:,} {sym.to} {c.tokens_after:,} tokens ({applied}; "
+              f"{len(c.cleared)} tool results cleared, {len(c.dropped)} entries dropped "
               "from the context, all kept in the file)", ""))
     for t in truncations:
         _say(console, ("truncated", "bold yellow"),
-             (f": {t['total_lines']:,} lines {sym.to} saved to {t['saved_path']}", ""))
+             (f": {t.total_lines or 0:,} lines {sym.to} saved to {t.saved_path}", ""))
 
     console.print()
     _say(console, ("Branching", "bold"), (": back to the entry labelled 'tests-fixed', with a "

@@ -116,10 +116,9 @@ def output_text(result: Message) -> str:
 def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
     """The exit code of a command's result: from its meta, from a JSON result's
     ``metadata`` (Codex), or (``scan_text``) stated in its text."""
-    meta = result.meta or {}
-    code = meta.get("exit_code")
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code
+    shell = result.shell
+    if shell is not None:
+        return shell.exit_code
     if not scan_text:
         return None
     text = result.text

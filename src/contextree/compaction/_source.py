@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .._context import SessionContext, summary_of
 from .._messages import Message
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
-from ..markers import Kind
+from ..markers import CompactionSummaryMarker, Kind
 
 __all__ = ["MessageBranch", "branch_of"]
 
@@ -53,7 +53,8 @@ def branch_of(messages: Sequence[Message]) -> MessageBranch:
         found = summary_of(m) if i == last else None
         if found is not None:
             summary, tokens_before = found
-            digest = (m.meta or {}).get("digest")  # the summary's state, when it has one
+            mark = m.marker
+            digest = mark.digest if isinstance(mark, CompactionSummaryMarker) else None
             entry = CompactionEntry(eid, parent, "", summary=summary,
                                     first_kept_entry_id=entries[0].id if entries else None,
                                     tokens_before=tokens_before,

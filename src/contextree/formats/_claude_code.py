@@ -72,7 +72,7 @@ from ..entries import (
     now,
 )
 from ..errors import SessionNotFound
-from ..markers import Kind
+from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
     Imported,
@@ -100,6 +100,7 @@ EXTRA_KEY = "claude_code"
 """The entry field holding the Claude Code lines an entry was made from."""
 
 _CHAIN_MESSAGES = ("user", "assistant")
+_CLAUDE_SUMMARY = CompactionSummaryMarker(source="claude-code")
 KNOWN_RECORDS = frozenset((
     "user", "assistant", "system", "attachment", "summary", "custom-title",
     "file-history-snapshot", "queue-operation", "last-prompt", "mode", "ai-title", "tag",
@@ -561,7 +562,7 @@ class _Builder:
         elif node.kind in ("user", "summary"):
             msgs = user_messages(node.first["message"].get("content"), self.names)
             if node.kind == "summary":
-                msgs = [m.marked(Kind.COMPACTION_SUMMARY, source="claude-code") for m in msgs]
+                msgs = [m.marked(_CLAUDE_SUMMARY) for m in msgs]
             owner = None
             if all(m.role == "tool" for m in msgs):
                 owner = self.call_owner.get(msgs[0].tool_call_id or "")
@@ -644,7 +645,7 @@ class _Builder:
         comp = self.by_id[boundary.ids[0]]
         assert isinstance(comp, CompactionEntry)
         msgs = user_messages(node.first["message"].get("content"), self.names)
-        summary = [m.marked(Kind.COMPACTION_SUMMARY, source="claude-code") for m in msgs]
+        summary = [m.marked(_CLAUDE_SUMMARY) for m in msgs]
         comp.retained_tail = summary + list(comp.retained_tail or ())
         kept = comp.extra[EXTRA_KEY]
         kept["records"].append(_without_content(node.first))

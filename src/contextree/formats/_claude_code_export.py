@@ -35,9 +35,10 @@ from typing import Any
 
 from .._files import atomic_write
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart
+from .._session import Session
 from ..entries import CompactionEntry, MessageEntry, UnknownEntry, now
 from ..errors import SessionExists
-from ..markers import Kind
+from ..markers import CompactionSummaryMarker, Kind
 from ._base import Json, dump_lines
 from ._claude_code import EXTRA_KEY, claude_home
 
@@ -50,7 +51,7 @@ _ENVELOPE_DROP = ("uuid", "parentUuid", "sessionId", "message", "logicalParentUu
                   "sourceToolAssistantUUID")
 
 
-def session_uuid(session: Any, at: str | None = None) -> str:
+def session_uuid(session: Session, at: str | None = None) -> str:
     """The ``sessionId`` of an export: a UUID derived from the session id and the exported
     entry, so each branch exports as its own Claude Code session and never as the original
     one it may have been imported from."""
@@ -62,12 +63,12 @@ def project_folder(cwd: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
-def write(session: Any, at: str | None = None) -> bytes:
+def write(session: Session, at: str | None = None) -> bytes:
     """The Claude Code lines of the context at ``at`` (see the module notes)."""
     return dump_lines(records(session, at))
 
 
-def export_to_home(session: Any, *, home: str | os.PathLike[str] | None = None,
+def export_to_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    cwd: str | None = None, session_id: str | None = None,
                    at: str | None = None, overwrite: bool = False) -> tuple[str, Path]:
     """Write the export where ``claude --resume <id>`` (run in ``cwd``) finds it; returns
@@ -85,7 +86,7 @@ def export_to_home(session: Any, *, home: str | os.PathLike[str] | None = None,
 
 
 class _Writer:
-    def __init__(self, session: Any, sid: str, cwd: str | None) -> None:
+    def __init__(self, session: Session, sid: str, cwd: str | None) -> None:
         self.session = session
         self.sid = sid
         self.cwd = cwd
@@ -124,7 +125,7 @@ class _Writer:
         return self.prev
 
 
-def records(session: Any, at: str | None = None, *, session_id: str | None = None,
+def records(session: Session, at: str | None = None, *, session_id: str | None = None,
             cwd: str | None = None) -> list[Json]:
     """The lines of the export as JSON objects (``write`` encodes them)."""
     sid = session_id or session_uuid(session, at)
@@ -319,9 +320,9 @@ def _summary(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Json], *,
     line = w.base("system", stamp, boundary, None, boundary.get("uuid") if boundary else None)
     line.update({"subtype": "compact_boundary", "content": "Conversation compacted",
                  "isMeta": False, "logicalParentUuid": None, "level": "info"})
-    line.setdefault("compactMetadata", {"trigger": "manual",
-                                        "preTokens": int((msg.meta or {}).get(
-                                            "tokens_before", 0))})
+    mark = msg.marker
+    before = mark.tokens_before if isinstance(mark, CompactionSummaryMarker) else None
+    line.setdefault("compactMetadata", {"trigger": "manual", "preTokens": before or 0})
     if isinstance(line.get("compactMetadata"), dict):  # its preserved lines are written out
         line["compactMetadata"] = {k: v for k, v in line["compactMetadata"].items()
                                    if k not in ("preservedSegment", "preservedMessages")}

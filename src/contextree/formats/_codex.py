@@ -69,7 +69,7 @@ from ..entries import (
     now,
 )
 from ..errors import InvalidArgument, SessionNotFound
-from ..markers import Kind
+from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
     Imported,
@@ -103,6 +103,7 @@ _STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_ca
              "reasoning": "encrypted_content"}
 _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions")
 _MAX_FORK_DEPTH = 64
+_CODEX_SUMMARY = CompactionSummaryMarker(source="codex")
 
 
 # -- items -> messages ----------------------------------------------------------------------
@@ -467,10 +468,10 @@ class _Builder:
             items = [i for i in history if isinstance(i, dict)]
             for msg in items_to_messages(items, dict(self.names)):
                 if msg.role == "user" and summary and msg.text.strip() == summary.strip():
-                    msg = msg.marked(Kind.COMPACTION_SUMMARY, source="codex")
+                    msg = msg.marked(_CODEX_SUMMARY)
                 tail.append(msg)
         elif summary:  # older rollouts: only the summary text
-            tail.append(Message.user(summary).marked(Kind.COMPACTION_SUMMARY, source="codex"))
+            tail.append(Message.user(summary).marked(_CODEX_SUMMARY))
         records = [line]
         usage = None
         if self.compaction_output is not None:

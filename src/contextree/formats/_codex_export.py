@@ -33,6 +33,7 @@ from typing import Any
 
 from .._files import atomic_write
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, UnknownPart
+from .._session import Session
 from ..entries import now
 from ..errors import SessionExists
 from ._base import Json, dump_lines, iso_to_ms
@@ -44,7 +45,7 @@ __all__ = ["TESTED_VERSION", "export_to_home", "items", "lines", "thread_uuid", 
 TESTED_VERSION = "0.171.0"
 
 
-def thread_uuid(session: Any, at: str | None = None, *, stamp_ms: int | None = None) -> str:
+def thread_uuid(session: Session, at: str | None = None, *, stamp_ms: int | None = None) -> str:
     """A UUIDv7-shaped thread id: the time of the export, then bits derived from the session
     id and the exported entry (each branch is its own Codex thread, never the one it came
     from)."""
@@ -56,12 +57,12 @@ def thread_uuid(session: Any, at: str | None = None, *, stamp_ms: int | None = N
     return str(uuidlib.UUID(int=value))
 
 
-def write(session: Any, at: str | None = None) -> bytes:
+def write(session: Session, at: str | None = None) -> bytes:
     """The rollout lines of the context at ``at`` (see the module notes)."""
     return dump_lines(lines(session, at))
 
 
-def export_to_home(session: Any, *, home: str | os.PathLike[str] | None = None,
+def export_to_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    thread_id: str | None = None, at: str | None = None,
                    model_provider: str | None = None,
                    overwrite: bool = False) -> tuple[str, Path]:
@@ -97,7 +98,7 @@ def configured_provider(home: Path) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def lines(session: Any, at: str | None = None, *, thread_id: str | None = None,
+def lines(session: Session, at: str | None = None, *, thread_id: str | None = None,
           model_provider: str | None = None) -> list[Json]:
     """The rollout as JSON objects: ``session_meta``, then one ``response_item`` per item."""
     ctx = session.build_context(at)
@@ -126,12 +127,12 @@ def lines(session: Any, at: str | None = None, *, thread_id: str | None = None,
     return out
 
 
-def _stamp(session: Any, eid: str | None) -> str:
+def _stamp(session: Session, eid: str | None) -> str:
     entry = session.get_entry(eid) if eid is not None else None
     return entry.timestamp if entry is not None else now()
 
 
-def _imported_provider(session: Any, imported: Json) -> str | None:
+def _imported_provider(session: Session, imported: Json) -> str | None:
     """The provider of a thread imported from Codex (what its rollout named)."""
     if imported.get("format") != "codex":
         return None

@@ -40,6 +40,7 @@ from ..compaction import CompactionPipeline, CompactionResult
 from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
+from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
 try:
@@ -298,7 +299,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         compact_at: float = 0.7,
         compact_to: float = 0.4,
         pipeline: CompactionPipeline | None = None,
-        model: Any = None,
+        model: Model | BaseChatModel | None = None,
         counter: TokenCounter | None = None,
         summary_role: Literal["system", "user"] = "system",
     ) -> None:

@@ -43,6 +43,7 @@ from ..compaction import CompactionPipeline, CompactionResult
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
 from ..markers import Kind
+from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
 try:
@@ -386,7 +387,7 @@ class ContextreeSession:
         compact_at: float = 0.7,
         compact_to: float = 0.4,
         pipeline: CompactionPipeline | None = None,
-        model: Any = None,
+        model: Model | None = None,
         counter: TokenCounter | None = None,
         delete_on_clear: bool = False,
     ) -> None:

@@ -12,15 +12,40 @@
 
     with agent.stream("Now explain the fix") as events:   # the same turn, watched
         for event in events:
-            if event["event"] == Event.TEXT_DELTA:
-                print(event["text"], end="")
+            if isinstance(event, TextDeltaPayload):
+                print(event.text, end="")
 """
 
 from ._budget import Budget
 from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
-from ._env import Env, Events, TurnResult
-from ._events import PAYLOADS, Event
+from ._env import Env, Events, Handler, TurnResult, TypedHandler
+from ._events import (
+    PAYLOADS,
+    BudgetPayload,
+    CommittedPayload,
+    CompactedPayload,
+    CompactionFailedPayload,
+    CompactionStartPayload,
+    DoomLoopPayload,
+    Event,
+    EventPayload,
+    InterruptedPayload,
+    MaxIterationsPayload,
+    ModelReplyPayload,
+    ModelStartPayload,
+    Payload,
+    RetryPayload,
+    StopReason,
+    TextDeltaPayload,
+    ThinkingDeltaPayload,
+    ToolCallPayload,
+    ToolEndPayload,
+    ToolStartPayload,
+    TruncatedPayload,
+    TurnEndPayload,
+    TurnStartPayload,
+)
 from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
@@ -33,22 +58,46 @@ __all__ = [
     "AgentStream",
     "AsyncAgentStream",
     "Budget",
+    "BudgetPayload",
+    "CommittedPayload",
+    "CompactedPayload",
+    "CompactionFailedPayload",
+    "CompactionStartPayload",
     "DefaultCompactionPipeline",
     "DefaultToolPipeline",
     "DoomLoop",
+    "DoomLoopPayload",
     "Env",
     "Event",
+    "EventPayload",
     "Events",
+    "Handler",
+    "InterruptedPayload",
     "LogHealth",
     "LogRepair",
     "MaxIterations",
+    "MaxIterationsPayload",
     "ModelCall",
+    "ModelReplyPayload",
+    "ModelStartPayload",
+    "Payload",
     "Retry",
+    "RetryPayload",
     "SessionLog",
     "SessionTree",
+    "StopReason",
     "SystemPrompt",
+    "TextDeltaPayload",
+    "ThinkingDeltaPayload",
+    "ToolCallPayload",
+    "ToolEndPayload",
     "ToolResultLoop",
+    "ToolStartPayload",
+    "TruncatedPayload",
+    "TurnEndPayload",
     "TurnResult",
+    "TurnStartPayload",
+    "TypedHandler",
     "agent",
     "repair_log",
     "verify_log",

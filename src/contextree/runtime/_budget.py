@@ -11,7 +11,7 @@ from ..errors import InvalidArgument
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from ._builder import App
 from ._env import Env
-from ._events import BudgetPayload, Event
+from ._events import BudgetPayload, Event, StopReason
 
 __all__ = ["Budget"]
 
@@ -120,7 +120,7 @@ class Budget:
 
     def _stop(self, env: Env, limit: Literal["cost", "tokens"], maximum: float, spent: float,
               next_call: float, why: str) -> Env:
-        env.stop("budget", f"Stopped before a model call: {why} (Budget per {self.per}). "
+        env.stop(StopReason.BUDGET, f"Stopped before a model call: {why} (Budget per {self.per}). "
                  "Raise the budget, or start a new turn once it allows.")
         env.emit(BudgetPayload(event=Event.BUDGET, limit=limit, per=self.per,
                                maximum=float(maximum), spent=float(spent),

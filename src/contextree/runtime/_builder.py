@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from .._messages import Message
 from .._text import shorten
 from ..errors import InvalidArgument
 from ..models._base import Model
 from ._call import ModelCall
-from ._env import Env, Events, Handler, TurnResult
-from ._events import Event
+from ._env import Env, Events, Handler, TurnResult, TypedHandler
+from ._events import Event, EventPayload
 from ._run import AgentStream, AsyncAgentStream
 
 __all__ = ["Agent", "App", "Middleware", "ModelCall", "agent"]
@@ -28,6 +28,7 @@ App = Callable[[Env], Env]
 """What a middleware wraps, and what it is: ``env -> env``."""
 Middleware = App
 P = ParamSpec("P")
+E = TypeVar("E", bound=EventPayload)
 
 
 class Agent:
@@ -62,9 +63,15 @@ class Agent:
         """The model set with ``run``."""
         return self._model
 
-    def on(self, event: Event | str, handler: Handler) -> Agent:
-        """Call ``handler(env, payload)`` on ``event`` (``"*"`` for every event); an unknown
-        event name is refused with ``InvalidArgument``."""
+    @overload
+    def on(self, event: type[E], handler: TypedHandler[E]) -> Agent: ...
+    @overload
+    def on(self, event: Event | str, handler: Handler) -> Agent: ...
+    def on(self, event: Event | str | type[EventPayload],
+           handler: Callable[[Env, Any], object]) -> Agent:
+        """Call ``handler(env, payload)`` on ``event`` (``"*"`` for every event, or a payload
+        class such as ``CompactedPayload`` to have the payload typed as it); an unknown event
+        is refused with ``InvalidArgument``."""
         self.events.on(event, handler)
         return self
 

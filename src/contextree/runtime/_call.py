@@ -37,6 +37,7 @@ from ._events import (
     InterruptedPayload,
     ModelReplyPayload,
     ModelStartPayload,
+    StopReason,
     TextDeltaPayload,
     ThinkingDeltaPayload,
     ToolCallPayload,
@@ -76,10 +77,10 @@ class ModelCall:
 
     def __call__(self, env: Env) -> Env:
         if env.cancelled:
-            env.stop("interrupted", INTERRUPTED_NOTICE)
+            env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
             return env
         if not _needs_answer(env.messages):
-            env.stop("nothing_to_answer", NOTHING_TO_ANSWER)
+            env.stop(StopReason.NOTHING_TO_ANSWER, NOTHING_TO_ANSWER)
             return env
         specs: list[ToolSpec] = [t.spec() if hasattr(t, "spec") else t for t in env.tools]
         options = env.metadata.get("model_options", {})
@@ -177,7 +178,7 @@ def interrupt_turn(env: Env, partial: Message | None, *,
     else:
         partial = None
     env.emit(InterruptedPayload(event=Event.INTERRUPTED, partial=partial, calls=calls))
-    env.stop("interrupted", INTERRUPTED_NOTICE)
+    env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
 
 
 def _needs_answer(messages: Sequence[Message]) -> bool:

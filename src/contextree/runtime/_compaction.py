@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import cast
-
 from .._messages import Message
 from ..compaction import (
     CompactionPipeline,
@@ -105,14 +103,14 @@ def compaction_events(result: CompactionResult
     """The events that report a compaction run, in order: ``compaction_failed`` for each
     stage that raised, then ``compacted`` when the entry was applied (``entry_id`` set), or
     ``compaction_failed`` for the whole ladder when there is no entry (a dry run's plan ends
-    with neither). One payload type an event (``runtime.events``)."""
+    with neither). One payload class an event (``PAYLOADS``)."""
     events: list[CompactedPayload | CompactionFailedPayload] = [
         CompactionFailedPayload(event=Event.COMPACTION_FAILED, reason=f"stage {s.name} {s.note}",
                                 tokens=s.tokens_before, stage=s.name, error=s.error)
         for s in result.failures
     ]
     if result.entry_id is not None:
-        events.append(cast(CompactedPayload, {"event": Event.COMPACTED, **result.payload()}))
+        events.append(CompactedPayload.of(result))
     elif result.entry is None:
         events.append(CompactionFailedPayload(event=Event.COMPACTION_FAILED,
                                               reason=result.reason,

@@ -12,19 +12,32 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from .._messages import Message, Usage
 from .._session import Session
 from ..models._base import Model, ToolSpec
 from ..tokens import usage_anchor
 from ..tools._tool import Tool
-from ._events import ALL_EVENTS, CommittedPayload, Event, Payload, event_named
+from ._events import (
+    ALL_EVENTS,
+    CommittedPayload,
+    Event,
+    EventPayload,
+    Payload,
+    StopReason,
+    event_key,
+    stop_reason,
+)
 
 log = logging.getLogger("contextree.agent")
 
-Handler = Callable[["Env", Any], object]
-"""``handler(env, payload)``; ``payload`` is the event's ``TypedDict`` (see ``PAYLOADS``)."""
+Handler = Callable[["Env", Payload], object]
+"""``handler(env, payload)`` for an event given by name: ``payload`` is one of the payload
+classes (``PAYLOADS``), narrowed with ``isinstance`` or on ``payload.event``."""
+P = TypeVar("P", bound=EventPayload)
+TypedHandler = Callable[["Env", P], object]
+"""``handler(env, payload)`` for an event given by its payload class ``P``."""
 Listener = Callable[[Message], "str | None"]
 """A persistence listener: stores the message, returns its entry id (None: no ids)."""
 ReplaceListener = Callable[[Sequence[Message]], None]
@@ -37,20 +50,26 @@ class Events:
     the turn: its exception is logged and recorded in ``env.handler_errors``."""
 
     def __init__(self) -> None:
-        self._handlers: dict[str, list[Handler]] = {}
+        self._handlers: dict[str, list[Callable[[Env, Any], object]]] = {}
 
-    def on(self, event: Event | str, handler: Handler) -> None:
-        """Call ``handler`` on ``event`` (an ``Event``, its name, or ``"*"`` for every one);
-        an unknown name is refused at once with ``InvalidArgument``."""
-        key = ALL_EVENTS if event == ALL_EVENTS else event_named(event).value
-        self._handlers.setdefault(key, []).append(handler)
+    @overload
+    def on(self, event: type[P], handler: TypedHandler[P]) -> None: ...
+    @overload
+    def on(self, event: Event | str, handler: Handler) -> None: ...
+    def on(self, event: Event | str | type[EventPayload],
+           handler: Callable[[Env, Any], object]) -> None:
+        """Call ``handler`` on ``event``: an ``Event``, its name, ``"*"`` for every one, or
+        a payload class (``CompactedPayload``: the handler's payload is typed as it). An
+        unknown event is refused at once with ``InvalidArgument``."""
+        self._handlers.setdefault(event_key(event), []).append(handler)
 
     def emit(self, env: Env, payload: Payload) -> None:
-        """Hand ``payload`` (a copy each) to the event's handlers, then to ``"*"``'s."""
-        event = event_named(payload["event"])
+        """Hand ``payload`` (frozen: every handler sees the same) to the event's handlers,
+        then to ``"*"``'s."""
+        event = payload.event
         for handler in [*self._handlers.get(event.value, []), *self._handlers.get(ALL_EVENTS, [])]:
             try:
-                handler(env, dict(payload))
+                handler(env, payload)
             except Exception as e:
                 log.exception("handler for %r raised; the turn goes on", event.value)
                 env._handler_failed(event.value, e)
@@ -75,7 +94,7 @@ class Env:
         self._model = model
         # How the turn goes.
         self._iteration = 0
-        self._stopped: str | None = None
+        self._stopped: StopReason | None = None
         self._notices: list[str] = []
         self._handler_errors: list[tuple[str, Exception]] = []
         self._cancel = threading.Event()
@@ -232,13 +251,14 @@ class Env:
         return self._iteration
 
     @property
-    def stopped(self) -> str | None:
+    def stopped(self) -> StopReason | None:
         """Why the turn stopped early, if it did."""
         return self._stopped
 
-    def stop(self, reason: str, notice: str) -> None:
-        """End the turn early with a notice for the user (not sent to the model, not saved)."""
-        self._stopped = reason
+    def stop(self, reason: StopReason, notice: str) -> None:
+        """End the turn early for ``reason`` with a notice for the user (not sent to the
+        model, not saved); a middleware of yours stops with ``StopReason.MIDDLEWARE``."""
+        self._stopped = stop_reason(reason)
         self.notice(notice)
 
     @property
@@ -322,7 +342,7 @@ class Env:
         return self._events
 
     def emit(self, payload: Payload) -> None:
-        """Emit the event ``payload`` names (``payload["event"]``) to its handlers, then to
+        """Emit the event ``payload`` names (``payload.event``) to its handlers, then to
         the stream being read; nothing is emitted once the turn has ended."""
         if self._closed:
             return
@@ -345,15 +365,16 @@ class TurnResult:
 
     ``usage`` is the sum of this turn's model calls (compaction summaries included), and
     ``cost`` their cost in USD: ``None`` when a call's price is unknown (never a made-up
-    ``0``). ``stopped`` says why the turn ended early: ``"max_iterations"``, ``"doom_loop"``,
-    ``"budget"``, ``"interrupted"``, ``"nothing_to_answer"``; ``notices`` say it in words.
+    ``0``). ``stopped`` says why the turn ended early (a ``StopReason``: ``"max_iterations"``,
+    ``"doom_loop"``, ``"budget"``, ``"interrupted"``, ``"nothing_to_answer"``...); ``notices``
+    say it in words.
     """
 
     messages: list[Message]
     reply: Message | None
     usage: Usage
     iterations: int
-    stopped: str | None = None
+    stopped: StopReason | None = None
     notices: list[str] = field(default_factory=list)
     handler_errors: list[tuple[str, Exception]] = field(default_factory=list)
     cost: float | None = None

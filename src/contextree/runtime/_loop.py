@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
@@ -13,7 +12,7 @@ from ..errors import InvalidArgument, ModelError
 from ._builder import App
 from ._call import INTERRUPTED_NOTICE
 from ._env import Env
-from ._events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload
+from ._events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload, StopReason
 
 
 class SystemPrompt:
@@ -55,7 +54,7 @@ class MaxIterations:
 
     def __call__(self, env: Env) -> Env:
         if env.iteration >= self.limit:
-            env.stop("max_iterations", f"Stopped after {self.limit} model calls in one turn "
+            env.stop(StopReason.MAX_ITERATIONS, f"Stopped after {self.limit} model calls in one turn "
                      "(MaxIterations); start another turn to continue.")
             env.emit(MaxIterationsPayload(event=Event.MAX_ITERATIONS, limit=self.limit))
             return env
@@ -85,7 +84,7 @@ class DoomLoop:
             if len(signatures) >= self.threshold:
                 break
         if len(signatures) >= self.threshold and len(set(signatures)) == 1:
-            env.stop("doom_loop", f"Stopped: the model repeated the same tool call "
+            env.stop(StopReason.DOOM_LOOP, f"Stopped: the model repeated the same tool call "
                      f"{self.threshold} times in a row.")
             env.emit(DoomLoopPayload(event=Event.DOOM_LOOP, calls=orjson.loads(signatures[0]),
                                      times=self.threshold))
@@ -99,7 +98,7 @@ class Retry:
     function of your own is given)."""
 
     def __init__(self, app: App, /, attempts: int = 4, base_delay: float = 1.0,
-                 max_delay: float = 60.0, sleep: Callable[[float], Any] | None = None) -> None:
+                 max_delay: float = 60.0, sleep: Callable[[float], object] | None = None) -> None:
         if attempts < 1:
             raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
         self.app = app
@@ -123,6 +122,6 @@ class Retry:
                 if self.sleep is not None:
                     self.sleep(delay)
                 elif env.wait(delay):
-                    env.stop("interrupted", INTERRUPTED_NOTICE)
+                    env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
                     return env
         raise AssertionError("unreachable")  # pragma: no cover

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Self
 from .._messages import Message
 from ..errors import InvalidArgument
 from ._env import Env, TurnResult
-from ._events import Event, Payload, TurnEndPayload, TurnStartPayload
+from ._events import Event, Payload, StopReason, TurnEndPayload, TurnStartPayload
 
 if TYPE_CHECKING:
     from ._builder import Agent, App
@@ -75,7 +75,7 @@ def run_turn(stack: App, env: Env, put: Callable[[Any], object]) -> None:
     except BaseException as e:  # the caller's thread raises it
         env.emit(TurnEndPayload(event=Event.TURN_END, usage=env.turn_usage,
                                 cost=env.turn_cost, iterations=env.iteration,
-                                stopped="error", error=f"{type(e).__name__}: {e}"))
+                                stopped=StopReason.ERROR, error=f"{type(e).__name__}: {e}"))
         end = _Failed(e)
     finally:
         env.close()

@@ -12,7 +12,6 @@ from .._context import interrupted_result
 from .._messages import Message, ToolCall
 from .._overflow import OverflowStore
 from .._truncation import LIMITS, TruncationLimits, is_truncated, truncate
-from ..markers import truncation_of
 from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
 from ._builder import App
 from ._call import interrupt_turn
@@ -155,7 +154,7 @@ class DefaultToolPipeline:
                 return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)
         result = tool.run(arguments, context=self._context(env) if tool.context is None else None)
         if tool.truncates_itself or is_truncated(result.meta):
-            record = truncation_of(result.meta)
+            record = result.truncation
             if record is not None:
                 env.emit(TruncatedPayload(event=Event.TRUNCATED, call=call,
                                           saved_path=record.saved_path,

@@ -17,12 +17,12 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from contextree._files import atomic_write as write_whole
 from contextree._truncation import LIMITS, cut_marker
 from contextree.errors import ToolError
-from contextree.markers import TruncationRecord
+from contextree.markers import EditMeta, ListMeta, ReadMeta, TruncationRecord, WriteMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
 from contextree.tools._kinds import ToolKind
@@ -320,19 +320,18 @@ def _count_rest(f: IO[bytes]) -> int:
 def _page_result(
     path: str, target: Path, size: int, offset: int, limit: int, page: _Page, ctx: ToolContext
 ) -> ToolResult:
-    meta: dict[str, Any] = {
-        "path": ctx.display(target),
-        "offset": offset,
-        "total_lines": page.total,
-    }
+    shown = ctx.display(target)
     if page.total == 0:
-        return ToolResult(f"{path} is empty (0 lines).", meta={**meta, "lines": 0})
+        return ToolResult(f"{path} is empty (0 lines).",
+                          meta=ReadMeta(path=shown, offset=offset, total_lines=0,
+                                        lines=0).to_meta())
     if offset > page.total:
         raise ToolError(
             f"offset {offset} is past the end of {path}, which has {page.total} lines; "
             f"use an offset from 1 to {page.total}"
         )
-    meta["lines"] = len(page.lines)
+    meta = ReadMeta(path=shown, offset=offset, total_lines=page.total,
+                    lines=len(page.lines)).to_meta()
     text = "\n".join(page.lines)
     partial = page.last < page.total or page.cut > 0
     if page.last < page.total:
@@ -373,7 +372,7 @@ def _list_dir(
         entries = sorted(_dir_entries(fd))
     except OSError as e:
         raise os_error("list", path, e) from None
-    meta: dict[str, Any] = {"path": ctx.display(target), "entries": len(entries)}
+    meta = ListMeta(path=ctx.display(target), entries=len(entries)).to_meta()
     if not entries:
         return ToolResult(f"{path} is an empty directory.", meta=meta)
     if offset > len(entries):
@@ -425,7 +424,7 @@ def write(path: str, content: str, context: ToolContext | None = None) -> ToolRe
     verb = "Overwrote" if existed else "Created"
     return ToolResult(
         f"{verb} {shown}: {plural(len(data), 'byte')}, {plural(lines, 'line')}.",
-        meta={"path": shown, "bytes": len(data), "lines": lines, "created": not existed},
+        meta=WriteMeta(path=shown, bytes=len(data), lines=lines, created=not existed).to_meta(),
     )
 
 
@@ -548,7 +547,7 @@ def _edit_result(shown: str, before: str, after: str, starts: list[int], new: st
     text = f"Edited {shown}: replaced {what} (first at line {first})."
     if n == 1:
         text += "\n" + _snippet(after, first, first + new.count("\n"))
-    return ToolResult(text, meta={"path": shown, "replacements": n, "first_line": first})
+    return ToolResult(text, meta=EditMeta(path=shown, replacements=n, first_line=first).to_meta())
 
 
 def _snippet(text: str, first: int, last: int, around: int = 2, cap: int = 20) -> str:

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from contextree.markers import ShellMeta, TruncationRecord, truncation_of
+
 __all__ = ["ToolResult", "to_result"]
 
 
@@ -14,13 +16,24 @@ class ToolResult:
     """What a tool returns: text for the model, an error flag, and metadata for the runtime.
 
     ``meta`` holds a truncation record (``TruncationRecord.to_meta()``) when the tool already
-    truncated its output (so it is not truncated twice), plus tool facts such as ``path``,
-    ``command`` and ``exit_code``.
+    truncated its output (so it is not truncated twice), plus the tool's facts
+    (``ShellMeta(...).to_meta()``: ``command``, ``exit_code``...; see ``contextree.markers``).
+    It is plain JSON, as stored; ``truncation`` and ``shell`` read it typed.
     """
 
     content: str
     is_error: bool = False
     meta: dict[str, Any] | None = None
+
+    @property
+    def truncation(self) -> TruncationRecord | None:
+        """How the tool cut its output, or ``None`` if it did not."""
+        return truncation_of(self.meta)
+
+    @property
+    def shell(self) -> ShellMeta | None:
+        """What a shell result records (``exit_code``...), or ``None``."""
+        return ShellMeta.of(self.meta)
 
 
 def to_result(value: object) -> ToolResult:

@@ -14,9 +14,9 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from contextree.errors import ToolError
+from contextree.markers import GlobMeta, GrepMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
 from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error
@@ -187,8 +187,8 @@ def grep(
     finally:
         search.close()
     capped = len(hits) >= max_results
-    meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(base), "matches": len(hits)}
-    meta.update(files=files, capped=capped, engine=search.engine)
+    meta = GrepMeta(pattern=pattern, path=ctx.display(base), matches=len(hits), files=files,
+                    capped=capped, engine=search.engine).to_meta()
     if not hits:
         where = f" in files matching {glob!r}" if glob else ""
         return ToolResult(f"No matches for {pattern!r} in {path}{where}.", meta=meta)
@@ -291,7 +291,7 @@ def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> T
     for alternative in expand_braces(pattern):
         found.update(_glob_one(path, start, alternative, ctx))
     matches = sorted(found)
-    meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(start), "matches": len(matches)}
+    meta = GlobMeta(pattern=pattern, path=ctx.display(start), matches=len(matches)).to_meta()
     if not matches:
         hint = ""
         if "/" not in pattern and "**" not in pattern:

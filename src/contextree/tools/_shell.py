@@ -25,9 +25,10 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO
 
 from contextree.errors import ToolError
+from contextree.markers import ShellMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
 from contextree.tools._environment import ShellEnvironment
@@ -203,7 +204,8 @@ def shell(
 
 
 def _result(command: str, timeout: float, done: Completed, ctx: ToolContext) -> ToolResult:
-    meta: dict[str, Any] = {"command": command, "exit_code": done.exit_code}
+    meta = ShellMeta(command=command, exit_code=done.exit_code,
+                     timed_out=done.timed_out).to_meta()
     if done.output:
         cut = ctx.truncate(done.output, direction="tail", label="shell")
         body = cut.text.rstrip("\n")
@@ -213,7 +215,6 @@ def _result(command: str, timeout: float, done: Completed, ctx: ToolContext) -> 
         body = "(no output)"
     notes = []
     if done.timed_out:
-        meta["timed_out"] = True
         notes.append(
             f"[timed out after {timeout:g} s; the command and every process it started were "
             "killed. Raise timeout, or run long jobs in the background with their output "

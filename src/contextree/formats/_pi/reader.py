@@ -38,7 +38,7 @@ from ...entries import (
     UnknownEntry,
     now,
 )
-from ...markers import Kind, marker
+from ...markers import CustomMessageMarker, ForeignMarker
 from ...models._wire_common import arguments_from_json
 from .._base import (
     Imported,
@@ -255,10 +255,10 @@ def message_from_pi(m: Json, entry_ms: int | None = None) -> Message | None:
         text = _llm_text(m)
         if text is None:
             return None
-        kind = Kind.CUSTOM_MESSAGE if role == "custom" else Kind.FOREIGN
+        kind = CustomMessageMarker if role == "custom" else ForeignMarker
         custom = m.get("customType")
-        info = {"custom_type": custom} if isinstance(custom, str) else {}
-        msg = Message(role="user", content=text, meta=marker(kind, pi_role=role, **info))
+        mark = kind(pi_role=role, custom_type=custom if isinstance(custom, str) else None)
+        msg = Message(role="user", content=text, meta=mark.to_meta())
         return msg.set_extra({"piMessage": m})
     if isinstance(meta, dict):
         msg.meta = meta

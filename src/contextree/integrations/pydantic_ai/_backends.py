@@ -10,13 +10,16 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
 from ..._session import Session
 from ...entries import AnyEntry, SessionHeader, now
 from ...errors import LeafConflict, SessionNotFound
 from ...storage import MemoryStorage, create_storage
+
+if TYPE_CHECKING:
+    from ...storage.postgres._driver import Pool
 
 KEY = "pydantic_ai"
 
@@ -180,7 +183,7 @@ class PostgresBackend(Backend):
 
     shared = True
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: str | Pool) -> None:
         from psycopg_pool import ConnectionPool
 
         from ...storage import postgres as pg
@@ -245,7 +248,7 @@ class PostgresBackend(Backend):
             self.pool.close()
 
 
-def backend_for(location: Any, *, durable: bool) -> Backend:
+def backend_for(location: str | os.PathLike[str] | Pool | None, *, durable: bool) -> Backend:
     if location is None or location == ":memory:":
         return MemoryBackend()
     if isinstance(location, str) and (location.startswith(("postgresql://", "postgres://"))

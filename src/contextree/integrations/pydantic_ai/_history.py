@@ -25,7 +25,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic_ai import messages as pm
 from pydantic_ai.capabilities import ProcessHistory
@@ -38,9 +38,13 @@ from ..._session import Session
 from ...compaction import CompactionPipeline, CompactionPolicy
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
+from ...models._base import Model
 from ...tokens import EstimateCounter, TokenCounter, count_context
 from . import _mapping as mp
 from ._store import ContextreeConversationStore
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import ModelRequestContext
 
 _TEMP = "t-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -117,7 +121,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         compact_at: float = 0.7,
         compact_to: float = 0.4,
         pipeline: CompactionPipeline | None = None,
-        summarizer: Any = None,
+        summarizer: Model | None = None,
         counter: TokenCounter | None = None,
         max_conversations: int = 32,
     ) -> None:
@@ -145,7 +149,8 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
     def get_serialization_name(cls) -> str | None:
         return None
 
-    async def before_model_request(self, ctx: RunContext[AgentDepsT], request_context: Any) -> Any:
+    async def before_model_request(self, ctx: RunContext[AgentDepsT],
+                                   request_context: ModelRequestContext) -> ModelRequestContext:
         # Only the request is changed: ``ctx.messages`` (the run's history) keeps everything.
         request_context.messages = self.view(ctx.conversation_id, list(request_context.messages))
         return request_context

@@ -26,7 +26,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 from pydantic_ai.conversation_store import (
@@ -41,6 +41,9 @@ from ...entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry, now
 from ...errors import LeafConflict, SessionExists
 from . import _mapping as mp
 from ._backends import Backend, JsonlBackend, backend_for
+
+if TYPE_CHECKING:
+    from ...storage.postgres._driver import Pool
 
 RECORD = "pydantic_ai.conversation"
 DELETED = "pydantic_ai.deleted"
@@ -87,7 +90,7 @@ class ContextreeConversationStore(ConversationStore):
 
     def __init__(
         self,
-        location: str | os.PathLike[str] | Any | None = None,
+        location: str | os.PathLike[str] | Pool | None = None,
         *,
         durable: bool = True,
         max_open: int = 64,
