@@ -41,9 +41,9 @@ from contextree.entries import (
     ThinkingLevelChangeEntry,
     to_dict,
 )
+from contextree.errors import InvalidArgument, UnknownFormat
 from contextree.formats import (
     FORMATS,
-    UnknownFormatError,
     detect_format,
     export_session,
     get_format,
@@ -501,11 +501,11 @@ def test_detect_format(name: str, fmt: str, tmp_path: Path) -> None:
 
 def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
                                                           tmp_path: Path) -> None:
-    with pytest.raises(UnknownFormatError, match="already a contextree session"):
+    with pytest.raises(UnknownFormat, match="already a contextree session"):
         detect_format(Path(session.location))
     other = tmp_path / "x.txt"
     other.write_text("hello\n")
-    with pytest.raises(UnknownFormatError, match="cannot tell"):
+    with pytest.raises(UnknownFormat, match="cannot tell"):
         detect_format(other)
 
 
@@ -514,7 +514,7 @@ def test_registry() -> None:
                             "claude-code", "codex", "contextree"}
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
-    with pytest.raises(UnknownFormatError, match="unknown format 'nope'"):
+    with pytest.raises(UnknownFormat, match="unknown format 'nope'"):
         get_format("nope")
 
 
@@ -524,7 +524,7 @@ def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path
     from contextree.formats import _brute as brute
 
     monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
-    with pytest.raises(UnknownFormatError, match="imported, not exported"):
+    with pytest.raises(InvalidArgument, match="imported, not exported"):
         export_session("import-only", session, tmp_path / "x.jsonl")
 
 

@@ -25,7 +25,6 @@ from typer.core import TyperCommand
 
 from .._files import TEMP_SUFFIX
 from ..errors import ContextreeError, InvalidArgument
-from ..formats._base import UnknownFormatError
 from .output import CommandFailed, UsageProblem, fail
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -107,7 +106,7 @@ def command(name: str, *, group: typer.Typer | None = None,
                 return fn(*args, **kw)
             try:
                 return fn(*args, **kw)
-            except (UsageProblem, UnknownFormatError, InvalidArgument) as e:
+            except (UsageProblem, InvalidArgument) as e:
                 raise fail(cli_words(str(e)), 2) from None
             except CommandFailed as e:
                 raise fail(cli_words(str(e)), 1) from None

@@ -9,12 +9,11 @@ import typer
 
 from .._session import Session
 from ..entries import encode_line
-from ..errors import SessionNotFound
+from ..errors import InvalidArgument, SessionNotFound
 from ..formats import (
     FORMATS,
     HOME_FORMATS,
     Format,
-    UnknownFormatError,
     detect_format,
     export_session,
     find_tool_session,
@@ -68,7 +67,7 @@ def import_command(
     """Read another agent's session (or a provider message list) into a new session."""
     spec = None if fmt == "auto" else get_format(fmt)
     if spec is not None and spec.reader is None and not spec.copy:
-        raise UnknownFormatError(f"format {spec.name!r} can be exported, not imported")
+        raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
     if list_them:
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return
@@ -170,7 +169,7 @@ def export_command(
     context the model sees at the leaf)."""
     spec = get_format(fmt)
     if spec.writer is None and not spec.copy:
-        raise UnknownFormatError(f"format {spec.name!r} can be imported, not exported")
+        raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
     with open_session(file, readonly=True) as session:

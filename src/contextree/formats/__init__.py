@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .._files import atomic_write
 from .._session import Session
-from ..errors import EntryNotFound, SessionExists, SessionNotFound
+from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound, UnknownFormat
 from ..storage import create_storage
 from . import _brute as brute
 from . import _claude_code as claude_code
@@ -40,7 +40,7 @@ from . import _codex as codex
 from . import _codex_export as codex_export
 from . import _pi as pi
 from . import _provider_lists as provider_lists
-from ._base import Ids, Imported, Progress, UnknownFormatError, finish
+from ._base import Ids, Imported, Progress, finish
 from ._detect import detect_format
 from ._homes import HOME_FORMATS, FoundSession, find_tool_session, list_tool_sessions
 
@@ -86,7 +86,7 @@ def get_format(name: str) -> Format:
     key = name.strip().lower().replace("_", "-")
     fmt = FORMATS.get(_ALIASES.get(key, key))
     if fmt is None:
-        raise UnknownFormatError(f"unknown format {name!r}; choose one of: "
+        raise UnknownFormat(f"unknown format {name!r}; choose one of: "
                                  f"{', '.join(FORMATS)} (or auto for import)")
     return fmt
 
@@ -114,7 +114,7 @@ def import_session(
         return copy_session(src, dest_path, durable=durable)
     reader = get_format(name).reader
     if reader is None:
-        raise UnknownFormatError(f"format {name!r} can be exported, not imported")
+        raise InvalidArgument(f"format {name!r} can be exported, not imported")
     imported = reader(source, progress)
     ids = Ids([e.id for e in imported.entries])
     return Session(create_storage(dest_path, imported.header, finish(imported, ids),
@@ -150,7 +150,7 @@ def export_session(
         return Path(out_path)
     writer = spec.writer
     if writer is None:
-        raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
+        raise InvalidArgument(f"format {fmt!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
     data = writer(session, at)
@@ -172,7 +172,6 @@ __all__ = [
     "FoundSession",
     "Imported",
     "Progress",
-    "UnknownFormatError",
     "claude_code",
     "claude_code_export",
     "codex",

@@ -20,7 +20,7 @@ import orjson
 from .._messages import Message
 from .._session import new_session_id
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
-from ..errors import ContextreeError, CorruptLine, InvalidEntry, SessionError, SessionNotFound
+from ..errors import CorruptLine, InvalidEntry, SessionError, SessionNotFound
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while a large source is read."""
@@ -28,10 +28,6 @@ Progress = Callable[[int, int], None]
 Json = dict[str, Any]
 T = TypeVar("T")
 _PROGRESS_STEP = 1 << 20
-
-
-class UnknownFormatError(ContextreeError, ValueError):
-    """A format name that is not registered, or an operation the format does not support."""
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import SessionNotFound
-from ._base import UnknownFormatError, read_json_document
+from ..errors import SessionNotFound, UnknownFormat
+from ._base import read_json_document
 
 _HEAD_BYTES = 256 * 1024
 _CODEX_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
@@ -18,7 +18,7 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
 def detect_format(path: Path) -> str:
-    """The name of the format ``path`` is in; ``UnknownFormatError`` if it cannot tell."""
+    """The name of the format ``path`` is in; ``UnknownFormat`` if it cannot tell."""
     try:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
@@ -32,7 +32,7 @@ def detect_format(path: Path) -> str:
     if name is None and head.lstrip()[:1] in (b"[", b"{"):
         name = _from_document(read_json_document(path))
     if name is None:
-        raise UnknownFormatError(f"{path}: cannot tell which format this is; name it "
+        raise UnknownFormat(f"{path}: cannot tell which format this is; name it "
                                  "(`contextree import FORMAT ...`)")
     return name
 
@@ -49,7 +49,7 @@ def _from_lines(objs: list[Any]) -> str | None:
     first = dicts[0]
     if first.get("type") == "session":
         if "created_at" in first:
-            raise UnknownFormatError("this is already a contextree session file; open it "
+            raise UnknownFormat("this is already a contextree session file; open it "
                                      "directly instead of importing it")
         return "pi"
     for obj in dicts:

@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import UnknownFormat
 from . import _claude_code as claude_code
 from . import _codex as codex
-from ._base import UnknownFormatError
 
 __all__ = ["HOME_FORMATS", "FoundSession", "find_tool_session", "list_tool_sessions"]
 
@@ -46,7 +46,7 @@ def _check(fmt: str) -> str:
     key = fmt.strip().lower().replace("_", "-")
     key = {"claude": "claude-code"}.get(key, key)
     if key not in HOME_FORMATS:
-        raise UnknownFormatError(f"format {fmt!r} has no sessions folder to list; choose one "
+        raise UnknownFormat(f"format {fmt!r} has no sessions folder to list; choose one "
                                  f"of: {', '.join(HOME_FORMATS)}")
     return key
 
