@@ -43,11 +43,13 @@ from contextree.entries import (
 )
 from contextree.errors import InvalidArgument, UnknownFormat
 from contextree.formats import (
-    FORMATS,
     detect_format,
     export_session,
     get_format,
     import_session,
+    list_formats,
+    register_format,
+    unregister_format,
 )
 
 DATA = Path(__file__).parent / "data" / "formats"
@@ -510,7 +512,7 @@ def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
 
 
 def test_registry() -> None:
-    assert set(FORMATS) == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
+    assert {f.name for f in list_formats()} == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
                             "claude-code", "codex", "contextree"}
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
@@ -518,14 +520,16 @@ def test_registry() -> None:
         get_format("nope")
 
 
-def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path) -> None:
     from contextree.formats import Format
     from contextree.formats import _brute as brute
 
-    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
-    with pytest.raises(InvalidArgument, match="imported, not exported"):
-        export_session("import-only", session, tmp_path / "x.jsonl")
+    register_format(Format("import-only", "x", brute.read))
+    try:
+        with pytest.raises(InvalidArgument, match="imported, not exported"):
+            export_session("import-only", session, tmp_path / "x.jsonl")
+    finally:
+        unregister_format("import-only")
 
 
 def test_import_never_replaces_a_file(tmp_path: Path) -> None:
@@ -633,7 +637,7 @@ def test_unknown_fields_survive_a_pi_round_trip(tmp_path: Path) -> None:
     assert tool.extra["x_result"] is True
 
 
-@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values() if f.writer is not None])
+@pytest.mark.parametrize("fmt", [f.name for f in list_formats() if f.writer is not None])
 def test_an_export_onto_an_existing_file_is_refused_and_leaves_it_alone(
         fmt: str, session: Session, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()

@@ -95,9 +95,10 @@ def _prepare_streams() -> None:
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
-def command(name: str, *, group: typer.Typer | None = None,
+def command(name: str, *, group: typer.Typer | None = None, cls: type[Command] = Command,
             **kwargs: Any) -> Callable[[F], F]:
-    """Register a command whose user errors end in one ``error:`` line and an exit code."""
+    """Register a command whose user errors end in one ``error:`` line and an exit code
+    (``cls``: a ``Command`` subclass, to add to its help)."""
 
     def register(fn: F) -> F:
         @functools.wraps(fn)
@@ -122,7 +123,7 @@ def command(name: str, *, group: typer.Typer | None = None,
             except KeyboardInterrupt:
                 raise fail("interrupted", 130) from None
 
-        (group or app).command(name, cls=Command, **kwargs)(run)
+        (group or app).command(name, cls=cls, **kwargs)(run)
         return fn
 
     return register

@@ -1,4 +1,8 @@
-"""Telling formats apart from the first lines of a file (``contextree import auto``)."""
+"""Telling formats apart from the first lines of a file (``contextree import auto``).
+
+The built-in formats are told apart here, first; then each registered format with a
+``detect`` hook is asked, in the order registered.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import orjson
 
 from ..errors import SessionNotFound, UnknownFormat
 from ._base import read_json_document
+from ._registry import get_format, list_formats
 
 _HEAD_BYTES = 256 * 1024
 _CODEX_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
@@ -18,7 +23,8 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
 def detect_format(path: Path) -> str:
-    """The name of the format ``path`` is in; ``UnknownFormat`` if it cannot tell."""
+    """The name of the registered format ``path`` is in; ``UnknownFormat`` if it cannot
+    tell."""
     try:
         with open(path, "rb") as f:
             head = f.read(_HEAD_BYTES)
@@ -32,9 +38,13 @@ def detect_format(path: Path) -> str:
     if name is None and head.lstrip()[:1] in (b"[", b"{"):
         name = _from_document(read_json_document(path))
     if name is None:
-        raise UnknownFormat(f"{path}: cannot tell which format this is; name it "
-                                 "(`contextree import FORMAT ...`)")
-    return name
+        name = next((f.name for f in list_formats() if f.detect is not None and f.detect(path)),
+                    None)
+    if name is None:
+        names = ", ".join(f.name for f in list_formats() if f.can_import)
+        raise UnknownFormat(f"{path}: cannot tell which format this is; name it instead of "
+                            f"auto (one of: {names})")
+    return get_format(name).name
 
 
 def _parse(raw: bytes) -> Any:
