@@ -245,7 +245,7 @@ HELPER = textwrap.dedent("""
         try:
             health = _flatlog.verify_log(path)
             torn += health.torn_tail
-            _flatlog.MessageLog(path).load(writable=False)
+            _flatlog.FlatLog(path).load(writable=False)
         except FileNotFoundError:
             pass
         except Exception as e:

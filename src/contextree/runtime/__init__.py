@@ -21,7 +21,7 @@ from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
 from ._env import Env, Events, TurnResult
 from ._events import PAYLOADS, Event
-from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
+from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
 from ._run import AgentStream, AsyncAgentStream
@@ -50,6 +50,7 @@ __all__ = [
     "ToolResultLoop",
     "TurnResult",
     "agent",
+    "is_flat_log",
     "repair_log",
     "verify_log",
 ]

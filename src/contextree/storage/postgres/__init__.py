@@ -16,11 +16,10 @@ from ._connection import split_session_url
 from ._driver import Target
 from ._listing import SessionSummary, delete_session, list_sessions
 from ._schema import SCHEMA_VERSION, create_schema, schema_version
-from ._storage import UNSET, PostgresStorage
+from ._storage import PostgresStorage
 
 __all__ = [
     "SCHEMA_VERSION",
-    "UNSET",
     "PostgresStorage",
     "SessionSummary",
     "Target",

@@ -33,7 +33,6 @@ and length come from the session row (one small query per call, so they are alwa
 from __future__ import annotations
 
 import contextlib
-import enum
 import itertools
 import secrets
 import threading
@@ -41,6 +40,8 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from msgspec import UNSET, UnsetType
 
 from ..._limits import line_problem
 from ...entries import (
@@ -82,17 +83,9 @@ from ._errors import first_line, is_connection_lost, mapped, storage_error
 from ._schema import require_schema
 from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS
 
-__all__ = ["UNSET", "PostgresStorage"]
+__all__ = ["PostgresStorage"]
 
 T = TypeVar("T")
-
-
-class _Unset(enum.Enum):
-    UNSET = enum.auto()
-
-
-UNSET = _Unset.UNSET
-"""``append``'s default for ``expected_leaf``: no conflict check, re-parent when stale."""
 
 _ROW = f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s"
 _APPEND = (f"SELECT r_status, r_leaf, r_parent, r_name, r_count, r_line FROM {APPEND_FUNCTION}("
@@ -377,11 +370,11 @@ class PostgresStorage:
         return self._count
 
     # -- writing --------------------------------------------------------------------------------
-    def append(self, entry: AnyEntry, *, expected_leaf: str | _Unset | None = UNSET) -> None:
+    def append(self, entry: AnyEntry, *, expected_leaf: str | UnsetType | None = UNSET) -> None:
         """Store one entry in its own transaction (or the batch's); it becomes the leaf (or
         moves it).
 
-        With ``expected_leaf`` the append fails with ``LeafConflict`` unless the leaf is that
+        With ``expected_leaf`` (left out: ``msgspec.UNSET``) the append fails with ``LeafConflict`` unless the leaf is that
         entry at commit time. Without it, an entry whose parent is the leaf this thread last
         saw is re-parented onto the current leaf if another writer moved it meanwhile.
         """
@@ -407,14 +400,14 @@ class PostgresStorage:
             if name is not None:
                 self._name = name
 
-    def _append_tx(self, conn: Connection, entry: AnyEntry, expected: str | _Unset | None,
+    def _append_tx(self, conn: Connection, entry: AnyEntry, expected: str | UnsetType | None,
                    retry: bool) -> tuple[AnyEntry, str | None, str | None, int]:
         """One call of ``contextree_append``: lock, decide the parent, insert, update, commit.
 
         When the entry may be re-parented its line is sent with a placeholder for the
         parent, which the server fills in under the lock.
         """
-        check = not isinstance(expected, _Unset)
+        check = not isinstance(expected, UnsetType)
         seen = self._seen_leaf()
         reparent = not check and entry.parent_id == seen and not anchored(entry)
         placeholder: str | None = None
@@ -432,7 +425,7 @@ class PostgresStorage:
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,
             entry.name if isinstance(entry, SessionInfoEntry) else None,
-            check, None if isinstance(expected, _Unset) else expected,
+            check, None if isinstance(expected, UnsetType) else expected,
             reparent, seen, placeholder, retry, self._durable,
         ]).fetchone()
         if self._after_commit is not None:
@@ -455,7 +448,7 @@ class PostgresStorage:
         raise self._refusal(status, entry, leaf, parent, expected)
 
     def _refusal(self, status: str, entry: AnyEntry, leaf: str | None, parent: str | None,
-                 expected: str | _Unset | None) -> SessionError:
+                 expected: str | UnsetType | None) -> SessionError:
         where = self._location
         if status == "duplicate_id":
             return DuplicateId(f"entry id {entry.id!r} is already used in "
