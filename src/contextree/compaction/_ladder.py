@@ -138,9 +138,9 @@ class CompactionLadder:
                  user_share: float = 0.25,
                  tool_kinds: Mapping[str, ToolKind] | None = None) -> None:
         if not stages:
-            raise ValueError("a compaction ladder needs at least one stage")
+            raise InvalidArgument("a compaction ladder needs at least one stage")
         if not 0 < user_share <= 1:
-            raise ValueError(f"user_share must be in (0, 1], got {user_share!r}")
+            raise InvalidArgument(f"user_share must be in (0, 1], got {user_share!r}")
         self.stages = list(stages)
         if summarizer is not None and not isinstance(summarizer, Summarize):
             summarizer = Summarize(summarizer)
