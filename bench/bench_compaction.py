@@ -4,7 +4,7 @@ Run: ``python bench/bench_compaction.py [--tokens 1000000] [--window 200000] [--
 
 The session is generated in memory (many turns; assistant steps with 1-3 tool calls; tool
 results whose sizes are heavy-tailed, capped like level-one truncation) and counted with
-``EstimateCounter``. Each pipeline is timed with ``dry_run=True`` (the ladder, the token
+``EstimateCounter``. Each ladder is timed with ``dry_run=True`` (the ladder, the token
 counts and the plan, nothing written) and once for real (appending the compaction entry).
 Model time is excluded: the summarizer is a ``ScriptedModel`` that answers instantly.
 
@@ -24,7 +24,7 @@ from typing import Any
 import contextree as ct
 from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionState,
     Digest,
     Plan,
@@ -148,7 +148,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--shapes", default="turns,task,tiny", help="session shapes, of "
                     + ", ".join(SHAPES))
-    ap.add_argument("--profile", action="store_true", help="cProfile the default pipeline")
+    ap.add_argument("--profile", action="store_true", help="cProfile the default ladder")
     args = ap.parse_args()
 
     worst: dict[str, float] = {}
@@ -180,7 +180,7 @@ def bench(args: argparse.Namespace, *, shape: str) -> float:
           f"median {base_s:.3f} s, min {base_min:.3f} s")
 
     model = ScriptedModel(lambda msgs: "## Objective\nbench summary" for _ in iter(int, 1))
-    pipelines: dict[str, Callable[[], list[Any]]] = {
+    ladders: dict[str, Callable[[], list[Any]]] = {
         "default (no model)": lambda: [ToolResults(), SlidingWindow(), Digest()],
         "default + Summarize(instant model)": lambda: [ToolResults(), SlidingWindow(),
                                                        Summarize(model), Digest()],
@@ -189,11 +189,11 @@ def bench(args: argparse.Namespace, *, shape: str) -> float:
         "Summarize(instant model) only": lambda: [Summarize(model)],
     }
     worst = 0.0
-    for label, make in pipelines.items():
+    for label, make in ladders.items():
         stages = [Timed(s) for s in make()]
-        pipeline = CompactionPipeline(stages)
-        secs, least, result = timeit(lambda p=pipeline: session.compact(  # type: ignore[misc]
-            args.window, pipeline=p, counter=counter, dry_run=True), args.repeat)
+        ladder = CompactionLadder(stages)
+        secs, least, result = timeit(lambda p=ladder: session.compact(  # type: ignore[misc]
+            args.window, ladder=p, counter=counter, dry_run=True), args.repeat)
         worst = max(worst, secs)
         per_stage = ", ".join(
             f"{s.name} {statistics.median(s.seconds):.3f} s" for s in stages if s.seconds)
@@ -220,7 +220,7 @@ def bench(args: argparse.Namespace, *, shape: str) -> float:
         session2, _ = build_session(args.tokens, shape=shape)
         prof = cProfile.Profile()
         prof.enable()
-        session2.compact(args.window, pipeline=CompactionPipeline([SlidingWindow(), Digest()]),
+        session2.compact(args.window, ladder=CompactionLadder([SlidingWindow(), Digest()]),
                          counter=counter, dry_run=True)
         prof.disable()
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)

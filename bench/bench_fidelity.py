@@ -49,12 +49,12 @@ from typing import Any
 import contextree as ct
 from contextree import Message, Session, ToolCall, Usage
 from contextree.compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     Digest,
     SlidingWindow,
     Summarize,
     ToolResults,
-    default_pipeline,
+    default_ladder,
 )
 from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter
@@ -974,13 +974,13 @@ def summarizer() -> ScriptedModel:
 # Runs
 # ---------------------------------------------------------------------------------------
 
-CONFIGS: list[tuple[str, Callable[[], CompactionPipeline]]] = [
-    ("ToolResults", lambda: CompactionPipeline([ToolResults()])),
-    ("SlidingWin", lambda: CompactionPipeline([SlidingWindow()])),
-    ("Digest", lambda: CompactionPipeline([Digest()])),
-    ("Summarize", lambda: CompactionPipeline([Summarize(summarizer())])),
-    ("default", lambda: default_pipeline()),
-    ("default+LLM", lambda: default_pipeline(model=summarizer())),
+CONFIGS: list[tuple[str, Callable[[], CompactionLadder]]] = [
+    ("ToolResults", lambda: CompactionLadder([ToolResults()])),
+    ("SlidingWin", lambda: CompactionLadder([SlidingWindow()])),
+    ("Digest", lambda: CompactionLadder([Digest()])),
+    ("Summarize", lambda: CompactionLadder([Summarize(summarizer())])),
+    ("default", lambda: default_ladder()),
+    ("default+LLM", lambda: default_ladder(model=summarizer())),
 ]
 RATIOS = (0.5, 0.2, 0.1)
 
@@ -1008,7 +1008,7 @@ def session_of(msgs: Sequence[Message]) -> Session:
 
 
 def one_shot(msgs: Sequence[Message], facts: Sequence[Fact], label: str,
-             pipeline: CompactionPipeline, ratio: float, scale: float = 1.0) -> Run:
+             ladder: CompactionLadder, ratio: float, scale: float = 1.0) -> Run:
     """Compact once so that the target is ``ratio`` of the session's tokens. ``scale``: the
     provider counts ``scale`` x the estimate (usage scenario), so the window is scaled too."""
     s = session_of(msgs)
@@ -1016,7 +1016,7 @@ def one_shot(msgs: Sequence[Message], facts: Sequence[Fact], label: str,
     window = round(tokens * scale)
     t0 = time.perf_counter()
     try:
-        res = s.compact(window, pipeline=pipeline, compact_at=0.95, compact_to=ratio,
+        res = s.compact(window, ladder=ladder, compact_at=0.95, compact_to=ratio,
                         counter=EstimateCounter(), force=True)
         err = ""
     except Exception as e:  # a stage that fails is a figure too
@@ -1225,7 +1225,7 @@ def main(argv: list[str] | None = None) -> int:
             all_runs += [(f"ab:{name}", r) for r in runs]
             if name == "1M" and ratio == 0.2:  # the median of 3 runs, each on a fresh session
                 times = [next(r.seconds for r in runs if r.label == "default")]
-                times += [one_shot(msgs, plan.facts, "default", default_pipeline(), 0.2).seconds
+                times += [one_shot(msgs, plan.facts, "default", default_ladder(), 0.2).seconds
                           for _ in range(2)]
                 timing_1m = sorted(times)[1]
             print_table(f"-- {name}, target {int(ratio * 100)}% of {tokens:,} tokens",
@@ -1241,8 +1241,8 @@ def main(argv: list[str] | None = None) -> int:
         ("e", "reused ids", render(vplan, id_style="reused"), 1.0),
         *[("f", v, render(vplan, v), 1.0) for v in VOCABS if v != "native"],
     ]
-    for cfg_label, make in [("default", lambda: default_pipeline()),
-                            ("default+LLM", lambda: default_pipeline(model=summarizer()))]:
+    for cfg_label, make in [("default", lambda: default_ladder()),
+                            ("default+LLM", lambda: default_ladder(model=summarizer()))]:
         for ratio in RATIOS:
             runs = []
             for scen, label, msgs, scale in variants:

@@ -19,10 +19,10 @@ from ._context import Projector, SessionContext, build_context
 from ._messages import Message, Usage
 from ._stats import SessionStats, compute_stats
 from .compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionPolicy,
     CompactionResult,
-    default_pipeline,
+    default_ladder,
     plan_compaction,
 )
 from .entries import (
@@ -598,7 +598,7 @@ class Session:
         self,
         window: int,
         *,
-        pipeline: CompactionPipeline | None = None,
+        ladder: CompactionLadder | None = None,
         counter: TokenCounter | None = None,
         model: Model | None = None,
         compact_at: float = 0.7,
@@ -609,12 +609,12 @@ class Session:
     ) -> CompactionResult:
         """Run the compaction ladder on the current branch (see ``contextree.compaction``).
 
-        Plans with ``plan_compaction`` (``pipeline``, default ``default_pipeline(model)``),
+        Plans with ``plan_compaction`` (``ladder``, default ``default_ladder(model)``),
         then appends the planned compaction entry; the entries before it stay in the file.
         ``dry_run`` returns the plan and writes nothing.
         """
         policy = CompactionPolicy(window, compact_at, compact_to)
-        result = plan_compaction(self.branch(), policy, pipeline or default_pipeline(model),
+        result = plan_compaction(self.branch(), policy, ladder or default_ladder(model),
                                  counter, force=force, projectors=self.projectors)
         planned = result.entry
         if dry_run or planned is None:

@@ -20,6 +20,8 @@
     │       ├── MissingParent         its parent (or a label's / leaf move's target) is missing
     │       └── ParentCycle           its parent links form a cycle
     ├── InvalidArgument               a call the library refuses (also ValueError)
+    │   ├── UnknownOption             a keyword a middleware does not take (also TypeError)
+    │   └── UnknownFormat             a format name not registered, a file of no known format
     ├── CompactionError               compaction could not produce a smaller valid context
     ├── ToolError                     a tool refused its input or failed (shown to the model)
     └── ModelError                    a model provider call failed
@@ -60,6 +62,8 @@ __all__ = [
     "StorageFailure",
     "ToolError",
     "TornLine",
+    "UnknownFormat",
+    "UnknownOption",
     "missing_extra",
     "model_error_for_status",
 ]
@@ -191,6 +195,19 @@ class InvalidArgument(ContextreeError, ValueError):
     """The library refuses a call's arguments; the message says what it accepts."""
 
     code = "invalid_argument"
+
+
+class UnknownOption(InvalidArgument, TypeError):
+    """A keyword option a middleware does not take; the message names the ones it does."""
+
+    code = "unknown_option"
+
+
+class UnknownFormat(InvalidArgument):
+    """A session format that is not known: a name that is not registered (the message lists
+    those that are), or a file whose format cannot be told."""
+
+    code = "unknown_format"
 
 
 class CompactionError(ContextreeError):

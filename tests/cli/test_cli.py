@@ -327,7 +327,7 @@ def test_import_and_export(tmp_path: Path) -> None:
     assert chat[-1]["role"] == "tool"  # the result came later: "interrupted" stands in
 
 
-def test_import_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_errors(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": \n')
     one_line_error(run("import", "brute", bad, code=1), f"{bad}:2:", "not valid JSON")
@@ -338,11 +338,14 @@ def test_import_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dest.write_text("x")
     one_line_error(run("import", "brute", DATA / "brute.jsonl", "-o", dest, code=1),
                    "already there")
-    from contextree.formats import FORMATS, Format
+    from contextree.formats import Format, register_format, unregister_format
     from contextree.formats import _brute as brute
 
-    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
-    one_line_error(run("export", "import-only", dest, code=2), "imported, not exported")
+    register_format(Format("import-only", "x", brute.read))
+    try:
+        one_line_error(run("export", "import-only", dest, code=2), "imported, not exported")
+    finally:
+        unregister_format("import-only")
 
 
 # -- conventions ---------------------------------------------------------------------------

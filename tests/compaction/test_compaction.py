@@ -13,7 +13,7 @@ import contextree as ct
 from contextree import Message, ToolCall, Usage
 from contextree._context import SUMMARY_PREFIX
 from contextree.compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionPolicy,
     CompactionState,
     Digest,
@@ -21,7 +21,7 @@ from contextree.compaction import (
     SlidingWindow,
     Summarize,
     ToolResults,
-    default_pipeline,
+    default_ladder,
 )
 from contextree.compaction._summarize import SYSTEM_PROMPT
 from contextree.entries import CompactionEntry, MessageEntry
@@ -103,8 +103,8 @@ def ctx_ids(session: ct.Session) -> list[str | None]:
     return list(session.build_context().entry_ids)
 
 
-def pipeline(*stages: Any) -> CompactionPipeline:
-    return CompactionPipeline(list(stages))
+def ladder_of(*stages: Any) -> CompactionLadder:
+    return CompactionLadder(list(stages))
 
 
 def long_session(session: ct.Session | None = None, turns: int = 8) -> tuple[ct.Session, Convo]:
@@ -167,7 +167,7 @@ def test_invalid_stage_options_raise() -> None:
     with pytest.raises(TypeError, match="complete"):
         Summarize(object())
     with pytest.raises(ValueError, match="at least one stage"):
-        CompactionPipeline([])
+        CompactionLadder([])
 
 
 def test_session_compact_validates_the_policy() -> None:
@@ -219,7 +219,7 @@ def test_tool_results_clears_oldest_first_until_the_target() -> None:
     one = tokens([context(s).messages[3]])  # each result costs about the same
     total = tokens(context(s).messages)
     window = int((total - 2.5 * one) / 0.4) + 1  # target needs about three results cleared
-    r = s.compact(window, pipeline=pipeline(ToolResults(keep_recent=2)))
+    r = s.compact(window, ladder=ladder_of(ToolResults(keep_recent=2)))
     assert r.applied == ["tool_results"] and r.reached_target
     assert r.cleared == ids[: len(r.cleared)]  # a prefix: oldest first
     assert 3 <= len(r.cleared) <= 4
@@ -241,14 +241,14 @@ def test_tool_results_never_clears_the_newest_steps() -> None:
         if i == 2:
             tools.append(("grep", {"pattern": "x"}, big(200, 99)))
         ids.append(c.step(tools=tools))
-    r = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=3)))
+    r = s.compact(100, ladder=ladder_of(ToolResults(keep_recent=3)))
     assert not r.reached_target and r.reason
     assert r.cleared == [*ids[0], *ids[1], *ids[2]]
     kept = {m.tool_call_id for m in context(s).messages
             if m.role == "tool" and not (m.meta or {}).get("kind")}
     assert kept == {"call_5", "call_6", "call_7"}
     assert ToolResults(keep_recent=0)  # zero keeps nothing back
-    r0 = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=0)))
+    r0 = s.compact(100, ladder=ladder_of(ToolResults(keep_recent=0)))
     assert r0.cleared == [*ids[3], *ids[4], *ids[5]]
 
 
@@ -258,7 +258,7 @@ def test_placeholder_names_the_tool_its_arguments_and_how_to_rerun() -> None:
     c.user("Look around.")
     c.step(tools=[("grep", {"pattern": "def load", "path": "src"}, big(300))])
     c.step(tools=[("read", {"path": "x.py"}, "short")])
-    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    s.compact(100, ladder=ladder_of(ToolResults(keep_recent=1)))
     text = context(s).messages[3].text
     assert 'grep({"pattern":"def load","path":"src"})' in text
     assert "300 lines" in text and "Run the tool again with the same arguments" in text
@@ -274,7 +274,7 @@ def test_placeholder_of_a_truncated_result_points_to_the_overflow_file() -> None
            meta=TruncationRecord(total_lines=90_000, total_bytes=4_000_000, shown_lines=400,
                                  saved_path=saved).to_meta())
     c.step(tools=[("read", {"path": "x.py"}, "short")])
-    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    s.compact(100, ladder=ladder_of(ToolResults(keep_recent=1)))
     text = context(s).messages[3].text
     assert 'shell({"command":"pytest -x"})' in text
     assert saved in text
@@ -288,7 +288,7 @@ def test_placeholders_do_not_tell_to_repeat_side_effects() -> None:
     c.step(tools=[("edit", {"path": "src/a.py", "old": "x", "new": "y"}, "Edited " * 200)])
     c.step(tools=[("shell", {"command": "git commit -am wip"}, "done " * 200)])
     c.step(tools=[("read", {"path": "x.py"}, "short")])
-    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    s.compact(100, ladder=ladder_of(ToolResults(keep_recent=1)))
     edit, shell = context(s).messages[3].text, context(s).messages[5].text
     assert "do not run it again; read src/a.py" in edit and "Run the tool again" not in edit
     assert "safe to repeat" in shell
@@ -301,7 +301,7 @@ def test_placeholder_of_a_failed_command_keeps_the_error() -> None:
     c.step(tools=[("shell", {"command": "pytest"}, big(300) + "\nE   KeyError: 'tz'\n1 failed")],
            meta={"exit_code": 1}, is_error=True)
     c.step(tools=[("read", {"path": "x.py"}, "short")])
-    s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    s.compact(100, ladder=ladder_of(ToolResults(keep_recent=1)))
     text = context(s).messages[3].text
     assert "exit code 1" in text and "KeyError: 'tz'" in text and len(text) < 800
 
@@ -329,7 +329,7 @@ def test_tool_results_has_nothing_to_do_without_old_results() -> None:
     c = Convo(s)
     c.user("x " * 2000)
     c.step(tools=[("read", {"path": "a"}, big(50))])
-    r = s.compact(100, pipeline=pipeline(ToolResults(keep_recent=1)))
+    r = s.compact(100, ladder=ladder_of(ToolResults(keep_recent=1)))
     assert r.stages[0].note == "nothing to do" and not r.stages[0].applied
     assert r.entry_id is None and r.reason
 
@@ -341,7 +341,7 @@ def test_sliding_window_drops_whole_oldest_turns_with_a_note() -> None:
     s, c = long_session(turns=8)
     before = context(s)
     r = s.compact(int(tokens(before.messages) * 0.5 / 0.4),
-                  pipeline=pipeline(SlidingWindow()))
+                  ladder=ladder_of(SlidingWindow()))
     assert r.applied == ["sliding_window"] and r.reached_target
     after = context(s)
     check_pairing(after.messages)
@@ -372,7 +372,7 @@ def test_sliding_window_pins_system_prompt_and_task_when_one_turn_is_huge() -> N
     task = c.user("Current task: port the parser to the new API.")
     c.reads(10, size=300)
     window = 3000
-    r = s.compact(window, pipeline=pipeline(SlidingWindow(within_turn=True)))
+    r = s.compact(window, ladder=ladder_of(SlidingWindow(within_turn=True)))
     assert r.applied == ["sliding_window"]
     after = context(s)
     check_pairing(after.messages)
@@ -393,11 +393,11 @@ def test_sliding_window_never_separates_calls_from_results() -> None:
         c.step(f"step {i}", tools=[("read", {"path": f"{i}.{k}"}, big(40 + 10 * k, i))
                                    for k in range(3)])
     total = tokens(context(s).messages)
-    within = pipeline(SlidingWindow(within_turn=True))
+    within = ladder_of(SlidingWindow(within_turn=True))
     for fraction in (0.9, 0.6, 0.3, 0.1, 0.01):
-        r = s.compact(int(total * fraction / 0.4) + 1, pipeline=within, dry_run=True)
+        r = s.compact(int(total * fraction / 0.4) + 1, ladder=within, dry_run=True)
         assert r.applied == ["sliding_window"]
-    r = s.compact(int(total * 0.5 / 0.4), pipeline=within)
+    r = s.compact(int(total * 0.5 / 0.4), ladder=within)
     after = context(s).messages
     check_pairing(after)
     assert not interrupted(after)
@@ -407,7 +407,7 @@ def test_sliding_window_never_separates_calls_from_results() -> None:
 def test_sliding_window_keeps_the_current_turn_whole_by_default() -> None:
     s, c = long_task(steps=12)
     before = context(s)
-    r = s.compact(2000, pipeline=pipeline(SlidingWindow()))
+    r = s.compact(2000, ladder=ladder_of(SlidingWindow()))
     assert r.applied == ["sliding_window"] and not r.reached_target
     after = context(s)
     task = c.users[-1]
@@ -415,7 +415,7 @@ def test_sliding_window_keeps_the_current_turn_whole_by_default() -> None:
     assert after.entry_ids[2] == task
     assert after.entry_ids[2:] == before.entry_ids[before.entry_ids.index(task):]
     # nothing more to drop: it declines instead of dropping steps of the current task
-    again = s.compact(2000, pipeline=pipeline(SlidingWindow()))
+    again = s.compact(2000, ladder=ladder_of(SlidingWindow()))
     assert again.stages[0].note == "nothing to do" and again.entry_id is None
 
 
@@ -427,12 +427,12 @@ def test_a_later_window_keeps_earlier_pins_and_counts_them_as_kept() -> None:
     c.turn("Old turn.")
     first_task = c.user("First task: " + "details " * 300)
     c.reads(8)
-    one = s.compact(2000, pipeline=pipeline(SlidingWindow(within_turn=True)))
+    one = s.compact(2000, ladder=ladder_of(SlidingWindow(within_turn=True)))
     assert one.entry_id is not None
     assert first_task in ctx_ids(s)
     c.user("Second task.")
     c.reads(6)
-    two = s.compact(2500, pipeline=pipeline(SlidingWindow()))
+    two = s.compact(2500, ladder=ladder_of(SlidingWindow()))
     assert two.applied == ["sliding_window"]
     ids = ctx_ids(s)
     assert first_task in ids and first_task not in two.dropped
@@ -455,7 +455,7 @@ def test_sliding_window_with_nothing_to_drop_declines() -> None:
     c = Convo(s)
     c.user("The only task.")
     c.reads(6)
-    r = s.compact(500, pipeline=pipeline(SlidingWindow()))
+    r = s.compact(500, ladder=ladder_of(SlidingWindow()))
     assert r.stages[0].note == "nothing to do" and r.entry_id is None
 
 
@@ -490,7 +490,7 @@ def section(text: str, title: str) -> str:
 def test_digest_keeps_requests_files_commands_errors_and_notes() -> None:
     s = ct.Session.in_memory()
     c = coding_history(s)
-    r = s.compact(1500, pipeline=pipeline(Digest()))
+    r = s.compact(1500, ladder=ladder_of(Digest()))
     assert r.applied == ["digest"]
     summary = context(s).messages[0]
     assert summary.role == "system" and summary.meta
@@ -546,7 +546,7 @@ def test_digest_stage_fits_the_room_under_the_target() -> None:
         c.user(f"Request {t}: " + "with a long explanation " * 40)
         c.step(f"I decided to handle request {t} with approach {t}.",
                tools=[("edit", {"path": f"src/file_{t}.py"}, "ok")])
-    r = s.compact(6000, pipeline=pipeline(Digest()))
+    r = s.compact(6000, ladder=ladder_of(Digest()))
     assert r.applied == ["digest"] and r.reached_target
     assert 0.85 * r.target <= r.tokens_after <= r.target  # it uses the room it is given
     text = context(s).messages[0].text
@@ -559,7 +559,7 @@ def test_digest_stage_fits_the_room_under_the_target() -> None:
 def test_digest_is_deterministic() -> None:
     a, b = ct.Session.in_memory(), ct.Session.in_memory()
     coding_history(a), coding_history(b)
-    ra, rb = (x.compact(1500, pipeline=pipeline(Digest()), dry_run=True) for x in (a, b))
+    ra, rb = (x.compact(1500, ladder=ladder_of(Digest()), dry_run=True) for x in (a, b))
     assert ra.summary == rb.summary and ra.tokens_after == rb.tokens_after
 
 
@@ -569,7 +569,7 @@ def test_digest_is_deterministic() -> None:
 def test_summarize_sends_a_structured_prompt_and_marks_the_summary() -> None:
     s, _ = long_session(turns=6)
     model = ScriptedModel(["## Objective\nRefactor modules 0-5."])
-    r = s.compact(4000, pipeline=pipeline(Summarize(model)))
+    r = s.compact(4000, ladder=ladder_of(Summarize(model)))
     assert r.applied == ["summarize"] and len(model.calls) == 1
     sent = model.calls[0]
     assert [m.role for m in sent] == ["system", "user"]
@@ -601,10 +601,10 @@ def test_summarize_sends_a_structured_prompt_and_marks_the_summary() -> None:
 def test_a_second_summary_updates_the_first() -> None:
     s, c = long_session(turns=6)
     model = ScriptedModel(["FIRST SUMMARY: modules 0-4 refactored.", "SECOND SUMMARY"])
-    s.compact(4000, pipeline=pipeline(Summarize(model)))
+    s.compact(4000, ladder=ladder_of(Summarize(model)))
     for t in range(6, 10):
         c.turn(f"Task {t}: more work")
-    r = s.compact(4000, pipeline=pipeline(Summarize(model)))
+    r = s.compact(4000, ladder=ladder_of(Summarize(model)))
     assert r.applied == ["summarize"] and len(model.calls) == 2
     request = model.calls[1][1].text
     previous = request.split("<previous-summary>\n")[1].split("\n</previous-summary>")[0]
@@ -627,7 +627,7 @@ def test_summarize_chunks_input_larger_than_its_own_window() -> None:
         return f"summary after chunk {len(seen)}"
 
     model = ScriptedModel([reply] * 50)
-    r = s.compact(3000, pipeline=pipeline(Summarize(model, max_input_tokens=2500)))
+    r = s.compact(3000, ladder=ladder_of(Summarize(model, max_input_tokens=2500)))
     assert r.applied == ["summarize"]
     assert len(model.calls) >= 3
     assert "<previous-summary>" not in seen[0]
@@ -650,14 +650,14 @@ def test_summarize_packs_chunks_by_what_is_sent() -> None:
     c.user("Read the logs.")
     c.reads(12, size=2000)  # ~25k tokens each, ~2k once shortened for the transcript
     model = ScriptedModel(["summary"] * 50)
-    s.compact(20_000, pipeline=pipeline(Summarize(model, max_input_tokens=40_000)))
+    s.compact(20_000, ladder=ladder_of(Summarize(model, max_input_tokens=40_000)))
     assert len(model.calls) == 1 and tokens(model.calls[0]) <= 40_000
 
 
 def test_summarize_passes_options_to_the_model() -> None:
     s, _ = long_session(turns=4)
     model = ScriptedModel(["s"])
-    s.compact(3000, pipeline=pipeline(Summarize(model, max_tokens=500)))
+    s.compact(3000, ladder=ladder_of(Summarize(model, max_tokens=500)))
     assert model.options[0] == {"max_tokens": 500}
 
 
@@ -667,7 +667,7 @@ def test_summarize_passes_options_to_the_model() -> None:
 def test_the_ladder_stops_at_the_first_stage_that_reaches_the_target() -> None:
     s, _ = long_session(turns=8)
     model = ScriptedModel(["## Objective\nRefactor the modules."])
-    cleared = s.compact(1000, pipeline=pipeline(ToolResults()), dry_run=True).tokens_after
+    cleared = s.compact(1000, ladder=ladder_of(ToolResults()), dry_run=True).tokens_after
     r = s.compact(int(cleared * 0.7 / 0.4), model=model)
     assert r.reached_target
     assert [x.name for x in r.stages] == ["tool_results", "sliding_window"]
@@ -681,10 +681,10 @@ def test_the_ladder_stops_at_the_first_stage_that_reaches_the_target() -> None:
     assert len(model.calls) == 1  # clearing is reversible: no summary, no model call
 
 
-def test_default_pipeline_order() -> None:
-    names = [st.name for st in default_pipeline().stages]
+def test_default_ladder_order() -> None:
+    names = [st.name for st in default_ladder().stages]
     assert names == ["tool_results", "sliding_window", "digest"]
-    names = [st.name for st in default_pipeline(ScriptedModel([])).stages]
+    names = [st.name for st in default_ladder(ScriptedModel([])).stages]
     assert names == ["tool_results", "sliding_window", "summarize", "digest"]
 
 
@@ -710,7 +710,7 @@ def test_a_raising_summarizer_falls_back_to_digest_and_keeps_history(tmp_path: P
     original = [e for e in s.branch()]
     on_disk = snapshot(path)
     model = ScriptedModel([ModelUnavailable("provider down")])
-    r = s.compact(2000, pipeline=pipeline(SlidingWindow(), Summarize(model), Digest()))
+    r = s.compact(2000, ladder=ladder_of(SlidingWindow(), Summarize(model), Digest()))
     events = compaction_events(r)
     assert len(model.calls) == 1
     # the stage that called the summarizer folded with the digest when it failed
@@ -747,7 +747,7 @@ def test_a_failing_ladder_writes_nothing(tmp_path: Path) -> None:
     long_session(s, turns=6)
     on_disk = snapshot(path)
     original = s.branch()
-    r = s.compact(2000, pipeline=pipeline(Boom()))
+    r = s.compact(2000, ladder=ladder_of(Boom()))
     events = compaction_events(r)
     assert r.entry_id is None and r.applied == [] and not r.reached_target and r.reason
     assert snapshot(path) == on_disk and s.branch() == original
@@ -761,11 +761,11 @@ def test_a_failing_ladder_writes_nothing(tmp_path: Path) -> None:
 def test_compaction_failed_has_one_payload_shape() -> None:
     """A failing stage and a failing ladder report through the same payload type."""
     s, _ = long_session(turns=6)
-    r = s.compact(2000, pipeline=pipeline(Boom()))
+    r = s.compact(2000, ladder=ladder_of(Boom()))
     failed = [p for p in compaction_events(r) if p["event"] == Event.COMPACTION_FAILED]
     assert len(failed) == 2 and {p.get("stage") for p in failed} == {"boom", None}
     # a summarizer that fails inside a stage that applied is reported the same way
-    r = s.compact(2000, pipeline=pipeline(Summarize(ScriptedModel([RuntimeError("down")]))))
+    r = s.compact(2000, ladder=ladder_of(Summarize(ScriptedModel([RuntimeError("down")]))))
     assert r.entry_id is not None and r.applied == ["summarize"]
     failed += [p for p in compaction_events(r) if p["event"] == Event.COMPACTION_FAILED]
     assert len(failed) == 3 and failed[-1]["stage"] == "summarize"
@@ -777,7 +777,7 @@ def test_compaction_failed_has_one_payload_shape() -> None:
 
 def test_an_empty_summary_is_rejected_for_the_digest() -> None:
     s, _ = long_session(turns=6)
-    r = s.compact(2000, model=ScriptedModel(["   "]), pipeline=pipeline(
+    r = s.compact(2000, model=ScriptedModel(["   "]), ladder=ladder_of(
         Summarize(ScriptedModel(["  "])), Digest()))
     assert r.applied == ["summarize"] and r.reached_target
     assert "empty summary" in r.stages[0].note and "digest was used" in r.stages[0].note
@@ -800,13 +800,13 @@ class Bigger:
 def test_a_stage_that_does_not_shrink_is_rejected() -> None:
     s, _ = long_session(turns=6)
     bigger = Bigger()
-    r = s.compact(3000, pipeline=pipeline(bigger, SlidingWindow()))
+    r = s.compact(3000, ladder=ladder_of(bigger, SlidingWindow()))
     assert bigger.calls == 1
     assert r.stages[0].name == "bigger" and not r.stages[0].applied
     assert "rejected" in r.stages[0].note and r.stages[0].tokens_after > r.stages[0].tokens_before
     assert r.applied == ["sliding_window"]
     assert "padding" not in context(s).messages[0].text
-    only = s.compact(3000, pipeline=pipeline(Bigger()), force=True)
+    only = s.compact(3000, ladder=ladder_of(Bigger()), force=True)
     assert only.entry_id is None and only.applied == []
 
 
@@ -905,10 +905,10 @@ def test_dry_run_predicts_the_real_run_and_writes_nothing(tmp_path: Path) -> Non
 def test_repeated_compactions_compose() -> None:
     s, c = long_session(turns=6)
 
-    def ladder() -> CompactionPipeline:
-        return pipeline(ToolResults(keep_recent=1), SlidingWindow(), Digest(keep_ratio=0.9))
+    def ladder() -> CompactionLadder:
+        return ladder_of(ToolResults(keep_recent=1), SlidingWindow(), Digest(keep_ratio=0.9))
 
-    first = s.compact(5000, pipeline=ladder())
+    first = s.compact(5000, ladder=ladder())
     assert first.applied == ["tool_results", "sliding_window"]
     ctx1 = context(s)
     ids1 = [i for i in ctx1.entry_ids if i is not None]
@@ -918,7 +918,7 @@ def test_repeated_compactions_compose() -> None:
     assert cleared1 and summary1
     for t in range(6, 9):
         c.turn(f"Task {t}: follow-up work")
-    second = s.compact(6000, pipeline=ladder())
+    second = s.compact(6000, ladder=ladder())
     assert second.entry_id is not None and second.dropped
     ctx2 = context(s)
     check_pairing(ctx2.messages)
@@ -944,10 +944,10 @@ def test_repeated_compactions_compose() -> None:
 
 def test_repeated_sliding_windows_merge_their_summaries() -> None:
     s, c = long_session(turns=6)
-    one = s.compact(4000, pipeline=pipeline(SlidingWindow()))
+    one = s.compact(4000, ladder=ladder_of(SlidingWindow()))
     for t in range(6, 12):
         c.turn(f"Task {t}")
-    two = s.compact(4000, pipeline=pipeline(SlidingWindow()))
+    two = s.compact(4000, ladder=ladder_of(SlidingWindow()))
     text = context(s).messages[0].text
     # one summary, merged: the header counts everything folded, each user message once
     assert text.count("earlier messages") == 1
@@ -965,7 +965,7 @@ def test_compaction_only_uses_the_current_branch() -> None:
         c.turn(f"Branch A task {t}")
     s.move_to(fork_at)
     c.turn("Branch B task")
-    r = s.compact(3000, pipeline=pipeline(Digest()))
+    r = s.compact(3000, ladder=ladder_of(Digest()))
     assert "Branch A" not in r.summary
     ctx = context(s)
     assert not any("Branch A" in m.text for m in ctx.messages)
@@ -983,7 +983,7 @@ def test_a_retained_tail_compaction_is_counted_as_shown_then_digested() -> None:
     c.turn("New task after the import.", steps=6)
     before = context(s)
     assert "Retained answer" in before.messages[1].text + before.messages[2].text
-    r = s.compact(4000, pipeline=pipeline(SlidingWindow(), Digest()))
+    r = s.compact(4000, ladder=ladder_of(SlidingWindow(), Digest()))
     assert r.tokens_before == tokens(before.messages)
     after = context(s)
     check_pairing(after.messages)
@@ -1078,7 +1078,7 @@ def test_usage_below_the_estimate_scales_it_down() -> None:
 def test_compacted_event_payload() -> None:
     s, _ = long_task(steps=20)
     model = ScriptedModel(["THE SUMMARY"])
-    r = s.compact(3000, pipeline=pipeline(ToolResults(keep_recent=1), SlidingWindow(),
+    r = s.compact(3000, ladder=ladder_of(ToolResults(keep_recent=1), SlidingWindow(),
                                           Summarize(model, keep_ratio=0.9), Digest()))
     events = compaction_events(r)
     names = [e["event"] for e in events]
@@ -1109,6 +1109,6 @@ def test_compacted_event_payload() -> None:
 def test_no_compacted_event_on_dry_run() -> None:
     s, _ = long_session(turns=6)
     before = s.branch()
-    r = s.compact(2000, pipeline=default_pipeline(), dry_run=True)
+    r = s.compact(2000, ladder=default_ladder(), dry_run=True)
     assert r.entry is not None and r.entry_id is None and s.branch() == before
     assert compaction_events(r) == []

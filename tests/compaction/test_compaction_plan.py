@@ -20,7 +20,7 @@ from contextree import Message, ToolCall, Usage
 from contextree._context import SUMMARY_PREFIX
 from contextree.cli import app
 from contextree.compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionPolicy,
     Digest,
     SlidingWindow,
@@ -47,8 +47,8 @@ def conversation(steps: int = 12, *, prefix: str = "") -> list[Message]:
     return msgs
 
 
-def ladder() -> CompactionPipeline:
-    return CompactionPipeline([ToolResults(keep_recent=1), SlidingWindow(), Digest()])
+def ladder() -> CompactionLadder:
+    return CompactionLadder([ToolResults(keep_recent=1), SlidingWindow(), Digest()])
 
 
 def fill(session: ct.Session, messages: list[Message]) -> None:
@@ -88,7 +88,7 @@ def test_plan_on_a_message_list_needs_no_session(no_session: None) -> None:
 def test_a_previous_summary_in_a_message_list_is_updated_not_piled_up() -> None:
     msgs = conversation()
     window = int(COUNTER.count_messages(msgs) * 0.5 / 0.4)
-    digest = CompactionPipeline([Digest()])
+    digest = CompactionLadder([Digest()])
     first = plan_compaction(msgs, CompactionPolicy(window), digest, COUNTER)
     assert first.summary
     grown = [*first.context().messages, *conversation(8, prefix="second ")]
@@ -117,7 +117,7 @@ def test_plan_on_a_branch_returns_the_entry_and_writes_nothing(tmp_path: Path) -
         assert planned.entry.parent_id == leaf and planned.entry.id not in s
         assert path.read_bytes() == on_disk and len(s) == count and s.leaf_id == leaf
         # Session.compact plans the same and appends it
-        done = s.compact(window, pipeline=ladder(), counter=COUNTER)
+        done = s.compact(window, ladder=ladder(), counter=COUNTER)
         stored = s.get_entry(s.leaf_id or "")
         assert isinstance(stored, CompactionEntry) and done.entry == stored
         assert done.entry_id == stored.id and len(s) == count + 1
@@ -145,7 +145,7 @@ def test_the_runtime_compacts_a_flat_log_without_a_session(tmp_path: Path,
              .use(ct.runtime.SessionLog, path=tmp_path / "log.jsonl")
              .use(ct.runtime.ToolResultLoop)
              .use(ct.runtime.DefaultCompactionPipeline, window=6000,
-                  compactor=CompactionPipeline([Digest()]))
+                  ladder=CompactionLadder([Digest()]))
              .use(ct.runtime.DefaultToolPipeline, tools=[big])
              .run(ScriptedModel([*calls, "done"])))
     agent.on("compacted", lambda env, p: compacted.append(p))

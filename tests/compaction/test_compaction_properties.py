@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import contextree as ct
 from contextree import Message, ToolCall, Usage
 from contextree.compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionResult,
     CompactionState,
     Digest,
@@ -28,7 +28,7 @@ from contextree.compaction import (
     SlidingWindow,
     Summarize,
     ToolResults,
-    default_pipeline,
+    default_ladder,
 )
 from contextree.entries import CompactionEntry
 from contextree.errors import ModelError
@@ -183,7 +183,7 @@ def stage_choices() -> st.SearchStrategy[list[Any]]:
         model_stage,
     )
     return st.lists(stage, min_size=1, max_size=4) | st.builds(
-        lambda use: default_pipeline(ScriptedModel([lambda msgs: "s"] * 50) if use else None)
+        lambda use: default_ladder(ScriptedModel([lambda msgs: "s"] * 50) if use else None)
         .stages, st.booleans())
 
 
@@ -198,7 +198,7 @@ def run_and_check(session: ct.Session, system_id: str, stages: list[Any], window
         check_view(ctx, original, system_id, task, branch_ids)
 
     checked = [Checked(s, check) for s in stages]
-    result = session.compact(window, pipeline=CompactionPipeline(checked), counter=COUNTER,
+    result = session.compact(window, ladder=CompactionLadder(checked), counter=COUNTER,
                              compact_at=min(1.0, compact_to + 0.3), compact_to=compact_to)
     event(f"applied: {result.applied}; reached: {result.reached_target}")
     event(f"stage plans checked: {sum(c.plans for c in checked) > 0}")
@@ -293,7 +293,7 @@ def test_default_ladder_reaches_a_reachable_target(conversation: list[Turn],
     total = COUNTER.count_messages(s.build_context().messages)
     window = max(1, int(total * fraction / 0.4))
     floor = floor_tokens(s)
-    r = run_and_check(s, system_id, default_pipeline().stages, window, 0.4)
+    r = run_and_check(s, system_id, default_ladder().stages, window, 0.4)
     if r.reached_target:
         assert r.tokens_after <= r.target and not r.reason
     else:

@@ -9,7 +9,7 @@ import pytest
 
 import contextree as ct
 from contextree import Message, ToolCall
-from contextree.compaction import CompactionPipeline, Digest, SlidingWindow, ToolResults
+from contextree.compaction import CompactionLadder, Digest, SlidingWindow, ToolResults
 from contextree.entries import CompactionEntry
 from contextree.tokens import EstimateCounter
 
@@ -119,7 +119,7 @@ def test_the_digest_uses_the_room_it_is_given(ratio: float) -> None:
             fresh.append(e)
         total = COUNTER.count_messages(fresh.build_context().messages)
         r = fresh.compact(total, compact_at=0.95, compact_to=ratio, force=True,
-                          pipeline=CompactionPipeline(stages))
+                          ladder=CompactionLadder(stages))
         built = COUNTER.count_messages(fresh.build_context().messages)
         assert built == r.tokens_after
         assert 0.85 * r.target <= r.tokens_after <= r.target, (stages, r.tokens_after, r.target)
@@ -136,7 +136,7 @@ def test_claude_code_tool_names_are_known_by_their_kind() -> None:
            "Error: Exit code 1\n" + "tests/test_config.py .....\n" * 100
            + "FAILED tests/test_config.py::test_load - KeyError: 'tz'", error=True)
     b.filler(3, lines=5)
-    r = b.s.compact(200, pipeline=CompactionPipeline([ToolResults(keep_recent=1)]),
+    r = b.s.compact(200, ladder=CompactionLadder([ToolResults(keep_recent=1)]),
                     force=True)
     assert r.cleared
     shown = {m.tool_call_id: m.text for m in b.s.build_context().messages if m.role == "tool"}
@@ -178,7 +178,7 @@ def test_declared_tool_kinds_decide_the_role() -> None:
     b.step("", "deploy_files", {"path": "site/index.html", "content": "<html>"}, "ok")
     b.filler(20)
     b.user("ok, continue")
-    b.compact(0.2, pipeline=CompactionPipeline(
+    b.compact(0.2, ladder=CompactionLadder(
         [SlidingWindow()], tool_kinds={"deploy_files": ct.ToolKind.WRITE}))
     assert "site/index.html: deploy_files wrote the whole file" in b.summary()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextree as ct
 from contextree import Message, ToolCall
-from contextree.compaction import CompactionPipeline, ToolResults, placeholder
+from contextree.compaction import CompactionLadder, ToolResults, placeholder
 from contextree.compaction._summarize import render_transcript
 from contextree.models import to_anthropic, to_openai_chat, to_openai_responses
 
@@ -37,7 +37,7 @@ def session_of(messages: list[Message]) -> ct.Session:
 
 def test_cleared_results_are_attributed_to_their_own_call() -> None:
     s = session_of(reused())
-    r = s.compact(200, pipeline=CompactionPipeline([ToolResults(keep_recent=0)]), force=True)
+    r = s.compact(200, ladder=CompactionLadder([ToolResults(keep_recent=0)]), force=True)
     assert len(r.cleared) == 2
     results = [m.text for m in s.build_context().messages if m.role == "tool"]
     assert 'shell({"command":"pytest -q"})' in results[0] and "git push" not in results[0]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import contextree as ct
 from contextree import Message, ToolCall
-from contextree.compaction import CompactionPipeline, SlidingWindow, Summarize, ToolResults
+from contextree.compaction import CompactionLadder, SlidingWindow, Summarize, ToolResults
 from contextree.compaction._summarize import SYSTEM_PROMPT
 from contextree.models import ScriptedModel
 
@@ -33,8 +33,8 @@ def session() -> ct.Session:
     return s
 
 
-def ladder(model: ScriptedModel) -> CompactionPipeline:
-    return CompactionPipeline([ToolResults(), SlidingWindow()], summarizer=model)
+def ladder(model: ScriptedModel) -> CompactionLadder:
+    return CompactionLadder([ToolResults(), SlidingWindow()], summarizer=model)
 
 
 def folding_note(r: ct.compaction.CompactionResult) -> str:
@@ -44,7 +44,7 @@ def folding_note(r: ct.compaction.CompactionResult) -> str:
 def test_a_reply_that_drops_an_identifier_is_rejected_for_the_digest() -> None:
     s = session()
     model = ScriptedModel(["## Objective\nFind the bad commit. Port 8443."])
-    r = s.compact(4_000, pipeline=ladder(model))
+    r = s.compact(4_000, ladder=ladder(model))
     assert len(model.calls) == 1 and r.reached_target
     note = folding_note(r)
     assert "rejected" in note and SHA in note and "digest was used" in note
@@ -54,7 +54,7 @@ def test_a_reply_that_drops_an_identifier_is_rejected_for_the_digest() -> None:
 def test_a_reply_larger_than_what_it_replaces_is_rejected() -> None:
     s = session()
     model = ScriptedModel([f"## Identifiers\n{SHA} 8443\n" + "padding " * 20_000])
-    r = s.compact(4_000, pipeline=ladder(model))
+    r = s.compact(4_000, ladder=ladder(model))
     assert "not smaller than what it replaces" in folding_note(r)
     assert "padding" not in r.summary
 
@@ -62,7 +62,7 @@ def test_a_reply_larger_than_what_it_replaces_is_rejected() -> None:
 def test_an_accepted_reply_is_kept_with_the_user_messages_verbatim() -> None:
     s = session()
     model = ScriptedModel([f"## Objective\nFind the bad commit.\n## Identifiers\n{SHA}, 8443"])
-    r = s.compact(4_000, pipeline=ladder(model))
+    r = s.compact(4_000, ladder=ladder(model))
     assert folding_note(r) == "" and r.reached_target
     assert "## Summary written by the summarizer\n## Objective\nFind the bad commit." in r.summary
     assert "- Find the commit that broke the build; use port 8443." in r.summary
@@ -79,7 +79,7 @@ def test_the_prompt_asks_for_fixed_sections_and_names_what_to_copy() -> None:
         return f"## Objective\nFind the bad commit.\n## Identifiers\n{SHA}, 8443"
 
     model = ScriptedModel([reply, reply])
-    s.compact(4_000, pipeline=ladder(model))
+    s.compact(4_000, ladder=ladder(model))
     system, request = seen[0][0].text, seen[0][1].text
     assert system == SYSTEM_PROMPT
     for section in ("## Objective", "## User requirements and constraints", "## Decisions",
@@ -94,7 +94,7 @@ def test_the_prompt_asks_for_fixed_sections_and_names_what_to_copy() -> None:
         s.append_message(Message.assistant("Reading.", tool_calls=[call]))
         s.append_message(Message.tool("y = 2\n" * 150, tool_call_id=call.id, name="read"))
     s.append_message(Message.user("ok, continue"))
-    r = s.compact(4_000, pipeline=ladder(model))
+    r = s.compact(4_000, ladder=ladder(model))
     assert len(seen) == 2 and r.entry_id is not None
     previous = seen[1][1].text.split("<previous-summary>\n")[1].split("</previous-summary>")[0]
     assert "Find the bad commit." in previous and "Find the commit that broke" in previous
@@ -104,6 +104,6 @@ def test_the_prompt_asks_for_fixed_sections_and_names_what_to_copy() -> None:
 def test_the_summarize_stage_checks_its_reply_too() -> None:
     s = session()
     model = ScriptedModel([""])
-    r = s.compact(4_000, pipeline=CompactionPipeline([Summarize(model)]))
+    r = s.compact(4_000, ladder=CompactionLadder([Summarize(model)]))
     assert r.applied == ["summarize"]
     assert "empty summary" in r.stages[0].note and SHA in r.summary

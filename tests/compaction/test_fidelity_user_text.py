@@ -10,7 +10,7 @@ import pytest
 
 import contextree as ct
 from contextree import Message, ToolCall
-from contextree.compaction import CompactionPipeline, Digest, SlidingWindow, ToolResults
+from contextree.compaction import CompactionLadder, Digest, SlidingWindow, ToolResults
 from contextree.models import ScriptedModel
 from contextree.tokens import EstimateCounter
 
@@ -170,7 +170,7 @@ def test_a_correction_is_kept_after_what_it_corrects() -> None:
     for i in range(4, 10):
         working_turn(s, "ok, continue", i)
     s.append_message(Message.user("ok, continue"))
-    r = s.compact(6_000, pipeline=CompactionPipeline([ToolResults(), SlidingWindow(), Digest()]))
+    r = s.compact(6_000, ladder=CompactionLadder([ToolResults(), SlidingWindow(), Digest()]))
     assert r.reached_target
     text = summary_text(s)
     old = text.index("the service listens on port 8080")

@@ -41,13 +41,15 @@ from contextree.entries import (
     ThinkingLevelChangeEntry,
     to_dict,
 )
+from contextree.errors import InvalidArgument, UnknownFormat
 from contextree.formats import (
-    FORMATS,
-    UnknownFormatError,
     detect_format,
     export_session,
     get_format,
     import_session,
+    list_formats,
+    register_format,
+    unregister_format,
 )
 from helpers import FORMATS_DATA as DATA
 
@@ -499,31 +501,33 @@ def test_detect_format(name: str, fmt: str, tmp_path: Path) -> None:
 
 def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
                                                           tmp_path: Path) -> None:
-    with pytest.raises(UnknownFormatError, match="already a contextree session"):
+    with pytest.raises(UnknownFormat, match="already a contextree session"):
         detect_format(Path(session.location))
     other = tmp_path / "x.txt"
     other.write_text("hello\n")
-    with pytest.raises(UnknownFormatError, match="cannot tell"):
+    with pytest.raises(UnknownFormat, match="cannot tell"):
         detect_format(other)
 
 
 def test_registry() -> None:
-    assert set(FORMATS) == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
+    assert {f.name for f in list_formats()} == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
                             "claude-code", "codex", "contextree"}
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
-    with pytest.raises(UnknownFormatError, match="unknown format 'nope'"):
+    with pytest.raises(UnknownFormat, match="unknown format 'nope'"):
         get_format("nope")
 
 
-def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_import_only_formats_cannot_be_exported(session: Session, tmp_path: Path) -> None:
     from contextree.formats import Format
     from contextree.formats import _brute as brute
 
-    monkeypatch.setitem(FORMATS, "import-only", Format("import-only", "x", brute.read))
-    with pytest.raises(UnknownFormatError, match="imported, not exported"):
-        export_session("import-only", session, tmp_path / "x.jsonl")
+    register_format(Format("import-only", "x", brute.read))
+    try:
+        with pytest.raises(InvalidArgument, match="imported, not exported"):
+            export_session("import-only", session, tmp_path / "x.jsonl")
+    finally:
+        unregister_format("import-only")
 
 
 def test_import_never_replaces_a_file(tmp_path: Path) -> None:
@@ -631,7 +635,7 @@ def test_unknown_fields_survive_a_pi_round_trip(tmp_path: Path) -> None:
     assert tool.extra["x_result"] is True
 
 
-@pytest.mark.parametrize("fmt", [f.name for f in FORMATS.values() if f.writer is not None])
+@pytest.mark.parametrize("fmt", [f.name for f in list_formats() if f.writer is not None])
 def test_an_export_onto_an_existing_file_is_refused_and_leaves_it_alone(
         fmt: str, session: Session, tmp_path: Path) -> None:
     (tmp_path / "out").mkdir()

@@ -20,7 +20,7 @@ import pytest
 
 import contextree as ct
 from contextree import _files
-from contextree.compaction import CompactionPipeline, Digest
+from contextree.compaction import CompactionLadder, Digest
 from contextree.errors import CorruptLine, InvalidArgument, StorageFailure
 from contextree.models import ScriptedModel
 from contextree.runtime import _flatlog, repair_log, verify_log
@@ -35,7 +35,7 @@ def make_agent(path: Path, replies: list[Any], window: int = 100_000) -> ct.Agen
         .use(ct.runtime.SystemPrompt, text="sys")
         .use(ct.runtime.ToolResultLoop)
         .use(ct.runtime.DefaultCompactionPipeline, window=window,
-             compactor=CompactionPipeline([Digest()]))
+             ladder=CompactionLadder([Digest()]))
         .use(ct.runtime.DefaultToolPipeline, tools=[big])
         .run(ScriptedModel(replies))
     )
@@ -183,7 +183,7 @@ def test_repair_refuses_a_file_that_is_not_a_log(tmp_path: Path) -> None:
 HELPER = textwrap.dedent("""
     import json, os, random, signal, sys, time, warnings
     import contextree as ct
-    from contextree.compaction import CompactionPipeline, Digest
+    from contextree.compaction import CompactionLadder, Digest
     from contextree.models import ScriptedModel
     from contextree.runtime import _flatlog
     warnings.simplefilter("ignore")
@@ -203,7 +203,7 @@ HELPER = textwrap.dedent("""
             agent = (ct.agent().use(ct.runtime.SessionLog, path=path)
                      .use(ct.runtime.ToolResultLoop)
                      .use(ct.runtime.DefaultCompactionPipeline, window=40_000,
-                          compactor=CompactionPipeline([Digest()]))
+                          ladder=CompactionLadder([Digest()]))
                      .use(ct.runtime.DefaultToolPipeline, tools=[big])
                      .run(ScriptedModel([*calls, "done"])))
             agent.start("go " + "y" * r.choice([10, 1000, 300_000, 3_000_000]))
@@ -240,7 +240,7 @@ HELPER = textwrap.dedent("""
         try:
             health = _flatlog.verify_log(path)
             torn += health.torn_tail
-            _flatlog.MessageLog(path).load(writable=False)
+            _flatlog.FlatLog(path).load(writable=False)
         except FileNotFoundError:
             pass
         except Exception as e:

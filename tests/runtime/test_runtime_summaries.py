@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import contextree as ct
-from contextree.compaction import CompactionPipeline, Digest
+from contextree.compaction import CompactionLadder, Digest
 from contextree.models import ScriptedModel
 
 
@@ -29,7 +29,7 @@ def test_session_log_keeps_a_single_summary_across_compactions(tmp_path: Path) -
         .use(ct.runtime.SystemPrompt, text="sys")
         .use(ct.runtime.ToolResultLoop)
         .use(ct.runtime.DefaultCompactionPipeline, window=6000,
-             compactor=CompactionPipeline([Digest()]))
+             ladder=CompactionLadder([Digest()]))
         .use(ct.runtime.DefaultToolPipeline, tools=[_tool("big")])
         .run(model)
     )
@@ -72,7 +72,7 @@ def test_usage_reported_after_a_compaction_anchors_the_next_count(tmp_path: Path
         .use(ct.runtime.SessionTree, path=tmp_path / "s.jsonl")
         .use(ct.runtime.ToolResultLoop)
         .use(ct.runtime.DefaultCompactionPipeline, window=6000,
-             compactor=CompactionPipeline([Digest()]))
+             ladder=CompactionLadder([Digest()]))
         .use(ct.runtime.DefaultToolPipeline, tools=[fetch])
         .run(ScriptedModel([reply] * 10))
     )

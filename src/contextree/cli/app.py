@@ -25,7 +25,6 @@ from typer.core import TyperCommand
 
 from .._files import TEMP_SUFFIX
 from ..errors import ContextreeError, InvalidArgument
-from ..formats._base import UnknownFormatError
 from .output import CommandFailed, UsageProblem, fail
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,9 +95,10 @@ def _prepare_streams() -> None:
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
-def command(name: str, *, group: typer.Typer | None = None,
+def command(name: str, *, group: typer.Typer | None = None, cls: type[Command] = Command,
             **kwargs: Any) -> Callable[[F], F]:
-    """Register a command whose user errors end in one ``error:`` line and an exit code."""
+    """Register a command whose user errors end in one ``error:`` line and an exit code
+    (``cls``: a ``Command`` subclass, to add to its help)."""
 
     def register(fn: F) -> F:
         @functools.wraps(fn)
@@ -107,7 +107,7 @@ def command(name: str, *, group: typer.Typer | None = None,
                 return fn(*args, **kw)
             try:
                 return fn(*args, **kw)
-            except (UsageProblem, UnknownFormatError, InvalidArgument) as e:
+            except (UsageProblem, InvalidArgument) as e:
                 raise fail(cli_words(str(e)), 2) from None
             except CommandFailed as e:
                 raise fail(cli_words(str(e)), 1) from None
@@ -123,7 +123,7 @@ def command(name: str, *, group: typer.Typer | None = None,
             except KeyboardInterrupt:
                 raise fail("interrupted", 130) from None
 
-        (group or app).command(name, cls=Command, **kwargs)(run)
+        (group or app).command(name, cls=cls, **kwargs)(run)
         return fn
 
     return register

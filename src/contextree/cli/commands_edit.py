@@ -11,9 +11,9 @@ import typer
 
 from .._overflow import OverflowStore
 from .._session import Session
+from ..runtime import is_flat_log, repair_log
 from ..storage._repair import repair
 from .app import command
-from .flatlog import is_flat_log, repair_log
 from .output import CommandFailed, Out, UsageProblem, clip, emit_json, human_size, short_id
 from .sessions import (
     STDOUT,

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import typer
 
 from .._session import Session
 from ..entries import encode_line
-from ..errors import SessionNotFound
+from ..errors import InvalidArgument, SessionNotFound
 from ..formats import (
-    FORMATS,
-    HOME_FORMATS,
     Format,
-    UnknownFormatError,
     detect_format,
     export_session,
     find_tool_session,
     get_format,
     import_session,
+    list_formats,
     list_tool_sessions,
 )
-from .app import command
+from .app import Command, command
 from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
 from .sessions import (
     STDOUT,
@@ -34,15 +32,35 @@ from .sessions import (
 )
 from .writing import replacing, to_stdout
 
-IMPORTABLE = [f.name for f in FORMATS.values() if f.reader is not None or f.copy]
-EXPORTABLE = [f.name for f in FORMATS.values() if f.writer is not None or f.copy]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-@command("import")
+class _FormatsCommand(Command):
+    """A command whose help ends with the formats it takes, read from the format table when
+    the help is shown (so formats registered by plugins are listed too)."""
+
+    direction: ClassVar[str]
+
+    def format_epilog(self, ctx: Any, formatter: Any) -> None:
+        rows = [(f.name, f.description) for f in list_formats()
+                if (f.can_import if self.direction == "import" else f.can_export)]
+        with formatter.section("Formats"):
+            formatter.write_dl(rows)
+        super().format_epilog(ctx, formatter)
+
+
+class _ImportCommand(_FormatsCommand):
+    direction = "import"
+
+
+class _ExportCommand(_FormatsCommand):
+    direction = "export"
+
+
+@command("import", cls=_ImportCommand)
 def import_command(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="One of: " + ", ".join(IMPORTABLE)
-                                       + "; or auto (detected from the file).",
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="A format listed below, or "
+                                       "auto (detected from the file).",
                                        show_default=False)],
     source: Annotated[str | None, typer.Argument(
         metavar="SRC", help="The file to read (for the contextree format: a file or a "
@@ -67,8 +85,8 @@ def import_command(
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session."""
     spec = None if fmt == "auto" else get_format(fmt)
-    if spec is not None and spec.reader is None and not spec.copy:
-        raise UnknownFormatError(f"format {spec.name!r} can be exported, not imported")
+    if spec is not None and not spec.can_import:
+        raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
     if list_them:
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return
@@ -86,7 +104,7 @@ def import_command(
         return
     src = Path(source)
     default_dir = src.parent
-    if not src.exists() and spec is not None and spec.name in HOME_FORMATS:
+    if not src.exists() and spec is not None and spec.home is not None:
         src = find_tool_session(spec.name, source, home)  # by id or prefix, in the tool's home
         default_dir = Path.cwd()
     if src.is_dir():
@@ -148,10 +166,10 @@ def _list_sessions(fmt: str, home: str | None, as_json: bool) -> None:
     out.table(["id", "modified", "cwd", "first prompt"], rows)
 
 
-@command("export")
+@command("export", cls=_ExportCommand)
 def export_command(
-    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="One of: " + ", ".join(EXPORTABLE)
-                                       + ".", show_default=False)],
+    fmt: Annotated[str, typer.Argument(metavar="FORMAT", help="A format listed below.",
+                                       show_default=False)],
     file: Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
                                         "postgresql://...#SESSION_ID URL).",
                                         show_default=False)],
@@ -169,8 +187,8 @@ def export_command(
     """Write a session in another format (pi, claude-code, codex: the whole tree; others: the
     context the model sees at the leaf)."""
     spec = get_format(fmt)
-    if spec.writer is None and not spec.copy:
-        raise UnknownFormatError(f"format {spec.name!r} can be imported, not exported")
+    if not spec.can_export:
+        raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
     with open_session(file, readonly=True) as session:

@@ -16,12 +16,12 @@ from .._stats import SessionStats, UsageStats
 from ..entries import MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
+from ..runtime import is_flat_log, verify_log
 from ..storage import Address
 from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
-from .flatlog import is_flat_log, verify_log
 from .listing import NAME_WIDTH, scan
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id

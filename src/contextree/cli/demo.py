@@ -29,7 +29,7 @@ from .._messages import Message, ToolCall
 from .._overflow import OverflowStore
 from .._session import Session, TreeNode
 from .._text import shorten
-from ..compaction import CompactionPipeline, Digest, ToolResults
+from ..compaction import CompactionLadder, Digest, ToolResults
 from ..entries import (
     AnyEntry,
     BranchSummaryEntry,
@@ -334,7 +334,7 @@ def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
             # No summarizer: the ladder ends at the offline digest. The sliding window is left
             # out so the digest (what was asked, read, changed and run) is what you see.
             .use(DefaultCompactionPipeline, window=WINDOW,
-                 compactor=CompactionPipeline([ToolResults(), Digest()]))
+                 ladder=CompactionLadder([ToolResults(), Digest()]))
             .use(DefaultToolPipeline, tools=make_tools(workspace, store=store), store=store)
             .run(model))
     demo.on(CompactedPayload, lambda env, p: compactions.append(p))

@@ -11,11 +11,11 @@ the entry stores in ``details["digest"]`` for the next compaction to merge).
 from __future__ import annotations
 
 from ._digest import DigestState, digest_messages
-from ._pipeline import (
-    CompactionPipeline,
+from ._ladder import (
+    CompactionLadder,
     CompactionResult,
     StageReport,
-    default_pipeline,
+    default_ladder,
     plan_compaction,
 )
 from ._policy import CompactionPolicy
@@ -24,7 +24,7 @@ from ._state import CompactionState, Plan, Stage
 from ._summarize import Summarize
 
 __all__ = [
-    "CompactionPipeline",
+    "CompactionLadder",
     "CompactionPolicy",
     "CompactionResult",
     "CompactionState",
@@ -36,7 +36,7 @@ __all__ = [
     "StageReport",
     "Summarize",
     "ToolResults",
-    "default_pipeline",
+    "default_ladder",
     "digest_messages",
     "placeholder",
     "plan_compaction",

@@ -2,7 +2,7 @@
 ``CompactionState`` that renders and counts plans for one branch.
 
 Stages never touch a session. Each turns a plan into a smaller one; the planner
-(``contextree.compaction._pipeline``) runs them in order and turns the chosen plan into the
+(``contextree.compaction._ladder``) runs them in order and turns the chosen plan into the
 compaction entry to append.
 """
 

@@ -2,7 +2,9 @@
 
 ``import_session(fmt, src, dest_path)`` reads ``src`` and writes a new contextree session file
 (atomically: complete or not at all); ``export_session(fmt, session, out_path)`` writes a
-session in another format. ``FORMATS`` lists what each format supports:
+session in another format. Formats are found by name in one table: ``list_formats()`` lists
+them, ``get_format(name)`` finds one, and ``register_format(Format(...))`` adds one (the
+built-in formats below are registered that way). The built-in formats:
 
 =================  ======  ======  ==========================================================
 format             import  export  what
@@ -20,18 +22,30 @@ contextree         yes     yes     another contextree store: a JSONL file or a
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``).
 Malformed input raises ``SessionError`` naming the file and line.
+
+A format of your own::
+
+    from contextree.formats import Format, register_format
+
+    register_format(Format("my-log", "My agent's log (JSONL)", reader=read_my_log,
+                           writer=write_my_log))
+
+``reader(path, progress)`` returns an ``Imported`` (a header and the entries);
+``writer(session, at)`` returns the bytes of the file. ``contextree import my-log FILE``
+and ``export my-log`` then work as for the built-in formats. A package makes it available
+to the command line by naming the ``Format`` in an entry point of the group
+``contextree.formats`` (in ``pyproject.toml``: ``[project.entry-points."contextree.formats"]
+my-log = "my_package:MY_LOG"``).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from .._files import atomic_write
 from .._session import Session
-from ..errors import EntryNotFound, SessionExists, SessionNotFound
+from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
 from ..storage import create_storage
 from . import _brute as brute
 from . import _claude_code as claude_code
@@ -40,55 +54,42 @@ from . import _codex as codex
 from . import _codex_export as codex_export
 from . import _pi as pi
 from . import _provider_lists as provider_lists
-from ._base import Ids, Imported, Progress, UnknownFormatError, finish
+from ._base import Ids, Imported, Progress, finish
 from ._detect import detect_format
-from ._homes import HOME_FORMATS, FoundSession, find_tool_session, list_tool_sessions
+from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, find_tool_session, list_tool_sessions
+from ._registry import (
+    ENTRY_POINT_GROUP,
+    Format,
+    FoundSession,
+    Reader,
+    SessionHome,
+    Writer,
+    get_format,
+    list_formats,
+    register_format,
+    unregister_format,
+)
 
-Reader = Callable[[Path, Progress | None], Imported]
-"""Reads a source file (reporting progress) into the header and entries of a new session."""
-Writer = Callable[[Session, str | None], bytes]
-"""Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
-
-
-@dataclass(frozen=True)
-class Format:
-    """A registered format: how to read it, how to write it, its usual file suffix."""
-
-    name: str
-    description: str
-    reader: Reader | None = None
-    writer: Writer | None = None
-    suffix: str = ".jsonl"
-    copy: bool = False  # contextree to contextree: every entry as it is, any storage
-
-
-FORMATS: dict[str, Format] = {f.name: f for f in (
+# The built-in formats, registered as any other would be.
+for _builtin in (
     Format("brute", "Brute SessionLog JSONL (one message per line)", brute.read, brute.write),
     Format("pi", "pi coding agent session file (whole tree)", pi.read, pi.write),
     Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
-           provider_lists.read_openai_chat, provider_lists.write_openai_chat, ".json"),
+           provider_lists.read_openai_chat, provider_lists.write_openai_chat, ".json",
+           aliases=("openai",)),
     Format("openai-responses", "OpenAI Responses API input items (JSON list)",
-           provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json"),
+           provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json",
+           aliases=("responses",)),
     Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
            provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
     Format("claude-code", "Claude Code session JSONL", claude_code.read,
-           claude_code_export.write),
-    Format("codex", "Codex CLI rollout JSONL", codex.read, codex_export.write),
+           claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
+    Format("codex", "Codex CLI rollout JSONL", codex.read, codex_export.write,
+           home=CODEX_HOME),
     Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
            copy=True),
-)}
-
-_ALIASES = {"openai": "openai-chat", "responses": "openai-responses", "claude": "claude-code"}
-
-
-def get_format(name: str) -> Format:
-    """The registered format called ``name`` (case and ``_``/``-`` do not matter)."""
-    key = name.strip().lower().replace("_", "-")
-    fmt = FORMATS.get(_ALIASES.get(key, key))
-    if fmt is None:
-        raise UnknownFormatError(f"unknown format {name!r}; choose one of: "
-                                 f"{', '.join(FORMATS)} (or auto for import)")
-    return fmt
+):
+    register_format(_builtin)
 
 
 def import_session(
@@ -104,18 +105,19 @@ def import_session(
     Fails with ``exists`` if ``dest_path`` is already there; the new file appears complete or
     not at all. Returns the session, open for writing.
     """
-    if fmt != "auto" and get_format(fmt).copy:
+    spec = None if fmt == "auto" else get_format(fmt)
+    if spec is not None and spec.copy:
         return copy_session(src, dest_path, durable=durable)
     source = Path(src)
     if not source.is_file():
         raise SessionNotFound("no such file to import", path=str(source))
-    name = detect_format(source) if fmt == "auto" else fmt
-    if get_format(name).copy:
+    if spec is None:
+        spec = get_format(detect_format(source))
+    if spec.copy:
         return copy_session(src, dest_path, durable=durable)
-    reader = get_format(name).reader
-    if reader is None:
-        raise UnknownFormatError(f"format {name!r} can be exported, not imported")
-    imported = reader(source, progress)
+    if spec.reader is None:
+        raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
+    imported = spec.reader(source, progress)
     ids = Ids([e.id for e in imported.entries])
     return Session(create_storage(dest_path, imported.header, finish(imported, ids),
                                   durable=durable))
@@ -150,7 +152,7 @@ def export_session(
         return Path(out_path)
     writer = spec.writer
     if writer is None:
-        raise UnknownFormatError(f"format {fmt!r} can be imported, not exported")
+        raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
     data = writer(session, at)
@@ -166,21 +168,26 @@ def export_session(
 
 
 __all__ = [
-    "FORMATS",
-    "HOME_FORMATS",
+    "ENTRY_POINT_GROUP",
     "Format",
     "FoundSession",
     "Imported",
     "Progress",
-    "UnknownFormatError",
+    "Reader",
+    "SessionHome",
+    "Writer",
     "claude_code",
     "claude_code_export",
     "codex",
     "codex_export",
+    "copy_session",
     "detect_format",
     "export_session",
     "find_tool_session",
     "get_format",
     "import_session",
+    "list_formats",
     "list_tool_sessions",
+    "register_format",
+    "unregister_format",
 ]

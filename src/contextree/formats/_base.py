@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -21,7 +21,7 @@ from .._limits import MAX_DEPTH, TOO_DEEP
 from .._messages import Message
 from .._session import new_session_id
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
-from ..errors import ContextreeError, CorruptLine, InvalidEntry, SessionError, SessionNotFound
+from ..errors import CorruptLine, InvalidArgument, InvalidEntry, SessionError, SessionNotFound
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while a large source is read."""
@@ -29,10 +29,6 @@ Progress = Callable[[int, int], None]
 Json = dict[str, Any]
 T = TypeVar("T")
 _PROGRESS_STEP = 1 << 20
-
-
-class UnknownFormatError(ContextreeError, ValueError):
-    """A format name that is not registered, or an operation the format does not support."""
 
 
 @dataclass
@@ -85,6 +81,32 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
             yield n, value
     if progress is not None:
         progress(total, total)
+
+
+class _Row(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
+
+
+def find_by_id(key: str, rows: Callable[[], Sequence[_Row]], what: str, where: Path) -> Path:
+    """The file of the row (from ``rows()``) whose id or file name is ``key`` or starts with
+    it; a ``.jsonl`` file named by ``key`` is taken as it is. ``what`` names a row in the
+    errors (``"Codex thread"``), ``where`` the folder searched."""
+    candidate = Path(key).expanduser()
+    if candidate.suffix == ".jsonl" and candidate.is_file():
+        return candidate
+    listed = rows()
+    found = ([r for r in listed if key in (r.id, r.path.stem)]
+             or [r for r in listed if r.id.startswith(key) or r.path.stem.startswith(key)])
+    if not found:
+        raise SessionNotFound(f"no {what} {key!r} under {where}")
+    ids = sorted({r.id for r in found})
+    if len(ids) > 1:
+        raise InvalidArgument(f"{key!r} matches several {what}s ({', '.join(ids[:5])}); give "
+                              "more of the id")
+    return found[0].path
 
 
 def read_json_document(path: Path) -> Any:

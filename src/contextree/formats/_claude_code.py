@@ -71,7 +71,6 @@ from ..entries import (
     SessionInfoEntry,
     now,
 )
-from ..errors import SessionNotFound
 from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
@@ -79,6 +78,7 @@ from ._base import (
     Json,
     Progress,
     file_time,
+    find_by_id,
     header,
     imported_metadata,
     input_error,
@@ -935,18 +935,5 @@ def _quick_lines(path: Path) -> Iterator[Json]:
 
 def find_session(key: str, home: str | os.PathLike[str] | None = None) -> Path:
     """The session file whose id is ``key`` or starts with it (a path is returned as is)."""
-    candidate = Path(key).expanduser()
-    if candidate.suffix == ".jsonl" and candidate.is_file():
-        return candidate
-    rows = list_sessions(home)
-    exact = [r for r in rows if r.id == key or r.path.stem == key]
-    found = exact or [r for r in rows if r.id.startswith(key) or r.path.stem.startswith(key)]
-    if not found:
-        raise SessionNotFound(f"no Claude Code session {key!r} under {claude_home(home)}")
-    if len({r.path for r in found}) > 1:
-        ids = ", ".join(sorted({r.id for r in found})[:5])
-        from ..errors import InvalidArgument
-
-        raise InvalidArgument(f"{key!r} matches several Claude Code sessions ({ids}); "
-                              "give more of the id")
-    return found[0].path
+    return find_by_id(key, lambda: list_sessions(home), "Claude Code session",
+                      claude_home(home))

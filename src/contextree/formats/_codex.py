@@ -68,13 +68,14 @@ from ..entries import (
     ThinkingLevelChangeEntry,
     now,
 )
-from ..errors import InvalidArgument, SessionNotFound
+from ..errors import SessionNotFound
 from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
     Imported,
     Json,
     Progress,
+    find_by_id,
     header,
     imported_metadata,
     input_error,
@@ -745,15 +746,5 @@ def _row(path: Path) -> ThreadRow | None:
 
 def find_thread(key: str, home: str | os.PathLike[str] | None = None) -> Path:
     """The rollout of the thread whose id is ``key`` or starts with it (a path as is)."""
-    candidate = Path(key).expanduser()
-    if candidate.suffix == ".jsonl" and candidate.is_file():
-        return candidate
-    rows = list_sessions(home)
-    found = [r for r in rows if r.id == key] or [r for r in rows if r.id.startswith(key)]
-    if not found:
-        raise SessionNotFound(f"no Codex thread {key!r} under {codex_home(home) / 'sessions'}")
-    if len({r.id for r in found}) > 1:
-        ids = ", ".join(sorted({r.id for r in found})[:5])
-        raise InvalidArgument(f"{key!r} matches several Codex threads ({ids}); give more of "
-                              "the id")
-    return found[0].path
+    return find_by_id(key, lambda: list_sessions(home), "Codex thread",
+                      codex_home(home) / "sessions")

@@ -1,4 +1,8 @@
-"""Telling formats apart from the first lines of a file (``contextree import auto``)."""
+"""Telling formats apart from the first lines of a file (``contextree import auto``).
+
+The built-in formats are told apart here, first; then each registered format with a
+``detect`` hook is asked, in the order registered.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from typing import Any
 import orjson
 
 from .._files import open_regular_readonly
-from ..errors import SessionNotFound
-from ._base import UnknownFormatError, read_json_document
+from ..errors import SessionNotFound, UnknownFormat
+from ._base import read_json_document
+from ._registry import get_format, list_formats
 
 _HEAD_BYTES = 256 * 1024
 _CODEX_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "compacted"}
@@ -19,14 +24,15 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
 def detect_format(path: Path) -> str:
-    """The name of the format ``path`` is in; ``UnknownFormatError`` if it cannot tell."""
+    """The name of the registered format ``path`` is in; ``UnknownFormat`` if it cannot
+    tell."""
     try:
         with open(open_regular_readonly(path), "rb") as f:
             head = f.read(_HEAD_BYTES)
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
     except OSError as e:
-        raise UnknownFormatError(f"{path}: cannot read it ({e.strerror}); name a regular "
+        raise UnknownFormat(f"{path}: cannot read it ({e.strerror}); name a regular "
                                  "file") from None
     raw_lines = [raw for raw in head.splitlines()[:50] if raw.strip()]
     first = _parse(raw_lines[0]) if raw_lines else None
@@ -36,9 +42,13 @@ def detect_format(path: Path) -> str:
     if name is None and head.lstrip()[:1] in (b"[", b"{"):
         name = _from_document(read_json_document(path))
     if name is None:
-        raise UnknownFormatError(f"{path}: cannot tell which format this is; name it "
-                                 "(`contextree import FORMAT ...`)")
-    return name
+        name = next((f.name for f in list_formats() if f.detect is not None and f.detect(path)),
+                    None)
+    if name is None:
+        names = ", ".join(f.name for f in list_formats() if f.can_import)
+        raise UnknownFormat(f"{path}: cannot tell which format this is; name it instead of "
+                            f"auto (one of: {names})")
+    return get_format(name).name
 
 
 def _parse(raw: bytes) -> Any:
@@ -53,7 +63,7 @@ def _from_lines(objs: list[Any]) -> str | None:
     first = dicts[0]
     if first.get("type") == "session":
         if "created_at" in first:
-            raise UnknownFormatError("this is already a contextree session file; open it "
+            raise UnknownFormat("this is already a contextree session file; open it "
                                      "directly instead of importing it")
         return "pi"
     for obj in dicts:

@@ -36,7 +36,7 @@ from typing import Any, Literal, cast
 
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
-from ..compaction import CompactionPipeline, CompactionResult
+from ..compaction import CompactionLadder, CompactionResult
 from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
@@ -283,7 +283,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Mirror the agent's messages into contextree and give the model its compacted view.
 
     ``window`` (tokens) turns on compaction: once the context reaches ``compact_at`` of it,
-    the ladder compacts it down to ``compact_to`` with ``pipeline`` (default: clear old tool
+    the ladder compacts it down to ``compact_to`` with ``ladder`` (default: clear old tool
     results, drop old turns, then a summary by ``model`` if given, a LangChain chat model or
     a contextree model, then the offline digest). ``summary_role`` is the role the compaction
     summary is sent as (``"system"``, or ``"user"`` for providers that take system text only
@@ -298,7 +298,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         window: int | None = None,
         compact_at: float = 0.7,
         compact_to: float = 0.4,
-        pipeline: CompactionPipeline | None = None,
+        ladder: CompactionLadder | None = None,
         model: Model | BaseChatModel | None = None,
         counter: TokenCounter | None = None,
         summary_role: Literal["system", "user"] = "system",
@@ -310,7 +310,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.window = window
         self.compact_at = compact_at
         self.compact_to = compact_to
-        self.pipeline = pipeline
+        self.ladder = ladder
         self.summarizer = _Summarizer(model) if isinstance(model, BaseChatModel) else model
         self.counter = counter or EstimateCounter()
         self.summary_role = summary_role
@@ -381,7 +381,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return
         if conv.failed_at is not None and tokens < conv.failed_at + self.window // 10:
             return  # the ladder could not get under the target: wait for more growth
-        result = conv.session.compact(self.window, pipeline=self.pipeline,
+        result = conv.session.compact(self.window, ladder=self.ladder,
                                       counter=self.counter, model=self.summarizer,
                                       compact_at=self.compact_at, compact_to=self.compact_to)
         self.last_compaction = result

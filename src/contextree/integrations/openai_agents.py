@@ -39,7 +39,7 @@ import orjson
 from .._context import INTERRUPTED, interrupted_result
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
-from ..compaction import CompactionPipeline, CompactionResult
+from ..compaction import CompactionLadder, CompactionResult
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
 from ..markers import Kind
@@ -372,7 +372,7 @@ class ContextreeSession:
     ``target`` is a JSONL path or a ``postgresql://...`` URL (opened, or created with
     ``session_id`` as its id), a ``contextree.Session``, or ``None`` for memory. ``window``
     (in tokens) turns on compaction: ``run_compaction`` compacts once the context reaches
-    ``compact_at`` of it, down to ``compact_to``, with ``pipeline`` (default: clear old tool
+    ``compact_at`` of it, down to ``compact_to``, with ``ladder`` (default: clear old tool
     results, drop old turns, then ``Summarize(model)`` if a ``model`` is given, then the
     offline digest).
     """
@@ -386,7 +386,7 @@ class ContextreeSession:
         window: int | None = None,
         compact_at: float = 0.7,
         compact_to: float = 0.4,
-        pipeline: CompactionPipeline | None = None,
+        ladder: CompactionLadder | None = None,
         model: Model | None = None,
         counter: TokenCounter | None = None,
         delete_on_clear: bool = False,
@@ -402,7 +402,7 @@ class ContextreeSession:
         self.window = window
         self.compact_at = compact_at
         self.compact_to = compact_to
-        self.pipeline = pipeline
+        self.ladder = ladder
         self.model = model
         self.counter = counter or EstimateCounter()
         self.delete_on_clear = delete_on_clear
@@ -505,7 +505,7 @@ class ContextreeSession:
                 return None
             if not force and self._current().tokens < int(window * self.compact_at):
                 return None
-            result = self.session.compact(window, pipeline=self.pipeline, counter=self.counter,
+            result = self.session.compact(window, ladder=self.ladder, counter=self.counter,
                                           model=self.model, compact_at=self.compact_at,
                                           compact_to=self.compact_to, force=force)
             self.last_compaction = result

@@ -46,7 +46,7 @@ from ._events import (
     TurnEndPayload,
     TurnStartPayload,
 )
-from ._flatlog import LogHealth, LogRepair, repair_log, verify_log
+from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
 from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
 from ._persistence import SessionLog, SessionTree
 from ._run import AgentStream, AsyncAgentStream
@@ -99,6 +99,7 @@ __all__ = [
     "TurnStartPayload",
     "TypedHandler",
     "agent",
+    "is_flat_log",
     "repair_log",
     "verify_log",
 ]

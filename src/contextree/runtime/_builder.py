@@ -9,13 +9,14 @@ against the middleware's constructor at once, so a misspelt option fails where i
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from .._messages import Message
 from .._text import shorten
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, UnknownOption
 from ..models._base import Model
 from ._call import ModelCall
 from ._env import Env, Events, Handler, TurnResult, TypedHandler
@@ -125,7 +126,9 @@ class Agent:
 def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> None:
     """Refuse options ``middleware(app, *args, **kwargs)`` would not accept, naming those it
-    does (``InvalidArgument``); a middleware whose signature cannot be read is let through."""
+    does (``InvalidArgument``; an unknown keyword is ``UnknownOption``, also a ``TypeError``,
+    and names the option meant: the one its ``renamed_options`` class attribute maps it to,
+    or the closest spelling); a middleware whose signature cannot be read is let through."""
     try:
         signature = inspect.signature(middleware)
     except (TypeError, ValueError):
@@ -134,8 +137,10 @@ def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],
         signature.bind(None, *args, **kwargs)  # None stands in for the app
     except TypeError as e:
         name = getattr(middleware, "__qualname__", None) or repr(middleware)
-        raise InvalidArgument(
-            f"{name}: {_problem(signature, args, kwargs) or e}. "
+        error = UnknownOption if _unknown(signature, kwargs) else InvalidArgument
+        renamed = getattr(middleware, "renamed_options", {})
+        raise error(
+            f"{name}: {_problem(signature, args, kwargs, renamed) or e}. "
             f"It accepts {_accepted(signature)}"
         ) from None
 
@@ -145,14 +150,15 @@ def _options(signature: inspect.Signature) -> list[inspect.Parameter]:
 
 
 def _problem(signature: inspect.Signature, args: tuple[Any, ...],
-             kwargs: dict[str, Any]) -> str:
+             kwargs: dict[str, Any], renamed: dict[str, str]) -> str:
     options = _options(signature)
     named = {p.name for p in options if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     problems = []
-    if not any(p.kind is p.VAR_KEYWORD for p in options):
-        unknown = [k for k in kwargs if k not in named]
-        if unknown:
-            problems.append("unknown option " + ", ".join(repr(k) for k in unknown))
+    unknown = _unknown(signature, kwargs)
+    if unknown:
+        problems.append("unknown option " + ", ".join(
+            repr(k) + "".join(f" (use {m}=)" for m in _meant(k, named, renamed))
+            for k in unknown))
     positional = [p for p in options if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     given = {p.name for p in positional[:len(args)]} | set(kwargs)
     missing = [p.name for p in options if p.default is p.empty and p.name not in given
@@ -160,6 +166,22 @@ def _problem(signature: inspect.Signature, args: tuple[Any, ...],
     if missing:
         problems.append("missing required option " + ", ".join(repr(k) for k in missing))
     return "; ".join(problems)
+
+
+def _meant(option: str, named: set[str], renamed: dict[str, str]) -> list[str]:
+    """The option that ``option`` stands for: a declared renaming, else the closest name."""
+    if renamed.get(option) in named:
+        return [renamed[option]]
+    return difflib.get_close_matches(option, sorted(named), n=1, cutoff=0.8)
+
+
+def _unknown(signature: inspect.Signature, kwargs: dict[str, Any]) -> list[str]:
+    """The keywords in ``kwargs`` the signature has no parameter for."""
+    options = _options(signature)
+    if any(p.kind is p.VAR_KEYWORD for p in options):
+        return []
+    named = {p.name for p in options if p.kind not in (p.VAR_POSITIONAL, p.POSITIONAL_ONLY)}
+    return [k for k in kwargs if k not in named]
 
 
 def _accepted(signature: inspect.Signature) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from .._messages import Message
 from ..compaction import (
-    CompactionPipeline,
+    CompactionLadder,
     CompactionPolicy,
     CompactionResult,
-    default_pipeline,
+    default_ladder,
     plan_compaction,
 )
 from ..models._base import Model
@@ -27,13 +29,16 @@ class DefaultCompactionPipeline:
     context has grown by another tenth of the window, so it never burns calls in a loop.
     """
 
+    renamed_options: ClassVar[dict[str, str]] = {"summariser": "summarizer",
+                                                 "compactor": "ladder"}
+    """The spellings of Brute's seed, and the option each is in contextree."""
+
     def __init__(self, app: App, /, window: int, *, summarizer: Model | None = None,
-                 summariser: Model | None = None, compactor: CompactionPipeline | None = None,
-                 compact_at: float = 0.7, compact_to: float = 0.4,
-                 counter: TokenCounter | None = None) -> None:
+                 ladder: CompactionLadder | None = None, compact_at: float = 0.7,
+                 compact_to: float = 0.4, counter: TokenCounter | None = None) -> None:
         self.app = app
         self.policy = CompactionPolicy(window, compact_at, compact_to)
-        self.pipeline = compactor or default_pipeline(summarizer or summariser)
+        self.ladder = ladder or default_ladder(summarizer)
         self.counter = counter or EstimateCounter()
         self._failed_at: int | None = None
 
@@ -56,14 +61,14 @@ class DefaultCompactionPipeline:
                                         window=self.policy.window, tokens=tokens))
         prompts = [m for m in env.messages if _is_prompt(m)]
         # The tools the model was offered say what they do (their declared kinds).
-        pipeline = self.pipeline.with_tools(env.tools)
+        ladder = self.ladder.with_tools(env.tools)
         result: CompactionResult
         if session is not None:
             result = session.compact(self.policy.window, compact_at=self.policy.compact_at,
                                      compact_to=self.policy.compact_to,
-                                     pipeline=pipeline, counter=self.counter)
+                                     ladder=ladder, counter=self.counter)
         else:
-            result = self._plan(env, pipeline)
+            result = self._plan(env, ladder)
         used = result.entry.usage if result.entry is not None else None
         if used is not None:  # the summarizer's calls are the turn's too
             env.count(used, used.cost or (None if used.context_tokens + used.output else 0.0))
@@ -75,7 +80,7 @@ class DefaultCompactionPipeline:
         self._failed_at = None if result.reached_target else result.tokens_after
         env.replace([*prompts, *result.context().messages])
 
-    def _plan(self, env: Env, pipeline: CompactionPipeline) -> CompactionResult:
+    def _plan(self, env: Env, ladder: CompactionLadder) -> CompactionResult:
         """Plan on the conversation itself (no session in the stack); the system prompt is
         left out and put back in front afterwards, as with a session."""
         conversation: list[Message] = []
@@ -86,7 +91,7 @@ class DefaultCompactionPipeline:
             if i < env.fresh_from:
                 fresh_from += 1
             conversation.append(m)
-        result = plan_compaction(conversation, self.policy, pipeline, self.counter,
+        result = plan_compaction(conversation, self.policy, ladder, self.counter,
                                  fresh_from=fresh_from)
         if result.entry is not None:
             result.entry_id = result.entry.id  # applied: it replaces the conversation

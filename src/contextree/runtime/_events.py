@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from .._messages import Message, ToolCall, Usage
-from ..compaction._pipeline import CompactionResult, StageReport
+from ..compaction._ladder import CompactionResult, StageReport
 from ..errors import InvalidArgument
 from ..tools._result import ToolResult
 

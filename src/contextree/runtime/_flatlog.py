@@ -15,7 +15,9 @@ store keep it loadable through crashes and full disks:
 - new logs are private (0600).
 
 ``verify_log`` reports what is wrong without touching anything; ``repair_log`` moves every
-unreadable line to the quarantine file (after a backup) so the log loads again.
+unreadable line to the quarantine file (after a backup) so the log loads again;
+``is_flat_log`` tells a flat log from a session file (``contextree verify`` and ``repair``
+take either).
 """
 
 from __future__ import annotations
@@ -37,15 +39,17 @@ from ..errors import CorruptLine, InvalidArgument, SessionNotFound, StorageFailu
 from ..storage._jsonl import TornLineWarning, quarantine, quarantine_path
 
 __all__ = [
+    "FlatLog",
     "LogHealth",
     "LogRepair",
-    "MessageLog",
+    "is_flat_log",
     "repair_log",
     "verify_log",
 ]
 
 LOG_MODE = 0o600
-_READ_CHUNK = 1 << 20
+_PROBE_LINES = 8
+_PROBE_LINE_LIMIT = 1 << 20
 StrPath = str | os.PathLike[str]
 
 
@@ -57,6 +61,28 @@ class _Line:
     ended: bool  # had a newline
     message: Message | None
     problem: str | None
+
+
+def is_flat_log(path: StrPath) -> bool:
+    """Whether ``path`` holds a flat log rather than a session file: its first line is not a
+    session header, and one of its first lines is an object with a ``role``."""
+    try:
+        with open(path, "rb") as f:
+            lines = [f.readline(_PROBE_LINE_LIMIT) for _ in range(_PROBE_LINES)]
+    except OSError:
+        return False
+    parsed = [_json(raw) for raw in lines if raw.strip()]
+    if not parsed or (isinstance(parsed[0], dict) and parsed[0].get("type") == "session"):
+        return False
+    return any(isinstance(p, dict) and isinstance(p.get("role"), str) for p in parsed)
+
+
+def _json(raw: bytes) -> object:
+    """The JSON value of a line, or ``None`` when it is not JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
 
 
 def _parse(raw: bytes) -> tuple[Message | None, str | None]:
@@ -139,7 +165,7 @@ def _failure(path: Path, action: str, e: OSError) -> StorageFailure:
     )
 
 
-class MessageLog:
+class FlatLog:
     """An open flat log: load it (a writer quarantines a torn tail), append, rewrite."""
 
     def __init__(self, path: StrPath) -> None:

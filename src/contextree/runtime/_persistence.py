@@ -11,7 +11,7 @@ from .._session import Session
 from ..tokens import fresh_start
 from ._builder import App
 from ._env import Env
-from ._flatlog import MessageLog
+from ._flatlog import FlatLog
 
 
 def _persisted(m: Message) -> bool:
@@ -38,10 +38,10 @@ class SessionLog:
     def load(self) -> list[Message]:
         """The messages in the file (none if there is no file), read-only: a torn last line
         is skipped (and left), any other unreadable line is a ``CorruptLine`` error."""
-        return MessageLog(self.path).load(writable=False)
+        return FlatLog(self.path).load(writable=False)
 
     def __call__(self, env: Env) -> Env:
-        log = MessageLog(self.path)
+        log = FlatLog(self.path)
         history = log.load()  # a torn tail is quarantined before anything is appended
         # A file rewritten by a compaction does not record which replies came after it, so
         # then none of the loaded usage anchors a token count. A retried input that the log

@@ -83,24 +83,25 @@ def replace_file(path: str, target: Path, data: bytes, ctx: ToolContext, *,
     """
     try:
         dir_fd, name = ctx.open_parent(target, create=create_dirs)
-    except FileNotFoundError:
-        raise ToolError(
-            f"cannot write {path}: its directory {ctx.display(target.parent)} no longer "
-            "exists (it was removed meanwhile); check the path and try again") from None
     except OSError as e:
-        raise os_error("write", path, e) from None
+        raise _write_error(path, e, f"{ctx.display(target.parent)} no longer exists (it was "
+                           "removed meanwhile)") from None
     try:
         mode = _existing_mode(path, name, dir_fd)
         write_whole(name, data, mode=0o666 if mode is None else mode, dir_fd=dir_fd)
-    except FileNotFoundError:
-        raise ToolError(
-            f"cannot write {path}: its directory was removed while writing; check the path "
-            "and try again") from None
     except OSError as e:
-        raise os_error("write", path, e) from None
+        raise _write_error(path, e, "was removed while writing") from None
     finally:
         os.close(dir_fd)
     return mode is not None
+
+
+def _write_error(path: str, e: OSError, gone: str) -> ToolError:
+    """The error for a failed write of ``path``; ``gone`` says how its directory went."""
+    if isinstance(e, FileNotFoundError):
+        return ToolError(f"cannot write {path}: its directory {gone}; check the path and try "
+                         "again")
+    return os_error("write", path, e)
 
 
 def _existing_mode(path: str, name: str, dir_fd: int) -> int | None:

@@ -15,6 +15,7 @@ whichever engine runs.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import pickle
 import re
@@ -165,8 +166,9 @@ class _Re2Search:
 
 # -- Python's re in a worker process that can be killed -----------------------------------
 
-# The worker: stdlib only, so it starts fast. Frames are a 4-byte length and a pickle.
-_WORKER = r"""
+# The worker: stdlib only, so it starts fast. Frames are a 4-byte length and a pickle. It
+# matches lines with the same ``_search_lines`` as this process (its source is put first).
+_WORKER = "from __future__ import annotations\n" + inspect.getsource(_search_lines) + r"""
 import pickle, re, struct, sys
 inp, out = sys.stdin.buffer, sys.stdout.buffer
 def frame():
@@ -185,14 +187,7 @@ while True:
         cache.clear()
         cache[key] = (re.compile(pattern, flags).search, whole)
     search, whole = cache[key]
-    hits = []
-    if whole is None or whole(text):
-        for n, line in enumerate(text.split("\n"), 1):
-            line = line.removesuffix("\r")
-            if search(line):
-                hits.append((n, line))
-                if len(hits) >= room:
-                    break
+    hits = _search_lines(search, whole, text, room)
     data = pickle.dumps(hits, protocol=pickle.HIGHEST_PROTOCOL)
     out.write(struct.pack("<I", len(data)) + data)
     out.flush()

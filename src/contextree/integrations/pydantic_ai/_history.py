@@ -35,7 +35,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 from ..._context import SessionContext
 from ..._messages import Message
 from ..._session import Session
-from ...compaction import CompactionPipeline, CompactionPolicy
+from ...compaction import CompactionLadder, CompactionPolicy
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
 from ...models._base import Model
@@ -108,7 +108,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
     """Send the model contextree's compacted, pairing-valid view; keep the history whole.
 
     ``window`` is the model's context window in tokens; compaction starts at ``compact_at``
-    of it and goes down to ``compact_to``. ``pipeline`` is the ladder (default: clear old
+    of it and goes down to ``compact_to``. ``ladder`` is the stages it climbs (default: clear old
     tool results, drop the oldest turns, offline digest; pass ``summarizer=`` a contextree
     model to summarize with it). ``store`` persists the compactions with the conversation.
     """
@@ -120,7 +120,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         store: ContextreeConversationStore | None = None,
         compact_at: float = 0.7,
         compact_to: float = 0.4,
-        pipeline: CompactionPipeline | None = None,
+        ladder: CompactionLadder | None = None,
         summarizer: Model | None = None,
         counter: TokenCounter | None = None,
         max_conversations: int = 32,
@@ -128,7 +128,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         self.processor = self._process
         self.policy = CompactionPolicy(window, compact_at, compact_to)
         self.store = store
-        self.pipeline = pipeline
+        self.ladder = ladder
         self.summarizer = summarizer
         self.counter: TokenCounter = counter or EstimateCounter()
         self.max_conversations = max_conversations
@@ -170,7 +170,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         recently_failed = (ws.failed_at is not None
                            and tokens < ws.failed_at + self.window // 10)
         if tokens >= self.policy.trigger and not recently_failed:
-            result = ws.session.compact(self.window, pipeline=self.pipeline,
+            result = ws.session.compact(self.window, ladder=self.ladder,
                                         counter=self.counter, model=self.summarizer,
                                         compact_at=self.policy.compact_at,
                                         compact_to=self.policy.compact_to)

@@ -153,22 +153,20 @@ class ContextreeConversationStore(ConversationStore):
     def message_count(self, conversation_id: str) -> int | None:
         """How many pydantic-ai messages the conversation's current history holds."""
         with self._ct_conversation_lock(conversation_id):
-            conv = self._ct_get(conversation_id, write=False)
-            rec = None if conv is None else self._ct_current(conv)
-            if conv is None or rec is None:
+            found = self._ct_current_head(conversation_id)
+            if found is None:
                 return None
-            head = rec.data["record"]["head_id"]
+            conv, head = found
             return sum(1 for e in conv.session.branch(head) if mp.is_final(e)) if head else 0
 
     def branch_entries(self, conversation_id: str) -> list[AnyEntry] | None:
         """The contextree entries of the conversation's current history: root to the leaf,
         records and compactions included (``None`` if it is not stored)."""
         with self._ct_conversation_lock(conversation_id):
-            conv = self._ct_get(conversation_id, write=False)
-            rec = None if conv is None else self._ct_current(conv)
-            if conv is None or rec is None:
+            found = self._ct_current_head(conversation_id)
+            if found is None:
                 return None
-            head = rec.data["record"]["head_id"]
+            conv, head = found
             s = conv.session
             leaf = conv.leaf
             if leaf is not None and mp.nearest_final(s, leaf) == head:
@@ -452,6 +450,15 @@ class ContextreeConversationStore(ConversationStore):
     def _ct_drop(self, cid: str) -> None:
         with self._guard:
             self._convs.pop(cid, None)
+
+    def _ct_current_head(self, cid: str) -> tuple[_Conv, str | None] | None:
+        """The conversation and the head of its record in force (``None``: not stored, or
+        deleted); the caller holds the conversation's lock."""
+        conv = self._ct_get(cid, write=False)
+        rec = None if conv is None else self._ct_current(conv)
+        if conv is None or rec is None:
+            return None
+        return conv, rec.data["record"]["head_id"]
 
     def _ct_current(self, conv: _Conv) -> CustomEntry | None:
         """The complete record in force (``None``: no conversation, or deleted)."""

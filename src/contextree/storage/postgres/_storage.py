@@ -384,7 +384,7 @@ class PostgresStorage:
         """Store one entry in its own transaction (or the batch's); it becomes the leaf (or
         moves it).
 
-        With ``expected_leaf`` the append fails with ``LeafConflict`` unless the leaf is that
+        With ``expected_leaf`` (left out: ``msgspec.UNSET``) the append fails with ``LeafConflict`` unless the leaf is that
         entry at commit time. Without it, an entry whose parent is the leaf this thread last
         saw (or any entry, with ``on_leaf``) is re-parented onto the current leaf if another
         writer moved it meanwhile.

@@ -29,10 +29,10 @@ from ._state import CompactionState, FoldSettings, Plan, Stage
 from ._summarize import Summarize
 
 __all__ = [
-    "CompactionPipeline",
+    "CompactionLadder",
     "CompactionResult",
     "StageReport",
-    "default_pipeline",
+    "default_ladder",
     "plan_compaction",
 ]
 
@@ -123,7 +123,7 @@ class CompactionResult:
         }
 
 
-class CompactionPipeline:
+class CompactionLadder:
     """An ordered ladder of stages; the order is the policy (cheap stages first).
 
     Every stage that drops messages folds them into the summary. ``summarizer`` (a model,
@@ -138,9 +138,9 @@ class CompactionPipeline:
                  user_share: float = 0.25,
                  tool_kinds: Mapping[str, ToolKind] | None = None) -> None:
         if not stages:
-            raise ValueError("a compaction pipeline needs at least one stage")
+            raise InvalidArgument("a compaction ladder needs at least one stage")
         if not 0 < user_share <= 1:
-            raise ValueError(f"user_share must be in (0, 1], got {user_share!r}")
+            raise InvalidArgument(f"user_share must be in (0, 1], got {user_share!r}")
         self.stages = list(stages)
         if summarizer is not None and not isinstance(summarizer, Summarize):
             summarizer = Summarize(summarizer)
@@ -150,7 +150,7 @@ class CompactionPipeline:
         self.user_share = user_share
         self.tool_kinds: dict[str, ToolKind] = dict(tool_kinds or {})
 
-    def with_tools(self, tools: Iterable[Any]) -> CompactionPipeline:
+    def with_tools(self, tools: Iterable[Any]) -> CompactionLadder:
         """The same ladder, knowing the kinds ``tools`` declare (``Tool.kind``)."""
         kinds = dict(self.tool_kinds)
         for t in tools:
@@ -159,7 +159,7 @@ class CompactionPipeline:
                 kinds[name] = kind
         if kinds == self.tool_kinds:
             return self
-        return CompactionPipeline(self.stages, summarizer=self.summarizer,
+        return CompactionLadder(self.stages, summarizer=self.summarizer,
                                   user_share=self.user_share, tool_kinds=kinds)
 
     def settings(self) -> FoldSettings:
@@ -168,7 +168,7 @@ class CompactionPipeline:
                             user_share=self.user_share)
 
 
-def default_pipeline(model: Model | None = None) -> CompactionPipeline:
+def default_ladder(model: Model | None = None) -> CompactionLadder:
     """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
     digest when a model is given. With a model, what any stage drops is summarized by it
     (the digest stands in if it fails or its reply is rejected)."""
@@ -176,13 +176,13 @@ def default_pipeline(model: Model | None = None) -> CompactionPipeline:
     if model is not None:
         stages.append(Summarize(model))
     stages.append(Digest())
-    return CompactionPipeline(stages)
+    return CompactionLadder(stages)
 
 
 def plan_compaction(
     source: Sequence[AnyEntry] | Sequence[Message],
     policy: CompactionPolicy,
-    pipeline: CompactionPipeline | None = None,
+    ladder: CompactionLadder | None = None,
     counter: TokenCounter | None = None,
     *,
     force: bool = False,
@@ -218,9 +218,9 @@ def plan_compaction(
         fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
     else:
         branch = [e for e in source if not isinstance(e, Message)]
-    pipeline = pipeline or default_pipeline()
+    ladder = ladder or default_ladder()
     state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
-                            fresh_from=fresh_from, fold=pipeline.settings())
+                            fresh_from=fresh_from, fold=ladder.settings())
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
                               branch=branch, projectors=projectors)
     if state.tokens_before <= policy.target:
@@ -233,7 +233,7 @@ def plan_compaction(
         state.policy = CompactionPolicy(max(1, int(state.tokens_before / policy.compact_at)),
                                         policy.compact_at, policy.compact_to)
         result.target = state.policy.target
-    plan = _climb(pipeline, state, result)
+    plan = _climb(ladder, state, result)
     if plan is None:
         if not result.reason:
             result.reason = "no stage could make the context smaller"
@@ -253,7 +253,7 @@ def plan_compaction(
     return result
 
 
-def _climb(pipeline: CompactionPipeline, state: CompactionState,
+def _climb(ladder: CompactionLadder, state: CompactionState,
            result: CompactionResult) -> Plan | None:
     """Try each stage in order from the initial view; the best plan (``None``: no stage
     made the context smaller). Fills in ``result.stages`` and ``tokens_after``."""
@@ -261,7 +261,7 @@ def _climb(pipeline: CompactionPipeline, state: CompactionState,
     plan = state.initial_plan
     tokens = state.tokens(plan)
     best: Plan | None = None
-    for stage in pipeline.stages:
+    for stage in ladder.stages:
         name = getattr(stage, "name", type(stage).__name__)
         state.reports.clear()
         try:
