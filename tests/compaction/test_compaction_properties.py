@@ -298,5 +298,7 @@ def test_default_ladder_reaches_a_reachable_target(conversation: list[Turn],
         assert r.tokens_after <= r.target and not r.reason
     else:
         assert "above the target" in r.reason or "smaller" in r.reason
-    if floor + 800 <= r.target:  # room for the pinned messages, the newest step, a digest
+    # Room for the pinned messages, the newest step and a digest; the digest's own wording
+    # (markers, hints) takes some of it, so this margin moves when that wording does.
+    if floor + 850 <= r.target:
         assert r.reached_target, (floor, r)
