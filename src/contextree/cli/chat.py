@@ -26,7 +26,7 @@ import typer
 from .._messages import ToolCall
 from .._session import Session
 from .._stats import cost_text
-from .._text import first_line, shorten
+from .._text import count_lines, first_line, shorten
 from ..entries import LabelEntry
 from ..errors import ContextreeError
 from ..models._anthropic import AnthropicMessages
@@ -249,7 +249,7 @@ class Chat:
             screen.line(f"-> {event['call'].name}({_describe(event['call'])})", dim=True)
         elif kind == Event.TOOL_END:
             result = event["result"]
-            lines = result.content.count("\n") + 1 if isinstance(result.content, str) else 1
+            lines = count_lines(result.content) if isinstance(result.content, str) else 1
             head = shorten(first_line(str(result.content)), 100)
             screen.line(f"<- {'error: ' if result.is_error else ''}{head}"
                         + (f" ({lines} lines)" if lines > 1 else ""), dim=True)
