@@ -12,6 +12,7 @@ from ..compaction import (
     default_pipeline,
     plan_compaction,
 )
+from ..errors import InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from ._builder import App
@@ -34,7 +35,10 @@ class DefaultCompactionPipeline:
                  compact_at: float = 0.7, compact_to: float = 0.4,
                  counter: TokenCounter | None = None) -> None:
         self.app = app
-        self.policy = CompactionPolicy(window, compact_at, compact_to)
+        try:
+            self.policy = CompactionPolicy(window, compact_at, compact_to)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"DefaultCompactionPipeline: {e}") from None
         self.pipeline = compactor or default_pipeline(summarizer or summariser)
         self.counter = counter or EstimateCounter()
         self._failed_at: int | None = None

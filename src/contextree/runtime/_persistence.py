@@ -9,6 +9,7 @@ from typing import Any
 
 from .._messages import Message
 from .._session import Session
+from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
 from ._env import Env
@@ -92,7 +93,8 @@ class SessionTree:
         """``path`` (a file or URL, opened or created) or a ready ``session``; ``cwd``,
         ``session_id`` and ``metadata`` apply when the session is created."""
         if (path is None) == (session is None):
-            raise ValueError("give SessionTree a path or a session (one of them)")
+            raise InvalidArgument("SessionTree: give path= (a file or URL) or session= (an "
+                                  "open Session), one of them")
         self.app = app
         self.path = path
         self.session = session
