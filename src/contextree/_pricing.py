@@ -14,12 +14,13 @@ cache reads and writes at their own rates.
 from __future__ import annotations
 
 import functools
+import math
 from datetime import datetime
 from typing import Any
 
 from ._messages import Message, Usage
 
-__all__ = ["PRICES_EXTRA", "cost_of", "price_source", "table_cost", "with_cost"]
+__all__ = ["PRICES_EXTRA", "cost_of", "price_source", "table_cost", "usd", "with_cost"]
 
 PRICES_EXTRA = "prices"
 """The extra that installs the price table: ``pip install 'contextree[prices]'``."""
@@ -31,6 +32,23 @@ _PROVIDER_ALIASES = {
     "azure-openai": "azure", "mistralai": "mistral", "moonshot": "moonshotai",
     "together-ai": "together", "togetherai": "together", "fireworks-ai": "fireworks",
 }
+
+
+def usd(amount: float) -> str:
+    """An amount of USD for people: cents from $1 up (``$1.50``), three significant digits
+    below (``$0.0156``, ``$0.000104``), so a small budget never reads ``$0.0001 > $0.0001``."""
+    if amount < 0:
+        return "-" + usd(-amount)
+    if amount == 0:
+        return "$0"
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    if amount < 1e-6:
+        return "<$0.000001"
+    decimals = max(2, 2 - math.floor(math.log10(amount)))
+    text = f"{amount:.{decimals}f}"
+    whole, _, cents = text.partition(".")
+    return f"${whole}.{cents.rstrip('0').ljust(2, '0')}"
 
 
 @functools.cache

@@ -2,7 +2,11 @@
 
 Every ``append_*`` builds one entry whose parent is the current leaf, stores it durably and
 returns its id. Navigation (``move_to``) and naming are entries too, so reopening a file
-restores exactly where the session was.
+restores exactly where the session was. A call that would change nothing (a label the entry
+already has, a move to where the leaf is) writes nothing.
+
+Where a method takes an entry, it takes what the CLI does: an id, a unique id prefix or a
+label (``resolve``); ``get_entry`` and ``label_of`` look up exact ids.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from msgspec import UNSET, UnsetType
 
@@ -63,6 +67,7 @@ if TYPE_CHECKING:
 
 
 E = TypeVar("E")
+Matched = Literal["id", "label", "prefix"]
 
 ExpectedLeaf = str | None | UnsetType
 """``expected_leaf=``: the entry the leaf must be for a write to go ahead (``None``: an empty
@@ -336,8 +341,9 @@ class Session:
         *,
         expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
-        """A branch summary as a child of ``from_id``; it becomes the leaf."""
-        self._require(from_id)
+        """A branch summary as a child of ``from_id`` (id, unique id prefix or label); it
+        becomes the leaf."""
+        from_id = self.resolve(from_id)
         return self._append(BranchSummaryEntry, parent_id=from_id, from_id=from_id,
                             summary=summary, details=details, usage=usage, from_hook=from_hook,
                             expected_leaf=expected_leaf)
@@ -357,14 +363,19 @@ class Session:
                             details=details, display=display, expected_leaf=expected_leaf)
 
     def set_label(self, target_id: str, label: str | None, *,
-                  expected_leaf: ExpectedLeaf = UNSET) -> str:
-        """Set (or with ``None`` clear) the label of an entry; returns the label entry's id.
+                  expected_leaf: ExpectedLeaf = UNSET) -> str | None:
+        """Set (or with ``None`` clear) the label of an entry (id, unique id prefix or
+        label); returns the label entry's id, or ``None`` when nothing changed (the entry
+        already has that label, or has none to clear) and nothing was written.
 
         A label names one entry: if another entry holds it, the label moves (a label entry
         clearing it there is written first, in the same batch).
         """
-        self._require(target_id)
+        target_id = self.resolve(target_id)
         others = [eid for eid in self._label_holders(label) if eid != target_id] if label else []
+        if not others and self.label_of(target_id) == label:
+            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
+            return None
         if not others:
             return self._append(LabelEntry, target_id=target_id, label=label,
                                 expected_leaf=expected_leaf)
@@ -452,16 +463,42 @@ class Session:
                                path=self.location)
         return entry
 
+    def resolve(self, ref: str) -> str:
+        """The id of the entry ``ref`` names: an id, a label, or the start of one id (as
+        the CLI takes them). ``EntryNotFound`` when none does, or when a prefix or a label
+        fits several entries (the message lists their ids)."""
+        how, ids = entry_matches(self, ref)
+        if len(ids) == 1:
+            return ids[0]
+        where = self.location
+        if not ids:
+            raise EntryNotFound(f"no entry {ref!r} in this session: give an entry id, the "
+                                "start of one, or a label (session.tree() lists them)",
+                                path=where)
+        shown = ", ".join(ids[:_SHOWN_MATCHES]) + (", ..." if len(ids) > _SHOWN_MATCHES else "")
+        if how == "label":
+            raise EntryNotFound(f"the label {ref!r} is on {len(ids)} entries ({shown}); "
+                                "pass the full id of the one you mean", path=where)
+        raise EntryNotFound(f"{ref!r} is the start of {len(ids)} entry ids ({shown}); pass "
+                            "more of the id, or the full id", path=where)
+
     def move_to(
         self, entry_id: str | None, summary: str | Mapping[str, Any] | None = None, *,
         expected_leaf: ExpectedLeaf = UNSET,
     ) -> str | None:
-        """Move the leaf to ``entry_id`` (``None``: before the first entry).
+        """Move the leaf to ``entry_id`` (id, unique id prefix or label; ``None``: before
+        the first entry). When the leaf is already there nothing is written (also with a
+        ``summary``: no branch is left) and ``None`` is returned.
 
         With a ``summary`` (text, or a dict with ``summary``, ``details``, ``usage``,
         ``from_hook``) a branch summary entry is appended as a child of ``entry_id`` and
         becomes the leaf, in one write; its id is returned.
         """
+        if entry_id is not None:
+            entry_id = self.resolve(entry_id)
+        if entry_id == self.leaf_id:
+            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
+            return None
         if entry_id is not None and isinstance(self._require(entry_id), LeafEntry):
             raise InvalidArgument(f"{entry_id!r} is a leaf move, not a "
                                "point in the conversation; move to the entry it points at",
@@ -484,19 +521,20 @@ class Session:
                 from_hook=bool(summary.get("from_hook", False)),
                 expected_leaf=expected_leaf,
             )
-        if entry_id != self.leaf_id:
-            self._append(LeafEntry, target_id=entry_id, expected_leaf=expected_leaf)
-        else:
-            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
+        self._append(LeafEntry, target_id=entry_id, expected_leaf=expected_leaf)
         return None
 
     def branch(self, leaf_id: str | None = None) -> list[AnyEntry]:
-        """Entries from the root to ``leaf_id`` (default: the current leaf)."""
-        return self.storage.path(self.leaf_id if leaf_id is None else leaf_id)
+        """Entries from the root to ``leaf_id`` (id, unique id prefix or label; default:
+        the current leaf)."""
+        return self.storage.path(self.leaf_id if leaf_id is None else self.resolve(leaf_id))
 
     def children(self, entry_id: str | None) -> list[AnyEntry]:
-        """The entries directly under ``entry_id`` (``None``: the roots), oldest first; leaf
-        moves and other entries hidden in the tree are left out."""
+        """The entries directly under ``entry_id`` (id, unique id prefix or label; ``None``:
+        the roots), oldest first; leaf moves and other entries hidden in the tree are left
+        out."""
+        if entry_id is not None:
+            entry_id = self.resolve(entry_id)
         out: list[AnyEntry] = []
         for cid in self.storage.children(entry_id):
             e = self.storage.get(cid)
@@ -526,18 +564,16 @@ class Session:
         return roots
 
     def fork(self, new_path: str | os.PathLike[str], at: str | None = None) -> Session:
-        """A new session file holding the path from the root to ``at`` (default: the leaf).
+        """A new session file holding the path from the root to ``at`` (id, unique id prefix
+        or label; default: the leaf).
 
         The new header links back to this session; labels of copied entries come along. The
         file appears complete or not at all.
         """
-        at = self.leaf_id if at is None else at
+        at = self.leaf_id if at is None else self.resolve(at)
         if at is None:
             raise InvalidArgument("the session is empty; there is nothing "
                                "to fork", path=self.location)
-        if self.storage.get(at) is None:
-            raise EntryNotFound(f"no entry {at!r} to fork at; pick an "
-                               "id from `contextree tree`", path=self.location)
         path = [e for e in self.branch(at) if not isinstance(e, LeafEntry)]
         # A leaf move on the path would point outside the copy; they are not copied, and the
         # last copied entry is `at` itself or the label entries below.
@@ -590,7 +626,8 @@ class Session:
         *,
         projectors: Mapping[str, Projector] | None = None,
     ) -> SessionContext:
-        """What the model sees at ``leaf_id`` (default: the current leaf)."""
+        """What the model sees at ``leaf_id`` (id, unique id prefix or label; default: the
+        current leaf)."""
         return build_context(self.branch(leaf_id),
                              projectors={**self.projectors, **(projectors or {})})
 
@@ -641,6 +678,26 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(id={self.id!r}, location={self.location!r}, leaf={self.leaf_id!r})"
+
+
+_SHOWN_MATCHES = 5
+
+
+def entry_matches(session: Session, ref: str) -> tuple[Matched, list[str]]:
+    """The entries ``ref`` could name, and how: its own id, the entries holding it as a
+    label (several only in files from elsewhere), or the ids it is the start of. The one
+    lookup behind ``Session.resolve`` and the CLI's ENTRY arguments, which phrase the
+    outcome in their own words. A trailing "…" (of a shortened id) is ignored."""
+    ref = ref.strip().rstrip("…")
+    if not ref:
+        return "prefix", []
+    if ref in session:
+        return "id", [ref]
+    labelled = session.ambiguous_labels().get(ref) or [
+        target for target, text in session.labels().items() if text == ref]
+    if labelled:
+        return "label", labelled
+    return "prefix", [e.id for e in session.entries() if e.id.startswith(ref)]
 
 
 def new_session_id() -> str:

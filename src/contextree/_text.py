@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["first_line", "shorten"]
+__all__ = ["count_lines", "first_line", "shorten"]
 
 ELLIPSIS = "…"
+
+
+def count_lines(text: str) -> int:
+    """Lines in ``text``, counting a last line without a newline (``"a\nb\n"`` is 2)."""
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def shorten(text: str, limit: int, *, keep: Literal["head", "middle"] = "head",

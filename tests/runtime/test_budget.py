@@ -75,7 +75,7 @@ def test_max_cost_uses_the_price_table_before_the_call(tmp_path: Path) -> None:
         turn = agent_with(model, tmp_path / "s.jsonl", max_cost=0.04).start("Go.")
         assert turn.stopped == "budget" and len(server.requests) == 2
     assert turn.cost == pytest.approx(2 * 0.0156)
-    assert any("max_cost=$0.0400" in n for n in turn.notices)
+    assert any("max_cost=$0.04" in n for n in turn.notices)
 
 
 def test_per_session_counts_what_earlier_turns_spent(tmp_path: Path) -> None:
@@ -90,9 +90,9 @@ def test_per_session_counts_what_earlier_turns_spent(tmp_path: Path) -> None:
     assert second.stopped is None
     third = agent_with(model, path, max_cost=1.5, per="session").start("c")
     assert third.stopped == "budget" and len(model.calls) == 2
-    # A per-turn budget of the same size lets the waiting message be answered.
+    # The refused message was taken back; a per-turn budget of the same size answers it.
     model.add(Message.assistant("three", usage=Usage(input=50, output=10, cost=0.6)))
-    assert agent_with(model, path, max_cost=1.5).start().text == "three"
+    assert agent_with(model, path, max_cost=1.5).start("c").text == "three"
 
 
 def test_a_cost_budget_on_an_unpriced_model_stops_and_says_why(tmp_path: Path) -> None:

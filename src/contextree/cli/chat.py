@@ -26,7 +26,8 @@ import typer
 from .._messages import ToolCall
 from .._session import Session
 from .._stats import cost_text
-from .._text import first_line, shorten
+from .._text import count_lines, first_line, shorten
+from ..entries import LabelEntry
 from ..errors import ContextreeError
 from ..models._anthropic import AnthropicMessages
 from ..models._base import Model
@@ -258,7 +259,7 @@ class Chat:
             screen.line(f"-> {event.call.name}({_describe(event.call)})", dim=True)
         elif isinstance(event, ToolEndPayload):
             result = event.result
-            lines = result.content.count("\n") + 1 if isinstance(result.content, str) else 1
+            lines = count_lines(result.content) if isinstance(result.content, str) else 1
             head = shorten(first_line(str(result.content)), 100)
             screen.line(f"<- {'error: ' if result.is_error else ''}{head}"
                         + (f" ({lines} lines)" if lines > 1 else ""), dim=True)
@@ -320,6 +321,9 @@ class Chat:
         if not ref:
             raise UsageProblem("/checkout needs an entry id or a label (see /tree)")
         target = resolve_entry(self.session, ref)
+        if target == self.session.leaf_id:
+            self.screen.line(f"already at {short_id(target)}; nothing changed")
+            return
         self.session.move_to(target)
         entry = self.session.get_entry(target)
         what = shorten(entry_summary(entry), 80) if entry is not None else ""
@@ -338,16 +342,22 @@ class Chat:
 
     def label(self, text: str) -> None:
         leaf = self.session.leaf_id
-        if leaf is None:
+        # The entry the leaf stands for: a label entry written by /label is not labelled.
+        entry = self.session.get_entry(leaf) if leaf is not None else None
+        while isinstance(entry, LabelEntry) and entry.parent_id is not None:
+            leaf, entry = entry.parent_id, self.session.get_entry(entry.parent_id)
+        if leaf is None or isinstance(entry, LabelEntry):
             raise UsageProblem("nothing to label yet")
         if text == "--clear":
-            self.session.set_label(leaf, None)
-            self.screen.line(f"label of {short_id(leaf)} cleared")
+            done = self.session.set_label(leaf, None)
+            self.screen.line(f"label of {short_id(leaf)} cleared" if done else
+                             f"{short_id(leaf)} has no label; nothing changed")
         elif not text:
             raise UsageProblem("/label needs a text (or --clear)")
         else:
-            self.session.set_label(leaf, text)
-            self.screen.line(f"labelled {short_id(leaf)} {text!r}")
+            done = self.session.set_label(leaf, text)
+            self.screen.line(f"labelled {short_id(leaf)} {text!r}" if done else
+                             f"{short_id(leaf)} is already labelled {text!r}; nothing changed")
 
     def compact(self, _: str) -> None:
         self.screen.line("[compacting...]", dim=True)

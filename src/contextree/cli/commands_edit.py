@@ -100,7 +100,8 @@ def label_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Set (or --clear) the label of an entry; a label names one entry, and setting it on
-    another moves it there."""
+    another moves it there. When nothing would change (the entry already has that label, or
+    no label to clear) nothing is written: it says so and exits 0."""
     if text is None and not clear:
         raise UsageProblem("give the label TEXT to set, or --clear to remove the entry's label")
     if text is not None and clear:
@@ -112,7 +113,11 @@ def label_command(
         label_entry = session.set_label(entry_id, None if clear else text)
     if as_json:
         emit_json({"path": file, "entry_id": entry_id, "label": None if clear else text,
-                   "label_entry_id": label_entry})
+                   "label_entry_id": label_entry, "changed": label_entry is not None})
+        return
+    if label_entry is None:
+        Out().line(f"{entry_id}: " + ("has no label" if clear else f"already labelled {text!r}")
+                   + "; nothing changed")
         return
     Out().line(f"{entry_id}: label {'cleared' if clear else repr(text)}")
 
@@ -172,7 +177,8 @@ def checkout_command(
                                                 "of the branch being left.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Move the current leaf to an entry; the next message starts a branch there."""
+    """Move the current leaf to an entry; the next message starts a branch there. When the
+    leaf is already there nothing is written (no --summary either): it says so and exits 0."""
     with open_session(file) as session:
         entry_id = resolve_entry(session, entry)
         previous = session.leaf_id
@@ -185,7 +191,11 @@ def checkout_command(
     if as_json:
         emit_json({"path": file, "previous_leaf_id": previous, "leaf_id": leaf,
                    "target_id": entry_id, "summary_entry_id": summary_id,
-                   "entry_id": written})
+                   "entry_id": written, "changed": written is not None})
+        return
+    if written is None:
+        note = " (no branch is left, so no summary is recorded)" if summary else ""
+        Out().line(f"the leaf is already {leaf}; nothing changed{note}")
         return
     note = f" (branch summary {summary_id})" if summary_id else ""
     Out().line(f"leaf {short_id(previous)} -> {leaf}{note}")

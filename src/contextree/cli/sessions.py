@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._session import Session
+from .._session import Session, entry_matches
 from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
 from ..storage import Address, Storage, open_storage, resolve
 from ..storage._jsonl import TornLineWarning
@@ -73,31 +73,25 @@ def open_session(target: str, *, readonly: bool = False) -> Session:
 
 
 def resolve_entry(session: Session, ref: str) -> str:
-    """The id of the entry ``ref`` names: an id, a label, or a prefix of one id.
+    """The id of the entry ``ref`` names: an id, a label, or a prefix of one id (the lookup
+    of ``Session.resolve``, said in CLI words).
 
     A label on several entries (possible in files from elsewhere) and a prefix of several
     ids are usage errors that list the candidates.
     """
-    ref = ref.strip().rstrip("…")
-    if not ref:
+    how, ids = entry_matches(session, ref)
+    if len(ids) == 1:
+        return ids[0]
+    if not ref.strip().rstrip("…"):
         raise UsageProblem("name an entry: an id, an id prefix or a label "
                            f"(`contextree tree {session.location}` shows them)")
-    if ref in session:
-        return ref
-    labelled = session.ambiguous_labels().get(ref) or [
-        target for target, text in session.labels().items() if text == ref]
-    if len(labelled) == 1:
-        return labelled[0]
-    if labelled:
-        raise UsageProblem(f"the label {ref!r} is on {len(labelled)} entries "
-                           f"({', '.join(labelled)}); give the id of the one you mean")
-    matches = [e.id for e in session.entries() if e.id.startswith(ref)]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        shown = ", ".join(matches[:SHOWN_MATCHES])
-        more = ", ..." if len(matches) > SHOWN_MATCHES else ""
-        raise UsageProblem(f"{ref!r} is the start of {len(matches)} entry ids ({shown}{more}); "
+    if how == "label":
+        raise UsageProblem(f"the label {ref!r} is on {len(ids)} entries "
+                           f"({', '.join(ids)}); give the id of the one you mean")
+    if ids:
+        shown = ", ".join(ids[:SHOWN_MATCHES])
+        more = ", ..." if len(ids) > SHOWN_MATCHES else ""
+        raise UsageProblem(f"{ref!r} is the start of {len(ids)} entry ids ({shown}{more}); "
                            "type more of the id")
     raise EntryNotFound(f"no entry {ref!r} in {session.location} (give an id, "
                         f"an id prefix or a label; `contextree tree {session.location}` "

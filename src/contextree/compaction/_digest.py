@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from .._messages import Message, ToolCall
-from .._text import shorten
+from .._text import count_lines, shorten
 from ..tools import ToolKind
 from ._evidence import (
     CallIndex,
@@ -452,12 +452,16 @@ def _error_line(e: Mapping[str, Any]) -> str:
 
 def _output_excerpt(text: str) -> str:
     """The first two and last three lines of an output (read from its ends only)."""
-    n = text.count("\n") + 1
+    n = count_lines(text)
     if n <= 6:
         return cap(" | ".join(ln.strip() for ln in text.splitlines() if ln.strip()), _EXCERPT)
     head = " | ".join(ln.strip() for ln in text[:1000].strip().splitlines()[:2])
     tail = " | ".join(ln.strip() for ln in text[-1000:].strip().splitlines()[-3:])
     return cap(f"{head} | … {n - 5} lines … | {tail}", _EXCERPT)
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 def _change(call: ToolCall, kind: ToolKind, path: str) -> str:
@@ -469,7 +473,7 @@ def _change(call: ToolCall, kind: ToolKind, path: str) -> str:
                     f"{shorten(new.strip(), 80)!r}")
     content = args.get("content")
     if isinstance(content, str):
-        return f"{path}: {call.name} wrote the whole file ({content.count(chr(10)) + 1} lines)"
+        return f"{path}: {call.name} wrote the whole file ({_lines(count_lines(content))})"
     if kind is ToolKind.EDIT and path not in (path_of(call) or ""):
         return f"{path}: {call.name} (a patch)"
     return f"{path}: {call.name}"

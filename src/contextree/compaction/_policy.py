@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import InvalidArgument
+
 __all__ = ["CompactionPolicy"]
 
 
@@ -18,9 +20,9 @@ class CompactionPolicy:
 
     def __post_init__(self) -> None:
         if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0:
-            raise ValueError(f"window must be a positive number of tokens, got {self.window!r}")
+            raise InvalidArgument(f"window must be a positive number of tokens, got {self.window!r}")
         if not 0 < self.compact_to < self.compact_at <= 1:
-            raise ValueError(
+            raise InvalidArgument(
                 "need 0 < compact_to < compact_at <= 1 (compact down to a fraction of the window "
                 f"smaller than the one that triggers), got compact_at={self.compact_at}, "
                 f"compact_to={self.compact_to}"

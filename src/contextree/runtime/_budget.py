@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from .._messages import Usage
-from .._pricing import cost_of, table_cost
+from .._pricing import cost_of, table_cost, usd
 from .._stats import tally
 from ..errors import InvalidArgument
 from ..tokens import EstimateCounter, TokenCounter, count_context
@@ -32,7 +32,10 @@ class Budget:
     does not know, at the rate of the calls seen so far). A call that would go past a limit
     is not made: the turn stops with ``stopped == "budget"``, a notice and a ``budget``
     event, and nothing is left half-done (the last tool results are saved; ``start()`` goes
-    on from there once the limit allows). A call's own output can still take the total past
+    on from there once the limit allows). A turn refused before the model answered at all
+    has no ``reply`` (``text == ""``) and takes its input back: ``SessionTree`` moves the
+    leaf back (the message stays in the tree, off the branch), ``SessionLog`` drops it from
+    the log; so asking again, in the same words or new ones, asks once. A call's own output can still take the total past
     the limit by one reply; ``reserve_output`` bounds that.
 
     The price of a model the table does not know is learnt from the first call, when the
@@ -66,9 +69,11 @@ class Budget:
         context = count_context(env.messages, self.counter, fresh_from=env.fresh_from)
         next_tokens = context + self.reserve_output
         if self.max_tokens is not None and _tokens(spent) + next_tokens > self.max_tokens:
+            total = _tokens(spent) + next_tokens
             return self._stop(env, "tokens", self.max_tokens, _tokens(spent), next_tokens,
                               f"{_tokens(spent):,} tokens spent and about {next_tokens:,} "
-                              f"for the next call would pass max_tokens={self.max_tokens:,}")
+                              f"for the next call would make about {total:,}, past "
+                              f"max_tokens={self.max_tokens:,}")
         if self.max_cost is not None:
             if unpriced:
                 name = _model_name(env)
@@ -79,8 +84,9 @@ class Budget:
             estimate = self._estimate(env, spent, context)
             if spent.cost + estimate > self.max_cost:
                 return self._stop(env, "cost", self.max_cost, spent.cost, estimate,
-                                  f"${spent.cost:.4f} spent and about ${estimate:.4f} for the "
-                                  f"next call would pass max_cost=${self.max_cost:.4f}")
+                                  f"{usd(spent.cost)} spent and about {usd(estimate)} for the "
+                                  f"next call would make about {usd(spent.cost + estimate)}, "
+                                  f"past max_cost={usd(self.max_cost)}")
         return self.app(env)
 
     def _spent(self, env: Env) -> tuple[Usage, int]:
@@ -120,8 +126,15 @@ class Budget:
 
     def _stop(self, env: Env, limit: Literal["cost", "tokens"], maximum: float, spent: float,
               next_call: float, why: str) -> Env:
+        if env.reply is None:  # the turn's input is taken back (see the class docstring)
+            advice = "The model was not asked; raise the budget and ask again."
+        elif self.per == "turn":
+            advice = ("Raise the budget, or start another turn: start() with no input goes "
+                      "on from the saved tool results.")
+        else:
+            advice = "Raise the budget to go on."
         env.stop(StopReason.BUDGET, f"Stopped before a model call: {why} (Budget per {self.per}). "
-                 "Raise the budget, or start a new turn once it allows.")
+                 + advice)
         env.emit(BudgetPayload(event=Event.BUDGET, limit=limit, per=self.per,
                                maximum=float(maximum), spent=float(spent),
                                next_call=float(next_call)))

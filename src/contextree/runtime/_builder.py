@@ -3,7 +3,9 @@
 Each middleware is a class constructed as ``Middleware(app, **options)`` whose ``__call__``
 takes the ``Env``, may act before and after calling ``self.app(env)``, and returns the env.
 The order of ``use`` calls is the policy: the first is outermost. ``use`` checks the options
-against the middleware's constructor at once, so a misspelt option fails where it is written.
+against the middleware's constructor and builds the layer once around a placeholder, so a
+misspelt option or a value the constructor refuses fails where it is written, not at the first
+``start()``. (The stack is built again for every turn; a constructor only stores its options.)
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ class Agent:
             *args: P.args, **kwargs: P.kwargs) -> Agent:
         """Add a layer built as ``middleware(app, *args, **kwargs)``; layers added first wrap
         those added later. Options the middleware does not take, or required ones left out,
-        are refused here with ``InvalidArgument`` naming the options it accepts."""
+        are refused here with ``InvalidArgument`` naming the options it accepts; so are values
+        the constructor refuses (the layer is built once here around a placeholder app)."""
         check_options(middleware, args, kwargs)
+        middleware(_placeholder, *args, **kwargs)
         self._layers.append((middleware, args, kwargs))
         return self
 
@@ -121,6 +125,12 @@ class Agent:
     def _check_ready(self) -> None:
         if self._model is None:
             raise InvalidArgument("no model: call .run(model) before .start(...)")
+
+
+def _placeholder(env: Env) -> Env:
+    """The app a layer built only to check its options wraps (never called in a turn)."""
+    raise InvalidArgument("a layer built by use() to check its options was called; build "
+                          "the stack with agent.start()")
 
 
 def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],

@@ -12,6 +12,7 @@ from ..compaction import (
     default_ladder,
     plan_compaction,
 )
+from ..errors import InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, count_context
 from ._builder import App
@@ -37,7 +38,10 @@ class DefaultCompactionPipeline:
                  ladder: CompactionLadder | None = None, compact_at: float = 0.7,
                  compact_to: float = 0.4, counter: TokenCounter | None = None) -> None:
         self.app = app
-        self.policy = CompactionPolicy(window, compact_at, compact_to)
+        try:
+            self.policy = CompactionPolicy(window, compact_at, compact_to)
+        except InvalidArgument as e:
+            raise InvalidArgument(f"DefaultCompactionPipeline: {e}") from None
         self.ladder = ladder or default_ladder(summarizer)
         self.counter = counter or EstimateCounter()
         self._failed_at: int | None = None

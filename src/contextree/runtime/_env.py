@@ -86,6 +86,7 @@ class Env:
         self._messages: list[Message] = list(messages)
         self._snapshot: tuple[Message, ...] | None = None
         self._turn_start = 0  # index of this turn's first new message
+        self._reply: Message | None = None  # the last assistant message this turn added
         self._fresh_from = 0  # index of the first message produced after the latest replace()
         # What the turn runs with.
         self._tools: tuple[Tool | ToolSpec, ...] = ()
@@ -139,12 +140,20 @@ class Env:
         then ``committed`` is emitted with the entry id the listener stored it as."""
         self._change()
         self._messages.append(message)
+        if message.role == "assistant":
+            self._reply = message
         entry_id: str | None = None
         for listener in self._added:
             stored = listener(message)
             if entry_id is None and isinstance(stored, str):
                 entry_id = stored
         self.committed(message, entry_id)
+
+    @property
+    def reply(self) -> Message | None:
+        """The last assistant message this turn added (``None``: the model has not answered
+        in this turn, e.g. the turn stopped before its first call)."""
+        return self._reply
 
     def committed(self, message: Message, entry_id: str | None) -> None:
         """Say ``message`` is stored as ``entry_id`` (persistence middleware calls this for
@@ -361,7 +370,11 @@ class Env:
 
 @dataclass
 class TurnResult:
-    """What ``agent.start`` returns: the conversation, the final reply and the turn's usage.
+    """What ``agent.start`` returns: the conversation, this turn's final reply and usage.
+
+    ``reply`` (and ``text``) come from this turn only: a turn that stopped before the model
+    answered (``stopped == "budget"`` before the first call, ``"nothing_to_answer"``) has
+    ``reply is None`` and ``text == ""``, never the previous turn's answer.
 
     ``usage`` is the sum of this turn's model calls (compaction summaries included), and
     ``cost`` their cost in USD: ``None`` when a call's price is unknown (never a made-up

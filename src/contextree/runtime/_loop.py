@@ -19,6 +19,8 @@ class SystemPrompt:
     """Put ``text`` first in the conversation on every turn (it is never persisted)."""
 
     def __init__(self, app: App, /, text: str = "You are a helpful assistant.") -> None:
+        if not isinstance(text, str):
+            raise InvalidArgument(f"SystemPrompt: text must be a string, got {text!r}")
         self.app = app
         self.text = text
 
@@ -101,6 +103,9 @@ class Retry:
                  max_delay: float = 60.0, sleep: Callable[[float], object] | None = None) -> None:
         if attempts < 1:
             raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
+        for name, value in (("base_delay", base_delay), ("max_delay", max_delay)):
+            if not value >= 0:
+                raise InvalidArgument(f"Retry: {name} must be 0 or more seconds, got {value!r}")
         self.app = app
         self.attempts = attempts
         self.base_delay = base_delay

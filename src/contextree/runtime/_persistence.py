@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .._messages import Message
 from .._session import Session
+from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
 from ._env import Env
@@ -17,6 +19,12 @@ from ._flatlog import FlatLog
 def _persisted(m: Message) -> bool:
     """System prompts are re-added every turn; compaction summaries are history."""
     return m.role != "system" or m.kind is not None
+
+
+def _refused(env: Env) -> bool:
+    """The budget stopped the turn before the model answered: its input is taken back, so
+    a retry (the same words or new ones) asks once instead of stacking unanswered messages."""
+    return env.stopped == "budget" and env.reply is None
 
 
 class SessionLog:
@@ -49,16 +57,27 @@ class SessionLog:
         new = env.load_history(history, fresh_from=fresh_start(history))
         log.open()
 
+        written = [m for m in new if _persisted(m)]
+        changed = [False]  # anything written after the turn's input
+
         def append(m: Message) -> None:
+            changed[0] = True
             log.append([m] if _persisted(m) else [])
 
+        def rewrite(messages: Sequence[Message]) -> None:
+            changed[0] = True
+            log.rewrite([m for m in messages if _persisted(m)])
+
         try:
-            log.append([m for m in new if _persisted(m)])
+            log.append(written)
             for m in new:
                 env.committed(m, None)
             env.on_add(append)
-            env.on_replace(lambda messages: log.rewrite([m for m in messages if _persisted(m)]))
-            return self.app(env)
+            env.on_replace(rewrite)
+            env = self.app(env)
+            if written and not changed[0] and _refused(env):
+                log.rewrite(history)
+            return env
         finally:
             log.close()
 
@@ -74,7 +93,8 @@ class SessionTree:
         """``path`` (a file or URL, opened or created) or a ready ``session``; ``cwd``,
         ``session_id`` and ``metadata`` apply when the session is created."""
         if (path is None) == (session is None):
-            raise ValueError("give SessionTree a path or a session (one of them)")
+            raise InvalidArgument("SessionTree: give path= (a file or URL) or session= (an "
+                                  "open Session), one of them")
         self.app = app
         self.path = path
         self.session = session
@@ -91,10 +111,13 @@ class SessionTree:
                                              metadata=self.metadata, durable=self.durable)
         try:
             ctx = session.build_context()
+            before = session.leaf_id
             new = env.load_history(ctx.messages, fresh_from=ctx.fresh_from)
             env.attach_session(session)
+            written: list[str] = []
             for m in new:
-                env.committed(m, session.append_message(m))
+                written.append(session.append_message(m))
+                env.committed(m, written[-1])
             model = [ctx.model]  # the model in force, updated as replies name theirs
 
             def record(m: Message) -> str | None:
@@ -108,7 +131,10 @@ class SessionTree:
                 return session.append_message(m)
 
             env.on_add(record)
-            return self.app(env)
+            env = self.app(env)
+            if written and session.leaf_id == written[-1] and _refused(env):
+                session.move_to(before)  # the input stays in the tree, off the branch
+            return env
         finally:
             if owned:
                 session.close()

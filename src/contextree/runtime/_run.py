@@ -55,9 +55,9 @@ def _first(input: str | Message | None) -> list[Message]:
 
 
 def result_of(env: Env) -> TurnResult:
-    """The ``TurnResult`` of a finished turn."""
-    reply = next((m for m in reversed(env.messages) if m.role == "assistant"), None)
-    return TurnResult(list(env.messages), reply, env.turn_usage, env.iteration, env.stopped,
+    """The ``TurnResult`` of a finished turn: ``reply`` is this turn's (never an earlier
+    turn's answer, so a turn stopped before its first model call has none)."""
+    return TurnResult(list(env.messages), env.reply, env.turn_usage, env.iteration, env.stopped,
                       list(env.notices), list(env.handler_errors), cost=env.turn_cost)
 
 

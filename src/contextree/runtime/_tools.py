@@ -12,6 +12,7 @@ from .._context import interrupted_result
 from .._messages import Message, ToolCall
 from .._overflow import OverflowStore
 from .._truncation import LIMITS, TruncationLimits, is_truncated, truncate
+from ..errors import InvalidArgument
 from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
 from ._builder import App
 from ._call import interrupt_turn
@@ -46,10 +47,13 @@ class DefaultToolPipeline:
                  store: OverflowStore | None = None, tool_start: StartHook | None = None,
                  tool_approve: ApproveHook | None = None, tool_end: EndHook | None = None,
                  limits: TruncationLimits = LIMITS) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidArgument("DefaultToolPipeline: concurrency must be a whole number of "
+                                  f"at least 1 (tool calls run at once), got {concurrency!r}")
         self.app = app
         self.tools = as_tools(tools)
         self.by_name = {t.name: t for t in self.tools}
-        self.concurrency = max(1, concurrency)
+        self.concurrency = concurrency
         self.context = context
         self.store = store
         self.tool_start, self.tool_approve, self.tool_end = tool_start, tool_approve, tool_end

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from contextree._files import atomic_write as write_whole
+from contextree._text import count_lines
 from contextree._truncation import LIMITS, cut_marker
 from contextree.errors import ToolError
 from contextree.markers import EditMeta, ListMeta, ReadMeta, TruncationRecord, WriteMeta
@@ -65,11 +66,6 @@ def clean(text: str) -> str:
 def plural(n: int, noun: str) -> str:
     """``1 line``, ``2 lines``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def count_lines(text: str) -> int:
-    """Lines in ``text``, counting a last line without a newline."""
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
 def replace_file(path: str, target: Path, data: bytes, ctx: ToolContext, *,

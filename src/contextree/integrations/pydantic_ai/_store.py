@@ -5,7 +5,8 @@ A conversation is a session, an entry is a message entry (a short group of them,
 messages (usage, deferred tool requests, scope, fork origin, branches left, the revision) is a
 ``custom`` entry of type ``pydantic_ai.conversation`` whose id *is* the revision. Every save
 or branch appends one, then the new message entries after it, so a record always precedes the
-messages it describes and the leaf ends up at the head:
+messages it describes and the leaf ends up at the head (after a branch, which stores no
+messages, at its record right under the head):
 
     record(r1) -> m1 -> m2 -> record(r2) -> m3 -> m4        (head m4, revision r2)
 
@@ -86,6 +87,10 @@ class ContextreeConversationStore(ConversationStore):
     evicted (more than ``max_open`` open) or the store is closed; other processes can read it
     meanwhile, and get ``SessionLocked`` if they try to save it. ``delete`` removes the file.
     PostgreSQL: any number of processes may save; ``delete`` removes the session's rows.
+
+    ``branch(cid, at=n)`` and ``fork(cid, at=n)`` count pydantic-ai messages (the
+    ``ModelRequest`` and ``ModelResponse`` items of ``conversation.messages``), not turns or
+    contextree entries: the first ``n`` are kept and the ``n``-th becomes the head.
     """
 
     def __init__(
