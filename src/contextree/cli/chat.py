@@ -44,11 +44,11 @@ from ..runtime import (
 from ..runtime._env import Env
 from ..tokens import EstimateCounter, count_context
 from ..tools import ToolKind, make_tools
-from .app import command
+from .app import cli_words, command, os_error
 from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import CommandFailed, UsageProblem, short_id
 from .render import entry_summary, message_summary, tree_lines
-from .sessions import address_of, open_session, resolve_entry
+from .sessions import address_of, open_session, require_parent, resolve_entry
 
 DEFAULT_WINDOW = 128_000
 ASKED = (ToolKind.SHELL, ToolKind.WRITE, ToolKind.EDIT)
@@ -221,8 +221,10 @@ class Chat:
                 try:
                     if not self.command(text):
                         return
-                except (ContextreeError, UsageProblem, OSError, ValueError) as e:
-                    self.screen.line(f"error: {e}")
+                except (ContextreeError, UsageProblem, CommandFailed, ValueError) as e:
+                    self.screen.line(f"error: {cli_words(str(e))}")
+                except OSError as e:
+                    self.screen.line(f"error: {cli_words(os_error(e))}")
                 continue
             self.turn(text)
 
@@ -327,6 +329,7 @@ class Chat:
     def fork(self, path: str) -> None:
         if not path:
             raise UsageProblem("/fork needs the path of the new session file")
+        require_parent(path, "choose another path")
         new = self.session.fork(Path(path))
         old = self.session.location
         self.session.close()
@@ -446,11 +449,8 @@ def _create(target: str, *, default: bool) -> Session:
     """A new session at ``target``: the default chats directory is made when missing, a
     directory the user named must exist (no command creates directories)."""
     if address_of(target).is_file:
-        parent = Path(target).parent
         if default:
-            parent.mkdir(parents=True, exist_ok=True)
-        elif not parent.is_dir():
-            what = "is not a directory" if parent.exists() else "does not exist"
-            raise CommandFailed(f"{target}: the directory {parent} {what}; create it first or "
-                                "choose another FILE")
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        require_parent(target, "choose another FILE")
     return Session.open_or_create(target, cwd=str(Path.cwd()))
+
