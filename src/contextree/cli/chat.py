@@ -177,8 +177,9 @@ class Chat:
         """The line typed at an approval prompt, or ``None`` once the turn is interrupted
         (Ctrl-C): on a terminal the line is read only when one is there, so the next line
         typed after Ctrl-C goes to the chat, not to a prompt nobody waits for."""
-        try:
-            fd = self.stdin.fileno() if self.stdin.isatty() else None
+        try:  # (select() takes no console handle on Windows)
+            fd = (self.stdin.fileno() if self.stdin.isatty() and sys.platform != "win32"
+                  else None)
         except (OSError, ValueError):
             fd = None
         while fd is not None and not env.cancelled:
