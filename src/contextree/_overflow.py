@@ -64,6 +64,13 @@ class _Spill:
     mtime: float
 
 
+def user_home() -> Path:
+    """The per-user contextree directory: ``$CONTEXTREE_HOME``, else the platform's user data
+    directory; it holds the overflow store and the chats of ``contextree chat``."""
+    home = os.environ.get("CONTEXTREE_HOME")
+    return Path(home).expanduser() if home else Path(platformdirs.user_data_dir("contextree"))
+
+
 def _sanitize(value: str, cap: int) -> str:
     """``value`` reduced to ``[A-Za-z0-9_-]``, at most ``cap`` characters ("" if nothing left)."""
     return _SAFE.sub("", value)[:cap]
@@ -175,9 +182,7 @@ class OverflowStore:
     @classmethod
     def default(cls) -> OverflowStore:
         """The per-user store: ``$CONTEXTREE_HOME/tool-output``, else the platform data dir."""
-        home = os.environ.get("CONTEXTREE_HOME")
-        base = Path(home).expanduser() if home else Path(platformdirs.user_data_dir("contextree"))
-        return cls(base / "tool-output")
+        return cls(user_home() / "tool-output")
 
     # -- writing -------------------------------------------------------------------------
     def save(

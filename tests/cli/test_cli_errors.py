@@ -226,7 +226,7 @@ def test_verify_and_repair_a_flat_message_log(tmp_path: Path) -> None:
     report = json.loads(run("verify", log, "--json", code=1).stdout)
     assert report["kind"] == "flat_log" and report["messages"] == 3 and report["line"] == 3
     dry = run("repair", log, "--dry-run").stdout
-    assert "would quarantine 1 lines" in dry and "not json" in log.read_text()
+    assert "would quarantine 1 line," in dry and "not json" in log.read_text()
     fixed = json.loads(run("repair", log, "--json").stdout)
     assert fixed["quarantined"] == 1 and fixed["kept"] == 3 and Path(fixed["backup"]).exists()
     assert run("verify", log).stdout.startswith(f"OK {log}: flat message log, 3 messages")

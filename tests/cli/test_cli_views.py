@@ -140,7 +140,7 @@ def test_compaction_figures_agree_with_the_next_show_context(
     else:
         assert "missed the target" not in text
     if len(applied) > 1:  # cleared by the first stage, then dropped: said, not "0 cleared"
-        assert "count as dropped" in text
+        assert "are counted as dropped" in text
     shown = run("show", path, "--context").stdout
     assert f"context size: {after} tokens" in shown
 

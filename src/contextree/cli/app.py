@@ -149,7 +149,12 @@ _CLI_WORDS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\(overwrite=True[^)]*\)"), "(--force)"),
     (re.compile(r",? or a Storage instance such as PostgresStorage\.open\([^)]*\)"), ""),
     (re.compile(r"\bSession\.delete\([^)]*\)"), "`contextree rm`"),
+    (re.compile(r",? or repair\([^)]*\) in Python"), ""),
     (re.compile(r"\brepair\(\)"), "`contextree repair`"),
+    (re.compile(r"\bcreate it with PostgresStorage\.create \(or list them with "
+                r"list_sessions\)"),
+     "`contextree ls URL` lists them (`contextree import` and `contextree fork` put one "
+     "there with -o URL)"),
 )
 
 

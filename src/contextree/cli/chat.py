@@ -1,17 +1,18 @@
 """``contextree chat``: an interactive agent session in the terminal, on the session tree.
 
-The model comes from the environment (``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` for an
-OpenAI-compatible server, ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` for Anthropic,
-``CONTEXTREE_MODEL`` for the model name), from options, or from what the session file
-recorded. Replies stream as they arrive; the built-in tools work in the current directory and
-nowhere else, and ``shell``, ``write`` and ``edit`` calls are asked about first. The model
-also writes the summaries when the context fills up. Ctrl-C stops a reply (what arrived is
-kept) and the chat goes on; slash commands move around the session tree.
+The model is named by ``--model`` and ``--base-url`` (or ``$CONTEXTREE_MODEL`` and
+``$CONTEXTREE_BASE_URL``), as in every command that takes one (``model_options``), else it
+is the one the session recorded. Replies stream as they arrive; the built-in tools work in
+the current directory and nowhere else, and ``shell``, ``write`` and ``edit`` calls are asked
+about first. The model also writes the summaries when the context fills up. Ctrl-C stops a
+reply (what arrived is kept) and the chat goes on; slash commands move around the session
+tree. The tool set is recorded in the session (``show --context`` lists it).
 """
 
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
 import time
@@ -20,18 +21,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, TextIO
 
-import platformdirs
 import typer
 
 from .._messages import ToolCall
+from .._overflow import user_home
 from .._session import Session
 from .._stats import cost_text
 from .._text import count_lines, first_line, shorten
 from ..entries import LabelEntry
-from ..errors import ContextreeError
-from ..models._anthropic import AnthropicMessages
+from ..errors import ContextreeError, SessionNotFound
 from ..models._base import Model
-from ..models._openai_chat import OpenAIChat
 from ..runtime import (
     Agent,
     BudgetPayload,
@@ -57,12 +56,12 @@ from ..runtime import (
 from ..runtime._env import Env
 from ..tokens import EstimateCounter, count_context
 from ..tools import ToolKind, make_tools
-from .app import command
-from .output import UsageProblem, short_id
+from .app import cli_words, command, os_error
+from .model_options import BaseUrlOpt, ModelOpt, make_model
+from .output import CommandFailed, UsageProblem, short_id
 from .render import entry_summary, message_summary, tree_lines
-from .sessions import resolve_entry
+from .sessions import address_of, open_session, require_parent, resolve_entry
 
-MODEL_ENV = "CONTEXTREE_MODEL"
 DEFAULT_WINDOW = 128_000
 ASKED = (ToolKind.SHELL, ToolKind.WRITE, ToolKind.EDIT)
 SYSTEM = ("You are a careful coding assistant working in {cwd}. Use the tools to read, "
@@ -81,35 +80,15 @@ HELP = """commands:
 # -- the model -------------------------------------------------------------------------------
 
 
-def chat_model(provider: str | None, name: str | None, base_url: str | None,
-               recorded: tuple[str, str] | None) -> Model:
-    """The model to chat with: the options, else the environment, else the model the session
-    recorded; ``UsageProblem`` saying what to set when there is none."""
-    env = os.environ
-    if provider is None:
-        if recorded is not None and name is None:
-            provider = recorded[0]
-        elif env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_BASE_URL"):
-            provider = "openai" if env.get("OPENAI_BASE_URL") else "anthropic"
-        elif env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL") or base_url:
-            provider = "openai"
-        elif recorded is not None:
-            provider = recorded[0]
-    name = name or env.get(MODEL_ENV) or (recorded[1] if recorded is not None else None)
-    if provider is None or name is None:
-        raise UsageProblem(
-            "no model to chat with: set OPENAI_BASE_URL (and OPENAI_API_KEY) for an "
-            "OpenAI-compatible server, or ANTHROPIC_API_KEY, and the model name in "
-            f"{MODEL_ENV} (or pass --model and --provider)")
-    if provider == "anthropic":
-        return AnthropicMessages(name, base_url=base_url)
-    return OpenAIChat(name, base_url=base_url, provider=provider)
+NO_MODEL = ("no model to chat with: pass --model [PROVIDER:]MODEL or set CONTEXTREE_MODEL, "
+            "with OPENAI_BASE_URL (and OPENAI_API_KEY) for an OpenAI-compatible server, or "
+            "ANTHROPIC_API_KEY for Anthropic")
 
 
 def default_session_path() -> Path:
-    """Where a chat without a FILE is kept."""
-    base = Path(platformdirs.user_data_dir("contextree")) / "chats"
-    return base / f"chat-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
+    """Where a chat without a FILE is kept: ``chats/`` in ``$CONTEXTREE_HOME`` (default: the
+    user data directory), beside the overflow store."""
+    return user_home() / "chats" / f"chat-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
 
 
 # -- the terminal ------------------------------------------------------------------------------
@@ -156,9 +135,11 @@ class Screen:
 class Chat:
     """One interactive chat on ``session``: turns, tool approvals and slash commands."""
 
-    def __init__(self, session: Session, model: Model, *, window: int, approve_all: bool,
-                 system: str | None, stream: bool, stdin: TextIO, stdout: TextIO) -> None:
+    def __init__(self, session: Session, model: Model, *, target: str, window: int,
+                 approve_all: bool, system: str | None, stream: bool, stdin: TextIO,
+                 stdout: TextIO) -> None:
         self.session = session
+        self.target = target  # what `contextree chat` resumes: the session the chat is on
         self.model = model
         self.window = window
         self.approve_all = approve_all
@@ -169,6 +150,7 @@ class Chat:
         self.tools = make_tools(workspace=Path.cwd(), cwd=Path.cwd())
         self.kinds = {t.name: t.kind for t in self.tools}
         self.asking = threading.Event()  # a tool thread is reading an approval
+        self.tools_unchecked = True  # the branch may not record this tool set yet
         self.agent = self._agent()
 
     # -- the agent ---------------------------------------------------------------------------
@@ -189,15 +171,41 @@ class Chat:
         """Ask before a call that runs commands or changes files."""
         if not self._asks(call):
             return True
+        if env.cancelled:
+            return "the turn was interrupted"
         self.asking.set()
         try:
             self.screen.ask(f"allow {call.name}: {_describe(call)}? [y/N] ")
-            answer = self.stdin.readline()
+            answer = self._answer(env)
         finally:
             self.asking.clear()
+        if answer is None:
+            return "the turn was interrupted"
         if answer.strip().lower() in ("y", "yes"):
             return True
         return "the user said no"
+
+    def _answer(self, env: Env) -> str | None:
+        """The line typed at an approval prompt, or ``None`` once the turn is interrupted
+        (Ctrl-C): on a terminal the line is read only when one is there, so the next line
+        typed after Ctrl-C goes to the chat, not to a prompt nobody waits for."""
+        try:  # (select() takes no console handle on Windows)
+            fd = (self.stdin.fileno() if self.stdin.isatty() and sys.platform != "win32"
+                  else None)
+        except (OSError, ValueError):
+            fd = None
+        while fd is not None and not env.cancelled:
+            if select.select([fd], [], [], 0.05)[0]:
+                break
+        return None if env.cancelled else self.stdin.readline()
+
+    def record_tools(self) -> None:
+        """Record the tool set on the branch when what it says differs (a new session, one
+        from before the tools changed, a checkout to before the record)."""
+        names = [t.name for t in self.tools]
+        if self.session.build_context().active_tools != names:
+            self.session.append_active_tools_change(names)
+        self.tools_unchecked = False
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> None:
@@ -226,13 +234,17 @@ class Chat:
                 try:
                     if not self.command(text):
                         return
-                except (ContextreeError, UsageProblem, OSError, ValueError) as e:
-                    self.screen.line(f"error: {e}")
+                except (ContextreeError, UsageProblem, CommandFailed, ValueError) as e:
+                    self.screen.line(f"error: {cli_words(str(e))}")
+                except OSError as e:
+                    self.screen.line(f"error: {cli_words(os_error(e))}")
                 continue
             self.turn(text)
 
     def turn(self, text: str) -> None:
         """One turn, its events shown as they happen; Ctrl-C stops it and keeps what came."""
+        if self.tools_unchecked:
+            self.record_tools()
         stream = self.agent.stream(text)
         try:
             with stream:
@@ -241,10 +253,8 @@ class Chat:
         except KeyboardInterrupt:
             for event in stream:  # the ending of the interrupted turn
                 self.show(event)
-            if self.asking.is_set():  # a tool thread still reads its answer: let it have it
-                self.screen.line("(press Enter)", dim=True)
-                while self.asking.is_set():
-                    time.sleep(0.05)
+            while self.asking.is_set():  # the prompt sees the interruption and gives up
+                time.sleep(0.01)
         except ContextreeError as e:
             self.screen.line(f"error: {e}")
 
@@ -325,6 +335,7 @@ class Chat:
             self.screen.line(f"already at {short_id(target)}; nothing changed")
             return
         self.session.move_to(target)
+        self.tools_unchecked = True
         entry = self.session.get_entry(target)
         what = shorten(entry_summary(entry), 80) if entry is not None else ""
         self.screen.line(f"now at {short_id(target)}: {what}; "
@@ -333,10 +344,13 @@ class Chat:
     def fork(self, path: str) -> None:
         if not path:
             raise UsageProblem("/fork needs the path of the new session file")
+        require_parent(path, "choose another path")
         new = self.session.fork(Path(path))
         old = self.session.location
         self.session.close()
         self.session = new
+        self.target = path
+        self.tools_unchecked = True
         self.agent = self._agent()
         self.screen.line(f"forked {old} to {new.location}; the chat goes on there")
 
@@ -400,27 +414,17 @@ def _describe(call: ToolCall) -> str:
     return shorten(", ".join(f"{k}={v!r}" for k, v in args.items()), 120)
 
 
-def _recorded_model(session: Session) -> tuple[str, str] | None:
-    return session.build_context().model
-
-
 # -- the command -------------------------------------------------------------------------------
 
 
 @command("chat")
 def chat_command(
     file: Annotated[str | None, typer.Argument(
-        metavar="FILE", help="The session to resume (created when missing); default: a new "
-        "file under the user data directory.", show_default=False)] = None,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", help=f"Model name (default: ${MODEL_ENV}, else the session's).")]
+        metavar="FILE", help="The session to resume (created when missing, in a directory "
+        "that exists); default: a new file in $CONTEXTREE_HOME/chats.", show_default=False)]
     = None,
-    provider: Annotated[str | None, typer.Option(
-        help="openai (any OpenAI-compatible server) or anthropic (default: from the "
-        "environment, else the session's).")] = None,
-    base_url: Annotated[str | None, typer.Option(
-        "--base-url", help="The server (default: $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL).")]
-    = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     window: Annotated[int, typer.Option(help="The model's context window, in tokens.",
                                         min=1000)] = DEFAULT_WINDOW,
     yes: Annotated[bool, typer.Option("--yes", "-y",
@@ -432,14 +436,42 @@ def chat_command(
                                             "cannot stream).")] = False,
 ) -> None:
     """Chat with a model in this directory: streamed replies, tools that ask first, the
-    session tree underneath (/help inside lists the commands)."""
-    path = Path(file) if file else default_session_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    session = Session.open_or_create(path, cwd=str(Path.cwd()))
+    session tree underneath (/help inside lists the commands). The model is --model, else
+    the one the session recorded."""
+    target = file or str(default_session_path())
+    session = _existing(target)
+    chat: Chat | None = None
     try:
-        chosen = chat_model(provider, model, base_url, _recorded_model(session))
-        Chat(session, chosen, window=window, approve_all=yes, system=system,
-             stream=not no_stream, stdin=sys.stdin, stdout=sys.stdout).run()
+        recorded = session.build_context().model if session is not None else None
+        chosen = make_model(model, base_url, recorded)
+        if chosen is None:
+            raise UsageProblem(NO_MODEL)
+        if session is None:  # only now, with a model to talk to, is anything created
+            session = _create(target, default=file is None)
+        chat = Chat(session, chosen, target=target, window=window, approve_all=yes,
+                    system=system, stream=not no_stream, stdin=sys.stdin, stdout=sys.stdout)
+        chat.run()
     finally:
-        session.close()
-    print(f"session saved: {path} (resume: contextree chat {path})")
+        current = chat.session if chat is not None else session
+        if current is not None:
+            current.close()
+    print(f"session saved: {chat.target} (resume: contextree chat {chat.target})")
+
+
+def _existing(target: str) -> Session | None:
+    """The session at ``target`` if there is one (opened for writing), else ``None``."""
+    try:
+        return open_session(target)
+    except SessionNotFound:
+        return None
+
+
+def _create(target: str, *, default: bool) -> Session:
+    """A new session at ``target``: the default chats directory is made when missing, a
+    directory the user named must exist (no command creates directories)."""
+    if address_of(target).is_file:
+        if default:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+        require_parent(target, "choose another FILE")
+    return Session.open_or_create(target, cwd=str(Path.cwd()))
+

@@ -1,19 +1,16 @@
 """``compact``: run the compaction ladder on a session file, offline or with a model.
 
-Without a model the last rung is the offline digest. A model is named with ``--model
-PROVIDER:MODEL`` (``openai:gpt-4o-mini``, ``anthropic:claude-haiku-4-5``; also any
-OpenAI-compatible server with ``--base-url``) or the ``CONTEXTREE_MODEL`` and
-``CONTEXTREE_BASE_URL`` environment variables; API keys come from the providers' usual
-variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
+Without a model the last rung is the offline digest. A model is named with ``--model`` and
+``--base-url`` (or ``$CONTEXTREE_MODEL`` and ``$CONTEXTREE_BASE_URL``), as in every command
+that takes one (``contextree.cli.model_options``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -22,6 +19,7 @@ from ..compaction import CompactionResult
 from ..tokens import EstimateCounter
 from .app import command
 from .commands_read import context_size
+from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import Out, UsageProblem, emit_json, short_id, stderr_is_terminal
 from .sessions import open_session
 
@@ -44,20 +42,16 @@ def compact_command(
                                           "after; write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Compact even when under the "
                                         "target.")] = False,
-    model: Annotated[str | None, typer.Option("--model", help="PROVIDER:MODEL that writes "
-                                              "the summary (default: $CONTEXTREE_MODEL, else "
-                                              "the offline digest).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="An OpenAI-compatible "
-                                                 "server (default: $CONTEXTREE_BASE_URL).")]
-    = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
     = False,
 ) -> None:
     """Compact the current branch: clear old tool results, drop old turns, summarize. The
-    history stays in the file; one compaction entry changes what the model sees."""
+    history stays in the file; one compaction entry changes what the model sees. The
+    summary is written by --model, else by the offline digest."""
     check_policy(window, compact_at, compact_to)
-    summarizer = make_model(model or os.environ.get("CONTEXTREE_MODEL"),
-                            base_url or os.environ.get("CONTEXTREE_BASE_URL"))
+    summarizer = make_model(model, base_url)
     with open_session(file, readonly=dry_run) as session, _busy("compacting"):
         result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
                                  model=summarizer, dry_run=dry_run, force=force)
@@ -84,27 +78,6 @@ def check_policy(window: int, compact_at: float, compact_to: float) -> None:
         raise UsageProblem(f"--compact-to ({compact_to}) must be below --compact-at "
                            f"({compact_at}): compaction goes down to a smaller fraction than "
                            "the one that triggers it")
-
-
-def make_model(spec: str | None, base_url: str | None) -> Any:
-    """The summarizing model for ``PROVIDER:MODEL`` (``None``: use the offline digest)."""
-    if not spec:
-        return None
-    provider, sep, name = spec.partition(":")
-    if not sep:
-        provider, name = ("anthropic" if spec.startswith("claude") else "openai"), spec
-    if not name:
-        raise UsageProblem(f"--model {spec!r}: name the model, e.g. openai:gpt-4o-mini")
-    if provider == "anthropic":
-        from ..models import AnthropicMessages
-
-        return AnthropicMessages(name, base_url=base_url)
-    if provider == "openai":
-        from ..models import OpenAIChat
-
-        return OpenAIChat(name, base_url=base_url)
-    raise UsageProblem(f"--model {spec!r}: unknown provider {provider!r} (openai or "
-                       "anthropic; OpenAI-compatible servers use openai: and --base-url)")
 
 
 @contextlib.contextmanager
@@ -148,8 +121,9 @@ def _counts(result: CompactionResult) -> str:
              f"({summarized} summarized)",
              f"{cleared} tool result{'' if cleared == 1 else 's'} cleared in what is kept"]
     applied = result.applied
-    if "tool_results" in applied and dropped and len(applied) > 1:
-        later = ", ".join(applied[applied.index("tool_results") + 1:])
-        parts[-1] += (f" (results tool_results cleared in entries {later} then dropped "
-                      "count as dropped)")
+    later = " and ".join(applied[applied.index("tool_results") + 1:]
+                         if "tool_results" in applied else [])
+    if dropped and later:
+        parts[-1] += (f" (results cleared by tool_results in entries that {later} then "
+                      "dropped are counted as dropped)")
     return ", ".join(parts)

@@ -18,7 +18,7 @@ def demo(
     directory: Annotated[
         Path | None,
         typer.Option("--dir", help="Run in this new or empty directory and keep it (default: "
-                     "a temporary directory, removed at the end)."),
+                     "a temporary directory, removed at the end); its parent must exist."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the facts of the run as JSON "
                                           "instead of the run itself.")] = False,

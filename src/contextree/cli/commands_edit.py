@@ -229,19 +229,21 @@ def repair_command(
         _repair_flat_log(file, dry_run, force, as_json)
         return
     report = repair(file, dry_run=dry_run, force=force)
+    kept = report.kept - 1  # entries, as `verify` counts them: the header is not one
     if as_json:
         emit_json({"path": report.path, "dry_run": dry_run, "changed": report.changed,
-                   "kept": report.kept, "backup": report.backup,
+                   "kept": kept, "backup": report.backup,
                    "quarantine_file": report.quarantine_file,
                    "quarantined": [{"line": n, "reason": r} for n, r in report.quarantined],
                    "fixed": [{"line": n, "change": c} for n, c in report.fixed]})
         return
     out = Out()
     if not report.changed:
-        out.line(f"OK {file}: nothing to repair ({report.kept} lines)")
+        out.line(f"OK {file}: nothing to repair ({_count(kept, 'entry', 'entries')})")
         return
     verb = "would quarantine" if dry_run else "quarantined"
-    out.line(f"{file}: {verb} {len(report.quarantined)} lines, kept {report.kept}")
+    out.line(f"{file}: {verb} {_count(len(report.quarantined), 'line')}, kept "
+             f"{_count(kept, 'entry', 'entries')} and the header")
     for n, reason in report.quarantined[:MAX_LISTED]:
         out.line(clip(f"  line {n}: {reason}", out.width))
     if len(report.quarantined) > MAX_LISTED:
@@ -257,6 +259,10 @@ def repair_command(
                     ("quarantine file", report.quarantine_file or "-")])
 
 
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
 def _repair_flat_log(file: str, dry_run: bool, force: bool, as_json: bool) -> None:
     report = repair_log(Path(file), dry_run=dry_run, force=force)
     if as_json:
@@ -269,7 +275,8 @@ def _repair_flat_log(file: str, dry_run: bool, force: bool, as_json: bool) -> No
         out.line(f"OK {file}: nothing to repair ({report.kept} messages)")
         return
     verb = "would quarantine" if dry_run else "quarantined"
-    out.line(f"{file}: {verb} {report.quarantined} lines, kept {report.kept} messages")
+    out.line(f"{file}: {verb} {_count(report.quarantined, 'line')}, kept "
+             f"{_count(report.kept, 'message')}")
     if dry_run:
         out.line("dry run: nothing was changed")
     else:

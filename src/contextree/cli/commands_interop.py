@@ -178,14 +178,17 @@ def export_command(
                                                "<file>.<format>.<ext> beside FILE; for the "
                                                "contextree format also a postgresql:// URL)."
                                                )] = None,
-    at: Annotated[str | None, typer.Option("--at", help="Export the context at this entry "
-                                           "(default: the current leaf).")] = None,
+    at: Annotated[str | None, typer.Option("--at", help="Export the branch that ends at "
+                                           "this entry (default: the current leaf); pi "
+                                           "resumes there; contextree copies the file as "
+                                           "it is.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT (never FILE itself).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a session in another format (pi, claude-code, codex: the whole tree; others: the
-    context the model sees at the leaf)."""
+    """Write a session in another format. pi and contextree keep the whole tree (every
+    branch); the other formats hold the current branch only: the context the model sees at
+    the leaf (or at --at)."""
     spec = get_format(fmt)
     if not spec.can_export:
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")

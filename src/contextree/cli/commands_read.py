@@ -22,7 +22,7 @@ from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
-from .listing import NAME_WIDTH, scan
+from .listing import NAME_WIDTH, scan, utc_stamp, when
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
 from .render import (
@@ -92,20 +92,21 @@ def _ls_database(address: Address, as_json: bool) -> None:
     from ..storage.postgres import list_sessions
 
     base = address.where
-    rows = list_sessions(base)
+    found = sorted(list_sessions(base), key=lambda r: (utc_stamp(r.last_activity), r.id),
+                   reverse=True)  # newest activity first, as for files
     if as_json:
         emit_json([{"url": f"{base}#{r.id}", "id": r.id, "name": r.name,
-                    "created": r.created_at.isoformat(), "last_activity": r.updated_at.isoformat(),
-                    "entries": r.entry_count, "leaf_id": r.leaf_id} for r in rows])
+                    "created": utc_stamp(r.header.created_at),
+                    "last_activity": utc_stamp(r.last_activity), "entries": r.entry_count,
+                    "leaf_id": r.leaf_id} for r in found])
         return
     out = Out()
-    if not rows:
+    if not found:
         out.line(f"no contextree sessions in {base}")
         return
     out.table(["id", "name", "created", "last activity", "entries"],
-              [[r.id, fit(visible(r.name or ""), NAME_WIDTH),
-                r.created_at.strftime("%Y-%m-%d %H:%M"),
-                r.updated_at.strftime("%Y-%m-%d %H:%M"), str(r.entry_count)] for r in rows],
+              [[r.id, fit(visible(r.name or ""), NAME_WIDTH), when(utc_stamp(r.header.created_at)),
+                when(utc_stamp(r.last_activity)), str(r.entry_count)] for r in found],
               right=(4,))
 
 

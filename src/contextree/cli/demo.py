@@ -50,6 +50,7 @@ from ..runtime import (
 )
 from ..runtime._events import CompactedPayload, TruncatedPayload
 from ..tools import make_tools
+from .sessions import require_parent
 from .terminal import visible
 
 __all__ = ["DemoDirectoryTaken", "run_demo"]
@@ -281,7 +282,9 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
 
     Returns facts about the run: the session path, entry, compaction, truncation and branch
     counts, the overflow files, the final replies, and whether the directory was kept.
-    ``DemoDirectoryTaken`` if ``workdir`` already holds a run.
+    ``workdir`` is made when missing, but not its parent (no command creates missing
+    directories: ``CommandFailed`` then); ``DemoDirectoryTaken`` if ``workdir`` already holds
+    a run. The session header records the workspace by absolute path.
     """
     console = console or Console()
     if workdir is None:
@@ -290,12 +293,15 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
             return _run(folder, console, kept=False)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-    workdir = Path(workdir)
-    _check_free(workdir)
+    given = Path(workdir)
+    _check_free(given)
+    workdir = given.absolute()
+    workdir.mkdir(exist_ok=True)
     return _run(workdir, console, kept=True)
 
 
 def _check_free(workdir: Path) -> None:
+    require_parent(str(workdir), "give --dir a new directory in one that exists")
     if workdir.exists() and not workdir.is_dir():
         raise DemoDirectoryTaken(f"{workdir} is not a directory; give --dir a new or empty "
                                  "directory")
@@ -350,7 +356,8 @@ def _run(workdir: Path, console: Console, *, kept: bool) -> dict[str, Any]:
         return result.text
 
     console.rule(Text("contextree demo: an agent fixes a bug, offline", style="bold"))
-    _say(console, (f"workspace: {workspace}\nsession:   {path}", ""))
+    _say(console, (f"workspace: {workspace}", ""))
+    _say(console, (f"session:   {path}", ""))
     turn("The tests in this project fail. Find the bug and fix it.")
     with Session.open(path) as s:
         fixed_at = s.leaf_id

@@ -4,7 +4,9 @@ Each ``*.jsonl`` file is read in bounded memory, a megabyte at a time, and at mo
 ``SCAN_BYTES`` plus ``COUNT_WHOLE`` (32 MB) of it whatever its size:
 
 - the header line gives the id and the creation time;
-- the last ``SCAN_BYTES`` are read from the end: they give the last activity, the name (the
+- the last ``SCAN_BYTES`` are read from the end: they give the last activity (the timestamp
+  of the last entry, the header's creation time when there is none: the same definition as
+  for a session in PostgreSQL, and in UTC for both), the name (the
   last ``session_info`` line, found by a byte search; nothing else is parsed) and the exact
   number of lines they hold;
 - before that, the lines are counted when that part is at most ``COUNT_WHOLE``, else
@@ -19,8 +21,10 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -42,6 +46,8 @@ SAMPLE_BYTES = 4096
 MAX_ROUNDS = 4  # at most this many rounds of samples (16 MB)
 ENOUGH_NEWLINES = 4000  # newlines seen that make the estimate close (about 1.5%)
 COUNT_WHOLE = MAX_ROUNDS * SAMPLES * SAMPLE_BYTES  # what is left is counted, not sampled
+STAMP_BYTES = 4096  # the start of a long last line, where its timestamp is
+_STAMP = re.compile(rb'"timestamp":"([^"\\]*)"')
 NAME_WIDTH = 40  # columns of a name in the table (--json has it whole)
 PATH_WIDTH = 70  # columns of a path in the table (the end is kept)
 
@@ -125,9 +131,31 @@ def describe(path: Path) -> Listing | None:
     if not tail.endswith(b"\n") and _parses(tail.rsplit(b"\n", 1)[-1]):
         count += 1  # a complete last line without its newline
     lines = _complete_lines(tail, tail_at == body)
-    last = _last_timestamp(lines) or header.created_at
-    return Listing(str(path), header.id, scan.name, header.created_at, last, count, whole,
-                   size, name_exact=scan.name is not None or whole)
+    last = _last_timestamp(lines)
+    if last is None and size > body:  # the last line is longer than the tail
+        try:
+            with open(path, "rb") as f:
+                last = _last_line_stamp(f, body, size)
+        except OSError:
+            return None
+    return Listing(str(path), header.id, scan.name, utc_stamp(header.created_at),
+                   utc_stamp(last or header.created_at), count, whole, size,
+                   name_exact=scan.name is not None or whole)
+
+
+def utc_stamp(stamp: str | datetime) -> str:
+    """A time as entries write it (``2025-01-02T03:04:05.678Z``, UTC), whatever offset or
+    precision it came with; text that is not an ISO time is returned as it is."""
+    if isinstance(stamp, str):
+        try:
+            when = datetime.fromisoformat(stamp)
+        except ValueError:
+            return stamp
+    else:
+        when = stamp
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
@@ -253,6 +281,25 @@ def _last_timestamp(lines: list[bytes]) -> str | None:
     return None
 
 
+def _last_line_stamp(f: IO[bytes], body: int, size: int) -> str | None:
+    """The timestamp of a last line longer than the tail, from its first bytes (entries
+    write it before their content, and JSON escaping keeps the key out of string values);
+    its start is looked for at most ``SCAN_BYTES`` back."""
+    hi = size - 1  # its own newline, if it has one
+    start = None
+    while hi > max(body, size - SCAN_BYTES) and start is None:
+        lo = max(body, size - SCAN_BYTES, hi - CHUNK)
+        f.seek(lo)
+        nl = f.read(hi - lo).rfind(b"\n")
+        start = lo + nl + 1 if nl >= 0 else (body if lo == body else None)
+        hi = lo
+    if start is None:
+        return None
+    f.seek(start)
+    found = _STAMP.search(f.read(STAMP_BYTES))
+    return found.group(1).decode("ascii", "replace") if found else None
+
+
 def _name_from_line(raw: bytes) -> str | None:
     try:
         obj = orjson.loads(raw)
@@ -290,7 +337,7 @@ def rows(listings: list[Listing], root: Path) -> list[list[str]]:
         entries = str(s.entries) if s.entries_exact else f"≈{s.entries}"
         name = s.name if s.name is not None else ("" if s.name_exact else "?")
         out.append([_keep_end(visible(shown), PATH_WIDTH), fit(visible(name), NAME_WIDTH),
-                    short_id(s.id), _when(s.created), _when(s.last_activity), entries,
+                    short_id(s.id), when(s.created), when(s.last_activity), entries,
                     human_size(s.size)])
     return out
 
@@ -309,6 +356,6 @@ def _keep_end(text: str, width: int) -> str:
     return ELLIPSIS + "".join(reversed(kept))
 
 
-def _when(stamp: str) -> str:
-    """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (UTC)."""
+def when(stamp: str) -> str:
+    """A ``utc_stamp`` as ``YYYY-MM-DD HH:MM`` (UTC), for a table."""
     return visible(stamp[:16].replace("T", " ") if len(stamp) >= 16 else stamp)

@@ -106,11 +106,7 @@ def check_output(output: str, *, force: bool, inputs: Sequence[str] = ()) -> Non
     if output == STDOUT or not address_of(output).is_file:
         return
     path = Path(output)
-    parent = path.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
-        raise CommandFailed(f"{path}: the directory {parent} {what}; create it first or "
-                            "choose another -o path")
+    require_parent(output, "choose another -o path")
     if not os.path.lexists(path):
         return
     if path.is_dir():
@@ -122,6 +118,16 @@ def check_output(output: str, *, force: bool, inputs: Sequence[str] = ()) -> Non
     if not force:
         raise SessionExists("a file is already there; pass --force to replace it, or "
                             "choose another -o path", path=str(path))
+
+
+def require_parent(path: str, otherwise: str) -> None:
+    """Refuse a new file in a directory that does not exist: no command creates one
+    (``otherwise`` says what else the user can do)."""
+    parent = Path(path).parent
+    if not parent.is_dir():
+        what = "is not a directory" if parent.exists() else "does not exist"
+        raise CommandFailed(f"{path}: the directory {parent} {what}; create it first or "
+                            f"{otherwise}")
 
 
 def _same_file(a: Path, b: str) -> bool:

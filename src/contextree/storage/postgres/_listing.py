@@ -11,14 +11,19 @@ from ._connection import describe, short_lived
 from ._driver import Target
 from ._errors import mapped
 from ._schema import require_schema
-from ._tables import SESSIONS
+from ._tables import ENTRIES, SESSIONS
 
 __all__ = ["SessionSummary", "delete_session", "list_sessions"]
 
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """One row of ``list_sessions``."""
+    """One row of ``list_sessions``.
+
+    ``updated_at`` is when the database last stored an entry of it; ``last_activity`` is the
+    timestamp of its last entry (the header's ``created_at`` when it has none), the time a
+    session file's last entry gives.
+    """
 
     id: str
     name: str | None
@@ -27,6 +32,7 @@ class SessionSummary:
     entry_count: int
     leaf_id: str | None
     header: SessionHeader
+    last_activity: str = ""
 
 
 def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSummary]:
@@ -34,15 +40,19 @@ def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSu
     with mapped("could not list sessions"), short_lived(target) as conn:
         require_schema(conn)
         rows = conn.execute(
-            f"SELECT id, name, created_at, updated_at, entry_count, leaf_id, header "
-            f"FROM {SESSIONS} ORDER BY updated_at DESC, id LIMIT %s", [limit]
+            f"SELECT s.id, s.name, s.created_at, s.updated_at, s.entry_count, s.leaf_id, "
+            f"s.header, (SELECT e.line::json ->> 'timestamp' FROM {ENTRIES} e "
+            f"WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1) "
+            f"FROM {SESSIONS} s ORDER BY s.updated_at DESC, s.id LIMIT %s", [limit]
         ).fetchall()
         where = describe(conn)
-    return [
-        SessionSummary(id=r[0], name=r[1], created_at=r[2], updated_at=r[3],
-                       entry_count=int(r[4]), leaf_id=r[5], header=decode_header(r[6], where))
-        for r in rows
-    ]
+    summaries = []
+    for r in rows:
+        header = decode_header(r[6], where)
+        summaries.append(SessionSummary(
+            id=r[0], name=r[1], created_at=r[2], updated_at=r[3], entry_count=int(r[4]),
+            leaf_id=r[5], header=header, last_activity=r[7] or header.created_at))
+    return summaries
 
 
 def delete_session(target: Target, session_id: str) -> bool:
