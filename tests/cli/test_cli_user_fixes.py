@@ -136,13 +136,13 @@ def test_compact_and_chat_take_the_model_the_same_way() -> None:
 
 
 def test_documented_model_options_match_the_commands() -> None:
-    doc = (Path(__file__).parents[1] / "docs" / "command-line.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "command-line.md").read_text()
     assert "--model [PROVIDER:]MODEL" in doc and "CONTEXTREE_BASE_URL" in doc
     assert "`chat [FILE]" in doc
 
 
 def model_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": src, "HOME": str(tmp_path),
             "CONTEXTREE_HOME": str(tmp_path / "ct"), "OPENAI_API_KEY": "sk-test", **extra}
 
