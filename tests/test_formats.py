@@ -24,7 +24,6 @@ from contextree import (
     Message,
     Session,
     SessionError,
-    SessionExists,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -41,6 +40,7 @@ from contextree.entries import (
     ThinkingLevelChangeEntry,
     to_dict,
 )
+from contextree.errors import SessionExists
 from contextree.formats import (
     FORMATS,
     UnknownFormatError,

@@ -7,8 +7,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from .._limits import line_problem
-from ..entries import AnyEntry, LabelEntry, LeafEntry, SessionHeader, SessionInfoEntry
+from ..entries import (
+    AnyEntry,
+    LabelEntry,
+    LeafEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    line_problem,
+)
 from ..errors import (
     DuplicateId,
     EntryNotFound,
@@ -98,6 +104,15 @@ class Storage(Protocol):
 
     def labels(self) -> dict[str, str]:
         """Every label in force: entry id -> label."""
+        ...
+
+    def label_holders(self, label: str) -> list[str]:
+        """Every entry that holds ``label``, oldest first. More than one only in files from
+        older versions or other tools (``labels()`` keeps the last); see ``LabelBook``."""
+        ...
+
+    def ambiguous_labels(self) -> dict[str, list[str]]:
+        """Labels more than one entry holds: label -> entry ids, oldest first."""
         ...
 
     def __len__(self) -> int: ...

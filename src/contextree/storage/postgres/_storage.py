@@ -42,13 +42,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..._limits import line_problem
 from ...entries import (
     AnyEntry,
     LabelEntry,
     LeafEntry,
     SessionHeader,
     SessionInfoEntry,
+    line_problem,
     to_dict,
 )
 from ...errors import (
