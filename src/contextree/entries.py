@@ -34,6 +34,36 @@ from ._messages import (
 )
 from .errors import CorruptLine, InvalidEntry, SessionError
 
+__all__ = [
+    "ENTRY_TYPES",
+    "FORMAT_VERSION",
+    "ActiveToolsChangeEntry",
+    "AnyEntry",
+    "BranchSummaryEntry",
+    "CompactionEntry",
+    "CustomEntry",
+    "CustomMessageEntry",
+    "Entry",
+    "KnownEntry",
+    "LabelEntry",
+    "LeafEntry",
+    "Line",
+    "LineError",
+    "MessageEntry",
+    "ModelChangeEntry",
+    "SessionHeader",
+    "SessionInfoEntry",
+    "ThinkingLevelChangeEntry",
+    "UnknownEntry",
+    "decode_line",
+    "encode_line",
+    "from_dict",
+    "line_problem",
+    "new_id",
+    "now",
+    "to_dict",
+]
+
 FORMAT_VERSION = 1
 
 _CFG = dict(tag_field="type", omit_defaults=True, forbid_unknown_fields=True, dict=True)
