@@ -111,6 +111,7 @@ class Entry(msgspec.Struct, _Extras, **_CFG):
 
     @property
     def type(self) -> str:
+        """The type tag written in the entry's line (``"message"``, ``"compaction"``...)."""
         return str(self.__struct_config__.tag)
 
 
