@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
              .on("tool_start", tool_start))
     try:
         result = agent.start(" ".join(args.prompt) or None)
-    except ct.ModelError as e:
+    except ct.errors.ModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(result.text)

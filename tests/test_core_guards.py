@@ -69,7 +69,7 @@ def test_move_to_a_leaf_move_entry_is_refused() -> None:
     session.append_message(ct.Message.user("b"))
     session.move_to(first)
     leaf_move = next(e.id for e in session.storage.entries() if isinstance(e, ct.entries.LeafEntry))
-    with pytest.raises(ct.InvalidArgument) as err:
+    with pytest.raises(ct.errors.InvalidArgument) as err:
         session.move_to(leaf_move)
     assert err.value.code == "invalid_argument"
 

@@ -221,7 +221,7 @@ def test_move_to_with_summary_writes_one_branch_summary_line(tmp_path: Path) -> 
 
 def test_move_to_unknown_entry_raises_not_found() -> None:
     s = ct.Session.in_memory()
-    with pytest.raises(ct.EntryNotFound) as info:
+    with pytest.raises(ct.errors.EntryNotFound) as info:
         s.move_to("missing")
     assert info.value.code == "entry_not_found"
 
@@ -229,7 +229,7 @@ def test_move_to_unknown_entry_raises_not_found() -> None:
 def test_move_to_none_with_summary_is_rejected() -> None:
     s = ct.Session.in_memory()
     s.append_message(ct.Message.user("a"))
-    with pytest.raises(ct.InvalidArgument) as info:
+    with pytest.raises(ct.errors.InvalidArgument) as info:
         s.move_to(None, "summary")
     assert info.value.code == "invalid_argument"
 
@@ -241,7 +241,7 @@ def test_label_set_and_clear_and_unknown_target() -> None:
     assert s.label_of(a) == "checkpoint"
     s.set_label(a, None)
     assert s.label_of(a) is None
-    with pytest.raises(ct.EntryNotFound) as info:
+    with pytest.raises(ct.errors.EntryNotFound) as info:
         s.set_label("missing", "x")
     assert info.value.code == "entry_not_found"
 
@@ -297,7 +297,7 @@ def test_compaction_first_kept_must_be_on_branch() -> None:
     c = s.append_message(ct.Message.user("c"))
     s.move_to(a)
     s.append_message(ct.Message.user("d"))
-    with pytest.raises(ct.InvalidArgument) as info:
+    with pytest.raises(ct.errors.InvalidArgument) as info:
         s.append_compaction(summary="x", first_kept_entry_id=c, tokens_before=10)
     assert info.value.code == "invalid_argument"
 
@@ -385,11 +385,11 @@ def test_fork_onto_existing_path_fails_and_keeps_file(tmp_path: Path) -> None:
 
 def test_fork_at_unknown_id_or_empty_session_is_invalid_fork_target(tmp_path: Path) -> None:
     with ct.Session.create(tmp_path / "s.jsonl", cwd="/") as s:
-        with pytest.raises(ct.InvalidArgument) as info:
+        with pytest.raises(ct.errors.InvalidArgument) as info:
             s.fork(tmp_path / "f.jsonl")
         assert info.value.code == "invalid_argument"
         s.append_message(ct.Message.user("a"))
-        with pytest.raises(ct.EntryNotFound) as info:
+        with pytest.raises(ct.errors.EntryNotFound) as info:
             s.fork(tmp_path / "f.jsonl", at="nope")
         assert info.value.code == "entry_not_found"
     assert not (tmp_path / "f.jsonl").exists()

@@ -1,46 +1,35 @@
 """contextree: durable, branchable sessions for LLM agents, and context that fits the window.
 
-The names here are the ones a user needs every day. Each layer has its own namespace:
+The names here are the ones a user types every day. Each layer has its own namespace:
 ``contextree.entries`` (the typed lines of a session), ``contextree.storage`` (backends),
 ``contextree.compaction`` (the ladder and its stages), ``contextree.runtime`` (middleware),
 ``contextree.tools``, ``contextree.models``, ``contextree.formats`` (import/export),
 ``contextree.markers`` (synthetic messages), ``contextree.tokens`` (counters),
-``contextree.errors`` and ``contextree.integrations``.
+``contextree.errors`` (every exception; ``ContextreeError`` and ``SessionError`` are here
+too) and ``contextree.integrations``.
 """
 
-from . import compaction, entries, errors, formats, markers, models, runtime, storage, tokens, tools
+# The layers' namespaces, reachable as contextree.storage and so on (not in __all__).
+from . import (  # noqa: F401
+    compaction,
+    entries,
+    errors,
+    formats,
+    markers,
+    models,
+    runtime,
+    storage,
+    tokens,
+    tools,
+)
 from ._context import SessionContext, build_context
 from ._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart, Usage
 from ._overflow import OverflowStore
+from ._public import publish
 from ._session import Session, TreeNode
 from ._stats import SessionStats, UsageStats
 from ._truncation import Truncation, TruncationLimits, truncate
-from .errors import (
-    CompactionError,
-    ContextreeError,
-    CorruptLine,
-    CorruptSession,
-    DuplicateId,
-    EntryNotFound,
-    InvalidArgument,
-    InvalidEntry,
-    InvalidHeader,
-    LeafConflict,
-    MissingParent,
-    ModelError,
-    ModelRateLimited,
-    ModelRequestRejected,
-    ModelUnavailable,
-    ParentCycle,
-    ReadOnlySession,
-    SessionError,
-    SessionExists,
-    SessionLocked,
-    SessionNotFound,
-    StorageFailure,
-    ToolError,
-    TornLine,
-)
+from .errors import ContextreeError, SessionError
 from .runtime import Agent, TurnResult, agent
 from .storage import RepairReport, repair
 from .tools import Tool, ToolKind, ToolResult, Workspace, make_tools, tool
@@ -49,43 +38,21 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
-    "CompactionError",
     "ContextreeError",
-    "CorruptLine",
-    "CorruptSession",
-    "DuplicateId",
-    "EntryNotFound",
     "ImagePart",
-    "InvalidArgument",
-    "InvalidEntry",
-    "InvalidHeader",
-    "LeafConflict",
     "Message",
-    "MissingParent",
-    "ModelError",
-    "ModelRateLimited",
-    "ModelRequestRejected",
-    "ModelUnavailable",
     "OverflowStore",
-    "ParentCycle",
-    "ReadOnlySession",
     "RepairReport",
     "Session",
     "SessionContext",
     "SessionError",
-    "SessionExists",
-    "SessionLocked",
-    "SessionNotFound",
     "SessionStats",
-    "StorageFailure",
     "TextPart",
     "ThinkingPart",
     "Tool",
     "ToolCall",
-    "ToolError",
     "ToolKind",
     "ToolResult",
-    "TornLine",
     "TreeNode",
     "Truncation",
     "TruncationLimits",
@@ -96,18 +63,11 @@ __all__ = [
     "Workspace",
     "agent",
     "build_context",
-    "compaction",
-    "entries",
-    "errors",
-    "formats",
     "make_tools",
-    "markers",
-    "models",
     "repair",
-    "runtime",
-    "storage",
-    "tokens",
     "tool",
-    "tools",
     "truncate",
 ]
+
+publish(globals())
+del publish  # the root's names are the user's: not this helper

@@ -372,7 +372,8 @@ class Session:
         clearing it there is written first, in the same batch).
         """
         target_id = self.resolve(target_id)
-        others = [eid for eid in self._label_holders(label) if eid != target_id] if label else []
+        others = ([eid for eid in self.storage.label_holders(label) if eid != target_id]
+                  if label else [])
         if not others and self.label_of(target_id) == label:
             self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
             return None
@@ -388,22 +389,13 @@ class Session:
             return self._append(LabelEntry, target_id=target_id, label=label,
                                 expected_leaf=expected)
 
-    def _label_holders(self, label: str) -> list[str]:
-        holders = getattr(self.storage, "label_holders", None)
-        if holders is not None:
-            return list(holders(label))
-        return _label_book(self.storage).holders(label)
-
     def ambiguous_labels(self) -> dict[str, list[str]]:
         """Labels that more than one entry holds: label -> entry ids, oldest first.
 
         Only files written by older versions or other tools can have them (``set_label``
         moves a label); ``labels()``, ``label_of()`` and the CLI use the last of the ids.
         """
-        ambiguous = getattr(self.storage, "ambiguous_labels", None)
-        if ambiguous is not None:
-            return dict(ambiguous())
-        return _label_book(self.storage).ambiguous()
+        return self.storage.ambiguous_labels()
 
     def set_name(self, name: str | None, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Set the session's display name; ``None`` (or ``""``) clears it.
@@ -705,15 +697,6 @@ def new_session_id() -> str:
     import uuid
 
     return str(uuid.uuid4())
-
-
-def _label_book(storage: Storage) -> LabelBook:
-    """The labels of a storage that keeps no ``LabelBook`` of its own, from its entries."""
-    book = LabelBook()
-    for e in storage.find("label"):
-        if isinstance(e, LabelEntry):
-            book.apply(e.target_id, e.label)
-    return book
 
 
 

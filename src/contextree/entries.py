@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import orjson
 
+from ._limits import TOO_DEEP, data_problem, plain_data
 from ._messages import (
     NESTED,
     PART_CONTENT,
@@ -31,6 +33,36 @@ from ._messages import (
     to_builtins,
 )
 from .errors import CorruptLine, InvalidEntry, SessionError
+
+__all__ = [
+    "ENTRY_TYPES",
+    "FORMAT_VERSION",
+    "ActiveToolsChangeEntry",
+    "AnyEntry",
+    "BranchSummaryEntry",
+    "CompactionEntry",
+    "CustomEntry",
+    "CustomMessageEntry",
+    "Entry",
+    "KnownEntry",
+    "LabelEntry",
+    "LeafEntry",
+    "Line",
+    "LineError",
+    "MessageEntry",
+    "ModelChangeEntry",
+    "SessionHeader",
+    "SessionInfoEntry",
+    "ThinkingLevelChangeEntry",
+    "UnknownEntry",
+    "decode_line",
+    "encode_line",
+    "from_dict",
+    "line_problem",
+    "new_id",
+    "now",
+    "to_dict",
+]
 
 FORMAT_VERSION = 1
 
@@ -79,6 +111,7 @@ class Entry(msgspec.Struct, _Extras, **_CFG):
 
     @property
     def type(self) -> str:
+        """The type tag written in the entry's line (``"message"``, ``"compaction"``...)."""
         return str(self.__struct_config__.tag)
 
 
@@ -242,6 +275,114 @@ NESTED[MessageEntry] = {"message": (False, Message)}
 NESTED[CompactionEntry] = {"retained_tail": (True, Message), "usage": (False, Usage)}
 NESTED[BranchSummaryEntry] = {"usage": (False, Usage)}
 
+# -- limits -------------------------------------------------------------------------
+# Which fields of each line may hold arbitrary JSON, walked by ``contextree._limits``.
+
+def line_problem(line: Any) -> str | None:
+    """What breaks the limits in a header or entry, or ``None``."""
+    if type(line) is MessageEntry:  # the common case first: a plain message
+        m = line.message
+        if (type(m.content) is str and not m.tool_calls and m.meta is None
+                and getattr(line, "_extra", None) is None
+                and getattr(m, "_extra", None) is None
+                and (m.usage is None or getattr(m.usage, "_extra", None) is None)):
+            return None
+    check = _FIELDS.get(type(line))
+    if check is None:
+        if isinstance(line, UnknownEntry):
+            return data_problem(line.data)
+        if not isinstance(line, msgspec.Struct):
+            return None
+        plain = plain_data(line)
+        return TOO_DEEP if plain is None else data_problem(plain)
+    extra = getattr(line, "_extra", None)  # unknown fields, kept to be written back
+    if extra and (p := data_problem(extra)):
+        return p
+    return check(line)
+
+
+def decoded_problem(entry: Any) -> str | None:
+    """``line_problem`` for what the typed line decoder returned: it admits no unknown
+    fields or content parts, so a message can only go wrong in its tool calls or meta."""
+    if type(entry) is MessageEntry:
+        m = entry.message
+        if m.meta is not None and (p := data_problem(m.meta, 2)):
+            return p
+        for call in m.tool_calls or ():
+            if call.arguments and (p := data_problem(call.arguments, 4)):
+                return p
+        return None
+    return line_problem(entry)
+
+
+def _extras(obj: Any, level: int) -> str | None:
+    """The unknown fields of a struct ``level`` containers deep, if any."""
+    extra = getattr(obj, "_extra", None)
+    return data_problem(extra, level) if extra else None
+
+
+def _message(m: Message, level: int) -> str | None:
+    """A message ``level`` containers deep in its line (its fields are one deeper)."""
+    if (p := _extras(m, level)) or (m.meta is not None and (p := data_problem(m.meta,
+                                                                              level + 1))):
+        return p
+    content = m.content
+    if type(content) is list:
+        for part in content:
+            if isinstance(part, msgspec.Struct):
+                p = _extras(part, level + 2)
+            else:  # an unknown part: its data is the part
+                p = data_problem(getattr(part, "data", None), level + 2)
+            if p:
+                return p
+    for call in m.tool_calls or ():
+        if (p := _extras(call, level + 2)) or (
+                call.arguments and (p := data_problem(call.arguments, level + 3))):
+            return p
+    if m.usage is not None and (p := _extras(m.usage, level + 1)):
+        return p
+    return None
+
+
+def _field(name: str) -> Callable[[Any], str | None]:
+    def check(line: Any) -> str | None:
+        value = getattr(line, name)
+        if value is not None and (p := data_problem(value, 1)):
+            return p
+        usage = getattr(line, "usage", None)
+        return _extras(usage, 1) if usage is not None else None
+    return check
+
+
+def _compaction(line: CompactionEntry) -> str | None:
+    if line.details is not None and (p := data_problem(line.details, 1)):
+        return p
+    for m in line.retained_tail or ():
+        if p := _message(m, 2):
+            return p
+    return _extras(line.usage, 1) if line.usage is not None else None
+
+
+def _nothing(line: Any) -> None:
+    return None
+
+
+_FIELDS: dict[type[Any], Callable[[Any], str | None]] = {
+    MessageEntry: lambda e: _message(e.message, 1),
+    CompactionEntry: _compaction,
+    BranchSummaryEntry: _field("details"),
+    CustomEntry: _field("data"),
+    CustomMessageEntry: _field("details"),
+    SessionHeader: _field("metadata"),
+    ThinkingLevelChangeEntry: _nothing,
+    ModelChangeEntry: _nothing,
+    ActiveToolsChangeEntry: _nothing,
+    LabelEntry: _nothing,
+    SessionInfoEntry: _nothing,
+    LeafEntry: _nothing,
+}
+
+
 # -- JSON lines ------------------------------------------------------------------------
 
 LINE_DECODER = msgspec.json.Decoder(SessionHeader | KnownEntry)
@@ -263,8 +404,6 @@ def decode_line(line: bytes | str) -> Line:
     Raises ``LineError`` for invalid JSON, a known type with missing or wrong fields, or a
     line beyond the limits of ``contextree._limits`` (nesting depth, integer range).
     """
-    from ._limits import TOO_DEEP, data_problem, line_problem
-
     try:
         decoded: Line = LINE_DECODER.decode(line)
     except (msgspec.DecodeError, RecursionError):

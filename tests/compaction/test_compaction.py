@@ -177,7 +177,7 @@ def test_session_compact_validates_the_policy() -> None:
 
 
 def test_empty_session_cannot_be_compacted() -> None:
-    with pytest.raises(ct.CompactionError, match="empty"):
+    with pytest.raises(ct.errors.CompactionError, match="empty"):
         ct.Session.in_memory().compact(1000)
 
 

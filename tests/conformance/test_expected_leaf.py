@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from contextree import LeafConflict, Message, Session
+from contextree import Message, Session
+from contextree.errors import LeafConflict
 
 from .conftest import Backend
 

@@ -24,7 +24,6 @@ from contextree import (
     Message,
     Session,
     SessionError,
-    SessionExists,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -41,7 +40,7 @@ from contextree.entries import (
     ThinkingLevelChangeEntry,
     to_dict,
 )
-from contextree.errors import InvalidArgument, UnknownFormat
+from contextree.errors import InvalidArgument, SessionExists, UnknownFormat
 from contextree.formats import (
     detect_format,
     export_session,

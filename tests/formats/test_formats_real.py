@@ -771,13 +771,13 @@ def test_codex_export_reads_back(kind: str, src: Path | None, tmp_path: Path) ->
 def test_claude_code_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -> None:
     import subprocess
 
-    from contextree.formats import claude_code_export
+    from contextree.formats import export_to_claude_code_home
 
     mf = fake_servers()
     s = source_session(kind, src, tmp_path)
     home, cwd = tmp_path / "home", tmp_path / "work"
     cwd.mkdir()
-    sid, path = claude_code_export.export_to_home(s, home=home / ".claude", cwd=str(cwd))
+    sid, path = export_to_claude_code_home(s, home=home / ".claude", cwd=str(cwd))
     assert path.parent.parent == home / ".claude" / "projects"
     server = mf.FakeAnthropic(mf.ClaudeScript(main=[{"content": [mf.a_text("Resumed.")]}]))
     server.start()
@@ -826,7 +826,7 @@ def codex_expected(s: Session) -> tuple[str | None, list[Item]]:
 def test_codex_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -> None:
     import subprocess
 
-    from contextree.formats import codex_export
+    from contextree.formats import export_to_codex_home
 
     mf = fake_servers()
     s = source_session(kind, src, tmp_path)
@@ -837,7 +837,7 @@ def test_codex_resumes_the_export(kind: str, src: Path | None, tmp_path: Path) -
     server.start()
     try:
         (home / ".codex" / "config.toml").write_text(mf.codex_config(server.url))
-        tid, path = codex_export.export_to_home(s, home=home / ".codex")
+        tid, path = export_to_codex_home(s, home=home / ".codex")
         assert codex.thread_id_of(path) == tid
         cmd = [CODEX_BIN, *mf.codex_cmd("resume", tid, NEXT)[1:]]
         done = subprocess.run(cmd, cwd=cwd, env=mf.codex_env(home), stdin=subprocess.DEVNULL,
@@ -978,7 +978,8 @@ def test_exports_keep_each_provider_to_its_own_parts(tmp_path: Path) -> None:
     """Thinking signed by one provider, and blocks or items only one API knows, are not
     written for the other; a data URL image becomes an Anthropic base64 image."""
     from contextree import UnknownPart
-    from contextree.formats import claude_code_export, codex_export
+    from contextree.formats import _claude_code_export as claude_code_export
+    from contextree.formats import _codex_export as codex_export
 
     s = Session.create(tmp_path / "s.jsonl", durable=False)
     s.append_message(Message.user([TextPart(text="look"),

@@ -279,7 +279,7 @@ def test_one_session_given_directly() -> None:
     session = ct.Session.in_memory()
     mw = ContextreeMiddleware(session)
     assert mw.session_for("anything") is session
-    with pytest.raises(ct.InvalidArgument):
+    with pytest.raises(ct.errors.InvalidArgument):
         ContextreeMiddleware(session, directory="x")
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument, Message, Session, ToolCall, Usage
+from contextree import Message, Session, ToolCall, Usage
+from contextree.errors import InvalidArgument
 from contextree.models import OpenAIChat, ScriptedModel
 from contextree.runtime import (
     Budget,

@@ -24,10 +24,15 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import Message, ModelError, OverflowStore, Session, ToolCall
+from contextree import Message, OverflowStore, Session, ToolCall
 from contextree._context import INTERRUPTED
 from contextree.entries import CompactionEntry, MessageEntry
-from contextree.errors import ModelRateLimited, ModelRequestRejected, ModelUnavailable
+from contextree.errors import (
+    ModelError,
+    ModelRateLimited,
+    ModelRequestRejected,
+    ModelUnavailable,
+)
 from contextree.models import ScriptedModel
 from contextree.runtime import (
     DefaultCompactionPipeline,

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument, Message, OverflowStore, ThinkingPart, Usage
-from contextree.errors import ModelUnavailable
+from contextree import Message, OverflowStore, ThinkingPart, Usage
+from contextree.errors import InvalidArgument, ModelUnavailable
 from contextree.models import ScriptedModel
 from contextree.runtime import (
     PAYLOADS,

@@ -158,7 +158,7 @@ def test_a_failing_turn_ends_with_turn_end_then_raises(oa: OpenAIServer, tmp_pat
 
     oa.reply(error(400, "bad request"))
     events: list[Any] = []
-    with pytest.raises(ct.ModelRequestRejected), openai_agent(oa, tmp_path / "s.jsonl").stream(
+    with pytest.raises(ct.errors.ModelRequestRejected), openai_agent(oa, tmp_path / "s.jsonl").stream(
             "hi") as stream:
         for event in stream:
             events.append(event)

@@ -39,7 +39,7 @@ def test_session_create_open_and_fork_by_url(url: str, tmp_path: Path) -> None:
 
 
 def test_a_url_without_a_session_id_is_a_clear_error(url: str) -> None:
-    with pytest.raises(ct.InvalidArgument, match="#SESSION_ID"):
+    with pytest.raises(ct.errors.InvalidArgument, match="#SESSION_ID"):
         ct.Session.open(url)
     out = cli("stats", url)
     assert out.returncode == 2 and "#SESSION_ID" in out.stderr
@@ -86,5 +86,5 @@ def test_session_tree_on_a_url_resumes_the_same_session(url: str) -> None:
     agent.start("My name is Nathan.")
     agent.start("What's my name?")
     assert "My name is Nathan." in [m.text for m in model.calls[1]]
-    with pytest.raises(ct.InvalidArgument, match="#SESSION_ID"):
+    with pytest.raises(ct.errors.InvalidArgument, match="#SESSION_ID"):
         ct.Session.open_or_create(url)

@@ -106,7 +106,7 @@ def test_repair_quarantines_bad_lines_and_the_file_opens(tmp_path: Path, name: s
     original = path.read_bytes()
     if case.force:  # not a session: refused (dry run or not) unless forced, and untouched
         for dry_run in (True, False):
-            with pytest.raises(ct.InvalidHeader, match="--force"):
+            with pytest.raises(ct.errors.InvalidHeader, match="--force"):
                 ct.repair(path, dry_run=dry_run)
         assert path.read_bytes() == original
         assert sorted(p.name for p in tmp_path.iterdir()) == ["s.jsonl"]

@@ -67,7 +67,7 @@ def test_deeply_nested_json_is_a_clear_error_and_repair_quarantines_it(
     write(path, [HEADER, msg("e1", None), msg("e2", "e1"), DEEP[where](depth),
                  msg("e4", "deep")])
     for readonly in (True, False):
-        with pytest.raises(ct.InvalidEntry, match="levels deep") as info:
+        with pytest.raises(ct.errors.InvalidEntry, match="levels deep") as info:
             ct.Session.open(path, readonly=readonly)
         assert (info.value.path, info.value.line) == (str(path), 4)
     commands = [["verify", str(path)], ["show", str(path)], ["repair", "--dry-run", str(path)]]
@@ -87,7 +87,7 @@ def test_deeply_nested_header_metadata_is_a_clear_error(tmp_path: Path, depth: i
     path = tmp_path / "s.jsonl"
     header = HEADER[:-1] + b',"metadata":{"m":' + deep_json(depth) + b"}}"
     write(path, [header, msg("e1", None)])
-    with pytest.raises(ct.InvalidHeader, match="levels deep") as info:
+    with pytest.raises(ct.errors.InvalidHeader, match="levels deep") as info:
         ct.Session.open(path, readonly=True)
     assert info.value.line == 1
     done = cli("verify", str(path))
@@ -102,7 +102,7 @@ def test_integers_beyond_64_bits_are_a_clear_error(tmp_path: Path) -> None:
     big = (b'{"type":"custom","id":"big","parent_id":"e1","timestamp":"t","custom_type":"c",'
            b'"data":{"n":' + b"9" * 30 + b"}}")
     write(path, [HEADER, msg("e1", None), big])
-    with pytest.raises(ct.InvalidEntry, match="64-bit") as info:
+    with pytest.raises(ct.errors.InvalidEntry, match="64-bit") as info:
         ct.Session.open(path, readonly=True)
     assert info.value.line == 3
     assert [n for n, _ in ct.repair(path).quarantined] == [3]
@@ -116,9 +116,9 @@ def test_data_too_deep_to_store_is_refused_before_anything_is_written(tmp_path: 
         value: Any = 1
         for _ in range(5_000):
             value = {"k": value}
-        with pytest.raises(ct.InvalidEntry, match="levels deep"):
+        with pytest.raises(ct.errors.InvalidEntry, match="levels deep"):
             s.append_custom("c", value)
-        with pytest.raises(ct.InvalidEntry, match="levels deep"):
+        with pytest.raises(ct.errors.InvalidEntry, match="levels deep"):
             s.append_message(ct.Message.assistant("", tool_calls=[
                 ct.ToolCall(id="c", name="read", arguments={"a": value})]))
         assert path.read_bytes() == before
@@ -179,7 +179,7 @@ def test_a_second_repair_keeps_a_linear_session(tmp_path: Path) -> None:
 def test_an_entry_with_an_empty_id_is_quarantined_and_the_file_opens(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     write(path, [*CHAIN, msg("", "e2"), msg("e4", "e2")])
-    with pytest.raises(ct.InvalidEntry):
+    with pytest.raises(ct.errors.InvalidEntry):
         ct.Session.open(path, readonly=True)
     assert [n for n, _ in ct.repair(path).quarantined] == [4]
     assert ids(path) == ["e1", "e2", "e4"]
@@ -198,7 +198,7 @@ def test_repair_refuses_a_file_that_is_not_a_session_unless_forced(
     path = tmp_path / "notes.jsonl"
     path.write_bytes(content)
     for dry_run in (True, False):
-        with pytest.raises(ct.InvalidHeader, match="does not look like a session"):
+        with pytest.raises(ct.errors.InvalidHeader, match="does not look like a session"):
             ct.repair(path, dry_run=dry_run)
     assert path.read_bytes() == content
     assert [p.name for p in tmp_path.iterdir()] == ["notes.jsonl"]
@@ -213,7 +213,7 @@ def test_repair_refuses_a_file_that_is_not_a_session_unless_forced(
 def test_repair_of_a_bom_prefixed_session_keeps_its_id_and_cwd(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     write(path, [b"\xef\xbb\xbf" + HEADER, msg("e1", None), msg("e2", "e1")])
-    with pytest.raises(ct.InvalidHeader, match="byte order mark"):
+    with pytest.raises(ct.errors.InvalidHeader, match="byte order mark"):
         ct.Session.open(path, readonly=True)
     dry = ct.repair(path, dry_run=True)
     assert dry.changed and dry.fixed == [(1, "a UTF-8 byte order mark was removed")]
@@ -231,7 +231,7 @@ def test_repair_refuses_a_newer_format_rather_than_rewriting_it(tmp_path: Path) 
     write(path, [newer, msg("e1", None)])
     before = path.read_bytes()
     for force in (False, True):
-        with pytest.raises(ct.InvalidHeader, match="upgrade contextree"):
+        with pytest.raises(ct.errors.InvalidHeader, match="upgrade contextree"):
             ct.repair(path, force=force)
     assert path.read_bytes() == before
 
@@ -264,7 +264,7 @@ def test_a_dry_run_needs_neither_write_access_nor_the_lock(
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
         assert ct.repair(path, dry_run=True).changed
-        with pytest.raises(ct.SessionLocked):
+        with pytest.raises(ct.errors.SessionLocked):
             ct.repair(path)
     finally:
         holder.kill()
@@ -296,7 +296,7 @@ def test_backups_have_unique_names_and_are_whole_or_absent(
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", crash_midway)
-    with pytest.raises(ct.StorageFailure, match="backup"):
+    with pytest.raises(ct.errors.StorageFailure, match="backup"):
         ct.repair(path)
     monkeypatch.undo()
     assert path.read_bytes() == before

@@ -48,7 +48,7 @@ def full_disk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 def test_create_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     path = tmp_path / "new.jsonl"
     before = open_fds()
-    with full_disk(), pytest.raises(ct.StorageFailure) as info:
+    with full_disk(), pytest.raises(ct.errors.StorageFailure) as info:
         ct.Session.create(path, cwd="/")
     assert info.value.path == str(path) and "no space left on device" in str(info.value)
     assert open_fds() == before and files(tmp_path) == []
@@ -59,7 +59,7 @@ def test_fork_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
     ids = user_session(path, repeat=100)
     with ct.Session.open(path) as s:
         before = open_fds()
-        with full_disk(), pytest.raises(ct.StorageFailure) as info:
+        with full_disk(), pytest.raises(ct.errors.StorageFailure) as info:
             s.fork(dst)
         assert info.value.path == str(dst) and "no space left on device" in str(info.value)
         assert open_fds() == before
@@ -74,7 +74,7 @@ def test_repair_on_a_full_disk(tmp_path: Path, full_disk: Any) -> None:
         f.write(b'{"type":"message","id":"bad"}\n')
     original = path.read_bytes()
     before = open_fds()
-    with full_disk(), pytest.raises(ct.StorageFailure) as info:
+    with full_disk(), pytest.raises(ct.errors.StorageFailure) as info:
         ct.repair(path)
     assert info.value.path == str(path) and "no space left on device" in str(info.value)
     assert "nothing was changed" in str(info.value) or "unchanged" in str(info.value)
@@ -99,7 +99,7 @@ def test_repair_when_the_disk_fills_after_the_backup(
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
-    with pytest.raises(ct.StorageFailure, match="unchanged"):
+    with pytest.raises(ct.errors.StorageFailure, match="unchanged"):
         ct.repair(path)
     monkeypatch.undo()
     assert path.read_bytes() == original
@@ -115,7 +115,7 @@ def test_open_of_a_torn_file_on_a_full_disk(tmp_path: Path, full_disk: Any) -> N
         f.write(b'{"type":"mess')
     torn = path.read_bytes()
     before = open_fds()
-    with full_disk(), pytest.raises(ct.StorageFailure) as info, warnings.catch_warnings():
+    with full_disk(), pytest.raises(ct.errors.StorageFailure) as info, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ct.Session.open(path)
     assert info.value.path == str(path) and "no space left on device" in str(info.value)
@@ -141,7 +141,7 @@ def test_a_quarantine_write_cut_short_leaves_no_partial_record(
         return 0
 
     monkeypatch.setattr(os, "write", half)
-    with pytest.raises(ct.StorageFailure), warnings.catch_warnings():
+    with pytest.raises(ct.errors.StorageFailure), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ct.Session.open(path)
     monkeypatch.undo()
@@ -170,16 +170,16 @@ def test_a_real_full_disk(tiny_tmpfs: Path) -> None:
     path = tiny_tmpfs / "s.jsonl"
     acked = []
     with ct.Session.create(path, cwd="/") as s:
-        with pytest.raises(ct.StorageFailure, match="no space left on device"):
+        with pytest.raises(ct.errors.StorageFailure, match="no space left on device"):
             while True:
                 acked.append(s.append_message(ct.Message.user("x" * 3000)))
-        with pytest.raises(ct.StorageFailure, match="no space left on device"):
+        with pytest.raises(ct.errors.StorageFailure, match="no space left on device"):
             s.fork(tiny_tmpfs / "fork.jsonl")
-    with pytest.raises(ct.StorageFailure, match="no space left on device"):
+    with pytest.raises(ct.errors.StorageFailure, match="no space left on device"):
         ct.Session.create(tiny_tmpfs / "other.jsonl", metadata={"pad": "y" * 100_000})
     with open(path, "ab") as f:
         f.write(b'{"type":"message","id":"bad"}\n')  # fits in the page already allocated
-    with pytest.raises(ct.StorageFailure, match="no space left on device"):
+    with pytest.raises(ct.errors.StorageFailure, match="no space left on device"):
         ct.repair(path)
     assert sorted(p.name for p in tiny_tmpfs.iterdir()) == ["s.jsonl"]
     lines = path.read_bytes().splitlines()

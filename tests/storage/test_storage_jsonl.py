@@ -163,7 +163,7 @@ def test_open_or_create(tmp_path: Path) -> None:
 
 
 def test_directory_is_not_a_session(tmp_path: Path) -> None:
-    with pytest.raises(ct.InvalidArgument) as info:
+    with pytest.raises(ct.errors.InvalidArgument) as info:
         ct.Session.open(tmp_path, readonly=True)
     assert info.value.code == "invalid_argument"
 

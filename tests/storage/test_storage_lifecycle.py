@@ -25,7 +25,7 @@ OPEN_FOR_WRITING = textwrap.dedent("""
     import contextree as ct
     try:
         ct.Session.open(sys.argv[1]).close()
-    except ct.SessionLocked as e:
+    except ct.errors.SessionLocked as e:
         print(e)
         sys.exit(3)
 """)
@@ -92,7 +92,7 @@ def test_a_second_open_in_the_process_shares_the_file_and_sees_every_append(
     assert other_process_can_write(path)
     with ct.Session.open(path, readonly=True) as r:
         assert [x.id for x in r.branch()] == [a, b, c, d, e, f, g]
-    with pytest.raises(ct.ReadOnlySession, match="closed"):
+    with pytest.raises(ct.errors.ReadOnlySession, match="closed"):
         first.append_message(ct.Message.user("after close"))
 
 
@@ -100,9 +100,9 @@ def test_a_lock_held_by_this_process_says_so(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     user_session(path, 2)
     with ct.Session.open(path):
-        with pytest.raises(ct.SessionLocked, match=f"this process \\(pid {os.getpid()}"):
+        with pytest.raises(ct.errors.SessionLocked, match=f"this process \\(pid {os.getpid()}"):
             ct.repair(path)
-        with pytest.raises(ct.SessionLocked, match="other Session object"):
+        with pytest.raises(ct.errors.SessionLocked, match="other Session object"):
             ct.Session.delete(path)
         assert ct.repair(path, dry_run=True).changed is False  # reading needs no lock
     assert path.exists()
@@ -119,7 +119,7 @@ def test_a_lock_held_by_another_process_names_it(tmp_path: Path) -> None:
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
         for attempt in (lambda: ct.Session.open(path), lambda: ct.repair(path),
                         lambda: ct.Session.delete(path)):
-            with pytest.raises(ct.SessionLocked, match=f"pid {holder.pid} on "):
+            with pytest.raises(ct.errors.SessionLocked, match=f"pid {holder.pid} on "):
                 attempt()
     finally:
         holder.kill()
@@ -134,11 +134,11 @@ def test_failed_opens_and_creates_leak_no_descriptor(tmp_path: Path) -> None:
     bad.write_bytes(b"not a session\n")
     before = open_fds()
     for _ in range(20):
-        with pytest.raises(ct.InvalidHeader):
+        with pytest.raises(ct.errors.InvalidHeader):
             ct.Session.open(bad)
-        with pytest.raises(ct.SessionExists):
+        with pytest.raises(ct.errors.SessionExists):
             ct.Session.create(path)
-        with pytest.raises(ct.SessionNotFound):
+        with pytest.raises(ct.errors.SessionNotFound):
             ct.Session.open(tmp_path / "missing.jsonl")
         ct.Session.open(path).close()
         ct.Session.open(path, readonly=True).close()
@@ -186,7 +186,7 @@ def test_a_writer_never_locks_a_file_that_delete_removed(
     user_session(path, 2)
     done = between_open_and_lock(monkeypatch, path, lambda: ct.Session.delete(
         path, store=ct.OverflowStore(tmp_path / "spill")))
-    with pytest.raises(ct.SessionNotFound, match="deleted"):
+    with pytest.raises(ct.errors.SessionNotFound, match="deleted"):
         ct.Session.open(path)
     assert done and not path.exists()
 
@@ -221,12 +221,12 @@ def test_a_link_planted_as_the_quarantine_file_is_refused(tmp_path: Path, kind: 
         quarantine.symlink_to(victim)
     else:
         os.link(victim, quarantine)
-    with pytest.raises(ct.StorageFailure, match="quarantine file") as info:
+    with pytest.raises(ct.errors.StorageFailure, match="quarantine file") as info:
         ct.Session.open(path)
     assert "link" in str(info.value)
     assert victim.read_text() == "precious" and path.read_bytes() == torn
     for args in ({}, {"dry_run": False}):
-        with pytest.raises(ct.StorageFailure, match="quarantine file"):
+        with pytest.raises(ct.errors.StorageFailure, match="quarantine file"):
             ct.repair(path, **args)
     assert victim.read_text() == "precious" and path.read_bytes() == torn
     quarantine.unlink()
@@ -307,7 +307,7 @@ def _child_opens(path: str, out: Any) -> None:
     try:
         ct.Session.open(path).close()
         out.put("opened")
-    except ct.SessionLocked as e:
+    except ct.errors.SessionLocked as e:
         out.put(str(e))
 
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from contextree import OverflowStore, StorageFailure
+from contextree import OverflowStore
+from contextree.errors import StorageFailure
 from contextree.tools import ToolContext, Workspace, _regex, edit, glob, grep, read, shell, write
 from contextree.tools import _files as files_module
 from contextree.tools._tool import Tool

@@ -10,6 +10,7 @@ the entry stores in ``details["digest"]`` for the next compaction to merge).
 
 from __future__ import annotations
 
+from .._public import publish
 from ._digest import DigestState, digest_messages
 from ._ladder import (
     CompactionLadder,
@@ -41,3 +42,5 @@ __all__ = [
     "placeholder",
     "plan_compaction",
 ]
+
+publish(globals())

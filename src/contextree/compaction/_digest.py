@@ -33,7 +33,7 @@ import orjson
 
 from .._messages import Message, ToolCall
 from .._text import count_lines, shorten
-from ..tools import ToolKind
+from ..tools._kinds import ToolKind
 from ._evidence import (
     CallIndex,
     argument_text,

@@ -17,7 +17,7 @@ import orjson
 
 from .._messages import Message, ToolCall
 from .._text import shorten
-from ..tools import ToolKind, kind_of_tool_name
+from ..tools._kinds import ToolKind, kind_of_tool_name
 
 __all__ = [
     "CallIndex",

@@ -21,7 +21,7 @@ from ..entries import AnyEntry, CompactionEntry, new_id, now
 from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
-from ..tools import ToolKind
+from ..tools._kinds import ToolKind
 from ._policy import CompactionPolicy
 from ._source import branch_of
 from ._stages import Digest, SlidingWindow, ToolResults

@@ -11,7 +11,7 @@ import orjson
 from .._messages import Message, ToolCall
 from .._text import shorten
 from .._truncation import LIMITS
-from ..tools import ToolKind
+from ..tools._kinds import ToolKind
 from ._evidence import CallIndex, changed_paths, error_excerpt, exit_code, kind_of, output_text
 from ._fold import LOW, fold
 from ._state import CompactionState, Plan

@@ -16,7 +16,7 @@ from .._context import Projector, SessionContext, build_context, latest_compacti
 from .._messages import Message, Usage
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
 from ..tokens import TokenCounter, count_context, usage_scale
-from ..tools import ToolKind
+from ..tools._kinds import ToolKind
 from ._digest import DigestState
 from ._policy import CompactionPolicy
 

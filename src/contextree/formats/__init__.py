@@ -20,7 +20,8 @@ contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
 
-Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``).
+Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
+``export_to_claude_code_home`` and ``export_to_codex_home`` write one where that tool finds it.
 Malformed input raises ``SessionError`` naming the file and line.
 
 A format of your own::
@@ -44,16 +45,12 @@ import os
 from pathlib import Path
 
 from .._files import atomic_write
+from .._public import publish
 from .._session import Session
 from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
 from ..storage import create_storage
-from . import _brute as brute
-from . import _claude_code as claude_code
-from . import _claude_code_export as claude_code_export
-from . import _codex as codex
-from . import _codex_export as codex_export
-from . import _pi as pi
-from . import _provider_lists as provider_lists
+from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+from . import _provider_lists as _lists
 from ._base import Ids, Imported, Progress, finish
 from ._detect import detect_format
 from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, find_tool_session, list_tool_sessions
@@ -72,19 +69,19 @@ from ._registry import (
 
 # The built-in formats, registered as any other would be.
 for _builtin in (
-    Format("brute", "Brute SessionLog JSONL (one message per line)", brute.read, brute.write),
-    Format("pi", "pi coding agent session file (whole tree)", pi.read, pi.write),
+    Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read, _brute.write),
+    Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write),
     Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
-           provider_lists.read_openai_chat, provider_lists.write_openai_chat, ".json",
+           _lists.read_openai_chat, _lists.write_openai_chat, ".json",
            aliases=("openai",)),
     Format("openai-responses", "OpenAI Responses API input items (JSON list)",
-           provider_lists.read_openai_responses, provider_lists.write_openai_responses, ".json",
+           _lists.read_openai_responses, _lists.write_openai_responses, ".json",
            aliases=("responses",)),
     Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
-           provider_lists.read_anthropic, provider_lists.write_anthropic, ".json"),
-    Format("claude-code", "Claude Code session JSONL", claude_code.read,
-           claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
-    Format("codex", "Codex CLI rollout JSONL", codex.read, codex_export.write,
+           _lists.read_anthropic, _lists.write_anthropic, ".json"),
+    Format("claude-code", "Claude Code session JSONL", _claude_code.read,
+           _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
+    Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
            home=CODEX_HOME),
     Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
            copy=True),
@@ -167,6 +164,9 @@ def export_session(
     return out
 
 
+export_to_claude_code_home = _claude_code_export.export_to_home
+export_to_codex_home = _codex_export.export_to_home
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "Format",
@@ -176,13 +176,11 @@ __all__ = [
     "Reader",
     "SessionHome",
     "Writer",
-    "claude_code",
-    "claude_code_export",
-    "codex",
-    "codex_export",
     "copy_session",
     "detect_format",
     "export_session",
+    "export_to_claude_code_home",
+    "export_to_codex_home",
     "find_tool_session",
     "get_format",
     "import_session",
@@ -191,3 +189,5 @@ __all__ = [
     "register_format",
     "unregister_format",
 ]
+
+publish(globals())

@@ -19,7 +19,7 @@ conversation when it resumes the file:
 
 Entries imported from Claude Code give back their lines' other fields (``toolUseResult``,
 ``promptId``...) and uuids. The file's ``sessionId`` is a UUID derived from the session id
-and the exported entry (see ``session_uuid``); ``export_to_home`` writes the file where
+and the exported entry (see ``session_uuid``); ``export_to_home`` (``contextree.formats.export_to_claude_code_home``) writes the file where
 Claude Code looks for it: ``<config dir>/projects/<cwd with every non-alphanumeric character
 as '-'>/<sessionId>.jsonl``.
 """

@@ -15,7 +15,7 @@ model sees at ``at`` (default: the leaf):
 
 A compaction summary keeps its role: one imported from Codex or Claude Code stays a user
 message (Codex itself puts its summaries in the history that way), contextree's own (a
-system message) becomes a developer message. ``export_to_home`` writes the rollout where
+system message) becomes a developer message. ``export_to_home`` (``contextree.formats.export_to_codex_home``) writes the rollout where
 Codex finds it by id:
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl``.
 """

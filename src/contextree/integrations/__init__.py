@@ -11,3 +11,5 @@
 Importing a module whose framework is not installed raises an ``ImportError`` that names
 the extra to install. This package imports none of them.
 """
+
+__all__: list[str] = []  # each integration is imported by its own path, with its extra

@@ -12,6 +12,7 @@ which share ``contextree.models._wire_common`` and never import each other.
 """
 
 from contextree._pricing import cost_of, table_cost
+from contextree._public import publish
 from contextree.models._anthropic import AnthropicMessages
 from contextree.models._base import Model, ToolSpec
 from contextree.models._openai_chat import OpenAIChat
@@ -59,3 +60,5 @@ __all__ = [
     "to_openai_chat",
     "to_openai_responses",
 ]
+
+publish(globals())

@@ -16,6 +16,7 @@
                 print(event.text, end="")
 """
 
+from .._public import publish
 from ._budget import Budget
 from ._builder import Agent, ModelCall, agent
 from ._compaction import DefaultCompactionPipeline
@@ -103,3 +104,5 @@ __all__ = [
     "repair_log",
     "verify_log",
 ]
+
+publish(globals())

@@ -21,15 +21,14 @@ from .._text import shorten
 from ..errors import InvalidArgument, UnknownOption
 from ..models._base import Model
 from ._call import ModelCall
-from ._env import Env, Events, Handler, TurnResult, TypedHandler
+from ._env import App, Env, Events, Handler, TurnResult, TypedHandler
 from ._events import Event, EventPayload
 from ._run import AgentStream, AsyncAgentStream
 
 __all__ = ["Agent", "App", "Middleware", "ModelCall", "agent"]
 
-App = Callable[[Env], Env]
-"""What a middleware wraps, and what it is: ``env -> env``."""
 Middleware = App
+"""A middleware is an ``App`` that wraps another (``Middleware(app, **options)``)."""
 P = ParamSpec("P")
 E = TypeVar("E", bound=EventPayload)
 
@@ -96,14 +95,14 @@ class Agent:
         (an exception, Ctrl-C, ``close()``) interrupts the turn and saves the partial reply.
         ``result`` is the ``TurnResult`` at the end."""
         self._check_ready()
-        return AgentStream(self, input, metadata)
+        return AgentStream(self._stack, self.events, self._model, input, metadata)
 
     def astream(self, input: str | Message | None = None,
                 **metadata: Any) -> AsyncAgentStream:
         """``stream`` for async code (``async for event in agent.astream(...)``):
         cancelling the reading task interrupts the turn as Ctrl-C does."""
         self._check_ready()
-        return AsyncAgentStream(self, input, metadata)
+        return AsyncAgentStream(self._stack, self.events, self._model, input, metadata)
 
     def start(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
         """Run one turn on ``input`` (``None``: answer the persisted conversation; when it

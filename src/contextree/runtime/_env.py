@@ -396,3 +396,7 @@ class TurnResult:
     def text(self) -> str:
         """The text of the final reply (empty when the turn ended without one)."""
         return self.reply.text if self.reply is not None else ""
+
+
+App = Callable[[Env], Env]
+"""What a middleware wraps, and what it is: ``env -> env``."""

@@ -21,15 +21,16 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from .._messages import Message
 from ..errors import InvalidArgument
-from ._env import Env, TurnResult
+from ..models._base import Model
+from ._env import App, Env, Events, TurnResult
 from ._events import Event, Payload, StopReason, TurnEndPayload, TurnStartPayload
 
-if TYPE_CHECKING:
-    from ._builder import Agent, App
+StackBuilder = Callable[[asyncio.AbstractEventLoop | None], App]
+"""Builds an agent's middleware stack for one turn (given the caller's event loop, if any)."""
 
 __all__ = ["AgentStream", "AsyncAgentStream"]
 
@@ -85,9 +86,11 @@ def run_turn(stack: App, env: Env, put: Callable[[Any], object]) -> None:
 class _TurnStream:
     """What the sync and async streams share: the env, the buffer, the end."""
 
-    def __init__(self, agent: Agent, input: str | Message | None,
-                 metadata: dict[str, Any]) -> None:
-        self._agent = agent
+    def __init__(self, build: StackBuilder, events: Events, model: Model | None,
+                 input: str | Message | None, metadata: dict[str, Any]) -> None:
+        self._build = build
+        self._events = events
+        self._model = model
         self._input = input
         self._metadata = metadata
         self._env: Env | None = None
@@ -113,8 +116,8 @@ class _TurnStream:
         return self._env
 
     def _env_for(self, sink: Callable[[Payload], None]) -> Env:
-        env = Env(_first(self._input), metadata=self._metadata, events=self._agent.events,
-                  sink=sink, model=self._agent.model)
+        env = Env(_first(self._input), metadata=self._metadata, events=self._events,
+                  sink=sink, model=self._model)
         self._env = env
         return env
 
@@ -144,14 +147,14 @@ class AgentStream(_TurnStream):
     stream ended. A failure of the turn is raised from the iteration, after ``turn_end``.
     """
 
-    def __init__(self, agent: Agent, input: str | Message | None,
-                 metadata: dict[str, Any]) -> None:
-        super().__init__(agent, input, metadata)
+    def __init__(self, build: StackBuilder, events: Events, model: Model | None,
+                 input: str | Message | None, metadata: dict[str, Any]) -> None:
+        super().__init__(build, events, model, input, metadata)
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
 
     def _begin(self) -> None:
-        stack = self._agent._stack()
+        stack = self._build(None)
         env = self._env_for(self._queue.put)
         self._thread = threading.Thread(target=run_turn, args=(stack, env, self._queue.put),
                                         name="contextree-turn", daemon=True)
@@ -209,9 +212,9 @@ class AsyncAgentStream(_TurnStream):
     """The async ``AgentStream`` (``agent.astream(input)``): ``async for`` the events.
     Cancelling the task that reads it interrupts the turn, as Ctrl-C does."""
 
-    def __init__(self, agent: Agent, input: str | Message | None,
-                 metadata: dict[str, Any]) -> None:
-        super().__init__(agent, input, metadata)
+    def __init__(self, build: StackBuilder, events: Events, model: Model | None,
+                 input: str | Message | None, metadata: dict[str, Any]) -> None:
+        super().__init__(build, events, model, input, metadata)
         self._queue: asyncio.Queue[Any] | None = None
 
     def _begin(self) -> asyncio.Queue[Any]:
@@ -222,7 +225,7 @@ class AsyncAgentStream(_TurnStream):
         def put(item: Any) -> None:
             loop.call_soon_threadsafe(q.put_nowait, item)
 
-        stack = self._agent._stack(loop)
+        stack = self._build(loop)
         env = self._env_for(put)
         threading.Thread(target=run_turn, args=(stack, env, put), name="contextree-turn",
                          daemon=True).start()

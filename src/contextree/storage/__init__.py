@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._public import publish
 from ._backends import (
     Address,
     Backend,
@@ -57,3 +58,5 @@ __all__ = [
     "repair",
     "resolve",
 ]
+
+publish(globals())

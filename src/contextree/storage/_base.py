@@ -9,7 +9,6 @@ from typing import Protocol, runtime_checkable
 
 from msgspec import UNSET, UnsetType
 
-from .._limits import line_problem
 from ..entries import (
     AnyEntry,
     BranchSummaryEntry,
@@ -18,6 +17,7 @@ from ..entries import (
     SessionHeader,
     SessionInfoEntry,
     from_dict,
+    line_problem,
     to_dict,
 )
 from ..errors import (
@@ -119,6 +119,15 @@ class Storage(Protocol):
 
     def labels(self) -> dict[str, str]:
         """Every label in force: entry id -> label."""
+        ...
+
+    def label_holders(self, label: str) -> list[str]:
+        """Every entry that holds ``label``, oldest first. More than one only in files from
+        older versions or other tools (``labels()`` keeps the last); see ``LabelBook``."""
+        ...
+
+    def ambiguous_labels(self) -> dict[str, list[str]]:
+        """Labels more than one entry holds: label -> entry ids, oldest first."""
         ...
 
     def __len__(self) -> int: ...

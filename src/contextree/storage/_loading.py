@@ -23,7 +23,6 @@ from pathlib import Path
 
 import msgspec
 
-from .._limits import decoded_problem
 from ..entries import (
     FORMAT_VERSION,
     LINE_DECODER,
@@ -33,6 +32,7 @@ from ..entries import (
     MessageEntry,
     SessionHeader,
     decode_line,
+    decoded_problem,
 )
 from ..errors import CorruptLine, InvalidHeader
 from ._base import TreeIndex, verify_links

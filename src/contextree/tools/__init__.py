@@ -13,6 +13,7 @@ A tool declares its ``kind`` (``ToolKind``) and which end of a long result to ke
 from __future__ import annotations
 
 from contextree._overflow import OverflowStore
+from contextree._public import publish
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import as_tools, build_tool, tool
 from contextree.tools._docstrings import parse_docstring
@@ -79,3 +80,5 @@ __all__ = [
     "tool",
     "write",
 ]
+
+publish(globals())

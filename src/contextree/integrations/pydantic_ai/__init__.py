@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from ..._public import publish
 from ...errors import missing_extra
 
 try:
@@ -24,3 +25,5 @@ from ._mapping import to_messages
 from ._store import ContextreeConversationStore
 
 __all__ = ["ContextreeConversationStore", "ContextreeHistory", "to_messages"]
+
+publish(globals())

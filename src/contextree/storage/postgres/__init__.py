@@ -12,6 +12,7 @@ an ``ImportError`` that says so. The parts:
 
 from __future__ import annotations
 
+from ..._public import publish
 from ._connection import split_session_url
 from ._driver import Target
 from ._listing import SessionSummary, delete_session, list_sessions
@@ -29,3 +30,5 @@ __all__ = [
     "schema_version",
     "split_session_url",
 ]
+
+publish(globals())

@@ -8,7 +8,6 @@ from typing import Any
 
 import msgspec
 
-from ..._limits import decoded_problem
 from ...entries import (
     LINE_DECODER,
     AnyEntry,
@@ -16,6 +15,7 @@ from ...entries import (
     LineError,
     SessionHeader,
     decode_line,
+    decoded_problem,
     encode_line,
 )
 from ...errors import InvalidEntry, InvalidHeader

@@ -43,13 +43,13 @@ from typing import Any, TypeVar
 
 from msgspec import UNSET, UnsetType
 
-from ..._limits import line_problem
 from ...entries import (
     AnyEntry,
     LabelEntry,
     LeafEntry,
     SessionHeader,
     SessionInfoEntry,
+    line_problem,
     to_dict,
 )
 from ...errors import (
