@@ -52,6 +52,8 @@ from ..storage import create_storage
 from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
 from . import _provider_lists as _lists
 from ._base import Ids, Imported, Progress, finish
+from ._claude_code_export import export_to_claude_code_home
+from ._codex_export import export_to_codex_home
 from ._detect import detect_format
 from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, find_tool_session, list_tool_sessions
 from ._registry import (
@@ -163,9 +165,6 @@ def export_session(
                             path=str(out)) from None
     return out
 
-
-export_to_claude_code_home = _claude_code_export.export_to_home
-export_to_codex_home = _codex_export.export_to_home
 
 __all__ = [
     "ENTRY_POINT_GROUP",

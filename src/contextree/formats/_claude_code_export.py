@@ -19,7 +19,7 @@ conversation when it resumes the file:
 
 Entries imported from Claude Code give back their lines' other fields (``toolUseResult``,
 ``promptId``...) and uuids. The file's ``sessionId`` is a UUID derived from the session id
-and the exported entry (see ``session_uuid``); ``export_to_home`` (``contextree.formats.export_to_claude_code_home``) writes the file where
+and the exported entry (see ``session_uuid``); ``export_to_claude_code_home`` writes the file where
 Claude Code looks for it: ``<config dir>/projects/<cwd with every non-alphanumeric character
 as '-'>/<sessionId>.jsonl``.
 """
@@ -42,7 +42,7 @@ from ..markers import CompactionSummaryMarker, Kind
 from ._base import Json, dump_lines
 from ._claude_code import EXTRA_KEY, claude_home
 
-__all__ = ["TESTED_VERSION", "export_to_home", "project_folder", "records", "session_uuid",
+__all__ = ["TESTED_VERSION", "export_to_claude_code_home", "project_folder", "records", "session_uuid",
            "write"]
 
 TESTED_VERSION = "2.1.197"
@@ -68,7 +68,7 @@ def write(session: Session, at: str | None = None) -> bytes:
     return dump_lines(records(session, at))
 
 
-def export_to_home(session: Session, *, home: str | os.PathLike[str] | None = None,
+def export_to_claude_code_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    cwd: str | None = None, session_id: str | None = None,
                    at: str | None = None, overwrite: bool = False) -> tuple[str, Path]:
     """Write the export where ``claude --resume <id>`` (run in ``cwd``) finds it; returns

@@ -15,7 +15,7 @@ model sees at ``at`` (default: the leaf):
 
 A compaction summary keeps its role: one imported from Codex or Claude Code stays a user
 message (Codex itself puts its summaries in the history that way), contextree's own (a
-system message) becomes a developer message. ``export_to_home`` (``contextree.formats.export_to_codex_home``) writes the rollout where
+system message) becomes a developer message. ``export_to_codex_home`` writes the rollout where
 Codex finds it by id:
 ``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-<time>-<thread id>.jsonl``.
 """
@@ -40,7 +40,7 @@ from ._base import Json, dump_lines, iso_to_ms
 from ._claude_code_export import is_responses_item
 from ._codex import CUSTOM_TOOL, codex_home
 
-__all__ = ["TESTED_VERSION", "export_to_home", "items", "lines", "thread_uuid", "write"]
+__all__ = ["TESTED_VERSION", "export_to_codex_home", "items", "lines", "thread_uuid", "write"]
 
 TESTED_VERSION = "0.171.0"
 
@@ -62,7 +62,7 @@ def write(session: Session, at: str | None = None) -> bytes:
     return dump_lines(lines(session, at))
 
 
-def export_to_home(session: Session, *, home: str | os.PathLike[str] | None = None,
+def export_to_codex_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    thread_id: str | None = None, at: str | None = None,
                    model_provider: str | None = None,
                    overwrite: bool = False) -> tuple[str, Path]:
