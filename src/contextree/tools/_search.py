@@ -148,9 +148,9 @@ class _Expansion:
     def _check(self, count: int, chars: int) -> None:
         if count > MAX_BRACE_ALTERNATIVES:
             raise ToolError(
-                f"glob pattern {_short(self.pattern)} expands to more than "
-                f"{MAX_BRACE_ALTERNATIVES} alternatives (each {{a,b}} group multiplies "
-                "them); split it into several calls, or match with * and ? instead")
+                f"glob pattern {_short(self.pattern)} expands to too many alternatives, "
+                f"more than {MAX_BRACE_ALTERNATIVES} (each {{a,b}} group multiplies them); "
+                "split it into several calls, or match with * and ? instead")
         if chars > MAX_BRACE_CHARS:
             raise ToolError(
                 f"glob pattern {_short(self.pattern)} expands to more than "
@@ -264,7 +264,7 @@ def grep(
     meta: dict[str, Any] = {"pattern": pattern, "path": ctx.display(base), "matches": len(hits)}
     meta.update(files=files, capped=capped, engine=search.engine)
     if not hits:
-        where = f" in files matching {glob!r}" if glob else ""
+        where = f" in files matching {_short(glob)}" if glob else ""
         return ToolResult(f"No matches for {pattern!r} in {path}{where}.", meta=meta)
     text = "\n".join(hits)
     if capped:
@@ -371,7 +371,7 @@ def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> T
         hint = ""
         if "/" not in pattern and "**" not in pattern:
             hint = f'; to search subdirectories too, use "**/{pattern}"'
-        return ToolResult(f"No files match {pattern!r} in {path}{hint}.", meta=meta)
+        return ToolResult(f"No files match {_short(pattern)} in {path}{hint}.", meta=meta)
     text = "\n".join(shown_name(m) for m in matches[:MAX_GLOB_RESULTS])
     if len(matches) > MAX_GLOB_RESULTS:
         text += (
