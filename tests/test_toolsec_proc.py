@@ -3,7 +3,8 @@
 An agent process holds its API key in its environment, and the shell tool withholds that
 variable from the command. The command then tries to read the key back from the agent
 itself, the way an attacker would: the parent's environ, every ancestor's environ, ``ps e``,
-every process's environ, the memory of every ancestor, a user namespace, ``/proc/kcore``.
+every process's environ (the agent's grep worker included), the memory of every ancestor, a
+user namespace, ``/proc/kcore``.
 The agent runs in a fresh process (the key must be in its exec-time environment, where
 ``/proc/<pid>/environ`` finds it), as this user and, when the tests run as root, as an
 unprivileged one too. Each attack is also run against an agent with ``protect_process``
@@ -29,13 +30,17 @@ from contextree.tools import shell
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
 AGENT = r"""
-import json, sys, tempfile
+import json, os, sys, tempfile
 from contextree import OverflowStore
-from contextree.tools import ShellEnvironment, ToolContext, shell
+from contextree.tools import ShellEnvironment, ToolContext, grep, shell
 commands, protect = json.loads(sys.argv[1])
 with tempfile.TemporaryDirectory() as store:
     ctx = ToolContext(cwd="/", store=OverflowStore(store),
                       shell_env=ShellEnvironment(protect_process=protect))
+    with open(os.path.join(store, "f.txt"), "w") as f:
+        f.write("xx\n")
+    # a backreference runs on Python's re in a worker process, which stays for the next grep
+    assert "f.txt:1:xx" in grep.run({"pattern": r"(x)\1", "path": store}, context=ctx).content
     print(json.dumps([shell.run({"command": c, "timeout": 120}, context=ctx).content
                       for c in commands]))
 """

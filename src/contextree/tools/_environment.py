@@ -125,8 +125,9 @@ def protect_process() -> bool:
     ``CAP_SYS_PTRACE`` read them (the reaper drops it from commands of a root agent). It
     costs this process its core dumps and lets no debugger or profiler of the same user
     (``gdb -p``, ``py-spy``, ``strace -p``) attach; ``ps e`` and ``lsof -p`` show nothing
-    of it. Its command line (``/proc/<pid>/cmdline``) stays readable by everyone. Elsewhere
-    than Linux this does nothing and returns False.
+    of it, and unless it runs as root it cannot read its own ``/proc/self/environ`` either
+    (``os.environ`` is unaffected). Its command line (``/proc/<pid>/cmdline``) stays readable
+    by everyone. Elsewhere than Linux this does nothing and returns False.
     """
     global _libc
     if not sys.platform.startswith("linux"):
