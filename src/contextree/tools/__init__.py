@@ -17,7 +17,12 @@ from contextree._public import publish
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import as_tools, build_tool, tool
 from contextree.tools._docstrings import parse_docstring
-from contextree.tools._environment import SECRET_NAMES, ShellEnvironment
+from contextree.tools._environment import (
+    SECRET_NAMES,
+    ShellEnvironment,
+    looks_secret,
+    protect_process,
+)
 from contextree.tools._files import edit, read, write
 from contextree.tools._kinds import ToolKind, TruncateFrom, kind_of_tool_name
 from contextree.tools._result import ToolResult
@@ -72,8 +77,10 @@ __all__ = [
     "glob",
     "grep",
     "kind_of_tool_name",
+    "looks_secret",
     "make_tools",
     "parse_docstring",
+    "protect_process",
     "read",
     "schema_for",
     "shell",

@@ -63,6 +63,34 @@ def clean(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+# What a name must not carry raw into tool output: C0 controls (newline, tab, escape...),
+# DEL, C1 controls, the bidirectional controls (they reorder what follows), the Unicode line
+# and paragraph separators, and lone surrogates (undecodable bytes kept by surrogateescape).
+_UNSAFE_IN_NAME = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
+                             "\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte: show the byte itself
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def shown_name(name: str) -> str:
+    """A file name or path as tool output shows it: every control character, line
+    separator, bidirectional control and undecodable byte written as an escape (``\\n``,
+    ``\\x1b``, ``\\u2028``, ``\\xff``), so a name is always one line of plain text and
+    cannot forge a line of output (a hint, another entry) or act on a terminal."""
+    if _UNSAFE_IN_NAME.search(name) is None:
+        return name
+    return _UNSAFE_IN_NAME.sub(_escape_char, name)
+
+
 def plural(n: int, noun: str) -> str:
     """``1 line``, ``2 lines``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
@@ -80,7 +108,8 @@ def replace_file(path: str, target: Path, data: bytes, ctx: ToolContext, *,
     try:
         dir_fd, name = ctx.open_parent(target, create=create_dirs)
     except OSError as e:
-        raise _write_error(path, e, f"{ctx.display(target.parent)} no longer exists (it was "
+        raise _write_error(shown_name(path), e, f"{shown_name(ctx.display(target.parent))} no "
+                           "longer exists (it was "
                            "removed meanwhile)") from None
     try:
         mode = _existing_mode(path, name, dir_fd)
@@ -139,7 +168,7 @@ def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
         fd = ctx.open_dir(parent)
     except (OSError, ToolError):
         return ToolError(
-            f"file not found: {path} (the directory {ctx.display(parent)} does not exist); "
+            f"file not found: {path} (the directory {shown_name(ctx.display(parent))} does not exist); "
             f'find the file with glob(pattern="**/{target.name}")'
         )
     try:
@@ -149,7 +178,8 @@ def not_found(path: str, target: Path, ctx: ToolContext) -> ToolError:
     finally:
         os.close(fd)
     close = difflib.get_close_matches(target.name, names, n=3, cutoff=0.6)
-    hint = f"did you mean {', '.join(ctx.display(parent / n) for n in close)}? " if close else ""
+    shown = ", ".join(shown_name(ctx.display(parent / n)) for n in close)
+    hint = f"did you mean {shown}? " if close else ""
     return ToolError(
         f"file not found: {path}; {hint}"
         f"list the directory with read(path={json.dumps(ctx.display(parent))}) "
@@ -398,7 +428,7 @@ def _dir_entries(fd: int) -> Iterator[str]:
                 is_dir = entry.is_dir()
             except OSError:
                 is_dir = False
-            yield clean(entry.name) + "/" if is_dir else clean(entry.name)
+            yield shown_name(entry.name) + "/" if is_dir else shown_name(entry.name)
 
 
 # -- write ---------------------------------------------------------------------------------
@@ -420,7 +450,7 @@ def write(path: str, content: str, context: ToolContext | None = None) -> ToolRe
     lines = count_lines(content)
     verb = "Overwrote" if existed else "Created"
     return ToolResult(
-        f"{verb} {shown}: {plural(len(data), 'byte')}, {plural(lines, 'line')}.",
+        f"{verb} {shown_name(shown)}: {plural(len(data), 'byte')}, {plural(lines, 'line')}.",
         meta=WriteMeta(path=shown, bytes=len(data), lines=lines, created=not existed).to_meta(),
     )
 
@@ -541,7 +571,7 @@ def _edit_result(shown: str, before: str, after: str, starts: list[int], new: st
     first = _line_of(before, starts[0])
     n = len(starts)
     what = "1 occurrence" if n == 1 else f"{n} occurrences"
-    text = f"Edited {shown}: replaced {what} (first at line {first})."
+    text = f"Edited {shown_name(shown)}: replaced {what} (first at line {first})."
     if n == 1:
         text += "\n" + _snippet(after, first, first + new.count("\n"))
     return ToolResult(text, meta=EditMeta(path=shown, replacements=n, first_line=first).to_meta())

@@ -194,6 +194,9 @@ while True:
 """
 
 
+_WORKER_ENV = {k: v for k, v in os.environ.items() if k in ("SYSTEMROOT", "LANG", "LC_ALL")}
+
+
 class _Worker:
     """One worker process; ``ask`` sends a file and waits at most ``timeout`` seconds."""
 
@@ -201,6 +204,7 @@ class _Worker:
         self.proc = subprocess.Popen(
             [sys.executable, "-I", "-S", "-c", _WORKER],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=_WORKER_ENV,  # none of the agent's: a shell command can read its environ
         )
 
     def ask(self, request: tuple[str, int, str, int], timeout: float) -> list[Hit] | None:

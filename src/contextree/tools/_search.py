@@ -10,6 +10,8 @@ under a time budget (``contextree.tools._regex``).
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import stat
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from contextree.errors import ToolError
 from contextree.markers import GlobMeta, GrepMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
-from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error
+from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error, shown_name
 from contextree.tools._globmatch import GlobPattern
 from contextree.tools._kinds import ToolKind
 from contextree.tools._regex import LineSearch, compile_search, engine_name
@@ -42,46 +44,118 @@ SKIP_DIRS = frozenset(
 GREP_LINE_CHARS = 500
 MAX_GREP_FILE_BYTES = 20 * 2**20
 MAX_GLOB_RESULTS = 1000
-_MAX_ALTERNATIVES = 256
 _GLOB_CHARS = frozenset("*?[{")
 
 
 # -- glob patterns ---------------------------------------------------------------------------
+MAX_BRACE_ALTERNATIVES = 256
+MAX_BRACE_DEPTH = 32
+MAX_BRACE_CHARS = 1 << 20
+
+
 def expand_braces(pattern: str) -> list[str]:
-    """``a{b,c}d`` -> ``["abd", "acd"]`` (nested braces work; unmatched ones are literal)."""
-    start = pattern.find("{")
-    while start != -1:
-        end, parts = _brace_parts(pattern, start)
-        if end != -1 and len(parts) > 1:
-            head, tail = pattern[:start], pattern[end + 1 :]
-            out: list[str] = []
-            for part in parts:
-                for rest in expand_braces(part + tail):
-                    out.append(head + rest)
-                    if len(out) > _MAX_ALTERNATIVES:
-                        raise ToolError(f"pattern {pattern!r} expands to too many alternatives")
-            return out
-        start = pattern.find("{", start + 1)
-    return [pattern]
+    """``a{b,c}d`` -> ``["abd", "acd"]`` (nested braces work; unmatched ones, and a group
+    without a comma, are literal).
+
+    The pattern is parsed once, in linear time. ``ToolError`` when the expansion would pass
+    ``MAX_BRACE_ALTERNATIVES`` patterns or ``MAX_BRACE_CHARS`` characters in all, or groups
+    nest more than ``MAX_BRACE_DEPTH`` deep.
+    """
+    if "{" not in pattern:
+        return [pattern]
+    groups = _brace_groups(pattern)
+    if not groups:
+        return [pattern]
+    depth = _brace_depth(groups)
+    if depth > MAX_BRACE_DEPTH:
+        raise ToolError(
+            f"glob pattern {_short(pattern)} nests {{a,b}} groups {depth} deep; at most "
+            f"{MAX_BRACE_DEPTH} levels are expanded. Flatten the braces, or split the "
+            "pattern into several calls")
+    return _Expansion(pattern, groups).expand(0, len(pattern))
 
 
-def _brace_parts(pattern: str, start: int) -> tuple[int, list[str]]:
-    depth = 0
-    parts: list[str] = []
-    last = start + 1
-    for i in range(start, len(pattern)):
-        c = pattern[i]
+def _brace_groups(pattern: str) -> dict[int, tuple[int, list[int]]]:
+    """The groups that expand: ``{`` index -> (its ``}`` index, the indexes of its own
+    commas), for each matched pair that has a comma at its level. One pass with a stack."""
+    groups: dict[int, tuple[int, list[int]]] = {}
+    stack: list[tuple[int, list[int]]] = []
+    for i, c in enumerate(pattern):
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                parts.append(pattern[last:i])
-                return i, parts
-        elif c == "," and depth == 1:
-            parts.append(pattern[last:i])
-            last = i + 1
-    return -1, []
+            stack.append((i, []))
+        elif c == "," and stack:
+            stack[-1][1].append(i)
+        elif c == "}" and stack:
+            start, commas = stack.pop()
+            if commas:
+                groups[start] = (i, commas)
+    return groups
+
+
+def _brace_depth(groups: dict[int, tuple[int, list[int]]]) -> int:
+    """How deep the expanding groups nest (1 for ``{a,b}``)."""
+    deepest = 0
+    open_ends: list[int] = []
+    for start in sorted(groups):
+        while open_ends and open_ends[-1] < start:
+            open_ends.pop()
+        open_ends.append(groups[start][0])
+        deepest = max(deepest, len(open_ends))
+    return deepest
+
+
+def _short(pattern: str) -> str:
+    if len(pattern) <= 80:
+        return repr(pattern)
+    return f"{pattern[:60]!r}... ({len(pattern)} characters)"
+
+
+class _Expansion:
+    """The expansion of one pattern, each range of it expanded once."""
+
+    def __init__(self, pattern: str, groups: dict[int, tuple[int, list[int]]]) -> None:
+        self.pattern = pattern
+        self.groups = groups
+        self.starts = sorted(groups)
+
+    def expand(self, lo: int, hi: int) -> list[str]:
+        """The alternatives of ``pattern[lo:hi]``: its text around each outermost group
+        in the range, times the alternatives of the group."""
+        out = [""]
+        at = lo
+        k = bisect.bisect_left(self.starts, lo)
+        while k < len(self.starts) and self.starts[k] < hi:
+            start = self.starts[k]
+            end, commas = self.groups[start]
+            if start > at:
+                out = self._product(out, [self.pattern[at:start]])
+            choices: list[str] = []
+            for a, b in itertools.pairwise([start, *commas, end]):
+                choices.extend(self.expand(a + 1, b))
+                self._check(len(choices), sum(map(len, choices)))
+            out = self._product(out, choices)
+            at = end + 1
+            k = bisect.bisect_left(self.starts, at, k + 1)
+        if at < hi:
+            out = self._product(out, [self.pattern[at:hi]])
+        return out
+
+    def _product(self, heads: list[str], tails: list[str]) -> list[str]:
+        chars = len(tails) * sum(map(len, heads)) + len(heads) * sum(map(len, tails))
+        self._check(len(heads) * len(tails), chars)
+        return [h + t for h in heads for t in tails]
+
+    def _check(self, count: int, chars: int) -> None:
+        if count > MAX_BRACE_ALTERNATIVES:
+            raise ToolError(
+                f"glob pattern {_short(self.pattern)} expands to too many alternatives, "
+                f"more than {MAX_BRACE_ALTERNATIVES} (each {{a,b}} group multiplies them); "
+                "split it into several calls, or match with * and ? instead")
+        if chars > MAX_BRACE_CHARS:
+            raise ToolError(
+                f"glob pattern {_short(self.pattern)} expands to more than "
+                f"{MAX_BRACE_CHARS} characters of patterns; shorten it or split it into "
+                "several calls")
 
 
 def compile_glob(pattern: str) -> GlobPattern:
@@ -123,7 +197,7 @@ def _probe(path: Path, ctx: ToolContext) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise os_error("open", ctx.display(path), e) from None
+        raise os_error("open", shown_name(ctx.display(path)), e) from None
     try:
         return os.fstat(fd)
     finally:
@@ -190,7 +264,7 @@ def grep(
     meta = GrepMeta(pattern=pattern, path=ctx.display(base), matches=len(hits), files=files,
                     capped=capped, engine=search.engine).to_meta()
     if not hits:
-        where = f" in files matching {glob!r}" if glob else ""
+        where = f" in files matching {_short(glob)}" if glob else ""
         return ToolResult(f"No matches for {pattern!r} in {path}{where}.", meta=meta)
     text = "\n".join(hits)
     if capped:
@@ -261,7 +335,8 @@ def _grep_file(file: Path, shown: str, search: LineSearch, room: int,
     if len(raw) > MAX_GREP_FILE_BYTES or is_binary(raw[:BINARY_SNIFF]):
         return []
     text = raw.decode("utf-8", "replace")
-    return [f"{shown}:{n}:{_cut(line)}" for n, line in search.lines(text, room, shown)]
+    name = shown_name(shown)
+    return [f"{name}:{n}:{_cut(line)}" for n, line in search.lines(text, room, name)]
 
 
 def _cut(line: str) -> str:
@@ -296,8 +371,8 @@ def glob(pattern: str, path: str = ".", context: ToolContext | None = None) -> T
         hint = ""
         if "/" not in pattern and "**" not in pattern:
             hint = f'; to search subdirectories too, use "**/{pattern}"'
-        return ToolResult(f"No files match {pattern!r} in {path}{hint}.", meta=meta)
-    text = "\n".join(matches[:MAX_GLOB_RESULTS])
+        return ToolResult(f"No files match {_short(pattern)} in {path}{hint}.", meta=meta)
+    text = "\n".join(shown_name(m) for m in matches[:MAX_GLOB_RESULTS])
     if len(matches) > MAX_GLOB_RESULTS:
         text += (
             f"\n\n[showing the first {MAX_GLOB_RESULTS} of {len(matches)} matches; "

@@ -31,9 +31,9 @@ from contextree.errors import ToolError
 from contextree.markers import ShellMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
-from contextree.tools._environment import ShellEnvironment
+from contextree.tools._environment import ShellEnvironment, protect_process
 from contextree.tools._kinds import ToolKind
-from contextree.tools._reaper import REAPER
+from contextree.tools._reaper import kill_pipe_writers, reaper_argv
 from contextree.tools._result import ToolResult
 
 DEFAULT_TIMEOUT = 120.0
@@ -99,12 +99,13 @@ class Completed:
 
 
 def run_command(command: str, *, cwd: str, timeout: float,
-                env: Mapping[str, str] | None = None) -> Completed:
+                env: Mapping[str, str] | None = None, protect: bool = False) -> Completed:
     """Run ``command`` with bash in ``cwd`` (environment ``env``, default this process's);
-    after ``timeout`` kill it and every process it started, new sessions included."""
+    after ``timeout`` kill it and every process it started, new sessions included.
+    ``protect`` drops the capabilities that read other processes' memory (``_reaper``)."""
     deadline = time.monotonic() + timeout
     proc = subprocess.Popen(
-        [sys.executable or "python3", "-I", "-S", "-c", REAPER, SHELL, "-c", command],
+        reaper_argv(sys.executable or "python3", [SHELL, "-c", command], protect=protect),
         cwd=cwd,
         env=None if env is None else dict(env),
         stdin=subprocess.PIPE,  # the reaper's: closed when the command is over
@@ -113,6 +114,7 @@ def run_command(command: str, *, cwd: str, timeout: float,
         start_new_session=True,
     )
     assert proc.stdout is not None and proc.stdin is not None
+    pipe = os.fstat(proc.stdout.fileno()).st_ino  # what holds it open is part of the command
     capture = _Capture(proc.stdout)
     capture.start()
     timed_out = True
@@ -126,7 +128,7 @@ def run_command(command: str, *, cwd: str, timeout: float,
         pass
     finally:
         if timed_out or proc.poll() is None:
-            _kill_all(proc)
+            _kill_all(proc, pipe)
         if not proc.stdin.closed:
             proc.stdin.close()
     capture.join(KILL_GRACE)
@@ -135,15 +137,17 @@ def run_command(command: str, *, cwd: str, timeout: float,
     return Completed(capture.data(), exit_code, timed_out, capture.is_alive())
 
 
-def _kill_all(proc: subprocess.Popen[bytes]) -> None:
+def _kill_all(proc: subprocess.Popen[bytes], pipe: int) -> None:
     """Have the reaper kill every descendant, then kill the process group (anything the
-    reaper could not adopt, or the reaper itself if it does not answer)."""
+    reaper could not adopt, or the reaper itself if it does not answer), then every process
+    still holding the output ``pipe`` (the command may have killed its reaper)."""
     try:
         proc.terminate()  # SIGTERM: the reaper kills its whole tree and exits
         proc.wait(timeout=KILL_GRACE)
     except subprocess.TimeoutExpired:
         pass
     _kill_group(proc.pid)
+    kill_pipe_writers(pipe)
     proc.wait()
 
 
@@ -175,7 +179,7 @@ def _signal_name(exit_code: int) -> str:
 def shell(
     command: str, timeout: float = DEFAULT_TIMEOUT, context: ToolContext | None = None
 ) -> ToolResult:
-    """Run a bash command in the working directory and return its output (stdout and stderr together) and exit code. Long output keeps its last lines and the full text is saved to a file you can read. Commands time out, and then every process they started is killed; a background job must redirect its output (cmd > log 2>&1 &) or it is waited for. The shell is not confined to the workspace: it can read and change any file, so take care. Environment variables that look like secrets (*_KEY, *_TOKEN, *_SECRET, *PASSWORD*...) are not passed to the command.
+    """Run a bash command in the working directory and return its output (stdout and stderr together) and exit code. Long output keeps its last lines and the full text is saved to a file you can read. Commands time out, and then every process they started is killed; a background job must redirect its output (cmd > log 2>&1 &) or it is waited for. The shell is not confined to the workspace: it can read and change any file, so take care. Environment variables that look like secrets (*_KEY, *_TOKEN, *_SECRET, *PASS*, database URLs, URLs with a password...) are not passed to the command, and the agent's own environment and memory cannot be read back through /proc; but other places stay readable: files that hold secrets, the environments of other processes (such as the shell that started the agent), and the agent's command line.
 
     Args:
         command: The bash command line to run.
@@ -196,8 +200,11 @@ def shell(
     if not cwd.is_dir():
         raise ToolError(f"the working directory {cwd} does not exist")
     policy = ctx.shell_env if ctx.shell_env is not None else ShellEnvironment()
+    if policy.protect_process:
+        protect_process()  # /proc/<agent>/environ: the keys withheld from env are there
     try:
-        done = run_command(command, cwd=str(cwd), timeout=timeout, env=policy.build())
+        done = run_command(command, cwd=str(cwd), timeout=timeout, env=policy.build(),
+                           protect=policy.protect_process)
     except OSError as e:
         raise ToolError(f"cannot start {SHELL}: {e.strerror or e}") from None
     return _result(command, timeout, done, ctx)
