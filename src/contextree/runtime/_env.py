@@ -81,6 +81,7 @@ class Env:
         self._cancel = threading.Event()
         self._on_cancel: list[Callable[[], object]] = []
         self._lock = threading.Lock()
+        self._failed_reply: tuple[BaseException, Message] | None = None
         # What the turn spent.
         self._usage = Usage()
         self._unpriced = 0
@@ -291,6 +292,23 @@ class Env:
     def wait(self, seconds: float) -> bool:
         """Sleep ``seconds`` unless interrupted; True when the turn was interrupted."""
         return self._cancel.wait(max(seconds, 0.0))
+
+    def hold_failed_reply(self, error: BaseException, partial: Message) -> None:
+        """Remember ``partial``, what had arrived of a reply when ``error`` ended its model
+        call (a stream cut off or garbled): if ``error`` ends the turn, the persistence
+        middleware keeps it, as an interruption keeps a reply; if a retry follows, the
+        retry's reply takes its place."""
+        self._failed_reply = (error, partial)
+
+    def take_failed_reply(self, error: BaseException) -> Message | None:
+        """The reply cut short by ``error`` (or by an error it was raised from), once."""
+        held, self._failed_reply = self._failed_reply, None
+        seen: BaseException | None = error
+        while held is not None and seen is not None:
+            if seen is held[0]:
+                return held[1]
+            seen = seen.__cause__ or seen.__context__
+        return None
 
     # -- what the turn spent --------------------------------------------------------------------
     def count(self, usage: Usage | None, cost: float | None) -> None:

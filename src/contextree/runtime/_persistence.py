@@ -10,6 +10,7 @@ from .._messages import Message
 from .._session import Session
 from ..tokens import fresh_start
 from ._builder import App
+from ._call import keep_failed_reply
 from ._env import Env
 from ._flatlog import MessageLog
 
@@ -59,6 +60,9 @@ class SessionLog:
             env.on_add(append)
             env.on_replace(lambda messages: log.rewrite([m for m in messages if _persisted(m)]))
             return self.app(env)
+        except BaseException as e:
+            keep_failed_reply(env, e)
+            raise
         finally:
             log.close()
 
@@ -109,6 +113,9 @@ class SessionTree:
 
             env.on_add(record)
             return self.app(env)
+        except BaseException as e:
+            keep_failed_reply(env, e)
+            raise
         finally:
             if owned:
                 session.close()
