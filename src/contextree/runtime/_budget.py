@@ -70,16 +70,17 @@ class Budget:
                               f"{_tokens(spent):,} tokens spent and about {next_tokens:,} "
                               f"for the next call would pass max_tokens={self.max_tokens:,}")
         if self.max_cost is not None:
+            spent_cost = spent.cost or 0.0  # the known part (None: no call yet)
             if unpriced:
                 name = _model_name(env)
-                return self._stop(env, "cost", self.max_cost, spent.cost, 0.0,
+                return self._stop(env, "cost", self.max_cost, spent_cost, 0.0,
                                   f"the cost of {unpriced} call(s) to {name} is unknown (the "
                                   "price table does not list the model and the provider did "
                                   "not report it), so max_cost cannot be kept")
             estimate = self._estimate(env, spent, context)
-            if spent.cost + estimate > self.max_cost:
-                return self._stop(env, "cost", self.max_cost, spent.cost, estimate,
-                                  f"${spent.cost:.4f} spent and about ${estimate:.4f} for the "
+            if spent_cost + estimate > self.max_cost:
+                return self._stop(env, "cost", self.max_cost, spent_cost, estimate,
+                                  f"${spent_cost:.4f} spent and about ${estimate:.4f} for the "
                                   f"next call would pass max_cost=${self.max_cost:.4f}")
         return self.app(env)
 

@@ -83,7 +83,7 @@ class Env:
         self._lock = threading.Lock()
         self._failed_reply: tuple[BaseException, Message] | None = None
         # What the turn spent.
-        self._usage = Usage()
+        self._usage = Usage(cost=0.0)  # the known costs summed; ``_unpriced`` the others
         self._unpriced = 0
         # Who is told.
         self._events = events if events is not None else Events()
@@ -317,8 +317,7 @@ class Env:
             return
         with self._lock:
             known = cost is not None
-            self._usage = self._usage + (usage.replace(cost=cost) if known else
-                                         usage.replace(cost=0.0))
+            self._usage = self._usage + usage.replace(cost=cost)
             if not known and (usage.input or usage.output or usage.cache_read
                               or usage.cache_write):
                 self._unpriced += 1
