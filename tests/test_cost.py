@@ -79,7 +79,7 @@ def test_an_unknown_model_has_no_price_not_a_zero_one(oa: OpenAIServer) -> None:
     oa.reply(completion("ok", model="my-local-llama"))
     reply = OpenAIChat("my-local-llama", base_url=oa.base_url, api_key="k").complete(
         [Message.user("q")])
-    assert reply.usage is not None and reply.usage.cost == 0.0
+    assert reply.usage is not None and reply.usage.cost is None  # not known, not free
     assert cost_of(reply) is None
     assert table_cost(Usage(input=10), "scripted", "scripted") is None
     assert cost_of(Message.assistant("no usage")) == 0.0
@@ -128,7 +128,8 @@ def test_stats_cost_per_model_and_per_branch(tmp_path: Path) -> None:
     assert f.by_model["anthropic/claude-sonnet-4-6"].cost == pytest.approx(cost_b)
     assert f.unpriced_by_model == {"local/llama": 1}
     assert f.model_cost_text("local/llama") == "unknown"
-    assert f.cost is None and f.cost_total == pytest.approx(cost_a + cost_b)
+    assert f.cost is None and f.cost_total is None  # a total with an unknown part
+    assert f.cost_known == pytest.approx(cost_a + cost_b)
     assert f.cost_text == f"${cost_a + cost_b:.4f} + unknown (1 call)"
     branches = {b.tip_id: b for b in stats.branches}
     assert set(branches) == {ids["a"], ids["d"]}

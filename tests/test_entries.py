@@ -102,7 +102,7 @@ def test_entry_lines_have_common_fields_in_snake_case(tmp_path: Path) -> None:
     bs = next(orjson.loads(x) for x in file_lines(path) if b'"branch_summary"' in x)
     assert bs["from_id"] == ids["message"] == bs["parent_id"]
     assert bs["usage"] == {"input": 3, "output": 4, "cache_read": 0, "cache_write": 0,
-                           "total": 0, "cost": 0.0}
+                           "total": 0, "cost": None}
 
 
 # -- unknown fields and types, byte for byte -------------------------------------------------

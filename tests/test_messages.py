@@ -88,14 +88,14 @@ def test_tool_call_arguments_keep_string_keys_and_nesting() -> None:
     assert orjson.dumps(back.to_dict()) == orjson.dumps(m.to_dict())
 
 
-def test_usage_writes_all_six_fields_with_cost_as_number() -> None:
+def test_usage_writes_all_six_fields_with_cost_as_number_or_null() -> None:
     u = ct.Usage(input=10, output=5, cache_read=3, cache_write=2, total=20, cost=0.0125)
     m = ct.Message.assistant("x", usage=u)
     d = m.to_dict()
     assert d["usage"] == {"input": 10, "output": 5, "cache_read": 3, "cache_write": 2,
                           "total": 20, "cost": 0.0125}
     assert ct.Message.assistant("x", usage=ct.Usage()).to_dict()["usage"] == {
-        "input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "total": 0, "cost": 0.0}
+        "input": 0, "output": 0, "cache_read": 0, "cache_write": 0, "total": 0, "cost": None}
     assert roundtrip(m).usage == u
 
 

@@ -115,23 +115,32 @@ class ToolCall(msgspec.Struct, _Extras, **_STRUCT):
 
 
 class Usage(msgspec.Struct, _Extras, kw_only=True, forbid_unknown_fields=True, dict=True):
-    """Tokens a provider reported for one call, and its cost in USD (all six always written)."""
+    """Tokens a provider reported for one call, and its cost in USD (all six always written).
+
+    ``cost`` is None when nobody has said what the call cost (the provider did not report it
+    and no price table knows the model); ``0.0`` is a call that cost nothing (OpenRouter's
+    ``usage.cost: 0``). Added up, known costs are summed; the sum is None only when no part
+    is known.
+    """
 
     input: int = 0
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
     total: int = 0
-    cost: float = 0.0
+    cost: float | None = None
 
     def __add__(self, other: Usage) -> Usage:
+        """Every field summed (``cost`` as the class says)."""
+        cost = (None if self.cost is None and other.cost is None
+                else (self.cost or 0.0) + (other.cost or 0.0))
         return Usage(
             input=self.input + other.input,
             output=self.output + other.output,
             cache_read=self.cache_read + other.cache_read,
             cache_write=self.cache_write + other.cache_write,
             total=self.total + other.total,
-            cost=self.cost + other.cost,
+            cost=cost,
         )
 
     @property

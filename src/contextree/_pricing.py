@@ -102,12 +102,13 @@ def table_cost(usage: Usage, provider: str | None, model: str | None, *,
 
 def cost_of(message: Message, *, when: datetime | None = None) -> float | None:
     """What the call that produced ``message`` cost: the cost its usage carries (the
-    provider's, or filled from the table when the reply arrived), else the table's price of
-    its usage; None when neither is known. A message without usage cost nothing: ``0.0``."""
+    provider's, or filled from the table when the reply arrived; a reported ``0.0`` is
+    free), else the table's price of its usage; None when neither is known. A message
+    without usage, or whose usage bills no token, cost nothing: ``0.0``."""
     usage = message.usage
     if usage is None:
         return 0.0
-    if usage.cost:
+    if usage.cost is not None:
         return usage.cost
     if not (usage.input or usage.output or usage.cache_read or usage.cache_write):
         return 0.0
@@ -115,13 +116,15 @@ def cost_of(message: Message, *, when: datetime | None = None) -> float | None:
 
 
 def with_cost(message: Message, reported: float | None = None) -> Message:
-    """``message`` with ``usage.cost`` filled: ``reported`` (the provider's own figure) when
-    given, else the table's price; unchanged when neither is known."""
+    """``message`` with ``usage.cost`` filled: ``reported`` (the provider's own figure, ``0``
+    included) when given, else the cost the usage already carries, else the table's price;
+    unchanged when none is known."""
     usage = message.usage
     if usage is None:
         return message
-    cost = reported if reported is not None else table_cost(usage, message.provider,
-                                                            message.model)
+    cost = reported if reported is not None else usage.cost
+    if cost is None:
+        cost = table_cost(usage, message.provider, message.model)
     if cost is None or cost == usage.cost:
         return message
     return message.replace(usage=usage.replace(cost=cost))

@@ -3,7 +3,9 @@ whole file, and per model.
 
 Cost is what each call's usage carries (the provider's figure, or the price table's when the
 reply arrived), else the price table's price of its usage now; a call whose price is not
-known is counted in ``unpriced`` and its cost shows as unknown, never as ``$0``.
+known is counted in ``unpriced`` and its cost shows as unknown, never as ``$0``. A total with
+an unknown part is unknown: ``None`` (``null`` in JSON), the known part beside it as
+``cost_known``.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ def cost_text(cost: float, unpriced: int) -> str:
 
 @dataclass
 class UsageStats:
-    """Counts over a set of entries. ``usage.cost`` sums the known costs; ``unpriced``
-    counts the calls whose cost is unknown (``unpriced_by_model`` per model)."""
+    """Counts over a set of entries. ``usage.cost`` sums the known costs (``cost_known``);
+    ``unpriced`` counts the calls whose cost is unknown (``unpriced_by_model`` per model)."""
 
     message_count: int = 0
     by_role: dict[str, int] = field(default_factory=dict)
@@ -69,23 +71,29 @@ class UsageStats:
                                     + self.usage.cache_read + self.usage.cache_write)
 
     @property
-    def cost_total(self) -> float:
-        """The sum of the known costs in USD (see ``cost`` for whether that is all)."""
-        return self.usage.cost
+    def cost_known(self) -> float:
+        """The sum of the costs that are known, in USD (``0.0`` when none is)."""
+        return self.usage.cost or 0.0
 
     @property
     def cost(self) -> float | None:
         """The cost in USD, or None when a call's price is unknown."""
-        return None if self.unpriced else self.usage.cost
+        return _total(self.usage, self.unpriced)
+
+    @property
+    def cost_total(self) -> float | None:
+        """The seed's name for ``cost``: None when a call's price is unknown."""
+        return self.cost
 
     @property
     def cost_text(self) -> str:
         """The cost for people (``unknown`` where a price is not known, never ``$0``)."""
-        return cost_text(self.usage.cost, self.unpriced)
+        return cost_text(self.cost_known, self.unpriced)
 
     def model_cost_text(self, model: str) -> str:
         """The cost of ``model``'s calls for people."""
-        return cost_text(self.by_model[model].cost, self.unpriced_by_model.get(model, 0))
+        return cost_text(self.by_model[model].cost or 0.0,
+                         self.unpriced_by_model.get(model, 0))
 
     def to_dict(self) -> dict[str, Any]:
         """The figures as JSON-ready data (what ``contextree stats --json`` prints)."""
@@ -95,11 +103,10 @@ class UsageStats:
             "total_tokens": self.total_tokens,
             "cost_total": self.cost_total,
             "cost": self.cost,
+            "cost_known": self.cost_known,
             "unpriced_calls": self.unpriced,
-            "usage": _usage_dict(self.usage),
-            "by_model": {k: {**_usage_dict(v), "cost": None if self.unpriced_by_model.get(k)
-                             else v.cost, "cost_known": v.cost,
-                             "unpriced_calls": self.unpriced_by_model.get(k, 0)}
+            "usage": _usage_dict(self.usage, self.cost),
+            "by_model": {k: _priced_dict(v, self.unpriced_by_model.get(k, 0))
                          for k, v in self.by_model.items()},
             "compactions": self.compactions,
         }
@@ -119,19 +126,18 @@ class BranchStats:
     @property
     def cost(self) -> float | None:
         """The branch's cost in USD, or None when a call's price is unknown."""
-        return None if self.unpriced else self.usage.cost
+        return _total(self.usage, self.unpriced)
 
     @property
     def cost_text(self) -> str:
         """The branch's cost for people (``unknown`` where a price is not known)."""
-        return cost_text(self.usage.cost, self.unpriced)
+        return cost_text(self.usage.cost or 0.0, self.unpriced)
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's figures as JSON-ready data."""
         return {"tip_id": self.tip_id, "label": self.label, "current": self.current,
-                "message_count": self.message_count, "usage": _usage_dict(self.usage),
-                "cost": self.cost, "cost_known": self.usage.cost,
-                "unpriced_calls": self.unpriced}
+                "message_count": self.message_count,
+                **_priced_dict(self.usage, self.unpriced, usage_key="usage")}
 
 
 @dataclass
@@ -163,8 +169,8 @@ class SessionStats:
         return self.file.total_tokens
 
     @property
-    def cost_total(self) -> float:
-        """The sum of the known costs in USD of the whole session."""
+    def cost_total(self) -> float | None:
+        """The cost in USD of the whole session; None when a call's price is unknown."""
         return self.file.cost_total
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,6 +186,7 @@ class SessionStats:
             "total_tokens": self.total_tokens,
             "cost_total": self.cost_total,
             "cost": self.file.cost,
+            "cost_known": self.file.cost_known,
             "prices": self.prices,
             "branch": self.branch.to_dict(),
             "file": self.file.to_dict(),
@@ -194,9 +201,23 @@ class SessionStats:
         return None
 
 
-def _usage_dict(u: Usage) -> dict[str, Any]:
+def _total(usage: Usage, unpriced: int) -> float | None:
+    """The cost of a sum of calls: None when one of them is unpriced."""
+    return None if unpriced else usage.cost or 0.0
+
+
+def _usage_dict(u: Usage, cost: float | None) -> dict[str, Any]:
     return {"input": u.input, "output": u.output, "cache_read": u.cache_read,
-            "cache_write": u.cache_write, "total": u.total, "cost": u.cost}
+            "cache_write": u.cache_write, "total": u.total, "cost": cost}
+
+
+def _priced_dict(u: Usage, unpriced: int, usage_key: str | None = None) -> dict[str, Any]:
+    """Token counts and cost of a sum of calls: ``cost`` None when one is unpriced, the known
+    part in ``cost_known`` (the counts under ``usage_key``, or beside the costs)."""
+    cost = _total(u, unpriced)
+    counts = _usage_dict(u, cost)
+    costs = {"cost": cost, "cost_known": u.cost or 0.0, "unpriced_calls": unpriced}
+    return {usage_key: counts, **costs} if usage_key else {**counts, **costs}
 
 
 def _priced(e: AnyEntry) -> tuple[Usage, bool] | None:
@@ -211,7 +232,7 @@ def _priced(e: AnyEntry) -> tuple[Usage, bool] | None:
     elif isinstance(e, CompactionEntry) and e.usage is not None:
         usage = e.usage
         billed = usage.input + usage.output + usage.cache_read + usage.cache_write
-        cost = usage.cost or (None if billed else 0.0)
+        cost = usage.cost if usage.cost is not None else (None if billed else 0.0)
     else:
         return None
     if cost is None:

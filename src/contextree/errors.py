@@ -27,7 +27,8 @@
     └── ModelError                    a model provider call failed
         ├── ModelRateLimited          429: retry after ``retry_after`` seconds
         ├── ModelUnavailable          5xx, timeouts, connection failures: a retry may help
-        └── ModelRequestRejected      any other 4xx: fix the request or the credentials
+        ├── ModelRequestRejected      any other 4xx: fix the request or the credentials
+        └── ModelReplyMalformed       a reply that is not JSON or not the API's shape
 
 Each class has a ``code`` (for ``--json`` output); a code means one thing. Messages say what
 happened, where (``path:line``) and what to do.
@@ -51,6 +52,7 @@ __all__ = [
     "MissingParent",
     "ModelError",
     "ModelRateLimited",
+    "ModelReplyMalformed",
     "ModelRequestRejected",
     "ModelUnavailable",
     "ParentCycle",
@@ -257,6 +259,18 @@ class ModelRequestRejected(ModelError):
     """The provider refused the request (4xx other than 429): retrying will not help."""
 
     code = "rejected"
+
+
+class ModelReplyMalformed(ModelError):
+    """The provider sent a reply that cannot be read: an event that is not JSON (a
+    ``data:`` line cut off), or JSON that is not the shape its API documents.
+
+    Retryable: it is mostly a garbled or cut-off stream (a proxy, an aggregator's upstream),
+    which the next call does not repeat; the message names the server to check when it does.
+    """
+
+    code = "malformed_reply"
+    retryable = True
 
 
 def model_error_for_status(status: int | None) -> type[ModelError]:

@@ -46,6 +46,7 @@ class AnthropicMessages(SdkModel):
     sdk_error = "AnthropicError"
     key_env = "ANTHROPIC_API_KEY"
     url_env = "ANTHROPIC_BASE_URL"
+    api_name = "Anthropic Messages API"
 
     def __init__(
         self,

@@ -50,6 +50,7 @@ class OpenAIChat(SdkModel):
     sdk_error = "OpenAIError"
     key_env = "OPENAI_API_KEY"
     url_env = "OPENAI_BASE_URL"
+    api_name = "OpenAI Chat Completions API"
 
     def __init__(
         self,

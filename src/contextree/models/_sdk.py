@@ -28,7 +28,13 @@ from contextree.models._base import (
     sdk_kwargs,
     status_error,
 )
-from contextree.models._stream import Assembler, AsyncReplyStream, ReplyStream
+from contextree.models._stream import (
+    Assembler,
+    AsyncReplyStream,
+    ReplyStream,
+    UnreadableEvent,
+    malformed_reply,
+)
 from contextree.models._wire_common import Json
 
 LOCAL_API_KEY = "not-needed"
@@ -49,6 +55,7 @@ class SdkModel(Model, ABC):
     sdk_error: ClassVar[str]  # "OpenAIError"
     key_env: ClassVar[str]  # "OPENAI_API_KEY"
     url_env: ClassVar[str]  # "OPENAI_BASE_URL"
+    api_name: ClassVar[str]  # "OpenAI Chat Completions API", named in error messages
 
     def __init__(
         self,
@@ -108,8 +115,18 @@ class SdkModel(Model, ABC):
         """A fresh assembler of this API's stream chunks."""
 
     def _parse(self, response: Any) -> Message:
-        """The assistant message in the SDK's response."""
-        return self._from_body(response.to_dict(mode="json"))
+        """The assistant message in the SDK's response; a body that is not the API's shape
+        is a ``ModelReplyMalformed``."""
+        try:
+            return self._from_body(response.to_dict(mode="json", warnings=False))
+        except ModelError:
+            raise
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
+            reason = (f"{type(e).__name__}: {e}" if callable(getattr(response, "to_dict", None))
+                      else "not a JSON object")
+            unreadable = UnreadableEvent(reason, response)
+            raise malformed_reply(self.provider, unreadable, source=self.base_url,
+                                  api=self.api_name, streamed=False) or e from e
 
     def _stream_request(self, messages: Sequence[Message], tools: Sequence[ToolSpec],
                         options: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,7 +190,8 @@ class SdkModel(Model, ABC):
     def _stream_error(self, exc: BaseException, started: bool) -> BaseException | None:
         """A failure while reading a stream, as a ``ModelError``: a connection lost after
         the reply began is a cut-off stream (retrying may help); an error event in the
-        stream is mapped by its type, as the status it stands for would be."""
+        stream is mapped by its type, as the status it stands for would be; an event that
+        is not JSON, or not the API's shape, is a ``ModelReplyMalformed``."""
         sdk_error = getattr(self._sdk, self.sdk_error)
         if isinstance(exc, self._sdk.APIStatusError) and int(exc.status_code) < 400:
             status = _STREAM_ERROR_STATUS.get(_error_type(exc), 500)
@@ -187,7 +205,7 @@ class SdkModel(Model, ABC):
             return ModelUnavailable(f"{self.provider}: the reply stream from {self.base_url} "
                                     f"was cut off: {type(exc).__name__}: {exc} "
                                     "(retrying may help)")
-        return None
+        return malformed_reply(self.provider, exc, source=self.base_url, api=self.api_name)
 
     def _make_client(self, class_name: str) -> Any:
         try:

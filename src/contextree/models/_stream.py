@@ -9,7 +9,10 @@ response parser, so a streamed reply and a completed one cannot differ.
 
 ``ReplyStream`` (and ``AsyncReplyStream``) is what ``model.stream(...)`` returns: iterate it for
 ``TextDelta``, ``ThinkingDelta`` and ``ToolCallReady`` (a tool call whose arguments are
-complete); then ``message`` is the reply. ``partial()`` is what arrived so far, for a reply that
+complete); then ``message`` is the reply. An event that is not JSON, or not the shape the
+provider's API documents, is a ``ModelReplyMalformed`` naming what was sent; the assemblers
+check each event before they take anything from it, so ``partial()`` still holds what came
+before. ``partial()`` is what arrived so far, for a reply that
 is being interrupted, and ``close()`` drops the connection. ``stream_reply`` gives every model a
 stream: a model without ``stream`` is completed and its reply replayed as deltas.
 """
@@ -25,7 +28,8 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from contextree._messages import Message, TextPart, ThinkingPart, ToolCall
-from contextree.errors import ModelError, ModelUnavailable
+from contextree._text import shorten
+from contextree.errors import ModelError, ModelReplyMalformed, ModelUnavailable
 from contextree.models._base import Model, ToolSpec
 from contextree.models._wire_common import Json, arguments_from_json
 
@@ -43,8 +47,10 @@ __all__ = [
     "TextDelta",
     "ThinkingDelta",
     "ToolCallReady",
+    "UnreadableEvent",
     "astream_reply",
     "deltas_of",
+    "malformed_reply",
     "message_of_body",
     "stream_reply",
 ]
@@ -101,6 +107,43 @@ Finish = Callable[[Json], Message]
 """The adapter's parser of a non-streamed response body (the same one ``complete`` uses)."""
 
 
+class UnreadableEvent(ValueError):
+    """A stream event an assembler cannot read: ``reason`` says why, ``event`` is what came."""
+
+    def __init__(self, reason: str, event: Any) -> None:
+        self.reason = reason
+        self.event = event
+        super().__init__(reason)
+
+
+def _is_object(value: Any) -> bool:
+    """True for a JSON object as the SDKs hand it over (a model with ``to_dict``)."""
+    return callable(getattr(value, "to_dict", None))
+
+
+def _typed(value: Any, kind: type, what: str, event: Any) -> Any:
+    """``value`` when it is None or a ``kind``, else an ``UnreadableEvent`` naming ``what``."""
+    if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise UnreadableEvent(f"`{what}` is {_json_type(value)}, not {_json_type(kind)}", event)
+
+
+def _object(value: Any, what: str, event: Any) -> Any:
+    """``value`` when it is None or a JSON object, else an ``UnreadableEvent``."""
+    if value is None or _is_object(value):
+        return value
+    raise UnreadableEvent(f"`{what}` is {_json_type(value)}, not an object", event)
+
+
+_JSON_TYPES = {str: "a string", int: "a number", float: "a number", bool: "a boolean",
+               list: "an array", dict: "an object", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    kind = value if isinstance(value, type) else type(value)
+    return _JSON_TYPES.get(kind, "an object" if _is_object(value) else kind.__name__)
+
+
 class Assembler(Protocol):
     """Reads one provider's stream chunks into the response body ``complete`` would get."""
 
@@ -142,28 +185,45 @@ class ChatAssembler:
         return self._chunks > 0
 
     def feed(self, chunk: Any) -> Sequence[Delta]:
+        if not _is_object(chunk):
+            raise UnreadableEvent(f"the event is {_json_type(chunk)}, not an object", chunk)
+        model = _typed(chunk.model, str, "model", chunk)
+        chunk_id = _typed(chunk.id, str, "id", chunk)
+        usage = _object(chunk.usage, "usage", chunk)
+        choices = [c for c in _typed(chunk.choices, list, "choices", chunk) or ()
+                   if self._first_choice(c, chunk)]
         self._chunks += 1
-        if chunk.model:
-            self._model = chunk.model
-        if chunk.id:
-            self._id = chunk.id
-        if chunk.usage is not None:
-            self._usage = chunk.usage.to_dict(mode="json")
+        if model:
+            self._model = model
+        if chunk_id:
+            self._id = chunk_id
+        if usage is not None:
+            self._usage = usage.to_dict(mode="json")
         out: list[Delta] = []
-        for choice in chunk.choices:
-            if choice.index != 0:
-                continue
-            delta = choice.delta
+        for choice in choices:
+            finish = _typed(choice.finish_reason, str, "finish_reason", chunk)
+            delta = _object(choice.delta, "delta", chunk)
             if delta is not None:
-                self._delta(delta, out)
-            if choice.finish_reason:
-                self._finish = choice.finish_reason
+                self._delta(delta, out, chunk)
+            if finish:
+                self._finish = finish
                 self.done = True
                 self._ready_up_to(None, out)
         return out
 
-    def _delta(self, delta: Any, out: list[Delta]) -> None:
-        text = delta.content
+    @staticmethod
+    def _first_choice(choice: Any, chunk: Any) -> bool:
+        """True for the choice the reply is read from (index 0; a server that leaves the
+        index out sends one choice)."""
+        if not _is_object(choice):
+            raise UnreadableEvent(f"a choice is {_json_type(choice)}, not an object", chunk)
+        return _typed(choice.index, int, "choices[].index", chunk) in (0, None)
+
+    def _delta(self, delta: Any, out: list[Delta], chunk: Any) -> None:
+        text = _typed(delta.content, str, "delta.content", chunk)
+        refusal = _typed(delta.refusal, str, "delta.refusal", chunk)
+        calls = [self._checked_call(tc, chunk)
+                 for tc in _typed(delta.tool_calls, list, "delta.tool_calls", chunk) or ()]
         if text:
             self._text.append(text)
             out.append(TextDelta(text))
@@ -176,24 +236,45 @@ class ChatAssembler:
                     self._reasoning.append(value)
                     out.append(ThinkingDelta(value))
                     break
-        if delta.refusal:
-            self._refusal.append(delta.refusal)
-        for tc in delta.tool_calls or ():
-            index = tc.index
+        if refusal:
+            self._refusal.append(refusal)
+        for tc, call_id, name, arguments in calls:
+            index = self._index_of(tc.index, call_id)
             call = self._calls.get(index)
             if call is None:
                 self._ready_up_to(index, out)  # calls stream one after another
                 call = self._calls[index] = {"id": "", "name": [], "args": [], "extra": {}}
-            if tc.id:
-                call["id"] = tc.id
-            fn = tc.function
-            if fn is not None:
-                if fn.name:
-                    call["name"].append(fn.name)
-                if fn.arguments:
-                    call["args"].append(fn.arguments)
+            if call_id:
+                call["id"] = call_id
+            if name:
+                call["name"].append(name)
+            if arguments:
+                call["args"].append(arguments)
             if tc.model_extra:
                 call["extra"].update(tc.model_extra)
+
+    @staticmethod
+    def _checked_call(tc: Any, chunk: Any) -> tuple[Any, str | None, str | None, str | None]:
+        """A tool call delta and its id, name and arguments piece, checked."""
+        if not _is_object(tc):
+            raise UnreadableEvent(f"a tool call is {_json_type(tc)}, not an object", chunk)
+        _typed(tc.index, int, "tool_calls[].index", chunk)
+        fn = _object(tc.function, "tool_calls[].function", chunk)
+        name = arguments = None
+        if fn is not None:
+            name = _typed(fn.name, str, "tool_calls[].function.name", chunk)
+            arguments = _typed(fn.arguments, str, "tool_calls[].function.arguments", chunk)
+        return tc, _typed(tc.id, str, "tool_calls[].id", chunk), name, arguments
+
+    def _index_of(self, index: int | None, call_id: str | None) -> int:
+        """The call a delta belongs to. A server that leaves ``index`` out sends each call
+        with its id first: a new id is the next call, no id continues the last one."""
+        if index is not None:
+            return index
+        last = max(self._calls, default=None)
+        if last is None or (call_id and call_id != self._calls[last]["id"]):
+            return 0 if last is None else last + 1
+        return last
 
     def _ready_up_to(self, index: int | None, out: list[Delta]) -> None:
         """Announce the calls before ``index`` (all of them for ``None``) as complete."""
@@ -250,47 +331,86 @@ class AnthropicAssembler:
         return self._events > 0
 
     def feed(self, chunk: Any) -> Sequence[Delta]:
-        self._events += 1
-        kind = chunk.type
+        kind = getattr(chunk, "type", None) if _is_object(chunk) else None
+        if not isinstance(kind, str):
+            what = "has no `type`" if _is_object(chunk) else f"is {_json_type(chunk)}, not an object"
+            raise UnreadableEvent(f"the event {what}", chunk)
         if kind == "content_block_delta":
-            return self._delta(chunk.index, chunk.delta)
+            return self._delta(self._started_block(chunk), chunk)
+        if kind == "content_block_stop":
+            index = self._started_block(chunk)
+            self._events += 1
+            return self._stop_block(index)
         if kind == "content_block_start":
-            self._blocks[chunk.index] = chunk.content_block.to_dict(mode="json")
-            self._pieces[chunk.index] = []
-        elif kind == "content_block_stop":
-            return self._stop_block(chunk.index)
+            index = _typed(chunk.index, int, "index", chunk)
+            block = _object(chunk.content_block, "content_block", chunk)
+            data = block.to_dict(mode="json") if block is not None else None
+            if index is None or not isinstance(data, dict) or not isinstance(
+                    data.get("type"), str):
+                raise UnreadableEvent("a block starts without an `index` and a "
+                                      "`content_block` with a `type`", chunk)
+            self._blocks[index] = data
+            self._pieces[index] = []
         elif kind == "message_start":
-            message = chunk.message
-            self._model = message.model
-            self._merge_usage(message.usage)
+            message = _object(chunk.message, "message", chunk)
+            if message is None:
+                raise UnreadableEvent("`message_start` has no `message`", chunk)
+            model = _typed(message.model, str, "message.model", chunk)
+            self._merge_usage(_object(message.usage, "message.usage", chunk))
+            self._model = model
         elif kind == "message_delta":
-            if chunk.delta.stop_reason:
-                self._stop = chunk.delta.stop_reason
-            self._merge_usage(chunk.usage)
+            delta = _object(chunk.delta, "delta", chunk)
+            stop = _typed(delta.stop_reason, str, "delta.stop_reason", chunk) if delta else None
+            self._merge_usage(_object(chunk.usage, "usage", chunk))
+            if stop:
+                self._stop = stop
         elif kind == "message_stop":
             self.done = True
+        self._events += 1
         return ()
+
+    def _started_block(self, chunk: Any) -> int:
+        """The index of the block an event is about, which must have started."""
+        index = _typed(chunk.index, int, "index", chunk)
+        if index is None:
+            raise UnreadableEvent(f"`{chunk.type}` without an `index`", chunk)
+        if index not in self._blocks:
+            raise UnreadableEvent(f"`{chunk.type}` for block {index}, which never started",
+                                  chunk)
+        return int(index)
 
     def _merge_usage(self, usage: Any) -> None:
         if usage is not None:
             self._usage.update({k: v for k, v in usage.to_dict(mode="json").items()
                                 if v is not None})
 
-    def _delta(self, index: int, delta: Any) -> Sequence[Delta]:
-        kind = delta.type
-        if kind == "text_delta":
-            self._pieces[index].append(delta.text)
-            return (TextDelta(delta.text),)
-        if kind == "thinking_delta":
-            self._pieces[index].append(delta.thinking)
-            return (ThinkingDelta(delta.thinking),)
-        if kind == "input_json_delta":
-            self._pieces[index].append(delta.partial_json)
-        elif kind == "signature_delta":
-            self._signatures.setdefault(index, []).append(delta.signature)
-        elif kind == "citations_delta":
+    _DELTA_FIELDS = {"text_delta": "text", "thinking_delta": "thinking",
+                     "input_json_delta": "partial_json", "signature_delta": "signature"}
+
+    def _delta(self, index: int, chunk: Any) -> Sequence[Delta]:
+        delta = _object(chunk.delta, "delta", chunk)
+        kind = getattr(delta, "type", None)
+        if not isinstance(kind, str):
+            raise UnreadableEvent("a `content_block_delta` without a `delta` that has a "
+                                  "`type`", chunk)
+        field = self._DELTA_FIELDS.get(kind)
+        piece = _typed(getattr(delta, field), str, f"delta.{field}", chunk) if field else None
+        citation = (_object(delta.citation, "delta.citation", chunk)
+                    if kind == "citations_delta" else None)
+        self._events += 1
+        if kind == "text_delta" and piece:
+            self._pieces[index].append(piece)
+            return (TextDelta(piece),)
+        if kind == "thinking_delta" and piece:
+            self._pieces[index].append(piece)
+            return (ThinkingDelta(piece),)
+        if kind == "input_json_delta" and piece:
+            self._pieces[index].append(piece)
+        elif kind == "signature_delta" and piece:
+            self._signatures.setdefault(index, []).append(piece)
+        elif citation is not None:
             self._blocks[index].setdefault("citations", []).append(
-                delta.citation.to_dict(mode="json"))
+                citation.to_dict(mode="json"))
         return ()
 
     def _stop_block(self, index: int) -> Sequence[Delta]:
@@ -347,6 +467,46 @@ ErrorMap = Callable[[BaseException, bool], BaseException | None]
 _CUT = "the reply stream ended before the reply was complete (retrying may help)"
 
 
+def malformed_reply(provider: str, exc: BaseException, *, source: str | None = None,
+                    api: str | None = None, streamed: bool = True) -> ModelReplyMalformed | None:
+    """A failure to read what a stream sent (a ``data:`` line that is not JSON, an event
+    that is not the API's shape) as a ``ModelReplyMalformed`` that quotes it; None for any
+    other exception. ``source`` is the server, ``api`` the protocol it should speak;
+    ``streamed=False``: ``exc.event`` is a whole response body."""
+    if isinstance(exc, UnreadableEvent):
+        what = "an event" if streamed else "a body"
+        what = f"{what} contextree cannot read ({exc.reason}): {_quoted(exc.event)}"
+    elif isinstance(exc, json.JSONDecodeError):  # orjson's error is one too
+        doc = getattr(exc, "doc", None)
+        sent = f": {shorten(repr(doc), 200)}" if isinstance(doc, str) else ""
+        what = f"a `data:` line that is not JSON ({exc}){sent}"
+    elif isinstance(exc, ValueError):  # not UTF-8, and the like
+        what = f"data that cannot be read ({type(exc).__name__}: {exc})"
+    else:
+        return None
+    where = (" stream" if streamed else "") + (f" from {source}" if source else "")
+    server = f"{source} is a server of the {api}" if source and api else (
+        "the server speaks the provider's streaming API")
+    return ModelReplyMalformed(
+        f"{provider}: the reply{where} {'sent' if streamed else 'is'} {what}. Retrying may help if it was cut "
+        f"off or garbled on the way; if it keeps happening, check that {server}")
+
+
+def _quoted(event: Any) -> str:
+    """What an event held, as JSON, shortened."""
+    data = event
+    if _is_object(event):
+        try:
+            data = event.to_dict(mode="json", warnings=False)
+        except Exception:  # a model the SDK built from odd data may not convert back
+            data = repr(event)
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=repr)
+    except ValueError:
+        text = repr(data)
+    return shorten(text, 300)
+
+
 class _StreamBase:
     """What the sync and async streams share: the assembler, the lock, the reply."""
 
@@ -380,19 +540,39 @@ class _StreamBase:
             return self._finish(self._assembler.body(partial=True))
 
     def _feed(self, chunk: Any) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._pending.extend(self._assembler.feed(chunk))
+        """Take one chunk; an event the assembler cannot read is a ``ModelReplyMalformed``."""
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                try:
+                    deltas = self._assembler.feed(chunk)
+                except UnreadableEvent:
+                    raise
+                except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
+                    raise UnreadableEvent(f"{type(e).__name__}: {e}", chunk) from e
+                self._pending.extend(deltas)
+        except UnreadableEvent as e:
+            raise self._mapped(e) from e
 
     def _end(self) -> None:
         with self._lock:
             if not self._assembler.done:
                 raise ModelUnavailable(f"{self._provider}: {_CUT}")
-            self._message = self._finish(self._assembler.body())
+            body = self._assembler.body()
+            try:
+                self._message = self._finish(body)
+            except ModelError:
+                raise
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError) as e:
+                failure = UnreadableEvent(
+                    f"the events do not add up to a reply: {type(e).__name__}: {e}", body)
+                raise self._mapped(failure) from e
 
     def _mapped(self, e: BaseException) -> BaseException:
         mapped = self._errors(e, self._assembler.started())
+        if mapped is None:
+            mapped = malformed_reply(self._provider, e)
         return mapped if mapped is not None else e
 
 

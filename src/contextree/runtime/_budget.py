@@ -75,17 +75,18 @@ class Budget:
                               f"for the next call would make about {total:,}, past "
                               f"max_tokens={self.max_tokens:,}")
         if self.max_cost is not None:
+            spent_cost = spent.cost or 0.0  # the known part (None: no call yet)
             if unpriced:
                 name = _model_name(env)
-                return self._stop(env, "cost", self.max_cost, spent.cost, 0.0,
+                return self._stop(env, "cost", self.max_cost, spent_cost, 0.0,
                                   f"the cost of {unpriced} call(s) to {name} is unknown (the "
                                   "price table does not list the model and the provider did "
                                   "not report it), so max_cost cannot be kept")
             estimate = self._estimate(env, spent, context)
-            if spent.cost + estimate > self.max_cost:
-                return self._stop(env, "cost", self.max_cost, spent.cost, estimate,
-                                  f"{usd(spent.cost)} spent and about {usd(estimate)} for the "
-                                  f"next call would make about {usd(spent.cost + estimate)}, "
+            if spent_cost + estimate > self.max_cost:
+                return self._stop(env, "cost", self.max_cost, spent_cost, estimate,
+                                  f"{usd(spent_cost)} spent and about {usd(estimate)} for the "
+                                  f"next call would make about {usd(spent_cost + estimate)}, "
                                   f"past max_cost={usd(self.max_cost)}")
         return self.app(env)
 

@@ -6,6 +6,10 @@ at once when the turn is interrupted. Then the reply is kept as far as it arrive
 marked ``interrupted_reply``, and each of its tool calls gets an "interrupted" result, so the
 session stays valid and the next turn continues from it. The helper thread, if still blocked,
 is abandoned: it holds a connection, never the session.
+
+A stream that fails part-way (cut off, garbled) raises its ``ModelError``; what had arrived
+is held on the env, and if the error ends the turn the persistence middleware keeps it the
+same way (``keep_failed_reply``), so the session stays valid and the next turn continues.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from .._context import interrupted_result
 from .._messages import Message
 from .._pricing import cost_of
+from ..errors import ModelError
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
 from ..models._stream import (
@@ -43,7 +48,8 @@ from ._events import (
     ToolCallPayload,
 )
 
-__all__ = ["INTERRUPTED_NOTICE", "NOTHING_TO_ANSWER", "ModelCall", "interrupt_turn"]
+__all__ = ["INTERRUPTED_NOTICE", "NOTHING_TO_ANSWER", "ModelCall", "interrupt_turn",
+           "keep_failed_reply"]
 
 INTERRUPTED_NOTICE = ("Interrupted: what had arrived of the reply is saved (marked "
                       "interrupted); start() again to continue.")
@@ -147,6 +153,9 @@ class ModelCall:
                 interrupt_turn(env, partial)
                 return None
             if isinstance(item, _Failed):
+                partial = opened[0].partial() if opened else None
+                if isinstance(item.error, ModelError) and partial is not None:
+                    env.hold_failed_reply(item.error, partial)
                 raise item.error
             return opened[0].message
         finally:
@@ -167,18 +176,36 @@ def interrupt_turn(env: Env, partial: Message | None, *,
     """Keep ``partial`` (marked ``interrupted_reply``) and give each of its tool calls an
     "interrupted" result, then stop the turn; with nothing arrived, nothing is added.
     ``calls``: ids of tool calls already given their "interrupted" result."""
-    calls = list(calls)
-    if partial is not None and (partial.text or partial.tool_calls or partial.thinking):
-        marked = partial.marked(Kind.INTERRUPTED_REPLY)
-        env.add(marked)
-        env.count(marked.usage, cost_of(marked))
-        for call in marked.tool_calls or ():
-            env.add(interrupted_result(call.id, call.name))
-            calls.append(call.id)
-    else:
+    calls = [*calls, *_keep_partial(env, partial)]
+    if partial is not None and not _worth_keeping(partial):
         partial = None
     env.emit(InterruptedPayload(event=Event.INTERRUPTED, partial=partial, calls=calls))
     env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
+
+
+def keep_failed_reply(env: Env, error: BaseException) -> None:
+    """Keep what had arrived of a reply whose stream ``error`` cut short, as an interruption
+    keeps it (persistence middleware calls this when ``error`` ends the turn)."""
+    _keep_partial(env, env.take_failed_reply(error))
+
+
+def _worth_keeping(partial: Message) -> bool:
+    return bool(partial.text or partial.tool_calls or partial.thinking)
+
+
+def _keep_partial(env: Env, partial: Message | None) -> list[str]:
+    """Add ``partial`` marked ``interrupted_reply`` and an "interrupted" result for each of
+    its tool calls; returns their ids."""
+    if partial is None or not _worth_keeping(partial):
+        return []
+    marked = partial.marked(Kind.INTERRUPTED_REPLY)
+    env.add(marked)
+    env.count(marked.usage, cost_of(marked))
+    calls = []
+    for call in marked.tool_calls or ():
+        env.add(interrupted_result(call.id, call.name))
+        calls.append(call.id)
+    return calls
 
 
 def _needs_answer(messages: Sequence[Message]) -> bool:

@@ -75,7 +75,8 @@ class DefaultCompactionPipeline:
             result = self._plan(env, ladder)
         used = result.entry.usage if result.entry is not None else None
         if used is not None:  # the summarizer's calls are the turn's too
-            env.count(used, used.cost or (None if used.context_tokens + used.output else 0.0))
+            env.count(used, used.cost if used.cost is not None
+                      else None if used.context_tokens + used.output else 0.0)
         for payload in compaction_events(result):
             env.emit(payload)
         if result.entry_id is None:

@@ -101,8 +101,9 @@ class Env:
         self._cancel = threading.Event()
         self._on_cancel: list[Callable[[], object]] = []
         self._lock = threading.Lock()
+        self._failed_reply: tuple[BaseException, Message] | None = None
         # What the turn spent.
-        self._usage = Usage()
+        self._usage = Usage(cost=0.0)  # the known costs summed; ``_unpriced`` the others
         self._unpriced = 0
         # Who is told.
         self._events = events if events is not None else Events()
@@ -321,6 +322,23 @@ class Env:
         """Sleep ``seconds`` unless interrupted; True when the turn was interrupted."""
         return self._cancel.wait(max(seconds, 0.0))
 
+    def hold_failed_reply(self, error: BaseException, partial: Message) -> None:
+        """Remember ``partial``, what had arrived of a reply when ``error`` ended its model
+        call (a stream cut off or garbled): if ``error`` ends the turn, the persistence
+        middleware keeps it, as an interruption keeps a reply; if a retry follows, the
+        retry's reply takes its place."""
+        self._failed_reply = (error, partial)
+
+    def take_failed_reply(self, error: BaseException) -> Message | None:
+        """The reply cut short by ``error`` (or by an error it was raised from), once."""
+        held, self._failed_reply = self._failed_reply, None
+        seen: BaseException | None = error
+        while held is not None and seen is not None:
+            if seen is held[0]:
+                return held[1]
+            seen = seen.__cause__ or seen.__context__
+        return None
+
     # -- what the turn spent --------------------------------------------------------------------
     def count(self, usage: Usage | None, cost: float | None) -> None:
         """Add one model call's usage and cost (``None``: its price is unknown) to the turn."""
@@ -328,8 +346,7 @@ class Env:
             return
         with self._lock:
             known = cost is not None
-            self._usage = self._usage + (usage.replace(cost=cost) if known else
-                                         usage.replace(cost=0.0))
+            self._usage = self._usage + usage.replace(cost=cost)
             if not known and (usage.input or usage.output or usage.cache_read
                               or usage.cache_write):
                 self._unpriced += 1

@@ -12,6 +12,7 @@ from .._session import Session
 from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
+from ._call import keep_failed_reply
 from ._env import Env
 from ._flatlog import FlatLog
 
@@ -78,6 +79,9 @@ class SessionLog:
             if written and not changed[0] and _refused(env):
                 log.rewrite(history)
             return env
+        except BaseException as e:
+            keep_failed_reply(env, e)
+            raise
         finally:
             log.close()
 
@@ -135,6 +139,9 @@ class SessionTree:
             if written and session.leaf_id == written[-1] and _refused(env):
                 session.move_to(before)  # the input stays in the tree, off the branch
             return env
+        except BaseException as e:
+            keep_failed_reply(env, e)
+            raise
         finally:
             if owned:
                 session.close()

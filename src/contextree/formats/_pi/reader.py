@@ -287,7 +287,7 @@ def _drop_derived(msg: Message, d: Json, entry_ms: int | None, provider: str | N
         d.pop("api")
     if msg.usage is not None:
         cost = msg.usage.extra.get("piCost")
-        if cost == default_cost(msg.usage.cost):
+        if cost == default_cost(msg.usage.cost or 0.0):
             msg.usage = Usage(input=msg.usage.input, output=msg.usage.output,
                               cache_read=msg.usage.cache_read,
                               cache_write=msg.usage.cache_write, total=msg.usage.total,
@@ -351,6 +351,11 @@ def _part_from_pi(block: Any) -> AnyPart:
     return UnknownPart(dict(block))
 
 
+def _number(value: Any) -> bool:
+    """A non-zero JSON number (not a boolean)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value != 0
+
+
 def _usage_from_pi(u: Json) -> Usage:
     cost = u.get("cost")
     usage = Usage(
@@ -359,7 +364,9 @@ def _usage_from_pi(u: Json) -> Usage:
         cache_read=int(u.get("cacheRead") or 0),
         cache_write=int(u.get("cacheWrite") or 0),
         total=int(u.get("totalTokens") or 0),
-        cost=float(cost.get("total") or 0.0) if isinstance(cost, dict) else 0.0,
+        # pi prices calls by its own table and writes 0 when it has no price: unknown
+        cost=float(cost["total"]) if isinstance(cost, dict) and _number(cost.get("total"))
+        else None,
     )
     return usage.set_extra({"piCost": cost} if isinstance(cost, dict) else {})
 

@@ -241,7 +241,7 @@ def _usage_to_pi(u: Usage | None) -> Json:
     u = u or Usage()
     cost = u.extra.get("piCost")
     if not isinstance(cost, dict):
-        cost = default_cost(u.cost)
+        cost = default_cost(u.cost or 0.0)  # pi writes 0 for a price it does not know
     total = u.total or (u.input + u.output + u.cache_read + u.cache_write)
     return {"input": u.input, "output": u.output, "cacheRead": u.cache_read,
             "cacheWrite": u.cache_write, "totalTokens": total, "cost": cost}
