@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from contextree import EntryNotFound, Message, Session
+from contextree import Message, Session
 from contextree.cli import app
 from contextree.cli.chat import Chat
 from contextree.entries import BranchSummaryEntry, LabelEntry, LeafEntry
+from contextree.errors import EntryNotFound
 from contextree.models import ScriptedModel
 
 

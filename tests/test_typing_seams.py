@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument, Message, OverflowStore, Session, ToolCall
+from contextree import Message, OverflowStore, Session, ToolCall
 from contextree.compaction import StageReport
 from contextree.entries import CompactionEntry, MessageEntry
+from contextree.errors import InvalidArgument
 from contextree.formats import import_session
 from contextree.markers import (
     BranchSummaryMarker,

@@ -39,6 +39,7 @@ class Term:
             preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
         os.close(slave)
         self.seen = ""
+        self.raw = b""  # every byte the program wrote, escapes and all
         self._pos = 0
 
     def read(self, timeout: float) -> None:
@@ -48,6 +49,7 @@ class Term:
                 data = os.read(self.fd, 65536)
             except OSError:  # the process ended
                 data = b""
+            self.raw += data
             self.seen += ANSI.sub("", data.decode("utf-8", "replace")).replace("\r", "")
 
     def expect(self, pattern: str, timeout: float = 20) -> str:
@@ -246,3 +248,36 @@ def test_without_a_model_the_chat_says_what_to_set(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "OPENAI_BASE_URL" in out.stderr and "CONTEXTREE_MODEL" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+HIDDEN = "touch PWNED #\x1b[2K\x1b[Gallow shell: ls -la"
+
+
+def test_the_approval_prompt_shows_the_exact_command_escapes_visible(
+        oa: OpenAIServer, tmp_path: Path) -> None:
+    """A command that redraws the prompt to look harmless, one that hides a second line, and
+    model text that writes the clipboard (OSC 52): the person sees every byte as text."""
+    oa.reply(completion(tool_calls=[tool_call("c1", "shell", {"command": HIDDEN})]),
+             completion("Said no.\x1b]52;c;cm0gLXJmIH4=\x07 done"),
+             completion(tool_calls=[tool_call("c2", "shell",
+                                              {"command": "ls\u2028\nrm -rf important\x0b"})]),
+             completion("Said no again."))
+    term = open_chat(tmp_path, oa.base_url)
+    term.expect(r"> ")
+    term.line("Look around")
+    term.expect(re.escape("allow shell: touch PWNED #\\x1b[2K\\x1b[Gallow shell: ls -la? [y/N] "))
+    term.line("n")
+    term.expect(re.escape("Said no.\\x1b]52;c;cm0gLXJmIH4=\\x07 done"))
+    term.expect(r"> ")
+    term.line("Again")
+    term.expect(r"allow shell \(2 lines, .* shown in full\):")
+    term.expect(re.escape("1 | ls\\u2028"))
+    term.expect(re.escape("2 | rm -rf important\\x0b"))
+    term.expect(re.escape("allow this shell? [y/N] "))
+    term.line("n")
+    term.expect(r"Said no again\.")
+    term.line("/exit")
+    assert term.close() == 0
+    assert not (tmp_path / "work" / "PWNED").exists()
+    assert b"\x1b]52" not in term.raw and b"\x1b[2K" not in term.raw
+    assert b"\x0b" not in term.raw and "\u2028".encode() not in term.raw

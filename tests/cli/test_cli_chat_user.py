@@ -11,14 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_chat import SRC, Term, chat_env, oa, open_chat
+from test_chat import Term, chat_env, open_chat
 
 from contextree import Message, Session
 from contextree.entries import ActiveToolsChangeEntry
 from contextree.tools import make_tools
 from fakes.openai_server import OpenAIServer, completion, tool_call
-
-__all__ = ["oa"]  # the fixture, imported for the tests below
+from helpers import SRC
 
 TOOLS = [t.name for t in make_tools(workspace=Path.cwd(), cwd=Path.cwd())]
 

@@ -14,10 +14,9 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from test_postgres_urls import as_url
-
 import contextree as ct
 from conformance import fresh_schema_url, postgres_error, postgres_skip_reason, postgres_url
+from helpers import as_url
 
 pytestmark = pytest.mark.postgres
 

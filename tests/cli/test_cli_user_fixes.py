@@ -12,13 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_cli import big_session
 from typer.testing import CliRunner
 
 from contextree import Message, Session
 from contextree.cli import app
-from contextree.formats import FORMATS
+from contextree.formats import list_formats
 from fakes.openai_server import OpenAIServer, completion
+from helpers import big_session
 
 runner = CliRunner()
 
@@ -194,7 +194,7 @@ def test_export_help_says_which_formats_hold_every_branch(tmp_path: Path) -> Non
                         r"formats hold the current branch only", text)
     assert claimed is not None, text
     whole = set(claimed.groups())
-    for spec in FORMATS.values():
+    for spec in list_formats():
         if spec.writer is None and not spec.copy:
             continue
         out = runner.invoke(app, ["export", spec.name, str(path), "-o", "-"])

@@ -13,7 +13,7 @@ from contextree import Message, Session, Usage
 from contextree.entries import MessageEntry
 from contextree.models import ScriptedModel
 from contextree.runtime import Budget, Event, SessionLog, SessionTree
-from contextree.runtime._flatlog import MessageLog
+from contextree.runtime._flatlog import FlatLog
 
 
 def answer(text: str, cost: float = 0.0001) -> Message:
@@ -91,7 +91,7 @@ def test_the_flat_log_takes_a_refused_input_back_too(tmp_path: Path) -> None:
     for question in ["again", "other"]:
         refused = run(question)
         assert refused.stopped == "budget" and refused.text == ""
-    assert [(m.role, m.text) for m in MessageLog(path).load(writable=False)] == [
+    assert [(m.role, m.text) for m in FlatLog(path).load(writable=False)] == [
         ("user", "hello"), ("assistant", "first answer")]
 
 

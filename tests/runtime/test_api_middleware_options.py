@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import contextree as ct
-from contextree import InvalidArgument
+from contextree.errors import InvalidArgument
 from contextree.models import ScriptedModel
 from contextree.runtime import (
     Budget,

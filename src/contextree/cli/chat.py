@@ -11,6 +11,7 @@ tree. The tool set is recorded in the session (``show --context`` lists it).
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import sys
@@ -61,6 +62,7 @@ from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import CommandFailed, UsageProblem, short_id
 from .render import entry_summary, message_summary, tree_lines
 from .sessions import address_of, open_session, require_parent, resolve_entry
+from .terminal import visible
 
 DEFAULT_WINDOW = 128_000
 ASKED = (ToolKind.SHELL, ToolKind.WRITE, ToolKind.EDIT)
@@ -107,14 +109,16 @@ class Screen:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
     def stream(self, text: str, *, dim: bool = False) -> None:
-        """More of a reply, on the current line."""
+        """More of a reply, on the current line (escapes made visible, newlines kept)."""
+        text = _shown(text)
         with self._lock:
             self.out.write(self._style(text, "2") if dim else text)
             self.out.flush()
             self._mid_line = not text.endswith("\n")
 
     def line(self, text: str = "", *, dim: bool = False) -> None:
-        """A line of its own."""
+        """A line of its own (escapes made visible; newlines kept as lines)."""
+        text = _shown(text)
         with self._lock:
             if self._mid_line:
                 self.out.write("\n")
@@ -123,7 +127,8 @@ class Screen:
             self._mid_line = False
 
     def ask(self, question: str) -> None:
-        """A question whose answer is typed on the same line."""
+        """A question whose answer is typed on the same line (escapes made visible)."""
+        question = _shown(question)
         with self._lock:
             if self._mid_line:
                 self.out.write("\n")
@@ -175,7 +180,7 @@ class Chat:
             return "the turn was interrupted"
         self.asking.set()
         try:
-            self.screen.ask(f"allow {call.name}: {_describe(call)}? [y/N] ")
+            self.screen.ask(_approval_question(call))
             answer = self._answer(env)
         finally:
             self.asking.clear()
@@ -403,6 +408,32 @@ class Chat:
                              f"{f.model_cost_text(key)}")
         if s.prices_hint:
             self.screen.line(f"  ({s.prices_hint})")
+
+
+def _shown(text: str) -> str:
+    """``text`` as the chat prints it: every control character and terminal escape made
+    visible (``\\x1b``...), lines kept as lines. Model text, tool results, paths, ``/tree``
+    and ``/context`` all reach the terminal through this, streamed text included."""
+    if "\n" not in text:
+        return visible(text, tabs=True)
+    return "\n".join(visible(part, tabs=True) for part in text.split("\n"))
+
+
+def _approval_question(call: ToolCall) -> str:
+    """The approval prompt: the exact command (or path, or arguments) in full, every line
+    of it numbered, escapes visible, so what runs is what the person saw."""
+    args = call.arguments
+    what = next((args[k] for k in ("command", "path", "pattern") if isinstance(args.get(k), str)),
+                None)
+    text = what if what is not None else json.dumps(args, ensure_ascii=False, indent=1)
+    lines = text.split("\n")
+    if len(lines) == 1 and len(text) <= 200:
+        return f"allow {call.name}: {visible(text, tabs=True)}? [y/N] "
+    shown = "\n".join(f"  {n:>3} | {visible(line, tabs=True)}" for n, line in
+                      enumerate(lines, start=1))
+    return (f"allow {call.name} ({len(lines)} line{'s' if len(lines) != 1 else ''}, "
+            f"{len(text):,} characters, shown in full):\n{shown}\n"
+            f"allow this {call.name}? [y/N] ")
 
 
 def _describe(call: ToolCall) -> str:
