@@ -146,7 +146,8 @@ def test_chat_label_and_checkout_no_ops(tmp_path: Path, monkeypatch: pytest.Monk
     commands = ["Hello", "/label first", "/label first", "/checkout first", "/checkout first",
                 "/label --clear", "/label --clear", "/exit"]
     with Session.open_or_create(path) as session:
-        Chat(session, ScriptedModel(["Hi there."]), window=100_000, approve_all=True,
+        Chat(session, ScriptedModel(["Hi there."]), target=str(path), window=100_000,
+             approve_all=True,
              system=None, stream=False, stdin=io.StringIO("\n".join(commands) + "\n"),
              stdout=out).run()
     lines = [line.removeprefix("> ") for line in out.getvalue().splitlines()]

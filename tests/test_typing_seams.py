@@ -310,7 +310,10 @@ TYPED_PARAMS = {"session", "model", "summarizer", "summariser"}
 def _public_callables(module: Any) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     for name, obj in vars(module).items():
-        if name.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
+        # Defined here: its __module__ is this module, or the public path it is published under.
+        where = getattr(obj, "__module__", None)
+        if name.startswith("_") or not (where == module.__name__ or (
+                isinstance(where, str) and module.__name__.startswith(where + "._"))):
             continue
         if inspect.isfunction(obj):
             out.append((name, obj))

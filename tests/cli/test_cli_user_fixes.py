@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,7 @@ def test_ls_last_activity_is_the_last_entry_time_in_utc(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with Session.create(path) as s:
         s.append_message(Message.user("hello"))
+        time.sleep(0.005)  # two entries in one millisecond would share a timestamp
         s.append_message(Message.assistant("x" * 200_000))  # longer than the tail read
     header, first, last = (json.loads(x) for x in path.read_text().splitlines())
     # A header written elsewhere, with an offset: shown in UTC like every other time.

@@ -118,7 +118,7 @@ def test_start_none_with_nothing_to_answer_says_so(tmp_path: Path) -> None:
     assert turn.stopped == "nothing_to_answer"
     assert any("Nothing to answer" in n for n in turn.notices)
     assert len(model.calls) == 1  # no second call
-    assert turn.usage == Usage() and turn.cost == 0.0
+    assert turn.usage == Usage(cost=0.0) and turn.cost == 0.0  # no call: nothing spent
     with Session.open(path, readonly=True) as s:
         roles = [m.role for m in s.build_context().messages]
     assert roles == ["user", "assistant"]
