@@ -13,6 +13,9 @@ touched, so it keeps the whole history (a UI can still show everything).
   contextree's ladder runs and appends a compaction entry. Until the next one, every call
   sees the same summary and the same kept messages, so the prompt's prefix stays byte-stable
   (provider prompt caches keep hitting).
+- **The work of a call is what is new**: the mirrored messages and the view are kept, so a
+  call appends the new messages and extends the view; the context is built again from the
+  session only after a compaction, a fork, or another writer (see ``_Conversation``).
 - **Pairing and thinking stay intact**: a tool call always reaches the model with exactly one
   result (an explicit "interrupted" one if it never got one; orphaned results are left out).
   Messages the view keeps are the state's own message objects, with their thinking /
@@ -26,7 +29,10 @@ with neither, each thread gets an in-memory session.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
+import operator
 import os
 import threading
 import urllib.parse
@@ -34,13 +40,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from .._context import INTERRUPTED, interrupted_result
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
 from ..compaction import CompactionLadder, CompactionResult
 from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
-from ..models._base import Model
+from ..models._base import Model, ToolSpec
 from ..tokens import EstimateCounter, TokenCounter, count_context
 
 try:
@@ -50,6 +57,7 @@ try:
         ModelRequest,
         ModelResponse,
     )
+    from langchain.agents.middleware.types import ModelCallResult
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import (
         AIMessage,
@@ -70,8 +78,7 @@ __all__ = ["LC_KEY", "ContextreeMiddleware", "from_langchain", "to_langchain"]
 LC_KEY = "langchain_message"
 """The ``Message`` extra field holding the LangChain message as JSON (``message_to_dict``)."""
 _ID_KEY = "langchain_id"
-
-ModelCallResult = Any  # ModelResponse | AIMessage | ExtendedModelResponse
+_UNSYNCED = object()  # a conversation that has not read its session yet
 
 
 # -- LangChain messages <-> contextree messages ----------------------------------------------
@@ -109,18 +116,34 @@ def _parts(content: Any) -> str | list[TextPart | ImagePart | ThinkingPart]:
     return parts
 
 
-def _fingerprint(message: BaseMessage) -> tuple[Any, ...]:
-    """What a message says to the model (type, content, tool calls, the call it answers): two
-    messages with the same id and fingerprint are the same message."""
-    calls = message.tool_calls if isinstance(message, AIMessage) else None
-    return (message.type, message.content, calls, getattr(message, "tool_call_id", None))
+_FIELDS = operator.attrgetter("__dict__")
+_HEAD = operator.itemgetter("id", "type", "content")
+Key = tuple[tuple[Any, Any, Any], Any, Any]
+"""What a message says to the model: ((id, type, content), tool calls, the call it answers).
+Two messages with the same key are the same message."""
 
 
-def _stored_fingerprint(text: str) -> tuple[Any, ...]:
-    data = json.loads(text)
-    d = data.get("data", {})
-    calls = d.get("tool_calls") if data.get("type") == "ai" else None
-    return (data.get("type"), d.get("content"), calls, d.get("tool_call_id"))
+def _keys(messages: Sequence[BaseMessage]) -> list[Key]:
+    """The key of each message, read from the fields in C: attribute access on LangChain
+    messages costs about a microsecond each, which adds up over a long conversation."""
+    fields = list(map(_FIELDS, messages))
+    return list(zip(map(_HEAD, fields), map(dict.get, fields, itertools.repeat("tool_calls")),
+                    map(dict.get, fields, itertools.repeat("tool_call_id")), strict=True))
+
+
+def _stored_key(text: str) -> Key:
+    """The key of a message kept as JSON (``message_to_dict``)."""
+    d = json.loads(text).get("data", {})
+    return (d.get("id"), d.get("type"), d.get("content")), d.get("tool_calls"), d.get(
+        "tool_call_id")
+
+
+def _common(a: Sequence[Any], b: Sequence[Any], start: int,
+            same: Callable[[Any, Any], bool] = operator.eq) -> int:
+    """How many items ``a`` and ``b[start:]`` share from the start (``same`` tells)."""
+    if all(map(same, a, itertools.islice(b, start, None))):  # the usual case, allocating nothing
+        return min(len(a), len(b) - start)
+    return len(list(itertools.takewhile(bool, map(same, a, itertools.islice(b, start, None)))))
 
 
 def _usage(message: AIMessage) -> Usage | None:
@@ -175,7 +198,7 @@ def to_langchain(message: Message) -> BaseMessage:
     return HumanMessage(content=text)
 
 
-class _Summarizer:
+class _Summarizer(Model):
     """A LangChain chat model as contextree's summarizer (``Summarize`` calls ``complete``)."""
 
     def __init__(self, model: BaseChatModel) -> None:
@@ -183,27 +206,108 @@ class _Summarizer:
         self.name = getattr(model, "model_name", None) or type(model).__name__
         self.provider = "langchain"
 
-    def complete(self, messages: Sequence[Message], **options: Any) -> Message:
+    def complete(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
+                 **options: Any) -> Message:
+        """The chat model's reply to ``messages`` (tools are not offered to a summarizer)."""
         reply = self.model.invoke([to_langchain(m) for m in messages])
         usage = _usage(reply) if isinstance(reply, AIMessage) else None
         return Message.assistant(reply.text, usage=usage)
 
-    async def acomplete(self, messages: Sequence[Message], **options: Any) -> Message:
-        return await asyncio.to_thread(self.complete, messages, **options)
+    async def acomplete(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
+                        **options: Any) -> Message:
+        """``complete`` in a worker thread."""
+        return await asyncio.to_thread(self.complete, messages, tools=tools, **options)
 
 
 # -- one conversation ------------------------------------------------------------------------
 
-class _Conversation:
-    """A contextree session mirroring one LangGraph thread, with its lock and caches."""
+_Run = tuple[int, int]
+"""Positions ``start`` to ``end`` (exclusive) of the mirrored messages, in a row."""
 
-    def __init__(self, session: Session) -> None:
+
+class _Conversation:
+    """A contextree session mirroring one LangGraph thread, with its lock and caches.
+
+    The work of a call is in proportion to what is new. The mirrored messages of the
+    session's branch are kept in order (entry id, JSON, the state object last matched, its
+    ``Key``), so a call compares the state with them (by identity first: within a run the
+    state keeps its objects) and appends only what follows. The view is kept too: as
+    runs of positions in the state, contextree's own messages (a summary, an "interrupted"
+    result...), and the tool calls still waiting for their results; new messages extend it.
+    It is built again from the session only after a compaction, when the state forked off
+    (an edited or removed message, a time-travel resume), or when someone else wrote to the
+    session.
+    """
+
+    def __init__(self, session: Session, summary_role: str = "system") -> None:
         self.session = session
+        self.summary_role = summary_role
         self.lock = threading.RLock()
-        self.seen: dict[str, BaseMessage] = {}   # message id -> the object last checked
         self.rebuilt: dict[str, BaseMessage] = {}  # entry id -> message rebuilt from JSON
-        self.prints: dict[str, tuple[Any, ...]] = {}  # entry id -> fingerprint
         self.failed_at: int | None = None
+        self._leaf: object = _UNSYNCED  # the leaf (an id or None) after our last write
+        # The mirrored messages on the branch, by position (the state's index).
+        self._eids: list[str] = []
+        self._dumps: list[str] = []
+        self._objs: list[BaseMessage | None] = []
+        self._keys: list[Key | None] = []
+        self._pos: dict[str, int] = {}
+        # The view: runs of positions and contextree's own messages, and in step with it
+        # the contextree messages (for counting tokens); the calls still open at its end.
+        self._items: list[_Run | BaseMessage] | None = None
+        self._ctx: list[Message] = []
+        self._fresh_from = 0
+        self._pending: dict[str, str | None] = {}
+
+    # -- keeping up with the session -------------------------------------------------------
+    def _sync(self) -> None:
+        """Read the mirrored messages of the branch again (first use, or another writer)."""
+        s = self.session
+        if self._leaf is not _UNSYNCED and s.leaf_id == self._leaf:
+            return
+        self._eids, self._dumps, self._objs, self._keys = [], [], [], []
+        self._pos = {}
+        for e in s.branch():
+            if isinstance(e, MessageEntry):
+                dump = e.message.extra.get(LC_KEY)
+                if isinstance(dump, str):
+                    self._add(e.id, dump, None, None)
+        self._leaf = s.leaf_id
+        self._items = None
+
+    def _add(self, eid: str, dump: str, obj: BaseMessage | None, key: Key | None) -> None:
+        self._pos[eid] = len(self._eids)
+        self._eids.append(eid)
+        self._dumps.append(dump)
+        self._objs.append(obj)
+        self._keys.append(key)
+
+    def _truncate(self, k: int) -> None:
+        for eid in self._eids[k:]:
+            self._pos.pop(eid, None)
+        for column in (self._eids, self._dumps, self._objs, self._keys):
+            del column[k:]
+
+    def _shared(self, messages: Sequence[BaseMessage]) -> int:
+        """How many of ``messages``, from the start, are the messages mirrored there (same
+        id, and they say the same to the model)."""
+        limit = min(len(messages), len(self._eids))
+        # Within a run the state keeps its objects: the same objects are the same messages.
+        start = _common(messages, self._objs, 0, operator.is_)
+        if start >= limit:
+            return limit
+        # A run restored from a checkpoint has new objects: compare what they say, in C.
+        keys = _keys(messages[start:limit])
+        k = start + _common(keys, self._keys, start)
+        self._objs[start:k], self._keys[start:k] = messages[start:k], keys[:k - start]
+        # The rest one by one (read from a file, or written differently): by their JSON.
+        for i in range(k, limit):
+            key = keys[i - start]
+            if key != (self._keys[i] or _stored_key(self._dumps[i])) and (
+                    _dump(messages[i]) != self._dumps[i]):
+                return i  # another message there, or the same one edited
+            self._objs[i], self._keys[i] = messages[i], key
+        return limit
 
     def mirror(self, messages: Sequence[BaseMessage]) -> int:
         """Write the messages the session does not have yet; returns how many. The session
@@ -213,68 +317,161 @@ class _Conversation:
         empty state changes nothing."""
         if not messages:
             return 0
+        self._sync()
         s = self.session
-        mirrored = [(e, e.message.extra.get(_ID_KEY)) for e in s.branch()
-                    if isinstance(e, MessageEntry) and LC_KEY in e.message.extra]
-        k = 0
-        while k < len(mirrored) and k < len(messages):
-            msg = messages[k]
-            entry, mid = mirrored[k]
-            if msg.id is None or msg.id != mid:
-                break
-            if self.seen.get(msg.id) is not msg:
-                known = self.prints.get(entry.id)
-                if known is None:
-                    known = self.prints[entry.id] = _stored_fingerprint(
-                        entry.message.extra[LC_KEY])
-                if _fingerprint(msg) != known and _dump(msg) != entry.message.extra[LC_KEY]:
-                    break  # the same message, edited: the session branches here
-                self.seen[msg.id] = msg
-            k += 1
+        k = self._shared(messages)
         new = messages[k:]
-        if k < len(mirrored):  # the state forked off what the session holds
-            s.move_to(mirrored[k - 1][0].id if k else None)
+        if k < len(self._eids):  # the state forked off what the session holds
+            s.move_to(self._eids[k - 1] if k else None)
+            self._truncate(k)
+            self._items = None
         if new:
+            stored = [from_langchain(msg) for msg in new]
             with s.batch():
-                for msg in new:
-                    stored = from_langchain(msg)
-                    eid = s.append_message(stored)
-                    self.prints[eid] = _stored_fingerprint(stored.extra[LC_KEY])
-                    if msg.id is not None:
-                        self.seen[msg.id] = msg
+                eids = [s.append_message(m) for m in stored]
+            first = len(self._eids)
+            for msg, m, eid, key in zip(new, stored, eids, _keys(new), strict=True):
+                self._add(eid, m.extra[LC_KEY], msg, key)
+            if self._items is not None:
+                self._extend(stored, first)
+        self._leaf = s.leaf_id
         return len(new)
 
-    def view(self, state: Sequence[BaseMessage], summary_role: str) -> list[BaseMessage]:
+    def let_go(self) -> None:
+        """Drop the references to the state's objects (a run ended; the next one restores
+        new ones from its checkpoint), so they are freed with the state."""
+        self._objs = [None] * len(self._objs)
+
+    def compacted(self) -> None:
+        """The session got a compaction entry: the view is built again."""
+        self._leaf = self.session.leaf_id
+        self._items = None
+
+    # -- the view -------------------------------------------------------------------------
+    def context(self) -> tuple[list[Message], int]:
+        """The context as contextree messages, and its ``fresh_from`` (for counting)."""
+        self._sync()
+        if self._items is None:
+            self._rebuild()
+        closers = [interrupted_result(c, n) for c, n in self._pending.items()]
+        return self._ctx + closers, self._fresh_from
+
+    def view(self, state: Sequence[BaseMessage]) -> list[BaseMessage]:
         """The compacted context as LangChain messages; kept messages are the state's own
         objects when the state has them."""
-        by_id = {m.id: m for m in state if m.id is not None}
-        ctx = self.session.build_context()
+        self._sync()
+        if self._items is None:
+            self._rebuild()
+        assert self._items is not None
+        n = len(state)
         out: list[BaseMessage] = []
-        for m, eid in zip(ctx.messages, ctx.entry_ids, strict=True):
-            kind = m.kind
-            if kind in (Kind.COMPACTION_SUMMARY, Kind.BRANCH_SUMMARY):
-                cls = SystemMessage if summary_role == "system" else HumanMessage
-                out.append(cls(content=m.text, id=f"contextree-{kind.value}-{eid}"))
-            elif kind == Kind.INTERRUPTED:
-                out.append(ToolMessage(content=m.text, tool_call_id=m.tool_call_id or "",
-                                       name=m.name, status="error",
-                                       id=f"contextree-interrupted-{m.tool_call_id}"))
-            elif kind == Kind.CUSTOM_MESSAGE:
-                out.append(HumanMessage(content=m.text, id=f"contextree-custom-{eid}"))
+        for item in self._items:
+            if isinstance(item, tuple):
+                start, end = item
+                if end <= n:
+                    out += state[start:end]
+                else:
+                    out += [state[i] if i < n else self._rebuilt_at(i) for i in range(start, end)]
             else:
-                mid = m.extra.get(_ID_KEY)
-                lc = by_id.get(mid) if isinstance(mid, str) else None
-                if lc is None:
-                    key = eid or ""
-                    lc = self.rebuilt.get(key)
-                    if lc is None:
-                        lc = to_langchain(m)
-                        if eid is not None:
-                            self.rebuilt[key] = lc
-                if kind == Kind.CLEARED_TOOL_RESULT:
-                    lc = lc.model_copy(update={"content": m.text})
-                out.append(lc)
+                out.append(item)
+        out += [_interrupted(call_id, name) for call_id, name in self._pending.items()]
         return out
+
+    def _rebuilt_at(self, position: int) -> BaseMessage:
+        """The message at ``position`` rebuilt from the session (the state does not have it)."""
+        eid = self._eids[position]
+        lc = self.rebuilt.get(eid)
+        if lc is None:
+            lc = self.rebuilt[eid] = messages_from_dict([json.loads(self._dumps[position])])[0]
+        return lc
+
+    def _rebuild(self) -> None:
+        """The view from ``build_context``: positions for the mirrored messages, LangChain
+        messages for contextree's own and for messages another writer added."""
+        ctx = self.session.build_context()
+        messages, eids = ctx.messages, ctx.entry_ids
+        end = len(messages)
+        while end and eids[end - 1] is None:  # the calls still open at the end
+            end -= 1
+        self._pending = {m.tool_call_id or "": m.name for m in messages[end:]}
+        self._items, self._ctx, self._fresh_from = [], [], ctx.fresh_from
+        for m, eid in zip(messages[:end], eids[:end], strict=True):
+            self._put(m, eid)
+
+    def _put(self, m: Message, eid: str | None, position: int | None = None) -> None:
+        """Add one context message to the view."""
+        assert self._items is not None
+        self._ctx.append(m)
+        kind = m.kind
+        if position is None and kind is None and eid is not None:
+            position = self._pos.get(eid)
+        if position is not None:
+            last = self._items[-1] if self._items else None
+            if isinstance(last, tuple) and last[1] == position:
+                self._items[-1] = (last[0], position + 1)
+            else:
+                self._items.append((position, position + 1))
+            return
+        self._items.append(self._own(m, eid))
+
+    def _own(self, m: Message, eid: str | None) -> BaseMessage:
+        """A context message that is not one of the state's, as a LangChain message."""
+        kind = m.kind
+        if kind in (Kind.COMPACTION_SUMMARY, Kind.BRANCH_SUMMARY):
+            cls = SystemMessage if self.summary_role == "system" else HumanMessage
+            return cls(content=m.text, id=f"contextree-{kind.value}-{eid}")
+        if kind == Kind.INTERRUPTED:
+            return _interrupted(m.tool_call_id or "", m.name, m.text)
+        if kind == Kind.CUSTOM_MESSAGE:
+            return HumanMessage(content=m.text, id=f"contextree-custom-{eid}")
+        position = self._pos.get(eid) if eid is not None else None
+        if position is not None:  # a mirrored message shown otherwise (a cleared result)
+            lc = self._rebuilt_at(position)
+        else:  # written by another tool: converted once
+            key = eid or ""
+            lc = self.rebuilt.get(key) or to_langchain(m)
+            if eid is not None:
+                self.rebuilt[key] = lc
+        if kind == Kind.CLEARED_TOOL_RESULT:
+            lc = lc.model_copy(update={"content": m.text})
+        return lc
+
+    def _extend(self, stored: Sequence[Message], first: int) -> None:
+        """Add newly mirrored messages (at positions ``first``...) to the view, pairing
+        calls and results as ``build_context`` does: a result answers an open call of the
+        assistant message before it, or is left out; calls still open when another message
+        comes get an "interrupted" result."""
+        pending = self._pending
+        for position, m in enumerate(stored, start=first):
+            if m.role == "tool":
+                if m.tool_call_id is not None and m.tool_call_id in pending:
+                    del pending[m.tool_call_id]
+                    self._put(m, None, position)
+                continue
+            for call_id, name in pending.items():
+                closer = interrupted_result(call_id, name)
+                self._ctx.append(closer)
+                assert self._items is not None
+                self._items.append(_interrupted(call_id, name))
+            pending.clear()
+            self._put(m, None, position)
+            for call in m.tool_calls or () if m.role == "assistant" else ():
+                pending[call.id] = call.name
+
+
+def _added(request: ModelRequest[Any], state: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """The request's messages that the state does not hold (another middleware's)."""
+    messages = request.messages
+    if len(messages) == len(state) and all(map(operator.is_, messages, state)):
+        return []
+    known = {m.id for m in state if m.id is not None}
+    return [m for m in messages if m.id is None or m.id not in known]
+
+
+def _interrupted(call_id: str, name: str | None, text: str = INTERRUPTED) -> ToolMessage:
+    """The "interrupted" result of a call that has none, as LangChain sends it."""
+    return ToolMessage(content=text, tool_call_id=call_id, name=name, status="error",
+                       id=f"contextree-interrupted-{call_id}")
 
 
 # -- the middleware --------------------------------------------------------------------------
@@ -311,7 +508,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.compact_at = compact_at
         self.compact_to = compact_to
         self.ladder = ladder
-        self.summarizer = _Summarizer(model) if isinstance(model, BaseChatModel) else model
+        self.summarizer: Model | None = (_Summarizer(model) if isinstance(model, BaseChatModel)
+                                         else model)
         self.counter = counter or EstimateCounter()
         self.summary_role = summary_role
         self.directory = Path(directory) if directory is not None else None
@@ -321,9 +519,9 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._single: _Conversation | None = None
         self._threads: dict[str, _Conversation] = {}
         if isinstance(session, Session):
-            self._single = _Conversation(session)
+            self._single = _Conversation(session, summary_role)
         elif session is not None:
-            self._single = _Conversation(Session.open_or_create(session))
+            self._single = _Conversation(Session.open_or_create(session), summary_role)
 
     # -- sessions ----------------------------------------------------------------------------
     def session_for(self, thread_id: str | None = None) -> Session:
@@ -352,7 +550,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                     session = Session.open_or_create(self.directory / name)
                 else:
                     session = Session.in_memory()
-                conv = self._threads[key] = _Conversation(session)
+                conv = self._threads[key] = _Conversation(session, self.summary_role)
             return conv
 
     @staticmethod
@@ -370,13 +568,13 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         with conv.lock:
             conv.mirror(messages)
             self._maybe_compact(conv)
-            return conv.view(messages, self.summary_role)
+            return conv.view(messages)
 
     def _maybe_compact(self, conv: _Conversation) -> None:
         if self.window is None or conv.session.leaf_id is None:
             return
-        ctx = conv.session.build_context()
-        tokens = count_context(ctx.messages, self.counter, fresh_from=ctx.fresh_from)
+        messages, fresh_from = conv.context()
+        tokens = count_context(messages, self.counter, fresh_from=fresh_from)
         if tokens < int(self.window * self.compact_at):
             return
         if conv.failed_at is not None and tokens < conv.failed_at + self.window // 10:
@@ -388,36 +586,39 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if result.entry_id is None:
             conv.failed_at = result.tokens_before
         else:
+            conv.compacted()
             conv.failed_at = None if result.reached_target else result.tokens_after
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         state = cast(Sequence[BaseMessage], (request.state or {}).get("messages")
                      or request.messages)
         view = self.prepare(state, self._thread_id(request.runtime))
-        known = {m.id for m in state if m.id is not None}
-        added = [m for m in request.messages if m.id is None or m.id not in known]
-        return request.override(messages=cast(list[AnyMessage], view + added))
+        return request.override(messages=cast(list[AnyMessage], view + _added(request, state)))
 
-    def _record(self, state: AgentState[Any], runtime: Runtime[Any]) -> None:
+    def _record(self, state: AgentState[Any], runtime: Runtime[Any], *, last: bool = False
+                ) -> None:
+        """Mirror the state's messages; ``last``: the run ends, its objects are let go."""
         messages = state.get("messages") or []
         if messages:
             conv = self._conversation(self._thread_id(runtime))
             with conv.lock:
                 conv.mirror(messages)
+                if last:
+                    conv.let_go()
 
     # -- hooks ---------------------------------------------------------------------------------
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
-    ) -> ModelCallResult:
+    ) -> ModelCallResult[Any]:
         return handler(self._request(request))
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
-    ) -> ModelCallResult:
+    ) -> ModelCallResult[Any]:
         return await handler(await asyncio.to_thread(self._request, request))
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -430,10 +631,10 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        self._record(state, runtime)
+        self._record(state, runtime, last=True)
         return None
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]
                            ) -> dict[str, Any] | None:
-        await asyncio.to_thread(self._record, state, runtime)
+        await asyncio.to_thread(functools.partial(self._record, state, runtime, last=True))
         return None
