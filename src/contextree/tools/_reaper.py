@@ -155,11 +155,15 @@ if decoy == 0:  # the decoy: bash's parent, so that kill $PPID does not reach th
     os.close(tell)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    # Wait without reaping (WNOWAIT): if the decoy is killed right after bash exits, bash
+    # is still there for the reaper to reap, with its own status.
     try:
-        done, status = os.waitpid(pid, 0)
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     except ChildProcessError:
         os._exit(0)
-    os._exit(exit_code(status))
+    if info is None or info.si_code == os.CLD_EXITED:
+        os._exit(info.si_status if info is not None else 0)
+    os._exit(128 + info.si_status)
 os.close(tell)
 os.dup2(devnull, 1)  # the output pipe is left to the command alone, so it closes when they do
 os.dup2(devnull, 2)
