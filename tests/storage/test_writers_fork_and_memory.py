@@ -53,27 +53,30 @@ def test_a_forked_child_cannot_write_through_its_parents_session(tmp_path: Path)
     assert [str(e.message.content) for e in again.branch()] == ["parent", "parent again"]
 
 
-@pytest.mark.xfail(reason="fails from a clean clone under .ci/run (SessionLocked on reopen), passes in the dev tree: under investigation, see the stop-17 note", strict=False)
 def test_a_forked_child_does_not_keep_the_parents_lock(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    s = Session.create(path)
-    s.append_message(Message.user("a"))
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(w)
-        os.read(r, 1)  # wait until the parent has closed and reopened
-        os._exit(0)
-    os.close(r)
-    try:
-        s.close()
-        reopened = Session.open(path)  # the child is alive, holding its inherited copy
-        reopened.append_message(Message.user("b"))
-        reopened.close()
-    finally:
-        os.write(w, b"x")
-        os.close(w)
-        os.waitpid(pid, 0)
+    """The parent closes and reopens at once, often before the child has been scheduled
+    to close its inherited copy of the locked descriptor: the reopen waits for that
+    instead of reporting the session locked (about 1 in 5 tries raced without the wait)."""
+    for attempt in range(40):
+        path = tmp_path / f"s{attempt}.jsonl"
+        s = Session.create(path)
+        s.append_message(Message.user("a"))
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)  # wait until the parent has closed and reopened
+            os._exit(0)
+        os.close(r)
+        try:
+            s.close()
+            reopened = Session.open(path)  # the child is alive, holding its inherited copy
+            reopened.append_message(Message.user("b"))
+            reopened.close()
+        finally:
+            os.write(w, b"x")
+            os.close(w)
+            os.waitpid(pid, 0)
 
 
 def test_a_forked_childs_exit_never_writes_the_parents_batch(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from ._sidecars import (
     describe_os_error,
     lock,
     lock_info_path,
+    note_shared_with_children,
     quarantine,
     quarantine_path,
     quarantined_count,
@@ -131,8 +132,12 @@ def _forget_after_fork() -> None:
     _OPEN_LOCK = threading.RLock()
 
 
+def _remember_after_fork() -> None:
+    note_shared_with_children(_OPEN)
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_after_fork)
+    os.register_at_fork(after_in_child=_forget_after_fork, after_in_parent=_remember_after_fork)
 
 _SWEPT: dict[str, int] = {}  # directory -> its mtime when this process last swept it
 

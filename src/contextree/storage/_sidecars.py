@@ -22,7 +22,8 @@ from pathlib import Path
 from .._files import UnsafeFile, atomic_write, open_private, open_regular_readonly, write_all
 from ..errors import InvalidArgument, SessionLocked, StorageFailure
 
-__all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path", "quarantine",
+__all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path",
+           "note_shared_with_children", "quarantine",
            "quarantine_path", "quarantined_count", "write_lock_info"]
 
 
@@ -112,17 +113,59 @@ def clear_lock_info(path: str | os.PathLike[str]) -> None:
         lock_info_path(path).unlink()
 
 
-def _holder(path: str | os.PathLike[str]) -> str:
+def _lock_info(path: str | os.PathLike[str]) -> tuple[object, object, object] | None:
     try:
         fd = open_regular_readonly(lock_info_path(path))
         with open(fd, "rb") as f:
             info = json.loads(f.read(4096))
-        pid, host, since = info["pid"], info["host"], info["since"]
+        return info["pid"], info["host"], info["since"]
     except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+_SHARED_WITH_CHILDREN: set[tuple[int, int]] = set()  # (st_dev, st_ino) open at a fork()
+
+
+def note_shared_with_children(files: Iterable[tuple[int, int]]) -> None:
+    """Record files this process had open for writing when it forked: a child holds a
+    copy of their locked descriptors until its at-fork hook closes it."""
+    _SHARED_WITH_CHILDREN.update(files)
+
+
+def _shared_with_a_child(fd: int) -> bool:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) in _SHARED_WITH_CHILDREN
+
+
+def _holder(path: str | os.PathLike[str]) -> str:
+    info = _lock_info(path)
+    if info is None:
         return "another process"
+    pid, host, since = info
     if pid == os.getpid() and host == socket.gethostname():
         return f"this process (pid {pid}, since {since}: another Session or repair here)"
     return f"pid {pid} on {host} (since {since})"
+
+
+def _lock_when_a_fresh_child_lets_go(fd: int) -> bool:
+    # This process had the file open when it forked, and the caller found no writer of its
+    # own open on it now: a child just forked may still share the locked descriptor, until its at-fork hook
+    # (storage._jsonl._forget_after_fork) closes it, which it does before running any code.
+    # Wait for that, briefly, instead of reporting this process as its own blocker.
+    for _ in range(_FRESH_CHILD_POLLS):
+        time.sleep(0.01)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue
+        return True
+    return False
+
+
+_FRESH_CHILD_POLLS = 200  # 2 s: a child is scheduled long before that, even under load
 
 
 def lock(fd: int, path: str | os.PathLike[str], *, then: str) -> None:
@@ -131,5 +174,7 @@ def lock(fd: int, path: str | os.PathLike[str], *, then: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        if _shared_with_a_child(fd) and _lock_when_a_fresh_child_lets_go(fd):
+            return
         raise SessionLocked(f"the session is open for writing by {_holder(path)}; {then}",
                             path=os.fspath(path)) from None
