@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -259,17 +259,36 @@ class LabelBook:
         return {label: list(h) for label, h in self._holders.items() if len(h) > 1}
 
 
+def bookkeeping(entry: AnyEntry) -> tuple[str, str | None, str | None]:
+    """What the tree's bookkeeping needs of an entry: its type tag, the entry a label or
+    leaf move points at, and a label's text or a session name."""
+    if isinstance(entry, LeafEntry):
+        return "leaf", entry.target_id, None
+    if isinstance(entry, LabelEntry):
+        return "label", entry.target_id, entry.label
+    if isinstance(entry, SessionInfoEntry):
+        return "session_info", None, entry.name
+    return entry.type, None, None
+
+
+Span = tuple[int, int, int]  # where an entry's line is in its file: offset, length, CRC-32
+
+
 class TreeIndex:
     """Entries by id with parent links, labels, name and leaf: the state every backend derives.
 
     ``add`` is the single place where the tree's rules are checked: unique ids, parents that
-    exist, leaf moves to entries that exist.
+    exist, leaf moves to entries that exist. This one keeps the entries in memory;
+    ``FileTree`` (JSONL) keeps only where they are in the file.
     """
+
+    wants_spans = False  # whether ``add`` needs each entry's place in its file
 
     def __init__(self, header: SessionHeader, location: str) -> None:
         self.header = header
         self.location = location
-        self.by_id: dict[str, AnyEntry] = {}
+        self._stored: dict[str, AnyEntry] = {}
+        self.by_id: Mapping[str, AnyEntry] = self._stored
         self.label_book = LabelBook()
         self.labels: dict[str, str] = self.label_book.current
         self.name: str | None = None
@@ -312,19 +331,30 @@ class TreeIndex:
             raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
                                path=self.location, line=line)
 
-    def add(self, entry: AnyEntry) -> None:
-        """Index an entry that ``check`` accepted (or that a trusted loader verified)."""
-        self.by_id[entry.id] = entry
-        if isinstance(entry, LeafEntry):
-            self.leaf_id = entry.target_id
+    def add(self, entry: AnyEntry, span: Span | None = None) -> None:
+        """Index an entry that ``check`` accepted (or that a trusted loader verified);
+        ``span`` is where its line is, for trees that read entries from a file."""
+        kind, target, text = bookkeeping(entry)
+        self._store(entry, span, kind, target, text)
+        self._account(entry.id, entry.parent_id, kind, target, text)
+
+    def _store(self, entry: AnyEntry, span: Span | None, kind: str, target: str | None,
+               text: str | None) -> None:
+        self._stored[entry.id] = entry
+
+    def _account(self, entry_id: str, parent_id: str | None, kind: str, target: str | None,
+                 text: str | None) -> None:
+        if kind == "leaf":
+            self.leaf_id = target
         else:
-            self.leaf_id = entry.id
-            if isinstance(entry, LabelEntry):
-                self.label_book.apply(entry.target_id, entry.label)
-            elif isinstance(entry, SessionInfoEntry) and entry.name is not None:
-                self.name = entry.name
+            self.leaf_id = entry_id
+            if kind == "label":
+                assert target is not None
+                self.label_book.apply(target, text)
+            elif kind == "session_info" and text is not None:
+                self.name = text
         if self._children is not None:
-            self._children.setdefault(entry.parent_id, []).append(entry.id)
+            self._children.setdefault(parent_id, []).append(entry_id)
 
     def path(self, leaf_id: str | None) -> list[AnyEntry]:
         """Entries from the root down to ``leaf_id``; refuses missing entries and cycles."""
@@ -349,10 +379,22 @@ class TreeIndex:
         """Ids of the children of ``entry_id`` (built on first use)."""
         if self._children is None:
             kids: dict[str | None, list[str]] = {}
-            for e in self.by_id.values():
-                kids.setdefault(e.parent_id, []).append(e.id)
+            for eid, parent in self.links():
+                kids.setdefault(parent, []).append(eid)
             self._children = kids
         return self._children.get(entry_id, [])
+
+    def iter_entries(self) -> Iterator[AnyEntry]:
+        """Every entry in append order (of the entries there when this is called)."""
+        return iter(list(self._stored.values()))
+
+    def links(self) -> Iterator[tuple[str, str | None]]:
+        """Every entry's id and parent id, in append order."""
+        return ((e.id, e.parent_id) for e in self._stored.values())
+
+    def parent_of(self, entry_id: str) -> str | None:
+        """The parent id of an indexed entry."""
+        return self.by_id[entry_id].parent_id
 
     def find(self, entry_type: str) -> list[AnyEntry]:
         """Every indexed entry with that type tag."""
@@ -383,8 +425,7 @@ def verify_links(index: TreeIndex, pending: list[tuple[AnyEntry, int | None]]) -
                     path=index.location, line=line,
                 )
             seen.add(current)
-            parent = by_id.get(current)
-            current = parent.parent_id if parent is not None else None
+            current = index.parent_of(current) if current in by_id else None
 
 
 class IndexedStorage:
@@ -422,7 +463,7 @@ class IndexedStorage:
         return self._index.path(leaf_id)
 
     def entries(self) -> Iterator[AnyEntry]:
-        return iter(list(self._index.by_id.values()))
+        return self._index.iter_entries()
 
     def children(self, entry_id: str | None) -> Sequence[str]:
         return tuple(self._index.children(entry_id))

@@ -43,8 +43,29 @@ from ..errors import (
     SessionNotFound,
     StorageFailure,
 )
+from . import _index
 from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent
-from ._loading import CHUNK, TornLineWarning, TornTail, load, report_torn, torn_record
+from ._filetree import FileTree, ReadFile
+from ._index import (
+    TAIL_REWRITE,
+    IndexFile,
+    IndexRead,
+    encode_tail,
+    index_path,
+    line_crc,
+    read_index,
+    write_index,
+)
+from ._loading import (
+    CHUNK,
+    TornLineWarning,
+    TornTail,
+    decode_header,
+    load,
+    load_rest,
+    report_torn,
+    torn_record,
+)
 from ._sidecars import (
     clear_lock_info,
     describe_os_error,
@@ -86,7 +107,7 @@ class _OpenFile:
     path: Path
     key: tuple[int, int]
     fd: int
-    index: TreeIndex
+    index: FileTree
     size: int  # bytes of the file that hold accepted lines
     newline_due: bool = False  # the last line has no newline yet: the next write adds it
     torn: TornTail | None = None
@@ -94,6 +115,9 @@ class _OpenFile:
     failed: str | None = None
     deleted: bool = False
     buffer: bytearray = field(default_factory=bytearray)
+    sidecar: IndexFile | None = None  # the index beside the file, open for appending
+    indexed: int = 0  # records of ``index`` written to the sidecar
+    index_tried: bool = False  # the sidecar was written anew (or that failed) once
     lock: threading.RLock = field(default_factory=threading.RLock)
     # The process that opened the file: a child of fork() has a copy of this object but
     # none of its descriptor, lock or buffer (see _forget_after_fork).
@@ -126,6 +150,8 @@ def _forget_after_fork() -> None:
         with contextlib.suppress(OSError):
             os.close(shared.fd)
         shared.fd = -1
+        if shared.sidecar is not None:
+            shared.sidecar.close()
         shared.buffer = bytearray()
         shared.lock = threading.RLock()  # a thread of the parent may have held it
     _OPEN.clear()
@@ -208,12 +234,16 @@ class JsonlStorage(IndexedStorage):
         the complete one, and no other writer can take the new file's lock first.
         """
         target = Path(path)
-        index = TreeIndex(header, str(target))
-        data = bytearray(encode_line(header))
+        checked = TreeIndex(header, str(target))
+        header_line = encode_line(header)
+        data = bytearray(header_line)
+        placed: list[tuple[AnyEntry, tuple[int, int, int]]] = []
         for entry in entries:
-            index.check(entry)
-            index.add(entry)
-            data += _encode(entry, target)
+            checked.check(entry)
+            checked.add(entry)
+            line = _encode(entry, target)
+            placed.append((entry, (len(data), len(line), line_crc(line))))
+            data += line
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             sweep(target.parent)
@@ -227,7 +257,12 @@ class JsonlStorage(IndexedStorage):
                                  "and retry", path=str(target)) from e
         with _OPEN_LOCK:
             info = os.fstat(fd)
+            index = FileTree(header, str(target), ReadFile(_reader_of(fd, target), str(target)), header_line)
+            for entry, span in placed:
+                index.add(entry, span)
+            index.rebuild = _rebuilder(index.file, target)
             shared = _OpenFile(target, (info.st_dev, info.st_ino), fd, index, len(data))
+            _fresh_sidecar(shared)
             _OPEN[shared.key] = shared
             write_lock_info(target)
             _seen(target.parent)
@@ -245,11 +280,14 @@ class JsonlStorage(IndexedStorage):
         a torn last line is quarantined."""
         target = Path(path)
         if readonly:
-            fd = open_regular(target, os.O_RDONLY)
+            file = ReadFile(open_regular(target, os.O_RDONLY), str(target))
             try:
-                index, end, torn = _read(fd, target)
-            finally:
-                os.close(fd)
+                index, end, torn, known, _ = _read(file, target)
+            except BaseException:
+                file.close()
+                raise
+            if known is None and torn is None and end >= _index.INDEX_MIN_BYTES:
+                write_index(target, index.header_line, index.columns())  # best effort
             if torn is not None:
                 report_torn(target, torn, moved=False)
             return cls(target, index, shared=None, size=end, durable=durable, torn=torn)
@@ -302,16 +340,20 @@ class JsonlStorage(IndexedStorage):
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
                 raise _unencodable(entry, shared.path, e) from None
             if shared.batch_depth.get():
+                span = (_next_offset(shared), len(data), line_crc(data))
                 shared.buffer += data
+                index.add(entry, span)
                 if len(shared.buffer) >= BATCH_BUFFER:
                     self._guarded(shared, _flush)
             else:
                 if shared.buffer:  # another handle's batch: its lines go first
                     self._guarded(shared, _flush)
+                span = (_next_offset(shared), len(data), line_crc(data))
                 _write(shared, data)
+                index.add(entry, span)
                 if self._durable:
                     self._guarded(shared, _sync)
-            index.add(entry)
+                _index_new(shared)
 
     @staticmethod
     def _guarded(shared: _OpenFile, action: Callable[[_OpenFile], None]) -> None:
@@ -384,7 +426,7 @@ class JsonlStorage(IndexedStorage):
                                      "after this session was opened); nothing was deleted",
                                      path=str(self.file))
             if now is not None:
-                for path in (shared.path, quarantine_path(shared.path)):
+                for path in (shared.path, quarantine_path(shared.path), index_path(shared.path)):
                     try:
                         path.unlink(missing_ok=True)
                     except OSError as e:
@@ -412,7 +454,11 @@ class JsonlStorage(IndexedStorage):
             return
         self._closed = True
         shared = self._shared
-        if shared is None or shared.forked():
+        if shared is None:
+            if isinstance(self._index, FileTree):
+                self._index.file.close()
+            return
+        if shared.forked():
             return  # a child of fork() leaves its parent's file, lock and buffer alone
         with _OPEN_LOCK, shared.lock:
             try:
@@ -495,8 +541,9 @@ def _still_names(target: Path, key: tuple[int, int]) -> bool:
 
 
 def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
+    file = ReadFile(_reader_of(fd, target), str(target))
     try:
-        index, end, torn = _read(fd, target)
+        index, end, torn, known, indexed = _read(file, target)
         newline_due = False
         if torn is not None:
             quarantine(target, [torn_record(torn)])
@@ -515,8 +562,15 @@ def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
         sweep(target.parent)
     except BaseException:
         os.close(fd)
+        file.close()
         raise
     shared = _OpenFile(target, key, fd, index, end, newline_due=newline_due, torn=torn)
+    if known is not None and known.whole and torn is None and len(known.tail) <= TAIL_REWRITE:
+        shared.sidecar = IndexFile.open(target)
+        shared.indexed = indexed
+        _index_new(shared)  # what the session gained since its index was written
+    else:
+        _fresh_sidecar(shared)
     _OPEN[key] = shared
     write_lock_info(target)
     _seen(target.parent)
@@ -526,6 +580,9 @@ def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
 def _release(shared: _OpenFile) -> None:
     if _OPEN.get(shared.key) is shared:
         del _OPEN[shared.key]
+    if shared.sidecar is not None:
+        shared.sidecar.close()
+    shared.index.file.close()
     clear_lock_info(shared.path)
     _seen(shared.path.parent)
     with contextlib.suppress(OSError):
@@ -568,6 +625,39 @@ def _flush(shared: _OpenFile) -> None:
         data = bytes(shared.buffer)
         shared.buffer.clear()
         _write(shared, data)
+        _index_new(shared)
+
+
+def _next_offset(shared: _OpenFile) -> int:
+    """Where the next line will start in the file (after the buffered ones)."""
+    return shared.size + len(shared.buffer) + (1 if shared.newline_due else 0)
+
+
+def _index_new(shared: _OpenFile) -> None:
+    """Write the records of lines now in the file to the index; no sync, best effort."""
+    count = len(shared.index.ids)
+    if shared.sidecar is None:
+        if not shared.index_tried and shared.size >= _index.INDEX_MIN_BYTES:
+            _fresh_sidecar(shared)  # the session just grew big enough to have an index
+        return
+    if shared.indexed >= count or shared.buffer:
+        return
+    if shared.sidecar.append(encode_tail(shared.index.tail_records(shared.indexed))):
+        shared.indexed = count
+
+
+def _fresh_sidecar(shared: _OpenFile) -> None:
+    """Write the index anew from the tree and open it for appending."""
+    index = shared.index
+    if shared.sidecar is not None:
+        shared.sidecar.close()
+        shared.sidecar = None
+    if shared.size < _index.INDEX_MIN_BYTES or shared.buffer:
+        return
+    shared.index_tried = True
+    if write_index(shared.path, index.header_line, index.columns()):
+        shared.sidecar = IndexFile.open(shared.path)
+        shared.indexed = len(index.ids)
 
 
 def _sync(shared: _OpenFile) -> None:
@@ -603,9 +693,76 @@ def open_regular(target: Path, flags: int) -> int:
     return fd
 
 
-def _read(fd: int, target: Path) -> tuple[TreeIndex, int, TornTail | None]:
-    with os.fdopen(os.dup(fd), "rb") as f:
-        return load(f, str(target))
+def _read(file: ReadFile, target: Path,
+          ) -> tuple[FileTree, int, TornTail | None, IndexRead | None, int]:
+    """The tree of the file behind ``file``: from its index when that matches (reading only
+    what the file gained since), else from a full read. Also returns the good length, a
+    torn tail, the index read (``None``: there was no usable one) and how many entries it
+    placed."""
+    size = os.fstat(file.fd).st_size
+    known = read_index(target, file.fd) if size >= _index.INDEX_MIN_BYTES else None
+    found = _tree_from(known, file, target, size) if known is not None else None
+    if found is None:
+        known = None
+        tree, end, torn = _full_tree_read(file, target)
+        indexed = 0
+    else:
+        tree, end = found
+        indexed = len(tree.ids)
+        torn = None
+        if end < size:
+            with os.fdopen(os.dup(file.fd), "rb") as f:
+                f.seek(end)
+                _, end, torn = load_rest(f, tree, str(target))
+    tree.seal()
+    tree.rebuild = _rebuilder(file, target)
+    return tree, end, torn, known, indexed
+
+
+def _tree_from(known: IndexRead, file: ReadFile, target: Path,
+               size: int) -> tuple[FileTree, int] | None:
+    header_line = file.pread(known.header_len, 0)
+    try:
+        header = decode_header(header_line, str(target))
+    except SessionError:
+        return None
+    return FileTree.from_index(header, str(target), file, header_line, known, size)
+
+
+def _full_tree_read(file: ReadFile, target: Path) -> tuple[FileTree, int, TornTail | None]:
+    def make(header: SessionHeader, line: bytes) -> FileTree:
+        return FileTree(header, str(target), file, line)
+
+    with os.fdopen(os.dup(file.fd), "rb") as f:
+        tree, end, torn = load(f, str(target), make)
+    assert isinstance(tree, FileTree)
+    return tree, end, torn
+
+
+def _rebuilder(file: ReadFile, target: Path) -> Callable[[], FileTree]:
+    def rebuild() -> FileTree:
+        with _OPEN_LOCK:
+            shared = next((s for s in _OPEN.values() if s.index.file is file), None)
+        if shared is None:
+            tree, _, _ = _full_tree_read(file, target)
+            return tree
+        with shared.lock:  # a writer's: nothing is appended meanwhile, and its batch is out
+            _flush(shared)
+            tree, _, _ = _full_tree_read(file, target)
+            tree.seal()
+            shared.index.adopt(tree)
+            _fresh_sidecar(shared)
+            return tree
+    return rebuild
+
+
+def _reader_of(fd: int, target: Path) -> int:
+    """A read-only descriptor of the file behind a writer's ``fd``, of its own (it shares
+    neither the lock nor the offset, so a forked child keeping it holds no lock)."""
+    try:
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | _CLOEXEC)
+    except OSError:
+        return open_regular(target, os.O_RDONLY)
 
 
 def read_all(fd: int, target: Path) -> bytes:

@@ -38,7 +38,8 @@ from ..errors import CorruptLine, InvalidHeader
 from ._base import TreeIndex, verify_links
 from ._sidecars import quarantine_path
 
-__all__ = ["BOM", "CHUNK", "TornLineWarning", "TornTail", "load", "report_torn", "torn_record"]
+__all__ = ["BOM", "CHUNK", "MakeTree", "TornLineWarning", "TornTail", "decode_header", "load", "load_rest",
+           "report_torn", "torn_record"]
 
 CHUNK = 2 << 20  # bytes read and decoded per msgspec call when loading
 BOM = b"\xef\xbb\xbf"
@@ -53,7 +54,11 @@ class TornTail:
     data: bytes
 
 
-def load(f: io.BufferedIOBase, location: str) -> tuple[TreeIndex, int, TornTail | None]:
+MakeTree = Callable[[SessionHeader, bytes], TreeIndex]  # from the header and its line
+
+
+def load(f: io.BufferedIOBase, location: str, make_tree: MakeTree | None = None,
+         ) -> tuple[TreeIndex, int, TornTail | None]:
     """Read a session file into a ``TreeIndex``; return it, the good length and any torn tail.
 
     Lines are decoded in large blocks by msgspec (one C call per block); a block with an
@@ -66,25 +71,39 @@ def load(f: io.BufferedIOBase, location: str) -> tuple[TreeIndex, int, TornTail 
     and a collector running as the heap grows would traverse the same new objects again
     and again (a third of the time of a large load).
     """
+    first = f.readline()
+    if not first:
+        raise InvalidHeader("the file is empty; delete it or create a new "
+                           "session", path=location)
+    header = decode_header(first, location)
+    index = (make_tree or (lambda h, _: TreeIndex(h, location)))(header, first)
+    return _paused_gc(_scan, f, index, location, _LineCounter(f.fileno(), len(first), 1))
+
+
+def load_rest(f: io.BufferedIOBase, index: TreeIndex, location: str,
+              ) -> tuple[TreeIndex, int, TornTail | None]:
+    """Read the lines after ``f``'s position into ``index`` (which holds those before):
+    catching up on what a session file gained since its index was written."""
+    return _paused_gc(_scan, f, index, location, _LineCounter(f.fileno(), 0, 0))
+
+
+def _paused_gc(scan: Callable[[io.BufferedIOBase, TreeIndex, str, _LineCounter],
+                              tuple[TreeIndex, int, TornTail | None]],
+               f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCounter,
+               ) -> tuple[TreeIndex, int, TornTail | None]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _load(f, location)
+        return scan(f, index, location, lines)
     finally:
         if collecting:
             gc.enable()
 
 
-def _load(f: io.BufferedIOBase, location: str) -> tuple[TreeIndex, int, TornTail | None]:
-    first = f.readline()
-    if not first:
-        raise InvalidHeader("the file is empty; delete it or create a new "
-                           "session", path=location)
-    header = _decode_header(first, location)
-    index = TreeIndex(header, location)
+def _scan(f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCounter,
+          ) -> tuple[TreeIndex, int, TornTail | None]:
     pending: list[tuple[AnyEntry, int | None]] = []
-    lines = _LineCounter(f.fileno(), len(first), 1)
-    offset = len(first)  # file offset of buf[0]
+    offset = f.tell()  # file offset of buf[0]
     buf = bytearray(CHUNK)
     filled = 0
 
@@ -163,7 +182,8 @@ def _finish(
     return index, good_end, torn
 
 
-def _decode_header(line: bytes, location: str) -> SessionHeader:
+def decode_header(line: bytes, location: str) -> SessionHeader:
+    """The session header on the first line, or ``InvalidHeader`` saying what is there."""
     if line.startswith(BOM):
         raise InvalidHeader("the file starts with a UTF-8 byte order mark, which session "
                             "files never have (an editor added it?); `contextree repair` "
@@ -199,6 +219,9 @@ def _load_block(
         entries = LINE_DECODER.decode_lines(block)
     except (msgspec.DecodeError, RecursionError):
         return _load_block_slowly(index, block, offset, lines, location, pending, is_last)
+    spans = _line_spans(block, offset) if index.wants_spans else None
+    if spans is not None and len(spans) != len(entries):
+        return _load_block_slowly(index, block, offset, lines, location, pending, is_last)
     by_id = index.by_id
     add = index.add
     for i, entry in enumerate(entries):
@@ -215,8 +238,24 @@ def _load_block(
             # that come later in the file, checked at the end) carry their exact line.
             return _load_block_slowly(index, block, offset, lines, location, pending,
                                       is_last, start=i)
-        add(entry)
+        add(entry, None if spans is None else spans[i])
     return None
+
+
+def _line_spans(block: memoryview, offset: int) -> list[tuple[int, int, int]]:
+    """Where each line of ``block`` that is not blank is in the file (offset, length with
+    the newline, no checksum): what ``decode_lines`` decoded, in the same order."""
+    data = bytes(block)
+    spans = []
+    start = 0
+    size = len(data)
+    find = data.find
+    while start < size:
+        stop = find(b"\n", start) + 1
+        if data[start] == 0x7B or data[start:stop].strip():  # "{": the usual first byte
+            spans.append((offset + start, stop - start, 0))
+        start = stop
+    return spans
 
 
 def _load_block_slowly(
@@ -263,7 +302,7 @@ def _load_block_slowly(
         index.check(entry, here, forward_parent_ok=forward)
         if forward:
             pending.append((entry, here))
-        index.add(entry)
+        index.add(entry, (pos, len(raw) + 1, 0))
         pos += len(raw) + 1
     return None
 

@@ -44,6 +44,7 @@ from ..entries import (
     to_dict,
 )
 from ..errors import InvalidHeader, StorageFailure
+from ._index import index_path
 from ._jsonl import open_locked, open_regular, read_all, registry_lock, sweep
 from ._loading import BOM
 from ._sidecars import (
@@ -139,6 +140,8 @@ def _apply(target: Path, fd: int, plan: _Plan) -> None:
                              f"the session file is unchanged (backup: {plan.report.backup})",
                              path=str(target)) from e
     plan.report.quarantine_file = str(quarantine_path(target))
+    with contextlib.suppress(OSError):  # it placed the old lines (the next open rebuilds it)
+        index_path(target).unlink()
 
 
 def _backup(target: Path, raw: bytes, mode: int, info: os.stat_result) -> Path:

@@ -1,0 +1,499 @@
+"""A tree index whose entries stay in their file: JSONL sessions open in the time of their
+branch, not of the whole file.
+
+``FileTree`` keeps, for every entry, where its line is and what the tree needs of it, as
+columns (offset, length, parent entry number, type, id), and decodes an entry only when it
+is asked for, through a small cache. Every decoded line is checked against its columns (id,
+type, parent); a mismatch means they are stale (a file edited in place, a hostile index),
+and the tree is rebuilt from a full read of the file before it answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+import os
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+
+from .._files import open_regular_readonly
+from ..entries import AnyEntry, LineError, SessionHeader, decode_line
+from ..errors import EntryNotFound, ParentCycle, StorageFailure
+from ._base import Span, TreeIndex, bookkeeping
+from ._index import Columns, IndexRead, TailRecord, line_crc
+
+__all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
+
+CACHE_BYTES = 32 << 20  # decoded entries kept, counted by the length of their lines
+_BOOKKEEPING = frozenset({"leaf", "label", "session_info"})
+_SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
+_FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
+
+
+class _Stale(Exception):
+    """A line does not say what the columns say of it."""
+
+
+class ReadFile:
+    """A read-only descriptor of a session file, of its own (not a copy of a writer's: a
+    child of ``fork()`` that keeps it holds no lock of its parent's).
+
+    ``close`` releases it when the session is closed; a read after that opens the file
+    again, if the path still names the same file."""
+
+    def __init__(self, fd: int, path: str) -> None:
+        self.fd = fd
+        self.path = path
+        info = os.fstat(fd)
+        self.key = (info.st_dev, info.st_ino)
+        self._lock = threading.Lock()
+
+    def pread(self, length: int, offset: int) -> bytes:
+        fd = self.fd if self.fd >= 0 else self._reopen()
+        try:
+            return os.pread(fd, length, offset)
+        except OSError as e:
+            raise StorageFailure(f"could not read the session file ({e.strerror})",
+                                 path=self.path) from e
+
+    def _reopen(self) -> int:
+        with self._lock:
+            if self.fd >= 0:
+                return self.fd
+            try:
+                fd = open_regular_readonly(self.path)
+            except OSError as e:
+                raise StorageFailure("the session was closed and its file cannot be read "
+                                     f"again ({e.strerror}); open it again",
+                                     path=self.path) from e
+            info = os.fstat(fd)
+            if (info.st_dev, info.st_ino) != self.key:
+                os.close(fd)
+                raise StorageFailure("the session was closed and its path names another "
+                                     "file now (repaired or replaced); open it again",
+                                     path=self.path)
+            self.fd = fd
+            return fd
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _Cache:
+    """Recently decoded entries by entry number, bounded by the bytes of their lines."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.used = 0
+        self.items: OrderedDict[int, tuple[AnyEntry, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, slot: int) -> AnyEntry | None:
+        with self.lock:
+            hit = self.items.get(slot)
+            if hit is None:
+                return None
+            self.items.move_to_end(slot)
+            return hit[0]
+
+    def put(self, slot: int, entry: AnyEntry, size: int) -> None:
+        if size > self.budget // 4:
+            return  # one huge entry would push out everything else
+        with self.lock:
+            old = self.items.pop(slot, None)
+            if old is not None:
+                self.used -= old[1]
+            self.items[slot] = (entry, size)
+            self.used += size
+            while self.used > self.budget:
+                _, (_, dropped) = self.items.popitem(last=False)
+                self.used -= dropped
+
+    def clear(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.used = 0
+
+
+class _Entries(Mapping[str, AnyEntry]):
+    """``FileTree.by_id``: entries by id, decoded from the file on demand. It refers to its
+    tree weakly, so that a dropped tree (and its descriptor) goes at once, not at the next
+    collection of cycles."""
+
+    def __init__(self, tree: FileTree) -> None:
+        self._tree = weakref.ref(tree)
+
+    @property
+    def tree(self) -> FileTree:
+        tree = self._tree()
+        assert tree is not None, "a FileTree's entries outlived it"
+        return tree
+
+    def __getitem__(self, entry_id: str) -> AnyEntry:
+        entry = self.get(entry_id)
+        if entry is None:
+            raise KeyError(entry_id)
+        return entry
+
+    def get(self, entry_id: str, default: AnyEntry | None = None) -> AnyEntry | None:  # type: ignore[override]
+        tree = self.tree
+        slot = tree.slot_of(entry_id)
+        return default if slot is None else tree.entry_at(slot)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return isinstance(entry_id, str) and self.tree.slot_of(entry_id) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self.tree.ids))
+
+    def __len__(self) -> int:
+        return len(self.tree.ids)
+
+    def values(self) -> Iterator[AnyEntry]:  # type: ignore[override]
+        return self.tree.iter_entries()
+
+
+class FileTree(TreeIndex):
+    """Entries by id with parent links, labels, name and leaf, read from the session file
+    on demand; the tree's rules are ``TreeIndex``'s."""
+
+    wants_spans = True
+
+    def __init__(self, header: SessionHeader, location: str, file: ReadFile,
+                 header_line: bytes) -> None:
+        super().__init__(header, location)
+        self.file = file
+        self.header_line = header_line
+        self.offsets: list[int] = []
+        self.lengths: list[int] = []
+        self.parents: list[int] = []  # entry numbers; -1: a root
+        self.types: list[str] = []
+        self.ids: list[str] = []
+        self.extra: dict[int, tuple[str | None, str | None]] = {}  # bookkeeping entries
+        self.crcs: dict[int, int] = {}  # the line checksums known (the last one is checked)
+        self.leaf_slot = -1
+        self._slots: dict[str, int] | None = {}
+        self._scans = 0
+        self._forward: list[tuple[int, str]] = []
+        self.by_id = _Entries(self)
+        self.cache = _Cache(CACHE_BYTES)
+        # Reads the whole file again into a fresh tree, when the columns prove stale.
+        self.rebuild: Callable[[], FileTree] | None = None
+        self.lock = threading.RLock()
+
+    # -- ids --------------------------------------------------------------------------------
+    def slot_of(self, entry_id: str) -> int | None:
+        """The entry number of an id: by a scan at first (an open that only builds a
+        context needs none or one), by a dict once lookups repeat."""
+        slots = self._slots
+        if slots is None:
+            self._scans += 1
+            if self._scans <= _SCANS_BEFORE_DICT:
+                try:
+                    return self.ids.index(entry_id)
+                except ValueError:
+                    return None
+            slots = self._build_slots()
+        return slots.get(entry_id)
+
+    def _build_slots(self) -> dict[str, int]:
+        with self.lock:
+            if self._slots is None:
+                slots = dict(zip(self.ids, range(len(self.ids)), strict=True))
+                if len(slots) != len(self.ids):  # an index with a duplicate id
+                    self._rebuild_now()
+                    assert self._slots is not None
+                    return self._slots
+                self._slots = slots
+            return self._slots
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def from_index(cls, header: SessionHeader, location: str, file: ReadFile,
+                   header_line: bytes, read: IndexRead, size: int) -> tuple[FileTree, int] | None:
+        """A tree from an index, and where in the session its entries end; ``None`` if the
+        index does not hold together or its last line no longer matches the session."""
+        tree = cls(header, location, file, header_line)
+        cols = read.columns
+        tree.offsets, tree.lengths, tree.parents = cols.offsets, cols.lengths, cols.parents
+        tree.types, tree.ids = cols.types, cols.ids
+        tree.extra = {k: (target, text) for k, target, text in cols.extra}
+        tree._slots = None
+        n = len(tree.ids)
+        if n:
+            tree.crcs[n - 1] = cols.last_crc
+            if not _in_order(cols.offsets, cols.lengths, read.header_len, file):
+                return None
+            if min(cols.parents) < -1 or max(cols.parents) >= n or min(cols.lengths) <= 0:
+                return None
+            if any(not 0 <= k < n for k in tree.extra):
+                return None
+        end = tree.offsets[-1] + tree.lengths[-1] if n else read.header_len
+        for r in read.tail:
+            if r.offset < end or r.length <= 0 or not -1 <= r.parent < len(tree.ids) or (
+                    r.offset > end and not _blank(file, end, r.offset)):
+                return None
+            tree._append(r.offset, r.length, r.type, r.id, r.parent, r.crc, r.target, r.text)
+            end = r.offset + r.length
+        if end > size or not tree._last_line_matches():
+            return None
+        try:
+            tree._replay_bookkeeping()
+        except _Stale:
+            return None
+        return tree, end
+
+    def _append(self, offset: int, length: int, kind: str, entry_id: str, parent: int,
+                crc: int, target: str | None, text: str | None) -> int:
+        slot = len(self.ids)
+        self.offsets.append(offset)
+        self.lengths.append(length)
+        self.parents.append(parent)
+        self.types.append(kind)
+        self.ids.append(entry_id)
+        if kind in _BOOKKEEPING:
+            self.extra[slot] = (target, text)
+        if crc:
+            self.crcs[slot] = crc
+        if self._slots is not None:
+            self._slots[entry_id] = slot
+        return slot
+
+    def _last_line_matches(self) -> bool:
+        if not self.ids:
+            return True
+        last = len(self.ids) - 1
+        line = self.file.pread(self.lengths[last], self.offsets[last])
+        return (len(line) == self.lengths[last] and line.endswith(b"\n")
+                and line_crc(line) == self.crcs.get(last))
+
+    def _replay_bookkeeping(self) -> None:
+        """Labels, name and leaf from the bookkeeping columns, each entry they come from
+        checked against its line (there are few), and the last entry too."""
+        for k in sorted(self.extra):
+            kind = self.types[k]
+            if kind == "leaf":
+                continue
+            self._check_line(k)
+            target, text = self.extra[k]
+            self._account(self.ids[k], None, kind, target, text)
+        last = len(self.ids) - 1
+        if last < 0:
+            self.leaf_id, self.leaf_slot = None, -1
+            return
+        self._check_line(last)
+        if self.types[last] == "leaf":
+            self.leaf_id = self.extra[last][0]
+            found = None if self.leaf_id is None else self.slot_of(self.leaf_id)
+            if self.leaf_id is not None and found is None:
+                raise _Stale
+            self.leaf_slot = -1 if found is None else found
+        else:
+            self.leaf_id, self.leaf_slot = self.ids[last], last
+
+    def _check_line(self, slot: int) -> AnyEntry:
+        entry = self._read(slot)
+        if self.types[slot] in _BOOKKEEPING:
+            _, target, text = bookkeeping(entry)
+            if (target, text) != self.extra[slot]:
+                raise _Stale
+        return entry
+
+    def _store(self, entry: AnyEntry, span: Span | None, kind: str, target: str | None,
+               text: str | None) -> None:
+        if span is None:
+            raise AssertionError("a FileTree entry needs its place in the file")
+        offset, length, crc = span
+        parent = entry.parent_id
+        if parent is None:
+            pslot = -1
+        else:
+            found = self.slot_of(parent)
+            pslot = _FORWARD if found is None else found
+        slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text)
+        if pslot == _FORWARD:
+            assert parent is not None
+            self._forward.append((slot, parent))
+        if kind == "leaf":
+            found = None if target is None else self.slot_of(target)
+            self.leaf_slot = -1 if found is None else found
+        else:
+            self.leaf_slot = slot
+        self.cache.put(slot, entry, length)
+
+    def seal(self) -> None:
+        """After a load: resolve parents that came later in the file, and compute the
+        checksum of the last line (the one an index is checked by)."""
+        for slot, parent in self._forward:
+            found = self.slot_of(parent)
+            assert found is not None  # verify_links has checked it exists
+            self.parents[slot] = found
+        self._forward.clear()
+        last = len(self.ids) - 1
+        if last >= 0 and not self.crcs.get(last):
+            self.crcs[last] = line_crc(self.file.pread(self.lengths[last], self.offsets[last]))
+
+    def columns(self) -> Columns:
+        """The whole index, as ``write_index`` stores it."""
+        last = len(self.ids) - 1
+        extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
+        return Columns(list(self.offsets), list(self.lengths), list(self.parents),
+                       list(self.types), list(self.ids), extra, self.crcs.get(last, 0))
+
+    def tail_records(self, start: int) -> list[TailRecord]:
+        """Entries from ``start`` on, as tail records."""
+        out = []
+        for k in range(start, len(self.ids)):
+            target, text = self.extra.get(k, (None, None))
+            out.append(TailRecord(self.offsets[k], self.lengths[k], self.types[k], self.ids[k],
+                                  self.parents[k], self.crcs.get(k, 0), target, text))
+        return out
+
+    # -- reading ----------------------------------------------------------------------------
+    def _read(self, slot: int) -> AnyEntry:
+        """The entry of ``slot`` from its line, or ``_Stale`` if the line says otherwise."""
+        hit = self.cache.get(slot)
+        if hit is not None:
+            return hit
+        length = self.lengths[slot]
+        data = self.file.pread(length, self.offsets[slot])
+        try:
+            entry = decode_line(data)
+        except LineError:
+            raise _Stale from None
+        pslot = self.parents[slot]
+        parent = None if pslot < 0 else self.ids[pslot]
+        if (isinstance(entry, SessionHeader) or entry.id != self.ids[slot]
+                or entry.type != self.types[slot] or entry.parent_id != parent):
+            raise _Stale
+        self.cache.put(slot, entry, length)
+        return entry
+
+    def entry_at(self, slot: int) -> AnyEntry | None:
+        """The entry numbered ``slot``; stale columns make the tree rebuild itself first."""
+        try:
+            return self._read(slot)
+        except _Stale:
+            entry_id = self.ids[slot]
+        self._rebuild_now()
+        found = self.slot_of(entry_id)
+        return None if found is None else self._read_fresh(found)
+
+    def _read_fresh(self, slot: int) -> AnyEntry:
+        try:
+            return self._read(slot)
+        except _Stale:
+            raise StorageFailure("the session file changed while it was being read (edited "
+                                 "by another program?); open it again",
+                                 path=self.location) from None
+
+    def _rebuild_now(self) -> None:
+        if self.rebuild is None:
+            raise StorageFailure("the session file no longer matches what was read from it "
+                                 "(edited by another program?); open it again",
+                                 path=self.location)
+        with self.lock:
+            self.adopt(self.rebuild())
+
+    def adopt(self, fresh: FileTree) -> None:
+        """Take over another tree's state (a rebuild from the same file)."""
+        if fresh is self:
+            return
+        self.offsets, self.lengths, self.parents = fresh.offsets, fresh.lengths, fresh.parents
+        self.types, self.ids, self.extra, self.crcs = (fresh.types, fresh.ids, fresh.extra,
+                                                       fresh.crcs)
+        self._slots, self.leaf_slot = fresh._slots, fresh.leaf_slot
+        self.label_book, self.labels = fresh.label_book, fresh.labels
+        self.name, self.leaf_id = fresh.name, fresh.leaf_id
+        self._children = None
+        self.cache.clear()
+
+    def path(self, leaf_id: str | None) -> list[AnyEntry]:
+        """Entries from the root down to ``leaf_id``, following the parent columns (every
+        entry checked against its line on the way)."""
+        try:
+            return self._walk(leaf_id)
+        except _Stale:
+            pass
+        self._rebuild_now()
+        try:
+            return self._walk(leaf_id)
+        except _Stale:
+            raise StorageFailure("the session file changed while it was being read (edited "
+                                 "by another program?); open it again",
+                                 path=self.location) from None
+
+    def _walk(self, leaf_id: str | None) -> list[AnyEntry]:
+        if leaf_id is None:
+            return []
+        slot = self.leaf_slot if (leaf_id == self.leaf_id and self.leaf_slot >= 0) else (
+            self.slot_of(leaf_id))
+        if slot is None:
+            raise EntryNotFound(f"entry {leaf_id!r} is not in this session",
+                                path=self.location)
+        out: list[AnyEntry] = []
+        limit = len(self.ids)
+        parents = self.parents
+        while slot >= 0:
+            out.append(self._read(slot))
+            slot = parents[slot]
+            if len(out) > limit:
+                raise ParentCycle(f"parent links from {leaf_id!r} form a cycle",
+                                  path=self.location)
+        out.reverse()
+        return out
+
+    def iter_entries(self) -> Iterator[AnyEntry]:
+        """Every entry in append order (of the entries there when this is called)."""
+        for slot in range(len(self.ids)):
+            entry = self.entry_at(slot)
+            if entry is not None:
+                yield entry
+
+    def links(self) -> Iterator[tuple[str, str | None]]:
+        ids = self.ids
+        return ((ids[k], None if p < 0 else ids[p])
+                for k, p in enumerate(list(self.parents)))
+
+    def parent_of(self, entry_id: str) -> str | None:
+        slot = self.slot_of(entry_id)
+        if slot is None:
+            raise KeyError(entry_id)
+        p = self.parents[slot]
+        if p == _FORWARD:
+            return next(parent for s, parent in self._forward if s == slot)
+        return None if p < 0 else self.ids[p]
+
+    def find(self, entry_type: str) -> list[AnyEntry]:
+        found = (self.entry_at(k) for k, t in enumerate(list(self.types)) if t == entry_type)
+        return [e for e in found if e is not None]
+
+
+def _in_order(offsets: list[int], lengths: list[int], start: int, file: ReadFile) -> bool:
+    """Each line starts where the one before ended (or after blank lines)."""
+    if not offsets or offsets[0] < start:
+        return False
+    ends = map(operator.add, offsets, lengths)
+    if all(map(operator.eq, offsets[1:], ends)) and offsets[0] == start:
+        return True
+    prev = start  # gaps: allowed only where the file holds blank lines
+    for offset, length in zip(offsets, lengths, strict=True):
+        if offset < prev or (offset > prev and not _blank(file, prev, offset)):
+            return False
+        prev = offset + length
+    return True
+
+
+def _blank(file: ReadFile, start: int, stop: int) -> bool:
+    if stop - start > 1 << 20:
+        return False
+    gap = file.pread(stop - start, start)
+    return len(gap) == stop - start and not gap.strip(b" \t\r\n")
