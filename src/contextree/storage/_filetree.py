@@ -15,6 +15,7 @@ import operator
 import os
 import threading
 import weakref
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 
@@ -172,9 +173,9 @@ class FileTree(TreeIndex):
         super().__init__(header, location)
         self.file = file
         self.header_line = header_line
-        self.offsets: list[int] = []
-        self.lengths: list[int] = []
-        self.parents: list[int] = []  # entry numbers; -1: a root
+        self.offsets = array("q")
+        self.lengths = array("q")
+        self.parents = array("q")  # entry numbers; -1: a root
         self.types: list[str] = []
         self.ids: list[str] = []
         self.extra: dict[int, tuple[str | None, str | None]] = {}  # bookkeeping entries
@@ -223,16 +224,23 @@ class FileTree(TreeIndex):
         index does not hold together or its last line no longer matches the session."""
         tree = cls(header, location, file, header_line)
         cols = read.columns
-        tree.offsets, tree.lengths, tree.parents = cols.offsets, cols.lengths, cols.parents
-        tree.types, tree.ids = cols.types, cols.ids
+        try:
+            tree.offsets.frombytes(cols.offsets)
+            tree.lengths.frombytes(cols.lengths)
+            tree.parents.frombytes(cols.parents)
+            tree.types = list(map(cols.type_names.__getitem__, cols.types))
+        except (ValueError, IndexError):  # not whole numbers, or a type code out of range
+            return None
+        tree.ids = cols.ids.split("\0") if cols.ids or cols.offsets else []
+        n = len(tree.ids)
+        if not len(tree.offsets) == len(tree.lengths) == len(tree.parents) == len(
+                tree.types) == n:
+            return None
         tree.extra = {k: (target, text) for k, target, text in cols.extra}
         tree._slots = None
-        n = len(tree.ids)
         if n:
             tree.crcs[n - 1] = cols.last_crc
-            if not _in_order(cols.offsets, cols.lengths, read.header_len, file):
-                return None
-            if min(cols.parents) < -1 or max(cols.parents) >= n or min(cols.lengths) <= 0:
+            if not _in_order(tree.offsets, tree.lengths, read.header_len, file):
                 return None
             if any(not 0 <= k < n for k in tree.extra):
                 return None
@@ -341,12 +349,18 @@ class FileTree(TreeIndex):
         if last >= 0 and not self.crcs.get(last):
             self.crcs[last] = line_crc(self.file.pread(self.lengths[last], self.offsets[last]))
 
-    def columns(self) -> Columns:
-        """The whole index, as ``write_index`` stores it."""
+    def columns(self) -> Columns | None:
+        """The whole index, as ``write_index`` stores it; ``None`` if it cannot hold these
+        entries (an id with a NUL in it, more than 256 entry types)."""
+        names = list(dict.fromkeys(self.types))
+        if len(names) > 256 or any("\0" in i for i in self.ids):
+            return None
+        code = {name: k for k, name in enumerate(names)}
         last = len(self.ids) - 1
         extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
-        return Columns(list(self.offsets), list(self.lengths), list(self.parents),
-                       list(self.types), list(self.ids), extra, self.crcs.get(last, 0))
+        return Columns(self.offsets.tobytes(), self.lengths.tobytes(), self.parents.tobytes(),
+                       bytes(map(code.__getitem__, self.types)), names, "\0".join(self.ids),
+                       extra, self.crcs.get(last, 0))
 
     def tail_records(self, start: int) -> list[TailRecord]:
         """Entries from ``start`` on, as tail records."""
@@ -364,12 +378,14 @@ class FileTree(TreeIndex):
         if hit is not None:
             return hit
         length = self.lengths[slot]
+        pslot = self.parents[slot]
+        if length <= 0 or not -1 <= pslot < len(self.ids):  # numbers no writer gives
+            raise _Stale
         data = self.file.pread(length, self.offsets[slot])
         try:
             entry = decode_line(data)
         except LineError:
             raise _Stale from None
-        pslot = self.parents[slot]
         parent = None if pslot < 0 else self.ids[pslot]
         if (isinstance(entry, SessionHeader) or entry.id != self.ids[slot]
                 or entry.type != self.types[slot] or entry.parent_id != parent):
@@ -477,7 +493,7 @@ class FileTree(TreeIndex):
         return [e for e in found if e is not None]
 
 
-def _in_order(offsets: list[int], lengths: list[int], start: int, file: ReadFile) -> bool:
+def _in_order(offsets: array[int], lengths: array[int], start: int, file: ReadFile) -> bool:
     """Each line starts where the one before ended (or after blank lines)."""
     if not offsets or offsets[0] < start:
         return False

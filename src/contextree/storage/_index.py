@@ -21,7 +21,9 @@ Anything wrong with the file itself (missing, torn, hostile, a link, a FIFO) mak
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import zlib
 from pathlib import Path
 
@@ -40,16 +42,19 @@ _MAX_INDEX_BYTES = 1 << 30  # an index larger than this is not one we wrote: reb
 
 
 class Columns(msgspec.Struct, array_like=True, gc=False):
-    """The places of a session's entries, one list per field, entry ``k`` at index ``k``.
+    """The places of a session's entries, one column per field, entry ``k`` at index ``k``.
 
-    ``parents`` are entry numbers (-1: a root). ``extra`` holds ``[k, target id, text]``
-    for label, leaf and session_info entries only."""
+    Numbers are packed as native 64-bit integers (``array("q")``), types as one byte each
+    (an index into ``type_names``), ids joined by NUL: an index of 100,000 entries decodes
+    in a few milliseconds. ``parents`` are entry numbers (-1: a root). ``extra`` holds
+    ``[k, target id, text]`` for label, leaf and session_info entries only."""
 
-    offsets: list[int]
-    lengths: list[int]
-    parents: list[int]
-    types: list[str]
-    ids: list[str]
+    offsets: bytes
+    lengths: bytes
+    parents: bytes
+    types: bytes
+    type_names: list[str]
+    ids: str
     extra: list[tuple[int, str | None, str | None]]
     last_crc: int
 
@@ -72,6 +77,7 @@ class _Head(msgspec.Struct, forbid_unknown_fields=False):
     header_len: int
     header_crc: int
     base_bytes: int
+    byteorder: str = ""
 
 
 class IndexRead(msgspec.Struct, frozen=True):
@@ -116,7 +122,8 @@ def read_index(path: Path, session_fd: int) -> IndexRead | None:
         head = _HEAD.decode(data[:first_end])
     except msgspec.DecodeError:
         return None
-    if head.contextree_index != INDEX_VERSION or head.header_len <= 0:
+    if (head.contextree_index != INDEX_VERSION or head.header_len <= 0
+            or head.byteorder != sys.byteorder):
         return None
     header_line = _pread(session_fd, head.header_len, 0)
     if (header_line is None or not header_line.endswith(b"\n")
@@ -128,10 +135,6 @@ def read_index(path: Path, session_fd: int) -> IndexRead | None:
         columns = _BASE.decode(data[first_end:base_end])
         tail = _TAIL.decode_lines(data[base_end:tail_end]) if tail_end > base_end else []
     except (msgspec.DecodeError, ValueError):
-        return None
-    n = len(columns.ids)
-    if not (len(columns.offsets) == len(columns.lengths) == len(columns.parents)
-            == len(columns.types) == n):
         return None
     return IndexRead(columns, tail, head.header_len,
                      whole=tail_end == len(data) or (not tail and len(data) == base_end))
@@ -161,12 +164,18 @@ def _read_small(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def write_index(path: Path, header_line: bytes, columns: Columns) -> bool:
+def write_index(path: Path, header_line: bytes, columns: Columns | None) -> bool:
     """Replace ``path``'s index with one whose base is ``columns``, all at once; best
-    effort (False when it could not be written: the session works the same without it)."""
+    effort (False when it could not be written: the session works the same without it).
+    ``None``: entries no index can hold; any old index is removed."""
+    if columns is None:
+        with contextlib.suppress(OSError):
+            index_path(path).unlink()
+        return False
     base = _PACK.encode(columns)
     head = _JSON.encode({"contextree_index": INDEX_VERSION, "header_len": len(header_line),
-                         "header_crc": line_crc(header_line), "base_bytes": len(base)})
+                         "header_crc": line_crc(header_line), "base_bytes": len(base),
+                         "byteorder": sys.byteorder})
     try:
         atomic_write(index_path(path), [head + b"\n", base], durable=False)
     except (OSError, ValueError):

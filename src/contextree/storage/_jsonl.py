@@ -61,6 +61,7 @@ from ._loading import (
     TornLineWarning,
     TornTail,
     decode_header,
+    gc_paused,
     load,
     load_rest,
     report_torn,
@@ -700,8 +701,9 @@ def _read(file: ReadFile, target: Path,
     torn tail, the index read (``None``: there was no usable one) and how many entries it
     placed."""
     size = os.fstat(file.fd).st_size
-    known = read_index(target, file.fd) if size >= _index.INDEX_MIN_BYTES else None
-    found = _tree_from(known, file, target, size) if known is not None else None
+    with gc_paused():
+        known = read_index(target, file.fd) if size >= _index.INDEX_MIN_BYTES else None
+        found = _tree_from(known, file, target, size) if known is not None else None
     if found is None:
         known = None
         tree, end, torn = _full_tree_read(file, target)
