@@ -10,18 +10,23 @@ it is read, so that everything contextree stores can be read, shown and copied b
 
 This module checks plain JSON data; ``contextree.entries`` knows which fields of each line
 can hold arbitrary JSON and walks only those (``line_problem``), without recursion, so a
-typical entry costs a few attribute reads.
+typical entry costs a few attribute reads. ``parse_json`` is how every other JSON text
+(tool call arguments from a model, lines of files to import, JSON kept inside a string) is
+read: held to the same depth, and never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
+import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "data_problem", "plain_data"]
+__all__ = ["MAX_DEPTH", "TOO_DEEP", "TooDeep", "data_problem", "parse_json", "plain_data",
+           "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
@@ -94,3 +99,52 @@ def plain_data(obj: Any) -> Any:
         return data if type(data) is dict else obj
     except RecursionError:
         return None
+
+
+class TooDeep(orjson.JSONDecodeError):
+    """JSON text that nests deeper than the limit: a ``JSONDecodeError`` (so a ``ValueError``),
+    caught wherever malformed JSON already is."""
+
+    def __init__(self, message: str = TOO_DEEP) -> None:
+        super().__init__(message, "", 0)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH) -> Any:
+    """The value of JSON ``text``, nesting at most ``limit`` levels: ``TooDeep`` past them,
+    never a ``RecursionError``. orjson reads it; ``exact=True`` uses the standard library,
+    which also takes integers beyond 64 bits and NaN."""
+    try:
+        value = json.loads(text) if exact else orjson.loads(text)
+    except RecursionError:
+        raise TooDeep() from None
+    except orjson.JSONDecodeError as e:
+        if "depth limit" in str(e):
+            raise TooDeep() from None
+        raise
+    if _openers(text) > limit and too_deep(value, limit):
+        raise TooDeep()
+    return value
+
+
+def _openers(text: str | bytes) -> int:
+    """How many ``[`` and ``{`` ``text`` has: an upper bound of its depth, counted in C."""
+    if isinstance(text, str):
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels deep (iteratively: no
+    recursion limit to hit on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False

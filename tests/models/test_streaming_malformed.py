@@ -361,3 +361,81 @@ def test_retry_replaces_a_malformed_reply_with_the_next_one(oa: OpenAIServer,
         msgs = s.build_context().messages
     assert [(m.role, m.text, m.kind) for m in msgs] == [("user", "Weather?", None),
                                                         ("assistant", "Sunny in Paris.", None)]
+
+
+# -- hostile nesting: 100,000 levels, as a hostile or broken server would send them -----------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_stream_event_nested_100k_deep_is_malformed_not_a_recursion_error(
+        oa: OpenAIServer, an: AnthropicServer) -> None:
+    events = openai_events(oa, completion("The weather in Paris is sunny."))
+    oa.reply(SSE([*events[:3], (None, '{"id": "c", "choices": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        list(openai_model(oa).stream(ASK))
+    events = anthropic_events(an, message(text("The weather in Paris is sunny.")))
+    an.reply(SSE([*events[:3], ("content_block_delta", '{"type": "content_block_delta", '
+                                                        '"index": 0, "delta": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        list(anthropic_model(an).stream(ASK))
+
+
+def test_a_complete_body_nested_100k_deep_is_malformed(oa: OpenAIServer,
+                                                       an: AnthropicServer) -> None:
+    oa.reply(Reply(200, raw=('{"id": "x", "choices": ' + DEEP + "}").encode()))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply") as info:
+        openai_model(oa).complete(ASK)
+    assert oa.base_url in str(info.value)
+    an.reply(Reply(200, raw=('{"type": "message", "content": ' + DEEP + "}").encode()))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        anthropic_model(an).complete(ASK)
+
+
+def _deep_tool_input(server: AnthropicServer) -> SSE:
+    """A weather call whose streamed input is nested 100,000 levels deep."""
+    events = anthropic_events(server, message(tool_use("toolu_1", "weather", {"city": "x"})))
+    out: list[tuple[str | None, Any]] = []
+    for name, event in events:
+        if event.get("delta", {}).get("type") == "input_json_delta":
+            if any(e.get("delta", {}).get("type") == "input_json_delta" for _, e in out):
+                continue
+            event = {**event, "delta": {"type": "input_json_delta",
+                                        "partial_json": '{"city": ' + DEEP + "}"}}
+        out.append((name, event))
+    return SSE(out)
+
+
+def test_tool_arguments_nested_100k_deep_are_fed_back_and_the_session_stays_valid(
+        oa: OpenAIServer, an: AnthropicServer, tmp_path: Path) -> None:
+    """Both adapters keep such arguments as the text they are; the tool is not run, the model
+    is told they must be a JSON object, and the next turn goes through."""
+    path = tmp_path / "s.jsonl"
+    oa.reply(completion(tool_calls=[tool_call("c1", "weather", '{"city": ' + DEEP + "}")]),
+             completion("Sorry."))
+    turn = agent_on(path, openai_model(oa)).start("Weather?")
+    assert turn.text == "Sorry."
+    told = [m for m in oa.bodies[1]["messages"] if m["role"] == "tool"]
+    assert "must be a JSON object" in told[0]["content"]
+
+    an.reply(_deep_tool_input(an), message(text("Sorry again.")))
+    assert agent_on(path, anthropic_model(an)).start("And now?").text == "Sorry again."
+    results = [b for m in an.bodies[1]["messages"] for b in m["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert "must be a JSON object" in str(results[-1]["content"])
+    verify(path)
+    with Session.open(path, readonly=True) as s:
+        assert s.build_context().messages[-1].text == "Sorry again."
+
+
+def test_agent_stream_with_an_event_nested_100k_deep_keeps_the_session_valid(
+        oa: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    events = openai_events(oa, completion("The weather in Paris is sunny."))
+    oa.reply(SSE([*events[:3], (None, '{"id": "c", "choices": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        agent_on(path, openai_model(oa)).start("Weather?")
+    verify(path)
+    oa.reply(completion("Sunny."))
+    assert agent_on(path, openai_model(oa)).start("Again?").text == "Sunny."
+    verify(path)

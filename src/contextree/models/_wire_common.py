@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from contextree._limits import parse_json
 from contextree._messages import AnyPart, Message, TextPart, ToolCall, UnknownPart
 from contextree._text import shorten
 from contextree.models._base import ToolSpec, tool_spec
@@ -63,7 +64,7 @@ def arguments_from_json(text: str | Mapping[str, Any] | None) -> dict[str, Any]:
     if isinstance(text, Mapping):
         return dict(text)
     try:
-        value = json.loads(text)
+        value = parse_json(text, exact=True)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: text}
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}
