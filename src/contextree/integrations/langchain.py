@@ -50,6 +50,7 @@ from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
 from ..tokens import EstimateCounter, TokenCounter, count_context
+from ._ids import checked_id
 
 try:
     from langchain.agents.middleware import (
@@ -542,7 +543,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _conversation(self, thread_id: str | None) -> _Conversation:
         if self._single is not None:
             return self._single
-        key = thread_id or "default"
+        key = checked_id(thread_id, "LangGraph thread id") if thread_id else "default"
         with self._lock:
             conv = self._threads.get(key)
             if conv is None:
