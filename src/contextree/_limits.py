@@ -25,8 +25,8 @@ import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "TooDeep", "data_problem", "parse_json", "plain_data",
-           "too_deep"]
+__all__ = ["MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
+           "plain_data", "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
@@ -34,6 +34,7 @@ MAX_DEPTH = 200
 TOO_DEEP = (f"it nests JSON objects and arrays more than {MAX_DEPTH} levels deep (the "
             "most a session line may hold)")
 _TOO_BIG = "it holds an integer outside the 64-bit range (which JSON readers cannot take)"
+_ANY_JSON = msgspec.json.Decoder()
 _MIN_INT = -(2**63)
 _MAX_INT = 2**64 - 1
 _SCALARS = (str, float, bool, type(None))
@@ -101,29 +102,37 @@ def plain_data(obj: Any) -> Any:
         return None
 
 
-class TooDeep(orjson.JSONDecodeError):
-    """JSON text that nests deeper than the limit: a ``JSONDecodeError`` (so a ``ValueError``),
-    caught wherever malformed JSON already is."""
+class JSONError(orjson.JSONDecodeError):
+    """JSON text ``parse_json`` cannot read: a ``JSONDecodeError`` (so a ``ValueError``),
+    caught wherever orjson's or the standard library's errors already are."""
 
-    def __init__(self, message: str = TOO_DEEP) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(message, "", 0)
 
     def __str__(self) -> str:
         return self.msg
 
 
+class TooDeep(JSONError):
+    """JSON text that nests deeper than the limit."""
+
+    def __init__(self, message: str = TOO_DEEP) -> None:
+        super().__init__(message)
+
+
 def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH) -> Any:
     """The value of JSON ``text``, nesting at most ``limit`` levels: ``TooDeep`` past them,
-    never a ``RecursionError``. orjson reads it; ``exact=True`` uses the standard library,
-    which also takes integers beyond 64 bits and NaN."""
+    never a ``RecursionError``; ``JSONError`` for text that is not JSON.
+
+    msgspec reads it (a failed allocation is a ``MemoryError``: orjson may crash instead);
+    ``exact=True`` uses the standard library, which also takes NaN, Infinity and numbers
+    beyond a double's range (a model's or another tool's JSON may hold them)."""
     try:
-        value = json.loads(text) if exact else orjson.loads(text)
+        value = json.loads(text) if exact else _ANY_JSON.decode(text)
     except RecursionError:
         raise TooDeep() from None
-    except orjson.JSONDecodeError as e:
-        if "depth limit" in str(e):
-            raise TooDeep() from None
-        raise
+    except msgspec.DecodeError as e:
+        raise JSONError(str(e)) from None
     if _openers(text) > limit and too_deep(value, limit):
         raise TooDeep()
     return value
