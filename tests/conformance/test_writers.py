@@ -115,3 +115,49 @@ def test_a_batch_belongs_to_its_thread(backend: Backend) -> None:
         assert "b-plain" in seen["after b's append"]
         assert {f"a{k}" for k in range(5)} <= seen["after a's block"]
     assert {f"a{k}" for k in range(5)} | {"b-plain", "b-batched"} <= set(_on_branch(s))
+
+
+def test_threads_tasks_batches_and_handles_at_once(backend: Backend) -> None:
+    """The shape of a busy web app on one session: threads on a shared object, threads on
+    their own handles, asyncio tasks offloading appends, one thread in batches, all at once.
+    Every append that returned is on the current branch, once, seen from a fresh handle."""
+    first = backend.make()
+    shared = Session(first)
+    handles = [Session(backend.handle(first)) for _ in range(3)]
+    acked: list[set[str]] = [set() for _ in range(THREADS)]
+
+    def append(s: Session, slot: int, text: str) -> None:
+        s.append_message(Message.user(text))
+        acked[slot].add(text)  # acknowledged: the append returned
+
+    def tasks(slot: int) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(asyncio.to_thread(append, handles[0], slot, f"t{slot}-{k}")
+                                   for k in range(PER_THREAD // 3)))
+        asyncio.run(main())
+
+    def batches(slot: int) -> None:
+        for k in range(0, PER_THREAD // 3, 5):
+            with handles[1].batch():
+                for j in range(k, k + 5):
+                    handles[1].append_message(Message.user(f"t{slot}-{j}"))
+            acked[slot].update(f"t{slot}-{j}" for j in range(k, k + 5))
+
+    def work(i: int) -> None:
+        if i == 0:
+            tasks(i)
+        elif i == 1:
+            batches(i)
+        else:
+            s = shared if i % 2 else handles[2]
+            for k in range(PER_THREAD // 3):
+                append(s, i, f"t{i}-{k}")
+
+    _run_threads(work)
+    every = set().union(*acked)
+    assert len(every) == THREADS * (PER_THREAD // 3)
+    fresh = _on_branch(Session(backend.handle_readonly(first)))
+    assert len(fresh) == len(set(fresh)) == len(every)  # once each, nothing off the branch
+    assert set(fresh) == every
+    for s in [shared, *handles]:
+        assert set(_on_branch(s)) == every
