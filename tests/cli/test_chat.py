@@ -305,3 +305,34 @@ def test_tool_arguments_nested_100k_deep_are_an_argument_error_the_chat_survives
     with Session.open(tmp_path / "chat.jsonl", readonly=True) as s:
         assert [m.role for m in s.build_context().messages][-3:] == ["assistant", "tool",
                                                                      "assistant"]
+
+
+EVIL_NAME = "notes\x1b]0;pwned\x07\x9b2J.txt"
+OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"
+
+
+def test_nothing_a_model_or_a_file_sends_acts_on_the_terminal(oa: OpenAIServer,
+                                                              tmp_path: Path) -> None:
+    """A hostile file (its name and its first line), a model's streamed text and a tool
+    call's path, then /tree, /context and /label echo them: the screen shows every escape
+    as text, and no title, clipboard or clear-screen sequence reaches the terminal."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / EVIL_NAME).write_text(f"# README {OSC52}\x1b[2J\nsecond line\n")
+    oa.reply(completion(f"Reading it.{OSC52}",
+                        tool_calls=[tool_call("c1", "read", {"path": EVIL_NAME})]),
+             completion(f"It says hi.\x1b[2J\x1b]0;title\x07 done"))
+    term = open_chat(tmp_path, oa.base_url)
+    term.expect(r"> ")
+    term.line("Read the notes")
+    term.expect(r"done")
+    term.expect(r"> ")
+    for command in ("/tree", "/context", "/label \x1b]0;x\x07here", "/stats"):
+        term.line(command)
+        term.expect(r"> ")
+    term.line("/exit")
+    assert term.close() == 0
+    for raw in (b"\x1b]", b"\x1b[2J", b"\x9b", "\x9b".encode(), b"\x07"):
+        assert raw not in term.raw, (raw, term.raw[-2000:])
+    assert re.search(re.escape("notes\\x1b]0;pwned\\x07\\x9b2J.txt"), term.seen)
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in term.seen

@@ -161,3 +161,42 @@ def test_threads_tasks_batches_and_handles_at_once(backend: Backend) -> None:
     assert set(fresh) == every
     for s in [shared, *handles]:
         assert set(_on_branch(s)) == every
+
+
+def test_a_batch_belongs_to_its_asyncio_task(backend: Backend) -> None:
+    """Task A awaits inside its batch; task B's plain append, on the same thread, is stored
+    when it returns (JSONL, memory). On PostgreSQL a batch is one transaction of the object:
+    B's append joins A's batch and is stored when A's block ends (docs/storage.md)."""
+    storage = backend.make()
+    s = Session(storage)
+    seen: dict[str, set[str]] = {}
+
+    def durable_texts() -> set[str]:
+        return set(_on_branch(Session(backend.handle_readonly(storage))))
+
+    async def a(inside: asyncio.Event, b_done: asyncio.Event) -> None:
+        with s.batch():
+            s.append_message(Message.user("a0"))
+            inside.set()
+            await b_done.wait()
+            s.append_message(Message.user("a1"))
+        seen["after a's block"] = durable_texts()
+
+    async def b(inside: asyncio.Event, b_done: asyncio.Event) -> None:
+        await inside.wait()
+        s.append_message(Message.user("b-plain"))
+        seen["after b's append"] = durable_texts()
+        b_done.set()
+
+    async def main() -> None:
+        inside, b_done = asyncio.Event(), asyncio.Event()
+        await asyncio.wait_for(asyncio.gather(a(inside, b_done), b(inside, b_done)), 30)
+
+    asyncio.run(main())
+    assert {"a0", "a1", "b-plain"} <= set(_on_branch(s))
+    if backend.name == "jsonl":  # stored (A's buffered line is written first, for order)
+        assert "b-plain" in seen["after b's append"]
+    if backend.name == "postgres":
+        assert seen["after b's append"] == set()  # in A's transaction, not yet committed
+    if backend.persistent:
+        assert seen["after a's block"] == {"a0", "a1", "b-plain"}
