@@ -321,7 +321,7 @@ def test_nothing_a_model_or_a_file_sends_acts_on_the_terminal(oa: OpenAIServer,
     (work / EVIL_NAME).write_text(f"# README {OSC52}\x1b[2J\nsecond line\n")
     oa.reply(completion(f"Reading it.{OSC52}",
                         tool_calls=[tool_call("c1", "read", {"path": EVIL_NAME})]),
-             completion(f"It says hi.\x1b[2J\x1b]0;title\x07 done"))
+             completion("It says hi.\x1b[2J\x1b]0;title\x07 done"))
     term = open_chat(tmp_path, oa.base_url)
     term.expect(r"> ")
     term.line("Read the notes")
