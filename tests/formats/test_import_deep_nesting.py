@@ -72,3 +72,11 @@ def test_deep_arguments_inside_a_string_are_kept_as_text(tmp_path: Path, fmt: st
     with Session.open(out, readonly=True) as s:
         call = next(m for m in s.build_context().messages if m.tool_calls)
     assert deep in str(to_builtins(call))  # the exact text, wherever the format keeps it
+
+
+def test_a_codex_config_nested_100k_deep_is_ignored_not_a_crash(tmp_path: Path) -> None:
+    from contextree.formats._codex_export import configured_provider
+
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp_path / "config.toml").write_text(f'a = {deep}\nmodel_provider = "x"\n')
+    assert configured_provider(tmp_path) is None  # as for any unreadable config
