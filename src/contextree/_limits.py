@@ -25,11 +25,15 @@ import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
+__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
            "plain_data", "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
+
+ARGUMENTS_DEPTH = MAX_DEPTH - 4
+"""Most levels a tool call's arguments may nest: a message line holds them four levels down
+(the entry, its message, the ``tool_calls`` list, the call)."""
 
 TOO_DEEP = (f"it nests JSON objects and arrays more than {MAX_DEPTH} levels deep (the "
             "most a session line may hold)")

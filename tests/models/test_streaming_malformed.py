@@ -6,6 +6,7 @@ data that is not JSON, events of the wrong shape or missing fields. Each is a
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,9 +17,11 @@ import pytest
 
 import contextree as ct
 from contextree import Message, Session, ToolCall
+from contextree._limits import ARGUMENTS_DEPTH
 from contextree.errors import ModelError, ModelReplyMalformed
 from contextree.markers import Kind
 from contextree.models import AnthropicMessages, OpenAIChat, TextDelta, ToolCallReady
+from contextree.models._wire_common import RAW_ARGUMENTS_KEY
 from contextree.runtime import DefaultToolPipeline, Event, Retry, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded, Reply
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
@@ -438,4 +441,31 @@ def test_agent_stream_with_an_event_nested_100k_deep_keeps_the_session_valid(
     verify(path)
     oa.reply(completion("Sunny."))
     assert agent_on(path, openai_model(oa)).start("Again?").text == "Sunny."
+    verify(path)
+
+
+def _nested(levels: int) -> str:
+    """Arguments that nest ``levels`` deep, the arguments object counted."""
+    return '{"city": ' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
+
+
+@pytest.mark.parametrize("levels", [ARGUMENTS_DEPTH, ARGUMENTS_DEPTH + 1, 250])
+def test_arguments_near_the_depth_limit_are_stored_either_way(
+        oa: OpenAIServer, an: AnthropicServer, tmp_path: Path, levels: int) -> None:
+    """At the limit the arguments are kept as sent; one level past it they are kept as
+    text; either way the reply fits in a session line, so the turn ends and the session
+    holds it (streamed from OpenAI, and whole from Anthropic, parsed by its SDK)."""
+    path = tmp_path / "s.jsonl"
+    oa.reply(completion(tool_calls=[tool_call("c1", "weather", _nested(levels))]),
+             completion("Done."))
+    assert agent_on(path, openai_model(oa)).start("Weather?").text == "Done."
+    body = message(tool_use("toolu_1", "weather", {"city": "x"}))
+    body["content"][0]["input"] = json.loads(_nested(levels))
+    an.reply(Reply(200, raw=json.dumps(body).encode()))
+    call = anthropic_model(an).complete(ASK).tool_calls[0]
+    with Session.open(path) as s:
+        s.append_message(Message.user("Again?"))
+        s.append_message(Message.assistant("", tool_calls=[call]))  # fits in a line
+    kept_as_text = levels > ARGUMENTS_DEPTH
+    assert (RAW_ARGUMENTS_KEY in call.arguments) is kept_as_text
     verify(path)

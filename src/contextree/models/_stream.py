@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from contextree._limits import parse_json
+from contextree._limits import ARGUMENTS_DEPTH, parse_json
 from contextree._messages import Message, TextPart, ThinkingPart, ToolCall
 from contextree._text import shorten
 from contextree.errors import ModelError, ModelReplyMalformed, ModelUnavailable
@@ -809,7 +809,7 @@ def _tool_input(joined: str) -> Json:
     """A streamed tool input: its JSON object, or the text as the model sent it when that is
     not one (not JSON, nested too deeply): the tool then says what is wrong with it."""
     try:
-        value = parse_json(joined, exact=True)
+        value = parse_json(joined, exact=True, limit=ARGUMENTS_DEPTH)
     except ValueError:
         value = None
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: joined}
