@@ -172,12 +172,16 @@ def test_the_agents_descriptors_and_maps_are_closed_to_its_commands(
     user, python = runner
     probe = ["head -c 1 /proc/AGENT_PID/maps >/dev/null 2>&1 && echo maps-read",
              "ls /proc/AGENT_PID/cwd/ >/dev/null 2>&1 && echo fd-opened",
-             "ls /proc/AGENT_PID/fd >/dev/null 2>&1 && echo fd-listed"]
+             "ls /proc/AGENT_PID/fd >/dev/null 2>&1 && echo fd-listed",
+             # its stdout, a pipe the test made: only the test's own user may open it
+             "head -c 0 /proc/AGENT_PID/fd/1 2>/dev/null && echo fd-followed"]
     kw = {"secret": "none", "user": user, "pythonpath": _pythonpath()}
-    maps, opened, listed = run_agent(python, probe, protect=False, **kw)
+    maps, opened, listed, followed = run_agent(python, probe, protect=False, **kw)
     assert "maps-read" in maps and "fd-opened" in opened and "fd-listed" in listed
-    maps, opened, listed = run_agent(python, probe, protect=True, **kw)
+    assert user or "fd-followed" in followed
+    maps, opened, listed, followed = run_agent(python, probe, protect=True, **kw)
     assert "maps-read" not in maps and "fd-opened" not in opened, (maps, opened)
+    assert "fd-followed" not in followed, followed
     if user:  # the agent runs unprivileged
         assert "fd-listed" not in listed, listed
 
