@@ -162,7 +162,7 @@ def test_the_lenient_decoder_never_crashes_under_an_address_space_limit(
                 + b'"}\n')
     before = path.stat()
     outcomes: dict[int, str] = {}
-    for limit_mb in (100, 180, 300, 450, 560, 600, 625, 650, 700, 800, 950, 1100):
+    for limit_mb in (150, 180, 300, 450, 560, 600, 625, 650, 700, 800, 950, 1100):
         mode = "ro" if limit_mb % 100 else "rw"  # the writer's open too
         run = subprocess.run([sys.executable, "-c", _OPEN_UNDER_LIMIT, str(path),
                               str(limit_mb), mode], capture_output=True, text=True, timeout=120)
