@@ -31,10 +31,12 @@ __all__ = [
     "atomic_create",
     "atomic_write",
     "fsync_dir",
+    "node_kind",
     "open_private",
     "open_regular_readonly",
     "refuse_non_file",
     "remove_stale_temps",
+    "storable_path",
     "temp_path",
     "write_all",
 ]
@@ -133,6 +135,31 @@ def open_regular_readonly(path: str | os.PathLike[str]) -> int:
     return fd
 
 
+def storable_path(path: str) -> str:
+    """``path`` as a session line can hold it: UTF-8 (JSON) cannot carry undecodable bytes
+    (lone surrogates), so those are written as ``\\xff``, as tool output shows them."""
+    try:
+        path.encode()
+        return path
+    except UnicodeEncodeError:
+        pass
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no byte stands for
+        return path.encode("utf-8", "backslashreplace").decode()
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def node_kind(mode: int) -> str:
+    """What kind of node an ``st_mode`` is, in words for an error message (``a FIFO (named
+    pipe)``, ``a character device``)."""
+    return ("a directory" if stat.S_ISDIR(mode) else
+            "a regular file" if stat.S_ISREG(mode) else
+            "a character device" if stat.S_ISCHR(mode) else
+            "a block device" if stat.S_ISBLK(mode) else
+            "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a special file")
+
+
 def refuse_non_file(target: str | os.PathLike[str], *, dir_fd: int | None = None) -> None:
     """``InvalidArgument`` when ``target`` exists and is not a regular file (a device, a
     FIFO, a socket, a directory): a replacing write would put a regular file in its place
@@ -143,11 +170,8 @@ def refuse_non_file(target: str | os.PathLike[str], *, dir_fd: int | None = None
         return
     if stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
         return
-    kind = ("a directory" if stat.S_ISDIR(info.st_mode) else
-            "a character device" if stat.S_ISCHR(info.st_mode) else
-            "a block device" if stat.S_ISBLK(info.st_mode) else
-            "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else "a special file")
-    raise InvalidArgument(f"{kind} is there, not a regular file: nothing was written to it "
+    raise InvalidArgument(f"{node_kind(info.st_mode)} is there, not a regular file: nothing "
+                          "was written to it "
                           "and it was not replaced; choose a file path", path=str(target))
 
 

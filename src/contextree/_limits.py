@@ -10,25 +10,35 @@ it is read, so that everything contextree stores can be read, shown and copied b
 
 This module checks plain JSON data; ``contextree.entries`` knows which fields of each line
 can hold arbitrary JSON and walks only those (``line_problem``), without recursion, so a
-typical entry costs a few attribute reads.
+typical entry costs a few attribute reads. ``parse_json`` is how every other JSON text
+(tool call arguments from a model, lines of files to import, JSON kept inside a string) is
+read: held to the same depth, and never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
+import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["MAX_DEPTH", "TOO_DEEP", "data_problem", "plain_data"]
+__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
+           "plain_data", "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
 
+ARGUMENTS_DEPTH = MAX_DEPTH - 4
+"""Most levels a tool call's arguments may nest: a message line holds them four levels down
+(the entry, its message, the ``tool_calls`` list, the call)."""
+
 TOO_DEEP = (f"it nests JSON objects and arrays more than {MAX_DEPTH} levels deep (the "
             "most a session line may hold)")
 _TOO_BIG = "it holds an integer outside the 64-bit range (which JSON readers cannot take)"
+_ANY_JSON = msgspec.json.Decoder()
 _MIN_INT = -(2**63)
 _MAX_INT = 2**64 - 1
 _SCALARS = (str, float, bool, type(None))
@@ -94,3 +104,60 @@ def plain_data(obj: Any) -> Any:
         return data if type(data) is dict else obj
     except RecursionError:
         return None
+
+
+class JSONError(orjson.JSONDecodeError):
+    """JSON text ``parse_json`` cannot read: a ``JSONDecodeError`` (so a ``ValueError``),
+    caught wherever orjson's or the standard library's errors already are."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "", 0)
+
+    def __str__(self) -> str:
+        return self.msg
+
+
+class TooDeep(JSONError):
+    """JSON text that nests deeper than the limit."""
+
+    def __init__(self, message: str = TOO_DEEP) -> None:
+        super().__init__(message)
+
+
+def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH) -> Any:
+    """The value of JSON ``text``, nesting at most ``limit`` levels: ``TooDeep`` past them,
+    never a ``RecursionError``; ``JSONError`` for text that is not JSON.
+
+    msgspec reads it (a failed allocation is a ``MemoryError``: orjson may crash instead);
+    ``exact=True`` uses the standard library, which also takes NaN, Infinity and numbers
+    beyond a double's range (a model's or another tool's JSON may hold them)."""
+    try:
+        value = json.loads(text) if exact else _ANY_JSON.decode(text)
+    except RecursionError:
+        raise TooDeep() from None
+    except msgspec.DecodeError as e:
+        raise JSONError(str(e)) from None
+    if _openers(text) > limit and too_deep(value, limit):
+        raise TooDeep()
+    return value
+
+
+def _openers(text: str | bytes) -> int:
+    """How many ``[`` and ``{`` ``text`` has: an upper bound of its depth, counted in C."""
+    if isinstance(text, str):
+        return text.count("[") + text.count("{")
+    return text.count(b"[") + text.count(b"{")
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels deep (iteratively: no
+    recursion limit to hit on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False

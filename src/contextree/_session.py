@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from msgspec import UNSET, UnsetType
 
 from ._context import Projector, SessionContext, build_context
+from ._files import storable_path
 from ._messages import Message, Usage
 from ._stats import SessionStats, compute_stats
 from .compaction import (
@@ -118,7 +119,7 @@ class Session:
             id=check_session_id(session_id) if session_id is not None
             else address.session_id or new_session_id(),
             created_at=now(),
-            cwd=cwd if cwd is not None else os.getcwd(),
+            cwd=storable_path(cwd if cwd is not None else os.getcwd()),
             metadata=metadata,
         )
         return cls(create_storage(address, header, durable=durable))
@@ -608,7 +609,7 @@ class Session:
         if isinstance(self.storage, MemoryStorage):
             return self.id
         if isinstance(self.storage, JsonlStorage):
-            return os.path.abspath(self.storage.file)
+            return storable_path(os.path.abspath(self.storage.file))
         return self.location
 
     # -- reading -------------------------------------------------------------------------

@@ -386,6 +386,7 @@ _FIELDS: dict[type[Any], Callable[[Any], str | None]] = {
 # -- JSON lines ------------------------------------------------------------------------
 
 LINE_DECODER = msgspec.json.Decoder(SessionHeader | KnownEntry)
+_ANY_JSON = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder(enc_hook=enc_hook)
 
 
@@ -407,28 +408,34 @@ def decode_line(line: bytes | str) -> Line:
     try:
         decoded: Line = LINE_DECODER.decode(line)
     except (msgspec.DecodeError, RecursionError):
-        pass  # the lenient path below says what is wrong (orjson does not recurse in Python)
+        pass  # the lenient path below says what is wrong
     else:
         problem = line_problem(decoded)
         if problem is not None:
             raise LineError(InvalidEntry, problem)
         return decoded
-    try:
-        data = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        if "depth limit" in str(e):
-            raise LineError(InvalidEntry, TOO_DEEP) from None
-        if "memory" in str(e).lower():
-            # orjson reports an allocation failure as a decode error: it says nothing of
-            # the line, which must never be taken for a torn or corrupt one (and cut off).
-            raise MemoryError(f"not enough memory to decode a line of {len(line):,} "
-                              "bytes; nothing was changed: free memory (or raise the "
-                              "process's limit) and open the session again") from None
-        raise LineError(CorruptLine, f"not valid JSON ({e})") from None
+    data = _lenient(line)
     problem = data_problem(data)
     if problem is not None:
         raise LineError(InvalidEntry, problem)
     return from_dict(data)
+
+
+def _lenient(line: bytes | str) -> Any:
+    """``line`` as plain JSON data, by msgspec: it fails an allocation with ``MemoryError``,
+    where orjson segfaults (under an address-space limit, a 40 MB line) or reports a decode
+    error. Memory running out says nothing of the line, so it is never a ``LineError`` (a
+    torn or corrupt line would be cut off)."""
+    try:
+        return _ANY_JSON.decode(line)
+    except RecursionError:
+        raise LineError(InvalidEntry, TOO_DEEP) from None
+    except msgspec.DecodeError as e:  # ValidationError too: a number out of range
+        raise LineError(CorruptLine, f"not valid JSON ({e})") from None
+    except MemoryError:
+        raise MemoryError(f"not enough memory to decode a line of {len(line):,} bytes; "
+                          "nothing was changed: free memory (or raise the process's "
+                          "limit) and open the session again") from None
 
 
 def from_dict(data: Any) -> Line:

@@ -281,3 +281,58 @@ def test_the_approval_prompt_shows_the_exact_command_escapes_visible(
     assert not (tmp_path / "work" / "PWNED").exists()
     assert b"\x1b]52" not in term.raw and b"\x1b[2K" not in term.raw
     assert b"\x0b" not in term.raw and "\u2028".encode() not in term.raw
+
+
+def test_tool_arguments_nested_100k_deep_are_an_argument_error_the_chat_survives(
+        oa: OpenAIServer, tmp_path: Path) -> None:
+    """A hostile model sends arguments nested 100,000 levels deep: the tool is not run, the
+    model is told its arguments were not usable, and the session stays valid."""
+    deep = '{"command": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    oa.reply(completion(tool_calls=[tool_call("c1", "shell", deep)]),
+             completion("Sorry, bad arguments."))
+    term = open_chat(tmp_path, oa.base_url)
+    term.expect(r"> ")
+    term.line("Do it")
+    term.expect(r"allow this shell\? \[y/N\] ", timeout=60)  # the raw text, shown in full
+    term.line("y")
+    term.expect(r"Sorry, bad arguments\.", timeout=60)
+    term.expect(r"> ")
+    term.line("/exit")
+    assert term.close() == 0
+    assert "RecursionError" not in term.seen and "Traceback" not in term.seen
+    told = [m for m in oa.bodies[1]["messages"] if m["role"] == "tool"]
+    assert len(told) == 1 and "must be a JSON object" in told[0]["content"], told[0]["content"][:300]
+    with Session.open(tmp_path / "chat.jsonl", readonly=True) as s:
+        assert [m.role for m in s.build_context().messages][-3:] == ["assistant", "tool",
+                                                                     "assistant"]
+
+
+EVIL_NAME = "notes\x1b]0;pwned\x07\x9b2J.txt"
+OSC52 = "\x1b]52;c;cm0gLXJmIH4=\x07"
+
+
+def test_nothing_a_model_or_a_file_sends_acts_on_the_terminal(oa: OpenAIServer,
+                                                              tmp_path: Path) -> None:
+    """A hostile file (its name and its first line), a model's streamed text and a tool
+    call's path, then /tree, /context and /label echo them: the screen shows every escape
+    as text, and no title, clipboard or clear-screen sequence reaches the terminal."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / EVIL_NAME).write_text(f"# README {OSC52}\x1b[2J\nsecond line\n")
+    oa.reply(completion(f"Reading it.{OSC52}",
+                        tool_calls=[tool_call("c1", "read", {"path": EVIL_NAME})]),
+             completion("It says hi.\x1b[2J\x1b]0;title\x07 done"))
+    term = open_chat(tmp_path, oa.base_url)
+    term.expect(r"> ")
+    term.line("Read the notes")
+    term.expect(r"done")
+    term.expect(r"> ")
+    for command in ("/tree", "/context", "/label \x1b]0;x\x07here", "/stats"):
+        term.line(command)
+        term.expect(r"> ")
+    term.line("/exit")
+    assert term.close() == 0
+    for raw in (b"\x1b]", b"\x1b[2J", b"\x9b", "\x9b".encode(), b"\x07"):
+        assert raw not in term.raw, (raw, term.raw[-2000:])
+    assert re.search(re.escape("notes\\x1b]0;pwned\\x07\\x9b2J.txt"), term.seen)
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in term.seen

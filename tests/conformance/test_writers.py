@@ -115,3 +115,88 @@ def test_a_batch_belongs_to_its_thread(backend: Backend) -> None:
         assert "b-plain" in seen["after b's append"]
         assert {f"a{k}" for k in range(5)} <= seen["after a's block"]
     assert {f"a{k}" for k in range(5)} | {"b-plain", "b-batched"} <= set(_on_branch(s))
+
+
+def test_threads_tasks_batches_and_handles_at_once(backend: Backend) -> None:
+    """The shape of a busy web app on one session: threads on a shared object, threads on
+    their own handles, asyncio tasks offloading appends, one thread in batches, all at once.
+    Every append that returned is on the current branch, once, seen from a fresh handle."""
+    first = backend.make()
+    shared = Session(first)
+    handles = [Session(backend.handle(first)) for _ in range(3)]
+    acked: list[set[str]] = [set() for _ in range(THREADS)]
+
+    def append(s: Session, slot: int, text: str) -> None:
+        s.append_message(Message.user(text))
+        acked[slot].add(text)  # acknowledged: the append returned
+
+    def tasks(slot: int) -> None:
+        async def main() -> None:
+            await asyncio.gather(*(asyncio.to_thread(append, handles[0], slot, f"t{slot}-{k}")
+                                   for k in range(PER_THREAD // 3)))
+        asyncio.run(main())
+
+    def batches(slot: int) -> None:
+        for k in range(0, PER_THREAD // 3, 5):
+            with handles[1].batch():
+                for j in range(k, k + 5):
+                    handles[1].append_message(Message.user(f"t{slot}-{j}"))
+            acked[slot].update(f"t{slot}-{j}" for j in range(k, k + 5))
+
+    def work(i: int) -> None:
+        if i == 0:
+            tasks(i)
+        elif i == 1:
+            batches(i)
+        else:
+            s = shared if i % 2 else handles[2]
+            for k in range(PER_THREAD // 3):
+                append(s, i, f"t{i}-{k}")
+
+    _run_threads(work)
+    every = set().union(*acked)
+    assert len(every) == THREADS * (PER_THREAD // 3)
+    fresh = _on_branch(Session(backend.handle_readonly(first)))
+    assert len(fresh) == len(set(fresh)) == len(every)  # once each, nothing off the branch
+    assert set(fresh) == every
+    for s in [shared, *handles]:
+        assert set(_on_branch(s)) == every
+
+
+def test_a_batch_belongs_to_its_asyncio_task(backend: Backend) -> None:
+    """Task A awaits inside its batch; task B's plain append, on the same thread, is stored
+    when it returns (JSONL, memory). On PostgreSQL a batch is one transaction of the object:
+    B's append joins A's batch and is stored when A's block ends (docs/storage.md)."""
+    storage = backend.make()
+    s = Session(storage)
+    seen: dict[str, set[str]] = {}
+
+    def durable_texts() -> set[str]:
+        return set(_on_branch(Session(backend.handle_readonly(storage))))
+
+    async def a(inside: asyncio.Event, b_done: asyncio.Event) -> None:
+        with s.batch():
+            s.append_message(Message.user("a0"))
+            inside.set()
+            await b_done.wait()
+            s.append_message(Message.user("a1"))
+        seen["after a's block"] = durable_texts()
+
+    async def b(inside: asyncio.Event, b_done: asyncio.Event) -> None:
+        await inside.wait()
+        s.append_message(Message.user("b-plain"))
+        seen["after b's append"] = durable_texts()
+        b_done.set()
+
+    async def main() -> None:
+        inside, b_done = asyncio.Event(), asyncio.Event()
+        await asyncio.wait_for(asyncio.gather(a(inside, b_done), b(inside, b_done)), 30)
+
+    asyncio.run(main())
+    assert {"a0", "a1", "b-plain"} <= set(_on_branch(s))
+    if backend.name == "jsonl":  # stored (A's buffered line is written first, for order)
+        assert "b-plain" in seen["after b's append"]
+    if backend.name == "postgres":
+        assert seen["after b's append"] == set()  # in A's transaction, not yet committed
+    if backend.persistent:
+        assert seen["after a's block"] == {"a0", "a1", "b-plain"}

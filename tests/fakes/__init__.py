@@ -44,6 +44,7 @@ class Reply:
     status: int = 200
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # sent as it is instead of ``body`` (JSON no encoder would write)
 
 
 @dataclass
@@ -217,7 +218,7 @@ class FakeServer:
                     sse.sent.set()
 
             def _send(self, reply: Reply) -> None:
-                data = json.dumps(reply.body).encode()
+                data = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))

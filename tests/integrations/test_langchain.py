@@ -35,6 +35,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from contextree.entries import CompactionEntry, MessageEntry
+from contextree.errors import InvalidArgument
 from contextree.integrations.langchain import LC_KEY, ContextreeMiddleware
 from helpers import SRC
 
@@ -295,3 +296,24 @@ def test_missing_extra_names_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(SRC)}, check=True).stdout
     assert "contextree[langchain]" in out
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_a_thread_id_with_a_lone_surrogate_is_an_invalid_argument(tmp_path: Path,
+                                                                  on_disk: bool) -> None:
+    """A thread id decoded from bad bytes or a broken ``\\ud800`` escape names no session:
+    InvalidArgument saying so, from inside a real graph run; other threads go on working."""
+    model = ScriptedChat(script=[answer(0)])
+    mw = ContextreeMiddleware(directory=tmp_path) if on_disk else ContextreeMiddleware()
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=InMemorySaver())
+    bad = {"configurable": {"thread_id": "user-\ud800-1"}}
+    with pytest.raises(InvalidArgument, match="LangGraph thread id") as info:
+        agent.invoke({"messages": [{"role": "user", "content": "hi"}]}, bad)
+    assert "lone surrogate" in str(info.value) and "valid characters" in str(info.value)
+    with pytest.raises(InvalidArgument):
+        mw.session_for("user-\ud800-1")
+    good = {"configurable": {"thread_id": "user-1"}}
+    state = agent.invoke({"messages": [{"role": "user", "content": "hi"}]}, good)
+    assert state["messages"][-1].content == "Step 0 is done."
+    assert len(mirrored(mw, "user-1")) == 2
+    assert [p.name for p in tmp_path.glob("*.jsonl")] == (["user-1.jsonl"] if on_disk else [])

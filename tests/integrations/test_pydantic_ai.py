@@ -57,6 +57,7 @@ from pydantic_ai.tools import DeferredToolRequests
 from pydantic_ai.usage import RequestUsage, RunUsage
 
 from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
+from contextree.errors import InvalidArgument
 from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,
@@ -654,3 +655,27 @@ def test_missing_extra_names_it() -> None:
     assert "contextree[pydantic-ai]" in out.stdout
 
 
+
+
+@pytest.mark.parametrize("kind", ["contextree-memory", "contextree-jsonl", "contextree-postgres"])
+async def test_a_conversation_id_with_a_lone_surrogate_is_an_invalid_argument(
+        kind: str, tmp_path: Path) -> None:
+    """An id decoded from bad bytes (``surrogateescape``) or a broken ``\\ud800`` escape: a
+    clear InvalidArgument from every entry point, and the store goes on working."""
+    store = make_store(kind, tmp_path)
+    assert isinstance(store, ContextreeConversationStore)
+    bad = "chat-\ud800-1"
+    try:
+        calls = [lambda: store.save(Conversation(conversation_id=bad, messages=[req("hi")])),
+                 lambda: store.load(bad), lambda: store.read_record(bad)]
+        for call in calls:
+            with pytest.raises(InvalidArgument, match="pydantic-ai conversation id") as info:
+                await call()
+            assert "valid characters" in str(info.value)
+        with pytest.raises(InvalidArgument, match="lone surrogate"):
+            store.session(bad)
+        await store.save(Conversation(conversation_id="chat-1", messages=[req("hi")]))
+        loaded = await store.load("chat-1")
+        assert loaded is not None and len(loaded.messages) == 1
+    finally:
+        store.close()

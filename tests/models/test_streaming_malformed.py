@@ -6,6 +6,7 @@ data that is not JSON, events of the wrong shape or missing fields. Each is a
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,9 +17,11 @@ import pytest
 
 import contextree as ct
 from contextree import Message, Session, ToolCall
+from contextree._limits import ARGUMENTS_DEPTH
 from contextree.errors import ModelError, ModelReplyMalformed
 from contextree.markers import Kind
 from contextree.models import AnthropicMessages, OpenAIChat, TextDelta, ToolCallReady
+from contextree.models._wire_common import RAW_ARGUMENTS_KEY
 from contextree.runtime import DefaultToolPipeline, Event, Retry, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded, Reply
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
@@ -361,3 +364,108 @@ def test_retry_replaces_a_malformed_reply_with_the_next_one(oa: OpenAIServer,
         msgs = s.build_context().messages
     assert [(m.role, m.text, m.kind) for m in msgs] == [("user", "Weather?", None),
                                                         ("assistant", "Sunny in Paris.", None)]
+
+
+# -- hostile nesting: 100,000 levels, as a hostile or broken server would send them -----------
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_stream_event_nested_100k_deep_is_malformed_not_a_recursion_error(
+        oa: OpenAIServer, an: AnthropicServer) -> None:
+    events = openai_events(oa, completion("The weather in Paris is sunny."))
+    oa.reply(SSE([*events[:3], (None, '{"id": "c", "choices": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        list(openai_model(oa).stream(ASK))
+    events = anthropic_events(an, message(text("The weather in Paris is sunny.")))
+    an.reply(SSE([*events[:3], ("content_block_delta", '{"type": "content_block_delta", '
+                                                        '"index": 0, "delta": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        list(anthropic_model(an).stream(ASK))
+
+
+def test_a_complete_body_nested_100k_deep_is_malformed(oa: OpenAIServer,
+                                                       an: AnthropicServer) -> None:
+    oa.reply(Reply(200, raw=('{"id": "x", "choices": ' + DEEP + "}").encode()))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply") as info:
+        openai_model(oa).complete(ASK)
+    assert oa.base_url in str(info.value)
+    an.reply(Reply(200, raw=('{"type": "message", "content": ' + DEEP + "}").encode()))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        anthropic_model(an).complete(ASK)
+
+
+def _deep_tool_input(server: AnthropicServer) -> SSE:
+    """A weather call whose streamed input is nested 100,000 levels deep."""
+    events = anthropic_events(server, message(tool_use("toolu_1", "weather", {"city": "x"})))
+    out: list[tuple[str | None, Any]] = []
+    for name, event in events:
+        if event.get("delta", {}).get("type") == "input_json_delta":
+            if any(e.get("delta", {}).get("type") == "input_json_delta" for _, e in out):
+                continue
+            event = {**event, "delta": {"type": "input_json_delta",
+                                        "partial_json": '{"city": ' + DEEP + "}"}}
+        out.append((name, event))
+    return SSE(out)
+
+
+def test_tool_arguments_nested_100k_deep_are_fed_back_and_the_session_stays_valid(
+        oa: OpenAIServer, an: AnthropicServer, tmp_path: Path) -> None:
+    """Both adapters keep such arguments as the text they are; the tool is not run, the model
+    is told they must be a JSON object, and the next turn goes through."""
+    path = tmp_path / "s.jsonl"
+    oa.reply(completion(tool_calls=[tool_call("c1", "weather", '{"city": ' + DEEP + "}")]),
+             completion("Sorry."))
+    turn = agent_on(path, openai_model(oa)).start("Weather?")
+    assert turn.text == "Sorry."
+    told = [m for m in oa.bodies[1]["messages"] if m["role"] == "tool"]
+    assert "must be a JSON object" in told[0]["content"]
+
+    an.reply(_deep_tool_input(an), message(text("Sorry again.")))
+    assert agent_on(path, anthropic_model(an)).start("And now?").text == "Sorry again."
+    results = [b for m in an.bodies[1]["messages"] for b in m["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert "must be a JSON object" in str(results[-1]["content"])
+    verify(path)
+    with Session.open(path, readonly=True) as s:
+        assert s.build_context().messages[-1].text == "Sorry again."
+
+
+def test_agent_stream_with_an_event_nested_100k_deep_keeps_the_session_valid(
+        oa: OpenAIServer, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    events = openai_events(oa, completion("The weather in Paris is sunny."))
+    oa.reply(SSE([*events[:3], (None, '{"id": "c", "choices": ' + DEEP + "}")]))
+    with pytest.raises(ModelReplyMalformed, match="nested too deeply"):
+        agent_on(path, openai_model(oa)).start("Weather?")
+    verify(path)
+    oa.reply(completion("Sunny."))
+    assert agent_on(path, openai_model(oa)).start("Again?").text == "Sunny."
+    verify(path)
+
+
+def _nested(levels: int) -> str:
+    """Arguments that nest ``levels`` deep, the arguments object counted."""
+    return '{"city": ' + "[" * (levels - 1) + "]" * (levels - 1) + "}"
+
+
+@pytest.mark.parametrize("levels", [ARGUMENTS_DEPTH, ARGUMENTS_DEPTH + 1, 250])
+def test_arguments_near_the_depth_limit_are_stored_either_way(
+        oa: OpenAIServer, an: AnthropicServer, tmp_path: Path, levels: int) -> None:
+    """At the limit the arguments are kept as sent; one level past it they are kept as
+    text; either way the reply fits in a session line, so the turn ends and the session
+    holds it (streamed from OpenAI, and whole from Anthropic, parsed by its SDK)."""
+    path = tmp_path / "s.jsonl"
+    oa.reply(completion(tool_calls=[tool_call("c1", "weather", _nested(levels))]),
+             completion("Done."))
+    assert agent_on(path, openai_model(oa)).start("Weather?").text == "Done."
+    body = message(tool_use("toolu_1", "weather", {"city": "x"}))
+    body["content"][0]["input"] = json.loads(_nested(levels))
+    an.reply(Reply(200, raw=json.dumps(body).encode()))
+    call = anthropic_model(an).complete(ASK).tool_calls[0]
+    with Session.open(path) as s:
+        s.append_message(Message.user("Again?"))
+        s.append_message(Message.assistant("", tool_calls=[call]))  # fits in a line
+    kept_as_text = levels > ARGUMENTS_DEPTH
+    assert (RAW_ARGUMENTS_KEY in call.arguments) is kept_as_text
+    verify(path)

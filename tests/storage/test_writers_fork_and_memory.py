@@ -130,3 +130,48 @@ def test_memory_exhaustion_while_opening_is_not_a_torn_line(tmp_path: Path) -> N
         assert path.read_bytes() == before, f"the session changed at {limit_mb} MB"
         assert not (tmp_path / "s.jsonl.quarantine").exists()
     assert outcomes <= {"memory", "opened"}, outcomes
+
+
+_OPEN_UNDER_LIMIT = """
+import resource, sys
+from contextree import Session
+path, limit, readonly = sys.argv[1], int(sys.argv[2]) << 20, sys.argv[3] == "ro"
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+try:
+    Session.open(path, readonly=readonly).close()
+except MemoryError:
+    print("memory")
+else:
+    print("opened")
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_lenient_decoder_never_crashes_under_an_address_space_limit(
+        tmp_path: Path) -> None:
+    """orjson segfaulted decoding a 40 MB line of an unknown entry type at address-space
+    limits of 650 MB to 1.1 GB (the band moves with what the process has mapped): at every
+    limit from too small to ample, the open either works or fails with MemoryError, and the
+    file is never touched."""
+    path = tmp_path / "s.jsonl"
+    with Session.create(path) as s:
+        leaf = s.append_message(Message.user("small"))
+    with open(path, "ab") as f:  # a type from a newer version: the lenient path reads it
+        f.write(b'{"type":"x_future","id":"f1","parent_id":"' + leaf.encode()
+                + b'","timestamp":"2026-01-01T00:00:00Z","blob":"' + b"x" * (40 << 20)
+                + b'"}\n')
+    before = path.stat()
+    outcomes: dict[int, str] = {}
+    for limit_mb in (150, 180, 300, 450, 560, 600, 625, 650, 700, 800, 950, 1100):
+        mode = "ro" if limit_mb % 100 else "rw"  # the writer's open too
+        run = subprocess.run([sys.executable, "-c", _OPEN_UNDER_LIMIT, str(path),
+                              str(limit_mb), mode], capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, (limit_mb, run.returncode, run.stderr[-500:])
+        outcomes[limit_mb] = run.stdout.strip()
+        after = path.stat()
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        assert not (tmp_path / "s.jsonl.quarantine").exists()
+    assert set(outcomes.values()) <= {"memory", "opened"}, outcomes
+    assert outcomes[1100] == "opened"  # ample room: the 40 MB entry is read whole
+    with Session.open(path, readonly=True) as s:
+        assert s.leaf_id == "f1"

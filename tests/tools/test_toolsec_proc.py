@@ -34,6 +34,7 @@ import json, os, sys, tempfile
 from contextree import OverflowStore
 from contextree.tools import ShellEnvironment, ToolContext, grep, shell
 commands, protect = json.loads(sys.argv[1])
+commands = [c.replace("AGENT_PID", str(os.getpid())) for c in commands]
 with tempfile.TemporaryDirectory() as store:
     ctx = ToolContext(cwd="/", store=OverflowStore(store),
                       shell_env=ShellEnvironment(protect_process=protect))
@@ -159,6 +160,30 @@ def test_a_command_cannot_read_the_agents_withheld_key_back(
     assert "PATH=" in results[0] and secret not in results[0]
     leaked = [name for name, out in zip(named, results[1:], strict=True) if secret in out]
     assert not leaked, f"the key was read back by: {leaked}"
+
+
+@pytest.mark.parametrize("runner", _runners())
+def test_the_agents_descriptors_and_maps_are_closed_to_its_commands(
+        runner: tuple[list[str], str]) -> None:
+    """docs/runtime.md: a protected agent's ``maps`` cannot be read and its links (``cwd``,
+    like each ``fd/N``) cannot be followed by its commands; a non-root agent's ``fd`` cannot
+    even be listed (a root command still lists a root agent's: names only). Unprotected,
+    each probe works."""
+    user, python = runner
+    probe = ["head -c 1 /proc/AGENT_PID/maps >/dev/null 2>&1 && echo maps-read",
+             "ls /proc/AGENT_PID/cwd/ >/dev/null 2>&1 && echo fd-opened",
+             "ls /proc/AGENT_PID/fd >/dev/null 2>&1 && echo fd-listed",
+             # its stdout, a pipe the test made: only the test's own user may open it
+             "head -c 0 /proc/AGENT_PID/fd/1 2>/dev/null && echo fd-followed"]
+    kw = {"secret": "none", "user": user, "pythonpath": _pythonpath()}
+    maps, opened, listed, followed = run_agent(python, probe, protect=False, **kw)
+    assert "maps-read" in maps and "fd-opened" in opened and "fd-listed" in listed
+    assert user or "fd-followed" in followed
+    maps, opened, listed, followed = run_agent(python, probe, protect=True, **kw)
+    assert "maps-read" not in maps and "fd-opened" not in opened, (maps, opened)
+    assert "fd-followed" not in followed, followed
+    if user:  # the agent runs unprivileged
+        assert "fd-listed" not in listed, listed
 
 
 def test_a_root_command_loses_the_capabilities_that_read_other_processes(tmp_path: Path) -> None:

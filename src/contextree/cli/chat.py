@@ -486,7 +486,7 @@ def chat_command(
         current = chat.session if chat is not None else session
         if current is not None:
             current.close()
-    print(f"session saved: {chat.target} (resume: contextree chat {chat.target})")
+    print(visible(f"session saved: {chat.target} (resume: contextree chat {chat.target})"))
 
 
 def _existing(target: str) -> Session | None:

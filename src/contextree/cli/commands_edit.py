@@ -20,6 +20,7 @@ from .sessions import (
     address_of,
     check_output,
     open_session,
+    require_directory,
     require_regular_file,
     resolve_entry,
 )
@@ -153,6 +154,7 @@ def rm_command(
     """Delete a session (file or postgresql:// URL), its quarantine file and the tool outputs
     it spilled: those its entries record, wherever they are, and its folder in the overflow
     store. Backups written by `repair` are kept."""
+    _require_store(directory)
     if directory is not None and not directory.is_dir():
         raise CommandFailed(f"{directory}: no such directory (--dir names an overflow store)")
     if address_of(file).is_file:
@@ -284,6 +286,12 @@ def _repair_flat_log(file: str, dry_run: bool, force: bool, as_json: bool) -> No
                     ("quarantine file", f"{file}.quarantine")])
 
 
+def _require_store(directory: Path | None) -> None:
+    """``--dir`` names a directory: a file, a pipe or a device there is a usage error."""
+    if directory is not None:
+        require_directory(directory, "--dir names an overflow store")
+
+
 def _non_negative(value: float | None, option: str, unit: str) -> None:
     if value is not None and (not math.isfinite(value) or value < 0):
         raise UsageProblem(f"{option} takes a number of {unit} (0 or more), got {value}")
@@ -306,9 +314,9 @@ def gc_command(
     """Apply retention to the overflow store (full tool outputs that truncation saved)."""
     _non_negative(max_age_days, "--max-age-days", "days")
     _non_negative(max_total_mb, "--max-total-mb", "megabytes")
+    _require_store(directory)
     if directory is not None and not directory.is_dir():
-        what = "is not a directory" if directory.exists() else "no such directory"
-        raise CommandFailed(f"{directory}: {what} (--dir names an overflow store)")
+        raise CommandFailed(f"{directory}: no such directory (--dir names an overflow store)")
     default = OverflowStore.default()
     store = OverflowStore(
         directory or default.directory,

@@ -27,6 +27,7 @@ from .sessions import (
     address_of,
     check_output,
     open_session,
+    require_directory,
     require_regular_file,
     resolve_entry,
 )
@@ -87,6 +88,8 @@ def import_command(
     spec = None if fmt == "auto" else get_format(fmt)
     if spec is not None and not spec.can_import:
         raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
+    if home is not None:
+        require_directory(home, "--home names the tool's home")
     if list_them:
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return

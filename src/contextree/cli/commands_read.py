@@ -34,7 +34,14 @@ from .render import (
     summary_line,
     tree_lines,
 )
-from .sessions import address_of, open_session, open_storage_of, require_regular_file, resolve_entry
+from .sessions import (
+    address_of,
+    open_session,
+    open_storage_of,
+    require_directory,
+    require_regular_file,
+    resolve_entry,
+)
 from .terminal import fit, visible, width_of
 
 VERIFY_PROGRESS_BYTES = 50 << 20
@@ -68,6 +75,7 @@ def ls_command(
         raise UsageProblem(f"{directory}: this is a session file, not a directory; `ls` lists "
                            f"the sessions in a directory (`contextree stats {directory}` "
                            "describes one)")
+    require_directory(directory, "`ls` lists the sessions in a directory")
     if not directory.is_dir():
         raise SessionNotFound("no such directory", path=str(directory))
     found, other = scan(directory)

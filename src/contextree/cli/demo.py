@@ -50,7 +50,7 @@ from ..runtime import (
 )
 from ..runtime._events import CompactedPayload, TruncatedPayload
 from ..tools import make_tools
-from .sessions import require_parent
+from .sessions import require_directory, require_parent
 from .terminal import visible
 
 __all__ = ["DemoDirectoryTaken", "run_demo"]
@@ -302,9 +302,7 @@ def run_demo(workdir: Path | None = None, console: Console | None = None) -> dic
 
 def _check_free(workdir: Path) -> None:
     require_parent(str(workdir), "give --dir a new directory in one that exists")
-    if workdir.exists() and not workdir.is_dir():
-        raise DemoDirectoryTaken(f"{workdir} is not a directory; give --dir a new or empty "
-                                 "directory")
+    require_directory(workdir, "give --dir a new or empty directory")
     for name in ("session.jsonl", "workspace", "overflow"):
         if (workdir / name).exists():
             raise DemoDirectoryTaken(f"{workdir} already holds a demo run ({name}); give --dir "

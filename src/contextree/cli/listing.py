@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import orjson
 
+from .._limits import parse_json
 from ..entries import LineError, SessionHeader, decode_line
 from .output import human_size, short_id
 from .terminal import ELLIPSIS, fit, visible, width_of
@@ -264,7 +265,7 @@ def _parses(raw: bytes) -> bool:
     if not raw.strip():
         return False
     try:
-        orjson.loads(raw)
+        parse_json(raw)
     except orjson.JSONDecodeError:
         return False
     return True
@@ -273,7 +274,7 @@ def _parses(raw: bytes) -> bool:
 def _last_timestamp(lines: list[bytes]) -> str | None:
     for raw in reversed(lines):
         try:
-            obj = orjson.loads(raw)
+            obj = parse_json(raw)
         except orjson.JSONDecodeError:
             continue
         if isinstance(obj, dict) and isinstance(obj.get("timestamp"), str):
@@ -302,7 +303,7 @@ def _last_line_stamp(f: IO[bytes], body: int, size: int) -> str | None:
 
 def _name_from_line(raw: bytes) -> str | None:
     try:
-        obj = orjson.loads(raw)
+        obj = parse_json(raw)
     except orjson.JSONDecodeError:
         return None
     if isinstance(obj, dict) and obj.get("type") == "session_info":

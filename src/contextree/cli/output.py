@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..formats import Progress as ProgressFn
-from .terminal import fit, visible, width_of
+from .terminal import fit, surrogates_escaped, visible, width_of
 
 PLAIN_WIDTH = 100  # columns a line may take when the output is piped
 PROGRESS_MIN_BYTES = 8 << 20
@@ -116,10 +116,36 @@ def emit_json(value: Any) -> None:
     """Print ``value`` as indented JSON on stdout (never through rich: no wrapping, no markup).
 
     The values are exact; characters a terminal could act on are written as ``\\u`` escapes.
+    A name with undecodable bytes (which UTF-8 cannot hold) has them escaped as the text
+    output escapes them (``a\\udcffb.jsonl``), so the JSON stays valid.
     """
-    data = orjson.dumps(value, default=str,
-                        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    try:
+        data = _dumps(value)
+    except TypeError:  # a lone surrogate: an undecodable byte of a file name
+        data = _dumps(_encodable(value))
     typer.echo(_JSON_UNSAFE.sub(_json_escape, data).decode())
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value, default=_as_text,
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+
+
+def _as_text(value: Any) -> str:
+    """A value JSON has no type for (a path, a datetime) as its text, UTF-8 encodable."""
+    return surrogates_escaped(str(value))
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string (keys included) passed through ``surrogates_escaped``;
+    the command's own report, so nesting is shallow."""
+    if isinstance(value, str):
+        return surrogates_escaped(value)
+    if isinstance(value, dict):
+        return {_encodable(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(v) for v in value]
+    return value
 
 
 def emit_bytes(data: bytes) -> None:

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from .._files import node_kind
 from .._session import Session, entry_matches
 from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
 from ..storage import Address, Storage, open_storage, resolve
@@ -40,8 +41,19 @@ def require_regular_file(path: str | os.PathLike[str], what: str = "session file
         raise UsageProblem(f"{os.fspath(path)}: this is a directory, not a {what} "
                            "(`contextree ls DIR` lists the sessions in it)")
     if not stat.S_ISREG(mode):
-        kind = "a named pipe" if stat.S_ISFIFO(mode) else "not a regular file"
-        raise UsageProblem(f"{os.fspath(path)}: this is {kind}, not a {what}")
+        raise UsageProblem(f"{os.fspath(path)}: this is {node_kind(mode)}, not a {what}")
+
+
+def require_directory(path: str | os.PathLike[str], what: str) -> None:
+    """Refuse a regular file, a named pipe or a device given where a directory belongs: a
+    usage error (exit 2), said before anything opens it. A missing path is the caller's."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not stat.S_ISDIR(mode):
+        raise UsageProblem(f"{os.fspath(path)}: this is {node_kind(mode)}, not a directory "
+                           f"({what})")
 
 
 def open_storage_of(target: str, *, readonly: bool = False) -> Storage:

@@ -15,7 +15,7 @@ import re
 
 from rich.cells import cell_len, get_character_cell_size
 
-__all__ = ["ELLIPSIS", "fit", "visible", "width_of"]
+__all__ = ["ELLIPSIS", "fit", "surrogates_escaped", "visible", "width_of"]
 
 ELLIPSIS = "…"
 
@@ -26,6 +26,7 @@ _UNSAFE = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u20
            "\u2066-\u2069\ud800-\udfff")
 _ONE_LINE = re.compile(f"[\t{_UNSAFE}]")  # a line of a table: tabs would break the columns
 _BLOCK = re.compile(f"[{_UNSAFE}]")  # a line of a message body: tabs are kept
+_SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 (and so JSON output) cannot hold
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -49,6 +50,14 @@ def visible(text: str, *, tabs: bool = False) -> str:
     if pattern.search(text) is None:
         return text
     return pattern.sub(_escape, text)
+
+
+def surrogates_escaped(text: str) -> str:
+    """``text`` with each lone surrogate (an undecodable byte of a file name) written as
+    ``visible`` writes it (``\\udcff``), so it can be encoded as UTF-8; the rest is kept."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(_escape, text)
 
 
 def width_of(text: str) -> int:

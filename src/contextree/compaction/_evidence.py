@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from .._limits import parse_json
 from .._messages import Message, ToolCall
 from .._text import shorten
 from ..tools._kinds import ToolKind, kind_of_tool_name
@@ -101,7 +102,7 @@ def _json_result(text: str) -> dict[str, Any] | None:
     if not text.startswith("{") or '"output"' not in text[:40]:
         return None
     try:
-        data = orjson.loads(text)
+        data = parse_json(text)
     except orjson.JSONDecodeError:
         return None
     return data if isinstance(data, dict) and isinstance(data.get("output"), str) else None

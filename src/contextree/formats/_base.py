@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
-from .._limits import MAX_DEPTH, TOO_DEEP
+from .._limits import MAX_DEPTH, TOO_DEEP, TooDeep, parse_json
 from .._messages import Message
 from .._session import new_session_id
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
@@ -69,18 +69,20 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
                 reported = done
             if not raw.strip():
                 continue
-            try:
-                value = orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                if "depth limit" in str(e):
-                    raise InvalidEntry(TOO_DEEP, path=str(path), line=n) from None
-                raise CorruptLine(f"not valid JSON ({e})",
-                                   path=str(path), line=n) from None
-            if _too_deep(value):
-                raise InvalidEntry(TOO_DEEP, path=str(path), line=n)
-            yield n, value
+            yield n, parse_line(raw, path, n)
     if progress is not None:
         progress(total, total)
+
+
+def parse_line(raw: bytes, path: Path, n: int) -> Any:
+    """The JSON value of line ``n`` of ``path``: ``InvalidEntry`` if it nests too deeply,
+    ``CorruptLine`` if it is not JSON."""
+    try:
+        return parse_json(raw)
+    except TooDeep:
+        raise InvalidEntry(TOO_DEEP, path=str(path), line=n) from None
+    except orjson.JSONDecodeError as e:
+        raise CorruptLine(f"not valid JSON ({e})", path=str(path), line=n) from None
 
 
 class _Row(Protocol):
@@ -116,8 +118,9 @@ def read_json_document(path: Path) -> Any:
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
     try:
-        value = json.loads(text)
-    except RecursionError:
+        # Items nest one level inside the document's list (two inside {"messages": [...]}).
+        return parse_json(text, exact=True, limit=MAX_DEPTH + 2)
+    except TooDeep:
         raise InvalidEntry(TOO_DEEP.replace("a session line", "an item"),
                            path=str(path)) from None
     except json.JSONDecodeError as e:
@@ -125,24 +128,6 @@ def read_json_document(path: Path) -> Any:
                            path=str(path), line=e.lineno) from None
     except UnicodeDecodeError as e:
         raise CorruptLine(f"not UTF-8 text ({e})", path=str(path)) from None
-    # Items nest one level inside the document's list (two inside {"messages": [...]}).
-    if _too_deep(value, MAX_DEPTH + 2):
-        raise InvalidEntry(TOO_DEEP.replace("a session line", "an item"), path=str(path))
-    return value
-
-
-def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value`` nests containers more than ``limit`` levels deep (iteratively: no
-    recursion limit to hit on hostile input)."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, level = stack.pop()
-        if level > limit:
-            return True
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list):
-                stack.append((child, level + 1))
-    return False
 
 
 def _size(path: Path) -> int:

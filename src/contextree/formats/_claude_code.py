@@ -62,6 +62,7 @@ from typing import Any, cast
 
 import orjson
 
+from .._limits import parse_json
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
     AnyEntry,
@@ -763,7 +764,7 @@ def _agent_file(path: Path) -> _File:
     meta_path = path.with_suffix(".meta.json")
     if meta_path.is_file():
         try:
-            meta = orjson.loads(meta_path.read_bytes())
+            meta = parse_json(meta_path.read_bytes())
         except orjson.JSONDecodeError as e:
             raise input_error(meta_path, None, f"not valid JSON ({e})") from None
         if isinstance(meta, dict):
@@ -926,7 +927,7 @@ def _quick_lines(path: Path) -> Iterator[Json]:
             if not raw.strip():
                 continue
             try:
-                obj = orjson.loads(raw)
+                obj = parse_json(raw)
             except orjson.JSONDecodeError:
                 continue
             if isinstance(obj, dict):

@@ -56,6 +56,7 @@ from typing import Any, cast
 import orjson
 
 from .._files import open_regular_readonly
+from .._limits import parse_json
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
     AnyEntry,
@@ -79,6 +80,7 @@ from ._base import (
     header,
     imported_metadata,
     input_error,
+    parse_line,
     read_json_lines,
 )
 
@@ -153,7 +155,7 @@ def _arguments(raw: Any) -> tuple[dict[str, Any], Json]:
     if not isinstance(raw, str):
         return {}, {"codex_arguments": raw}
     try:
-        value = json.loads(raw) if raw.strip() else {}
+        value = parse_json(raw, exact=True) if raw.strip() else {}
     except json.JSONDecodeError:
         return {}, {"codex_arguments": raw}
     if not isinstance(value, dict):
@@ -581,7 +583,7 @@ def _first_meta(path: Path) -> Json | None:
                 if len(raw) == _META_LIMIT and not raw.endswith(b"\n"):
                     return None  # a first line this long is not a rollout's session_meta
                 if raw.strip():
-                    obj = orjson.loads(raw)
+                    obj = parse_json(raw)
                     if isinstance(obj, dict) and obj.get("type") == "session_meta" \
                             and isinstance(obj.get("payload"), dict):
                         return cast(Json, obj["payload"])
@@ -649,10 +651,7 @@ def _limited(path: Path, progress: Progress | None, end_byte: int | None
         data = f.read(end_byte)
     for n, raw in enumerate(data.splitlines(), start=1):
         if raw.strip():
-            try:
-                yield n, orjson.loads(raw)
-            except orjson.JSONDecodeError as e:
-                raise input_error(path, n, f"not valid JSON ({e})") from None
+            yield n, parse_line(raw, path, n)
 
 
 def read(path: Path, progress: Progress | None = None, *,
@@ -719,7 +718,7 @@ def _row(path: Path) -> ThreadRow | None:
         with open(open_regular_readonly(path), "rb") as f:
             for raw in f:
                 try:
-                    obj = orjson.loads(raw)
+                    obj = parse_json(raw)
                 except orjson.JSONDecodeError:
                     continue
                 if not isinstance(obj, dict) or not isinstance(obj.get("payload"), dict):

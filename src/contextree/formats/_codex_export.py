@@ -92,7 +92,7 @@ def configured_provider(home: Path) -> str | None:
 
     try:
         config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
         return None
     value = config.get("model_provider")
     return value if isinstance(value, str) else None

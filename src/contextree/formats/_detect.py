@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from .._files import open_regular_readonly
+from .._limits import parse_json
 from ..errors import SessionNotFound, UnknownFormat
 from ._base import read_json_document
 from ._registry import get_format, list_formats
@@ -53,7 +54,7 @@ def detect_format(path: Path) -> str:
 
 def _parse(raw: bytes) -> Any:
     try:
-        return orjson.loads(raw) if raw.strip() else None
+        return parse_json(raw) if raw.strip() else None
     except orjson.JSONDecodeError:
         return None
 

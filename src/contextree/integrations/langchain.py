@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from .._context import INTERRUPTED, interrupted_result
+from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
 from ..compaction import CompactionLadder, CompactionResult
@@ -49,6 +50,7 @@ from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
 from ..tokens import EstimateCounter, TokenCounter, count_context
+from ._ids import checked_id
 
 try:
     from langchain.agents.middleware import (
@@ -133,7 +135,7 @@ def _keys(messages: Sequence[BaseMessage]) -> list[Key]:
 
 def _stored_key(text: str) -> Key:
     """The key of a message kept as JSON (``message_to_dict``)."""
-    d = json.loads(text).get("data", {})
+    d = parse_json(text, exact=True).get("data", {})
     return (d.get("id"), d.get("type"), d.get("content")), d.get("tool_calls"), d.get(
         "tool_call_id")
 
@@ -184,7 +186,7 @@ def to_langchain(message: Message) -> BaseMessage:
     the message converted (one that contextree or another tool wrote)."""
     stored = message.extra.get(LC_KEY)
     if isinstance(stored, str):
-        return messages_from_dict([json.loads(stored)])[0]
+        return messages_from_dict([parse_json(stored, exact=True)])[0]
     text = message.text
     if message.role == "assistant":
         return AIMessage(content=text, tool_calls=[
@@ -382,7 +384,7 @@ class _Conversation:
         eid = self._eids[position]
         lc = self.rebuilt.get(eid)
         if lc is None:
-            lc = self.rebuilt[eid] = messages_from_dict([json.loads(self._dumps[position])])[0]
+            lc = self.rebuilt[eid] = messages_from_dict([parse_json(self._dumps[position], exact=True)])[0]
         return lc
 
     def _rebuild(self) -> None:
@@ -541,7 +543,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _conversation(self, thread_id: str | None) -> _Conversation:
         if self._single is not None:
             return self._single
-        key = thread_id or "default"
+        key = checked_id(thread_id, "LangGraph thread id") if thread_id else "default"
         with self._lock:
             conv = self._threads.get(key)
             if conv is None:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import orjson
 
 from .._context import INTERRUPTED, interrupted_result
+from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
 from ..compaction import CompactionLadder, CompactionResult
@@ -116,8 +117,8 @@ def _dumps(item: Item) -> str:
 
 def _loads(text: str) -> Item:
     if text[:1] == " ":
-        return cast(Item, json.loads(text))
-    return cast(Item, orjson.loads(text))
+        return cast(Item, parse_json(text, exact=True))
+    return cast(Item, parse_json(text))
 
 
 def _compact_json(value: Any) -> str:
@@ -170,7 +171,7 @@ def _call(item: Item) -> ToolCall | None:
     if t == "function_call":
         raw = item.get("arguments")
         try:
-            args = json.loads(raw) if isinstance(raw, str) and raw else {}
+            args = parse_json(raw, exact=True) if isinstance(raw, str) and raw else {}
         except ValueError:
             args = {"arguments": raw}
         if not isinstance(args, dict):

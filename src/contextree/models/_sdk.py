@@ -114,6 +114,11 @@ class SdkModel(Model, ABC):
     def _assembler(self) -> Assembler:
         """A fresh assembler of this API's stream chunks."""
 
+    def _too_deep(self, e: RecursionError) -> BaseException:
+        """A response body nested too deeply to parse, as a ``ModelReplyMalformed``."""
+        return malformed_reply(self.provider, e, source=self.base_url, api=self.api_name,
+                               streamed=False) or e
+
     def _parse(self, response: Any) -> Message:
         """The assistant message in the SDK's response; a body that is not the API's shape
         is a ``ModelReplyMalformed``."""
@@ -144,6 +149,8 @@ class SdkModel(Model, ABC):
             response = create(**sdk_kwargs(create, request))
         except getattr(self._sdk, self.sdk_error) as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
+            raise self._too_deep(e) from None
         return self._parse(response)
 
     async def acomplete(
@@ -156,6 +163,8 @@ class SdkModel(Model, ABC):
             response = await create(**sdk_kwargs(create, request))
         except getattr(self._sdk, self.sdk_error) as e:
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
+            raise self._too_deep(e) from None
         return self._parse(response)
 
     def stream(

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
+from contextree._limits import ARGUMENTS_DEPTH, parse_json
 from contextree._messages import Message, TextPart, ThinkingPart, ToolCall
 from contextree._text import shorten
 from contextree.errors import ModelError, ModelReplyMalformed, ModelUnavailable
 from contextree.models._base import Model, ToolSpec
-from contextree.models._wire_common import Json, arguments_from_json
+from contextree.models._wire_common import RAW_ARGUMENTS_KEY, Json, arguments_from_json
 
 __all__ = [
     "AnthropicAssembler",
@@ -438,10 +439,7 @@ class AnthropicAssembler:
             elif not block.get("signature"):
                 block["signature"] = None
         elif kind in ("tool_use", "server_tool_use") and joined:
-            try:
-                block["input"] = json.loads(joined)
-            except ValueError:
-                block["input"] = {}
+            block["input"] = _tool_input(joined)
         return block
 
     def body(self, *, partial: bool = False) -> Json:
@@ -482,6 +480,8 @@ def malformed_reply(provider: str, exc: BaseException, *, source: str | None = N
         what = f"a `data:` line that is not JSON ({exc}){sent}"
     elif isinstance(exc, ValueError):  # not UTF-8, and the like
         what = f"data that cannot be read ({type(exc).__name__}: {exc})"
+    elif isinstance(exc, RecursionError):  # the SDK's JSON parser on hostile nesting
+        what = "JSON nested too deeply to read"
     else:
         return None
     where = (" stream" if streamed else "") + (f" from {source}" if source else "")
@@ -803,3 +803,13 @@ async def astream_reply(model: Model, messages: Sequence[Message], *,
         result: AsyncReplyStream = await astream(messages, tools=tools, **options)
         return result
     return AsyncCompletedStream(await model.acomplete(messages, tools=tools, **options))
+
+
+def _tool_input(joined: str) -> Json:
+    """A streamed tool input: its JSON object, or the text as the model sent it when that is
+    not one (not JSON, nested too deeply): the tool then says what is wrong with it."""
+    try:
+        value = parse_json(joined, exact=True, limit=ARGUMENTS_DEPTH)
+    except ValueError:
+        value = None
+    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: joined}

@@ -45,6 +45,7 @@ from contextree.models._base import ToolSpec
 from contextree.models._wire_common import (
     Json,
     ToolNames,
+    bounded_arguments,
     make_message,
     opt_str,
     parse_data_url,
@@ -270,7 +271,7 @@ def assistant_from_anthropic(blocks: Iterable[Mapping[str, Any]]) -> Message:
 
 def _input_of(block: Mapping[str, Any]) -> dict[str, Any]:
     value = block.get("input")
-    return dict(value) if isinstance(value, Mapping) else {}
+    return bounded_arguments(value) if isinstance(value, Mapping) else {}
 
 
 def _part_from_block(b: Mapping[str, Any]) -> AnyPart:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from contextree._limits import ARGUMENTS_DEPTH, parse_json, too_deep
 from contextree._messages import AnyPart, Message, TextPart, ToolCall, UnknownPart
 from contextree._text import shorten
 from contextree.models._base import ToolSpec, tool_spec
@@ -21,6 +22,7 @@ __all__ = [
     "ToolNames",
     "arguments_from_json",
     "arguments_to_json",
+    "bounded_arguments",
     "make_message",
     "opt_str",
     "parse_data_url",
@@ -55,15 +57,28 @@ def arguments_to_json(arguments: Mapping[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+def bounded_arguments(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments a provider's SDK already parsed, as a dict; kept as their text instead
+    (``{RAW_ARGUMENTS_KEY: text}``) when they nest deeper than a session line can hold them,
+    so the reply can be stored and the tool says what is wrong."""
+    if not too_deep(value, ARGUMENTS_DEPTH):
+        return dict(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (RecursionError, TypeError, ValueError):
+        text = f"(arguments nested more than {ARGUMENTS_DEPTH} levels deep)"
+    return {RAW_ARGUMENTS_KEY: text}
+
+
 def arguments_from_json(text: str | Mapping[str, Any] | None) -> dict[str, Any]:
     """Parse a tool call's JSON arguments; an empty string is ``{}``, and anything but a JSON
     object (a model's malformed output) is kept as ``{RAW_ARGUMENTS_KEY: text}``."""
     if text is None or text == "":
         return {}
     if isinstance(text, Mapping):
-        return dict(text)
+        return bounded_arguments(text)
     try:
-        value = json.loads(text)
+        value = parse_json(text, exact=True, limit=ARGUMENTS_DEPTH)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: text}
     return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: text}

@@ -34,6 +34,7 @@ from pathlib import Path
 import orjson
 
 from .._files import atomic_write, write_all
+from .._limits import parse_json
 from .._messages import Message
 from ..errors import CorruptLine, InvalidArgument, SessionNotFound, StorageFailure
 from ..storage._jsonl import TornLineWarning, quarantine, quarantine_path
@@ -80,14 +81,14 @@ def is_flat_log(path: StrPath) -> bool:
 def _json(raw: bytes) -> object:
     """The JSON value of a line, or ``None`` when it is not JSON."""
     try:
-        return orjson.loads(raw)
+        return parse_json(raw)
     except orjson.JSONDecodeError:
         return None
 
 
 def _parse(raw: bytes) -> tuple[Message | None, str | None]:
     try:
-        data = orjson.loads(raw)
+        data = parse_json(raw)
     except orjson.JSONDecodeError as e:
         return None, f"not JSON ({e})"
     if not isinstance(data, dict):

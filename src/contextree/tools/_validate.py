@@ -19,9 +19,17 @@ from typing import Any, Literal, Union
 
 import msgspec
 
+from contextree._limits import MAX_DEPTH
 from contextree._text import shorten
+from contextree.models._wire_common import RAW_ARGUMENTS_KEY
 
 __all__ = ["ArgumentError", "Checker", "call_form", "describe", "show", "type_for"]
+
+
+def _unparsed(arguments: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` is a model's text that was not a JSON object, kept as it came
+    (``{RAW_ARGUMENTS_KEY: text}``, see ``arguments_from_json``)."""
+    return len(arguments) == 1 and isinstance(arguments.get(RAW_ARGUMENTS_KEY), str)
 
 
 class ArgumentError(ValueError):
@@ -58,6 +66,10 @@ class Checker:
         """``arguments`` checked and converted, with defaults applied; ``ArgumentError``."""
         if not isinstance(arguments, dict):
             raise ArgumentError(f"arguments must be a JSON object, got {show(arguments)}")
+        if _unparsed(arguments) and RAW_ARGUMENTS_KEY not in self.params:
+            raise ArgumentError(
+                f"arguments must be a JSON object (valid JSON, nested at most {MAX_DEPTH} "
+                f"levels deep), got the text {show(arguments[RAW_ARGUMENTS_KEY])}")
         unknown = [k for k in arguments if k not in self.params]
         if unknown and not self.extra_allowed:
             raise ArgumentError("unknown parameter " + ", ".join(repr(k) for k in unknown))

@@ -40,6 +40,7 @@ from pydantic_ai.conversation_store import (
 from ..._session import Session
 from ...entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry, now
 from ...errors import LeafConflict, SessionExists
+from .._ids import checked_id
 from . import _mapping as mp
 from ._backends import Backend, JsonlBackend, backend_for
 
@@ -415,6 +416,7 @@ class ContextreeConversationStore(ConversationStore):
     # -- helpers --------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _ct_conversation_lock(self, cid: str) -> Iterator[None]:
+        checked_id(cid, "pydantic-ai conversation id")  # every use of an id passes here
         with self._guard:
             lock = self._locks.get(cid)
             if lock is None:

@@ -4,10 +4,11 @@ URL of a session; the password-free location shown in messages."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from urllib.parse import quote
 
-from ...errors import StorageFailure
+from ...errors import SessionLocked, StorageFailure
 from ._driver import Connection, ConnectionPool, Pool, Target, TransactionStatus, psycopg
 from ._errors import connect_failure
 
@@ -16,9 +17,16 @@ __all__ = ["Db", "connect", "describe", "redact", "setup_connection", "short_liv
 
 
 class Db:
-    """Hands out connections for one target; knows whether a lost one can be replaced."""
+    """Hands out connections for one target; knows whether a lost one can be replaced.
+
+    A child of ``os.fork()`` inherits the parent's sockets: a statement sent from both
+    processes on one connection garbles both, and closing it ends the parent's. So a Db
+    serves only the process that made it; in a child it refuses, and ``close`` only
+    forgets (psycopg leaves a connection collected in a child open for its parent).
+    """
 
     def __init__(self, target: Target) -> None:
+        self.pid = os.getpid()
         self.owned = False
         self.pool: Pool | None = None
         self.conn: Connection | None = None
@@ -38,8 +46,19 @@ class Db:
     def can_reconnect(self) -> bool:
         return self.pool is not None
 
+    @property
+    def forked(self) -> bool:
+        """Whether this process is a child (``os.fork()``) of the one that made this Db."""
+        return self.pid != os.getpid()
+
     @contextlib.contextmanager
     def connection(self) -> Iterator[Connection]:
+        if self.forked:
+            raise SessionLocked(
+                f"this PostgreSQL session was opened by process {self.pid}, and this "
+                "process is a child of it (os.fork()): a child shares its parent's "
+                "connections and must not use them, to read or to write; open the "
+                "session again in the child (Session.open(url))")
         if self.conn is not None:
             autocommit(self.conn)
             yield self.conn
@@ -60,7 +79,7 @@ class Db:
                 self.pool.check()
 
     def close(self) -> None:
-        if not self.owned:
+        if not self.owned or self.forked:  # a child's close must not end the parent's
             return
         if self.pool is not None:
             self.pool.close()
