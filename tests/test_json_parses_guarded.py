@@ -18,10 +18,8 @@ SAFE = {
     "entries.py": "session lines: decode_line checks depth and integers (line_problem)",
     "runtime/_loop.py": "reads back the signature it just wrote from checked arguments",
     "integrations/openai_agents.py": "_dumps reads back the text json.dumps just wrote",
-    "storage/_repair.py": "storage (the lead's): orjson stops at 1024 levels; see issue 24",
-    # NOT safe yet: 4 KiB of "[" is RecursionError, which _lock_info does not catch; storage
-    # is the lead's to change (reported on issue 24).
-    "storage/_sidecars.py": "storage (the lead's): a lock-info file of at most 4 KiB",
+    "storage/_repair.py": "reads back one JSON string literal that a regex matched",
+    "storage/_index.py": "typed decoders of flat structs (an index's head and records)",
 }
 
 

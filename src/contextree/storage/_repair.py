@@ -29,6 +29,7 @@ from pathlib import Path
 import orjson
 
 from .._files import atomic_write
+from .._limits import JSONError, parse_json
 from ..entries import (
     FORMAT_VERSION,
     AnyEntry,
@@ -282,12 +283,12 @@ def _ident(raw: bytes) -> tuple[str, str | None] | None:
     """The id and parent a bad line still names, if it is a JSON object that names both
     (however deeply its other fields nest)."""
     try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        data = parse_json(raw)  # msgspec: a failed allocation is a MemoryError, no crash
+    except JSONError:
         flat = _top_level(raw)
         try:
-            data = orjson.loads(flat) if flat is not None else None
-        except orjson.JSONDecodeError:
+            data = parse_json(flat) if flat is not None else None
+        except JSONError:
             return None
     if not isinstance(data, dict) or data.get("type") == "session":
         return None

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .._files import UnsafeFile, atomic_write, open_private, open_regular_readonly, write_all
+from .._limits import parse_json
 from ..errors import InvalidArgument, SessionLocked, StorageFailure
 
 __all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path",
@@ -117,7 +118,7 @@ def _lock_info(path: str | os.PathLike[str]) -> tuple[object, object, object] | 
     try:
         fd = open_regular_readonly(lock_info_path(path))
         with open(fd, "rb") as f:
-            info = json.loads(f.read(4096))
+            info = parse_json(f.read(4096))
         return info["pid"], info["host"], info["since"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
