@@ -267,43 +267,68 @@ def tally(entries: Iterable[AnyEntry]) -> UsageStats:
     return s
 
 
-def branch_stats(entries: list[AnyEntry], leaf_id: str | None,
-                 labels: dict[str, str]) -> list[BranchStats]:
-    """Messages, usage and cost of the path to each tip, in one pass over ``entries``
+class _BranchTotals:
+    """Messages, usage and cost of the path to each tip, added up one entry at a time
     (parents come before their children in a session)."""
-    totals: dict[str, tuple[int, Usage, int]] = {}
-    zero = (0, Usage(), 0)
-    parents: set[str | None] = set()
-    for e in entries:
+
+    def __init__(self) -> None:
+        self.totals: dict[str, tuple[int, Usage, int]] = {}
+        self.parents: set[str | None] = set()
+        self.order: list[str] = []
+
+    def add(self, e: AnyEntry) -> None:
         if isinstance(e, LeafEntry):
-            continue
-        parents.add(e.parent_id)
-        count, usage, unpriced = totals.get(e.parent_id, zero) if e.parent_id else zero
+            return
+        self.parents.add(e.parent_id)
+        zero = (0, Usage(), 0)
+        count, usage, unpriced = self.totals.get(e.parent_id, zero) if e.parent_id else zero
         priced = _priced(e)
         if isinstance(e, MessageEntry):
             count += 1
         if priced is not None:
             usage = usage + priced[0]
             unpriced += 0 if priced[1] else 1
-        totals[e.id] = (count, usage, unpriced)
-    tips = [e.id for e in entries if not isinstance(e, LeafEntry) and e.id not in parents]
-    return [BranchStats(tip, labels.get(tip), tip == leaf_id, *totals[tip]) for tip in tips]
+        self.totals[e.id] = (count, usage, unpriced)
+        self.order.append(e.id)
+
+    def result(self, leaf_id: str | None, labels: dict[str, str]) -> list[BranchStats]:
+        tips = [eid for eid in self.order if eid not in self.parents]
+        return [BranchStats(tip, labels.get(tip), tip == leaf_id, *self.totals[tip])
+                for tip in tips]
+
+
+def branch_stats(entries: Iterable[AnyEntry], leaf_id: str | None,
+                 labels: dict[str, str]) -> list[BranchStats]:
+    """Messages, usage and cost of the path to each tip, in one pass over ``entries``."""
+    totals = _BranchTotals()
+    for e in entries:
+        totals.add(e)
+    return totals.result(leaf_id, labels)
 
 
 def compute_stats(session: StatsSource) -> SessionStats:
     """The statistics of ``session``: its current branch, all its entries, and how many of
     its branches end in a tip."""
-    all_entries = list(session.entries())
-    branches = branch_stats(all_entries, session.leaf_id, session.labels())
-    tips = len(branches)
+    totals = _BranchTotals()
+    count = 0
+
+    def every_entry() -> Iterator[AnyEntry]:  # one pass, in bounded memory, for both tallies
+        nonlocal count
+        for e in session.entries():
+            count += 1
+            totals.add(e)
+            yield e
+
+    file = tally(every_entry())
+    branches = totals.result(session.leaf_id, session.labels())
     return SessionStats(
         session_id=session.id,
         name=session.name,
         leaf_id=session.leaf_id,
-        entry_count=len(all_entries),
-        branch_count=tips,
+        entry_count=count,
+        branch_count=len(branches),
         branch=tally(session.branch()),
-        file=tally(all_entries),
+        file=file,
         quarantined_lines=session.health().quarantined_lines,
         branches=branches,
         prices=price_source(),
