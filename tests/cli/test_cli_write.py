@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -196,3 +197,50 @@ def test_name_empty_clears_it(sess: tuple[Path, dict[str, str]]) -> None:
     with Session.open(path, readonly=True) as s:
         assert s.name is None
     assert run_json("name", path, "back")["name"] == "back"
+
+
+def _spilling_session(path: Path, store: OverflowStore) -> Path:
+    """A session whose one tool result was cut and spilled to ``store``."""
+    with Session.create(path) as s:
+        saved = store.save("the whole output\n" * 50, session_id=s.id, label="shell")
+        s.append_message(Message.tool("cut", tool_call_id="c", name="shell", meta={
+            "truncation": {"total_lines": 50, "total_bytes": 850, "shown_lines": 1,
+                           "saved_path": str(saved)}}))
+    return saved
+
+
+def test_rm_of_a_fork_leaves_the_parents_spills(tmp_path: Path) -> None:
+    store = OverflowStore(tmp_path / "store", gc_interval=None)
+    saved = _spilling_session(tmp_path / "parent.jsonl", store)
+    with Session.open(tmp_path / "parent.jsonl", readonly=True) as parent:
+        tip = parent.leaf_id or ""
+    run("fork", tmp_path / "parent.jsonl", "--at", tip, "-o", tmp_path / "fork.jsonl")
+    result = run_json("rm", "--yes", "--dir", tmp_path / "store", tmp_path / "fork.jsonl")
+    assert result["spills_removed"] == 0 and saved.exists()
+    assert not (tmp_path / "fork.jsonl").exists()
+    # The parent's own rm still takes them.
+    assert run_json("rm", "--yes", "--dir", tmp_path / "store",
+                    tmp_path / "parent.jsonl")["spills_removed"] == 1
+    assert not saved.exists()
+
+
+def test_rm_of_a_copy_leaves_the_originals_spills(tmp_path: Path) -> None:
+    store = OverflowStore(tmp_path / "store", gc_interval=None)
+    saved = _spilling_session(tmp_path / "a.jsonl", store)
+    shutil.copy(tmp_path / "a.jsonl", tmp_path / "a-copy.jsonl")
+    out = run("rm", "--yes", "--dir", tmp_path / "store", tmp_path / "a-copy.jsonl").stdout
+    assert "kept" in out and "same id" in out
+    assert saved.exists() and (tmp_path / "a.jsonl").exists()
+    assert not (tmp_path / "a-copy.jsonl").exists()
+
+
+def test_rm_of_a_crafted_session_deletes_no_other_sessions_spill(tmp_path: Path) -> None:
+    store = OverflowStore(tmp_path / "store", gc_interval=None)
+    victim = _spilling_session(tmp_path / "victim.jsonl", store)
+    crafted = tmp_path / "sub" / "crafted.jsonl"
+    with Session.create(crafted) as s:  # names the victim's spill as if it were its own
+        s.append_message(Message.tool("cut", tool_call_id="c", name="shell", meta={
+            "truncation": {"total_lines": 9, "total_bytes": 9, "shown_lines": 1,
+                           "saved_path": str(victim)}}))
+    assert run_json("rm", "--yes", "--dir", tmp_path / "store", crafted)["spills_removed"] == 0
+    assert victim.exists()

@@ -166,7 +166,11 @@ def rm_command(
     report = delete_session_and_spills(file, store)
     if as_json:
         emit_json({"path": file, "session_id": report.session_id, "deleted": True,
-                   "spills_removed": len(report.removed), "spill_paths": report.removed})
+                   "spills_removed": len(report.removed), "spill_paths": report.removed,
+                   "spills_kept": report.kept_for})
+        return
+    if report.kept_for is not None:
+        Out().line(f"deleted {file}; its saved tool outputs were kept: {report.kept_for}")
         return
     Out().line(f"deleted {file} and {len(report.removed)} saved tool outputs")
 

@@ -3,9 +3,15 @@
 Truncation records where each original output was saved (``saved_path``). A session run with
 its own store (``OverflowStore(dir)``, as the demo does) spills outside the per-user store, so
 deleting the session's folder in one store is not enough: every path its entries record is
-removed too, if it is a spill file. A path is taken for one only when it is a regular file of
-this user named the way the overflow store names its files, so a session file (perhaps
-imported from elsewhere) cannot make ``rm`` delete anything else.
+removed too, if it is a spill file *of this session*.
+
+Spills belong to the session that wrote them: a store keeps them in a folder named after
+the session's id. A fork's copied entries name its parent's spills, and a plain copy of a
+session file has its original's id: ``rm`` of either leaves those spills alone. A path is
+taken for a spill of this session only when it is a regular file of this user, named the
+way the overflow store names its files, in the folder of this session's id, and when no
+other session file beside this one has the same id; so a session file (perhaps imported
+from elsewhere, or crafted) cannot make ``rm`` delete anything else.
 """
 
 from __future__ import annotations
@@ -17,9 +23,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._files import open_regular_readonly
+from .._limits import parse_json
 from .._overflow import OverflowStore, _session_dirname
 from .._session import Session
 from ..entries import MessageEntry
+from ..storage import open_storage
 from .sessions import open_session
 
 # ``OverflowStore`` file names: UTC stamp with milliseconds, random hex, label, ``.txt``.
@@ -32,6 +41,31 @@ class Removal:
 
     session_id: str
     removed: list[str] = field(default_factory=list)
+    kept_for: str | None = None  # why the spills were kept, when they were
+
+
+def _copies_beside(target: Path, session_id: str) -> bool:
+    """Whether another session file in ``target``'s directory has ``session_id`` (only
+    its header line is read; files that cannot be read are not copies)."""
+    try:
+        siblings = [p for p in target.parent.glob("*.jsonl") if p.name != target.name]
+    except OSError:
+        return False
+    for path in siblings:
+        try:
+            fd = open_regular_readonly(path)
+        except OSError:
+            continue
+        try:
+            with open(fd, "rb") as f:
+                first = f.readline(1 << 16)
+            header = parse_json(first)
+        except (OSError, ValueError):
+            continue
+        if isinstance(header, dict) and header.get("type") == "session" and (
+                header.get("id") == session_id):
+            return True
+    return False
 
 
 def recorded_spills(session: Session) -> Iterator[Path]:
@@ -58,17 +92,25 @@ def is_spill_file(path: Path) -> bool:
 
 def delete_session_and_spills(target: str, store: OverflowStore) -> Removal:
     """Delete the session at ``target`` (see ``Session.delete``), its folder in ``store``
-    and every spill file its entries record."""
+    and every spill file of its own that its entries record (see the module's docstring)."""
     with open_session(target, readonly=True) as session:
         report = Removal(session.id)
         recorded = list(recorded_spills(session))
+    if _copies_beside(Path(target), report.session_id):
+        storage = open_storage(target)  # the file alone: its spills are the copy's too
+        try:
+            storage.delete()
+        finally:
+            storage.close()
+        report.kept_for = "another session file here has the same id (a copy)"
+        return report
     folder = store.directory / _session_dirname(report.session_id)
     in_folder = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
     Session.delete(target, store=store)
     report.removed.extend(str(p) for p in in_folder)
     own = _session_dirname(report.session_id)
     for path in recorded:
-        if str(path) in report.removed or not is_spill_file(path):
+        if str(path) in report.removed or path.parent.name != own or not is_spill_file(path):
             continue
         try:
             path.unlink()

@@ -120,6 +120,17 @@ class DefaultToolPipeline:
                                       session_id=env.session.id)
         return ctx
 
+    def _context_for(self, tool: Tool, env: Env) -> ToolContext | None:
+        """The context a tool runs in: its own (``make_tools``), told which session it
+        works for when it was made without one, so that what it spills is kept in that
+        session's folder of the store (and ``rm`` of the session can tell it is its own);
+        else the pipeline's."""
+        if tool.context is None:
+            return self._context(env)
+        if tool.context.session_id is None and env.session is not None:
+            return dataclasses.replace(tool.context, session_id=env.session.id)
+        return None
+
     def _run(self, call: ToolCall, env: Env, abandoned: threading.Event) -> ToolResult:
         env.emit(ToolStartPayload(event=Event.TOOL_START, call=call))
         try:
@@ -156,7 +167,7 @@ class DefaultToolPipeline:
             if verdict is not True:
                 reason = verdict if isinstance(verdict, str) else "the user did not approve it"
                 return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)
-        result = tool.run(arguments, context=self._context(env) if tool.context is None else None)
+        result = tool.run(arguments, context=self._context_for(tool, env))
         if tool.truncates_itself or is_truncated(result.meta):
             record = result.truncation
             if record is not None:
