@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from msgspec import UNSET, UnsetType
@@ -58,7 +57,14 @@ from .errors import (
 )
 from .models._base import Model
 from .storage._backends import Target, create_storage, open_storage, resolve
-from .storage._base import HIDDEN_IN_TREE, LabelBook, Storage, StorageHealth, check_session_id
+from .storage._base import (
+    HIDDEN_IN_TREE,
+    HIDDEN_TYPES,
+    LabelBook,
+    Storage,
+    StorageHealth,
+    check_session_id,
+)
 from .storage._jsonl import JsonlStorage
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
@@ -75,15 +81,52 @@ ExpectedLeaf = str | None | UnsetType
 session or a leaf before the first entry); unset, no check."""
 
 
-@dataclass
 class TreeNode:
-    """One entry in ``Session.tree()``, with its label and children (oldest first)."""
+    """One entry in ``Session.tree()``, with its label and children (oldest first).
 
-    entry: AnyEntry
-    label: str | None = None
-    children: list[TreeNode] = field(default_factory=list)
-    on_branch: bool = False  # on the path from the root to the current leaf
-    is_leaf: bool = False
+    ``id``, ``parent_id`` and ``type`` are known from the start; ``entry`` is read when it
+    is first used, so a tree of a big session is built from its outline and only the
+    entries looked at are decoded."""
+
+    __slots__ = ("_entry", "_load", "children", "id", "is_leaf", "label", "on_branch",
+                 "parent_id", "type")
+
+    def __init__(self, entry: AnyEntry | None = None, label: str | None = None,
+                 children: list[TreeNode] | None = None, on_branch: bool = False,
+                 is_leaf: bool = False, *, entry_id: str | None = None,
+                 parent_id: str | None = None, entry_type: str | None = None,
+                 load: Callable[[str], AnyEntry] | None = None) -> None:
+        if entry is not None:
+            entry_id, parent_id, entry_type = entry.id, entry.parent_id, entry.type
+        if entry_id is None or entry_type is None or (entry is None and load is None):
+            raise InvalidArgument("a TreeNode needs its entry, or its id, type and a loader")
+        self._entry, self._load = entry, load
+        self.id, self.parent_id, self.type = entry_id, parent_id, entry_type
+        self.label = label
+        self.children: list[TreeNode] = [] if children is None else children
+        self.on_branch = on_branch  # on the path from the root to the current leaf
+        self.is_leaf = is_leaf
+
+    @property
+    def entry(self) -> AnyEntry:
+        """The entry itself (read on first use)."""
+        if self._entry is None:
+            assert self._load is not None
+            self._entry = self._load(self.id)
+        return self._entry
+
+    def __repr__(self) -> str:
+        return (f"TreeNode(id={self.id!r}, type={self.type!r}, label={self.label!r}, "
+                f"children={len(self.children)}, on_branch={self.on_branch}, "
+                f"is_leaf={self.is_leaf})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TreeNode):
+            return NotImplemented
+        return (self.id, self.label, self.on_branch, self.is_leaf, self.children) == (
+            other.id, other.label, other.on_branch, other.is_leaf, other.children)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
 
 class Session:
@@ -542,19 +585,27 @@ class Session:
         labels = self.storage.labels()
         nodes: dict[str, TreeNode] = {}
         roots: list[TreeNode] = []
-        for entry in self.storage.entries():
-            if isinstance(entry, HIDDEN_IN_TREE):
+        load = self._entry_for_tree
+        for eid, parent_id, kind, _ in self.storage.outline():
+            if kind in HIDDEN_TYPES:
                 continue
-            node = TreeNode(entry, labels.get(entry.id), on_branch=entry.id in on_branch,
-                            is_leaf=entry.id == leaf)
-            nodes[entry.id] = node
+            nodes[eid] = TreeNode(label=labels.get(eid), on_branch=eid in on_branch,
+                                  is_leaf=eid == leaf, entry_id=eid, parent_id=parent_id,
+                                  entry_type=kind, load=load)
         for node in nodes.values():
-            parent = node.entry.parent_id
+            parent = node.parent_id
             if parent is None or parent not in nodes:
                 roots.append(node)
             else:
                 nodes[parent].children.append(node)
         return roots
+
+    def _entry_for_tree(self, entry_id: str) -> AnyEntry:
+        entry = self.storage.get(entry_id)
+        if entry is None:
+            raise EntryNotFound(f"entry {entry_id!r} of the tree is not in the session",
+                                path=self.location)
+        return entry
 
     def fork(self, new_path: str | os.PathLike[str], at: str | None = None) -> Session:
         """A new session file holding the path from the root to ``at`` (id, unique id prefix

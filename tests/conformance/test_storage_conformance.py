@@ -204,6 +204,19 @@ def test_leaf_entry_moves_leaf_and_persists(backend: Backend) -> None:
         assert isinstance(st.get("m2"), LeafEntry)
 
 
+def test_outline_is_the_trees_shape_in_append_order(backend: Backend) -> None:
+    s = backend.make(entries=[msg("a", None), msg("b", "a")])
+    s.append(LabelEntry("l1", "b", TS, target_id="a", label="start"))
+    s.append(LeafEntry("m1", "l1", TS, target_id="a"))
+    s.append(msg("c", "a"))
+    expected = [("a", None, "message", None), ("b", "a", "message", None),
+                ("l1", "b", "label", None), ("m1", "l1", "leaf", "a"),
+                ("c", "a", "message", None)]
+    for st in both(backend, s):
+        assert st.outline() == expected
+        assert [(e.id, e.parent_id, e.type) for e in st.entries()] == [x[:3] for x in expected]
+
+
 def test_readonly(backend: Backend) -> None:
     if not backend.persistent:
         pytest.skip("memory storage has no read-only mode")

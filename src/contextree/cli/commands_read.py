@@ -131,7 +131,7 @@ def tree_command(
     current leaf (<- leaf). Entries on the current branch are marked with *."""
     with open_session(file, readonly=True) as session:
         roots = session.tree()
-        left = abandoned_tips(session.entries())
+        left = abandoned_tips(session.storage.outline())
         if as_json:
             emit_json(_tree_json(session, roots, left))
             return
@@ -234,7 +234,7 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
     out = Out()
-    left = abandoned_tips(session.entries())
+    left = abandoned_tips(session.storage.outline())
     for i, entry in enumerate(path):
         label = f"  [{labels[entry.id]}]" if entry.id in labels else ""
         if isinstance(entry, MessageEntry):

@@ -28,6 +28,7 @@ from ..entries import (
     ThinkingLevelChangeEntry,
     UnknownEntry,
 )
+from ..storage import Outline
 from .output import short_id
 
 ARGS_PREVIEW = 40  # characters of a tool call's arguments in a one-line summary
@@ -36,7 +37,8 @@ MIN_COLLAPSE = 3  # shorter runs are shown in full
 MAX_LEVEL = 4  # side-branch levels drawn with guides; deeper ones say their level instead
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
                 SessionInfoEntry, ActiveToolsChangeEntry)
-_BOOKKEEPING = (LabelEntry, SessionInfoEntry, LeafEntry)
+ALWAYS_SHOWN_TYPES = frozenset(cls.__struct_config__.tag for cls in ALWAYS_SHOWN)
+_BOOKKEEPING_TYPES = frozenset({"label", "session_info", "leaf"})
 
 
 # -- one-line summaries --------------------------------------------------------------------
@@ -114,26 +116,27 @@ def _args_preview(args: dict[str, object]) -> str:
     return shorten(orjson.dumps(args).decode()[1:-1], ARGS_PREVIEW)
 
 
-def abandoned_tips(entries: Iterable[AnyEntry]) -> dict[str, str | None]:
+def abandoned_tips(outline: Iterable[Outline]) -> dict[str, str | None]:
     """For each branch summary, the entry that was the leaf just before it was written: the
     tip of the branch it summarizes (labels and names set there are skipped).
 
-    ``entries`` in the order they were appended, as ``Session.entries()`` gives them.
+    ``outline`` is ``Session.storage.outline()``: ids, parents, types and leaf targets in
+    append order (no entry is read).
     """
     parents: dict[str, str | None] = {}
     bookkeeping: set[str] = set()
     out: dict[str, str | None] = {}
     leaf: str | None = None
-    for e in entries:
-        parents[e.id] = e.parent_id
-        if isinstance(e, _BOOKKEEPING):
-            bookkeeping.add(e.id)
-        if isinstance(e, BranchSummaryEntry):
+    for eid, parent, kind, target in outline:
+        parents[eid] = parent
+        if kind in _BOOKKEEPING_TYPES:
+            bookkeeping.add(eid)
+        if kind == "branch_summary":
             tip = leaf
             while tip is not None and tip in bookkeeping:
                 tip = parents.get(tip)
-            out[e.id] = tip
-        leaf = e.target_id if isinstance(e, LeafEntry) else e.id
+            out[eid] = tip
+        leaf = target if kind == "leaf" else eid
     return out
 
 
@@ -273,7 +276,7 @@ def _collapse(chain: list[TreeNode], expand: bool) -> list[TreeNode | int]:
 
 def _notable(node: TreeNode) -> bool:
     return (node.label is not None or node.is_leaf or len(node.children) != 1
-            or isinstance(node.entry, ALWAYS_SHOWN))
+            or node.type in ALWAYS_SHOWN_TYPES)
 
 
 # -- full messages -------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ._backends import (
     register_backend,
     resolve,
 )
-from ._base import LabelBook, Storage, StorageHealth, TreeIndex
+from ._base import LabelBook, Outline, Storage, StorageHealth, TreeIndex
 from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
 from ._memory import MemoryStorage
 from ._repair import RepairReport, repair
@@ -45,6 +45,7 @@ __all__ = [
     "JsonlStorage",
     "LabelBook",
     "MemoryStorage",
+    "Outline",
     "RepairReport",
     "Storage",
     "StorageHealth",

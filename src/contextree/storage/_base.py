@@ -33,6 +33,7 @@ from ..errors import (
 # Entries that record a change of bookkeeping rather than of the conversation. They sit in
 # the tree like any entry, but ``tree()`` hides leaf moves.
 HIDDEN_IN_TREE = (LeafEntry,)
+HIDDEN_TYPES = frozenset({"leaf"})  # their type tags
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,12 @@ class Storage(Protocol):
 
     def children(self, entry_id: str | None) -> Sequence[str]:
         """Ids of the entries whose parent is ``entry_id`` (``None``: the roots)."""
+        ...
+
+    def outline(self) -> list[Outline]:
+        """Every entry's id, parent id, type tag and (for a leaf move) target, in append
+        order: the shape of the tree, without reading the entries where the backend keeps
+        it apart (the JSONL index, PostgreSQL's columns)."""
         ...
 
     def find(self, entry_type: str) -> list[AnyEntry]:
@@ -271,6 +278,9 @@ def bookkeeping(entry: AnyEntry) -> tuple[str, str | None, str | None]:
     return entry.type, None, None
 
 
+Outline = tuple[str, str | None, str, str | None]
+"""An entry's place in the tree: its id, parent id, type tag, and a leaf move's target."""
+
 Span = tuple[int, int, int]  # where an entry's line is in its file: offset, length, CRC-32
 
 
@@ -392,6 +402,11 @@ class TreeIndex:
         """Every entry's id and parent id, in append order."""
         return ((e.id, e.parent_id) for e in self._stored.values())
 
+    def outline(self) -> list[Outline]:
+        """Every entry's id, parent id, type tag and leaf-move target, in append order."""
+        return [(e.id, e.parent_id, e.type, e.target_id if isinstance(e, LeafEntry) else None)
+                for e in list(self._stored.values())]
+
     def parent_of(self, entry_id: str) -> str | None:
         """The parent id of an indexed entry."""
         return self.by_id[entry_id].parent_id
@@ -467,6 +482,9 @@ class IndexedStorage:
 
     def children(self, entry_id: str | None) -> Sequence[str]:
         return tuple(self._index.children(entry_id))
+
+    def outline(self) -> list[Outline]:
+        return self._index.outline()
 
     def find(self, entry_type: str) -> list[AnyEntry]:
         return self._index.find(entry_type)

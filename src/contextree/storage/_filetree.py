@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, SessionHeader, decode_line
 from ..errors import EntryNotFound, ParentCycle, StorageFailure
-from ._base import Span, TreeIndex, bookkeeping
+from ._base import Outline, Span, TreeIndex, bookkeeping
 from ._index import Columns, IndexRead, TailRecord, line_crc
 
 __all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
@@ -478,6 +478,12 @@ class FileTree(TreeIndex):
         ids = self.ids
         return ((ids[k], None if p < 0 else ids[p])
                 for k, p in enumerate(list(self.parents)))
+
+    def outline(self) -> list[Outline]:
+        ids, extra = self.ids, self.extra
+        parents = [None if p < 0 else ids[p] for p in self.parents]
+        targets = [extra[k][0] if t == "leaf" else None for k, t in enumerate(self.types)]
+        return list(zip(ids, parents, self.types, targets, strict=False))
 
     def parent_of(self, entry_id: str) -> str | None:
         slot = self.slot_of(entry_id)

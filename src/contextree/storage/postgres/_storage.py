@@ -68,6 +68,7 @@ from ...errors import (
 )
 from .._base import (
     LabelBook,
+    Outline,
     StorageHealth,
     TreeIndex,
     anchored,
@@ -570,6 +571,19 @@ class PostgresStorage:
                                "could not read the children")
             self._remember_many([(r[0], r[1]) for r in rows])
             return tuple(r[0] for r in rows)
+
+    def outline(self) -> list[Outline]:
+        """Every entry's id, parent id, type and leaf-move target, in append order (one
+        query of columns; no line is read)."""
+        with self._lock:
+            rows = self._query(
+                lambda c: c.execute(f"SELECT id, parent_id, type, target_id FROM {ENTRIES} "
+                                    "WHERE session_id = %s ORDER BY seq",
+                                    [self._id]).fetchall(),
+                "could not read the tree",
+            )
+        return [(eid, parent, kind, target if kind == "leaf" else None)
+                for eid, parent, kind, target in rows]
 
     def find(self, entry_type: str) -> list[AnyEntry]:
         """Entries of one type, in append order (one indexed query)."""
