@@ -176,7 +176,8 @@ def _resolve_annotations(cls: type) -> None:
     for klass in cls.__mro__:
         if not klass.__module__.startswith("contextree"):
             continue  # a base from another library: not ours to change
-        own = klass.__dict__.get("__annotations__", {})  # inspect.get_annotations, for a class
+        # What inspect.get_annotations(klass) returns, without importing inspect at start-up.
+        own = klass.__dict__.get("__annotations__", {})  # noqa: RUF063
         if not any(isinstance(v, str) for v in own.values()):
             continue
         home = sys.modules.get(klass.__module__)
@@ -221,7 +222,7 @@ class _Finder:
 
         loader = spec.loader
         if isinstance(loader, SourceFileLoader | SourcelessFileLoader):  # one per module
-            loader.exec_module = _publishing(loader.exec_module)  # type: ignore[method-assign]
+            loader.exec_module = _publishing(loader.exec_module)  # type: ignore[method-assign,assignment]
         return spec
 
 
