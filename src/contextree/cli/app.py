@@ -36,6 +36,9 @@ class Command(TyperCommand):
     """A command whose usage line reads ``contextree tree [OPTIONS] FILE``: arguments
     bare when required, in brackets when optional (Typer would print ``{FILE}``)."""
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_values(super().get_params(ctx))
+
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
@@ -102,6 +105,9 @@ class LazyGroup(TyperGroup):
     """A group whose commands are registered by modules imported on first use: listing the
     commands (``--help``) or running the group's own options (``--version``) imports none."""
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_values(super().get_params(ctx))
+
     def _lazy(self) -> tuple[typer.Typer, dict[str, Lazy]]:
         return _LAZY_GROUPS[self.name or PROG]
 
@@ -134,6 +140,41 @@ class LazyGroup(TyperGroup):
             limit = formatter.width - 6 - max(len(name) for name, _ in rows)
             with formatter.section("Commands"):
                 formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+def plain_values(params: list[Any]) -> list[Any]:
+    """``params`` (a command's), their plain ``str`` and ``bool`` ones set to take a value
+    that already has their type as it is.
+
+    Typer (0.2x) coerces every parameter value through a pydantic ``TypeAdapter``, built on
+    first use (the help option's too): for a short command, importing pydantic and building
+    the adapters takes longer than everything else (``contextree ls`` of an empty directory:
+    more than twice as long). A command-line value for a ``str`` parameter is already a
+    ``str``, and a flag's a ``bool``: what Typer's adapter returns for them. Any other value
+    (bytes from a test runner, a string from an environment variable for a flag) still goes
+    through Typer's own coercion; a Typer without this machinery is left alone."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:  # pragma: no cover - another Typer: nothing to do
+        return params
+
+    class Plain(RuntimeParam):
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if type(value) is self.annotation:
+                return value
+            return build_runtime_param(param.type_descriptor)._coerce_value(
+                value, param=param, ctx=ctx)
+
+    for param in params:
+        described = getattr(param, "type_descriptor", None)
+        if (described is None or getattr(param, "_runtime_param", ()) is not None
+                or described.annotation not in (str, bool) or described.parameter_info.parser
+                or described.is_file or described.is_path or described.is_choice
+                or param.multiple or param.nargs != 1):
+            continue
+        param._runtime_param = Plain(parameter_info=described.parameter_info,
+                                     annotation=described.annotation)
+    return params
 
 
 def _new_app(**kwargs: Any) -> typer.Typer:
