@@ -191,13 +191,12 @@ _LAZY_GROUPS = {PROG: (app, COMMANDS), "db": (db_app, DB_COMMANDS)}
 
 
 def package_version() -> str:
-    """The installed contextree version (``unknown`` when run from a bare source tree)."""
-    from importlib.metadata import PackageNotFoundError, version  # on use: slow to import
+    """The contextree version: the package's ``__version__``, which is the version in
+    pyproject.toml (tests/test_startup.py checks; reading the installed metadata instead
+    would import importlib.metadata, slower than the rest of ``--version``)."""
+    from .. import __version__
 
-    try:
-        return version("contextree")
-    except PackageNotFoundError:  # pragma: no cover - the package is always installed
-        return "unknown"
+    return __version__
 
 
 def _print_version(value: bool) -> None:
