@@ -13,9 +13,9 @@ time it is used (PEP 562), so a command line or a program that needs only sessio
 pay for the agent runtime, the tools or the formats.
 """
 
-from typing import TYPE_CHECKING
-
 from ._public import publish
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 
 if TYPE_CHECKING:
     # What the names below are, for type checkers and editors; at run time each is imported

@@ -19,15 +19,18 @@ nothing beyond the interpreter's own start-up modules.
 from __future__ import annotations
 
 import sys
-import types
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
+
+    Lazy = Mapping[str, Iterable[str]]
+    """A lazy table: module (absolute, or relative to the namespace: ``._session``) -> the
+    names the namespace exports from it."""
 
 __all__ = ["publish"]
-
-Lazy = Mapping[str, Iterable[str]]
-"""A lazy table: module (absolute, or relative to the namespace: ``._session``) -> the names
-the namespace exports from it."""
 
 # The public path of every name a namespace exports lazily, by the module that holds it:
 # {module: {name: path}}. A claim is settled (the object's ``__module__`` set) when the
@@ -143,7 +146,10 @@ def _ran(module: str) -> None:
 
 
 def _publishable(obj: Any) -> bool:
-    return isinstance(obj, type | types.FunctionType)
+    return isinstance(obj, type | _FUNCTION)
+
+
+_FUNCTION = type(_publishable)  # types.FunctionType
 
 
 def _settle(obj: Any, public: str) -> None:
