@@ -204,9 +204,8 @@ def _resolve_annotations(cls: type) -> None:
 # Python has no hook for "this module has finished running". A finder first in sys.meta_path
 # finds the modules that have a claim with the finders after it and wraps the ``exec_module``
 # of their (file) loader, so the claims are settled right after the module's body ran. Every
-# other import is looked up in one dict and passed on. The finder removes itself once no
-# claim waits; a loader of another kind (a zip file, a freezer) is left alone, and its names
-# are published on first use through the namespace, as before.
+# other import is looked up in one dict and passed on. A loader of another kind (a zip file,
+# a freezer) is left alone, and its names are published on first use through the namespace.
 
 class _Finder:
     """Finds nothing itself: marks the modules that have claims for publishing after they
@@ -237,7 +236,6 @@ def _publishing(exec_module: Callable[[types.ModuleType], None]) -> Callable[
     def run(module: types.ModuleType) -> None:
         exec_module(module)
         _ran(module.__name__)
-        _unwatch()
 
     return run
 
@@ -246,11 +244,6 @@ _FINDER = _Finder()
 
 
 def _watch() -> None:
+    # Inserted once and never removed: another thread may be walking sys.meta_path.
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
-
-
-def _unwatch() -> None:
-    """Remove the finder when every claim is settled (each module with claims has run)."""
-    if all(m in sys.modules for m in _CLAIMS) and _FINDER in sys.meta_path:
-        sys.meta_path.remove(_FINDER)
