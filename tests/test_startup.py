@@ -109,7 +109,8 @@ def test_the_version_is_the_one_in_pyproject() -> None:
 
 
 def test_a_name_imports_its_own_module_not_its_layer() -> None:
-    loaded = _loaded_after("import contextree\ncontextree.Session\ncontextree.Message")
+    loaded = _loaded_after("import contextree\ncontextree.Session\ncontextree.Message\n"
+                           "contextree.OverflowStore")
     assert {"contextree._session", "contextree._messages"} <= loaded
     unwanted = {"contextree.compaction", "contextree.tools", "contextree.runtime",
                 "contextree.models", "contextree.formats", "contextree.cli", *HEAVY_LIBRARIES}
