@@ -22,8 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from contextree._files import TEMP_SUFFIX, atomic_write
 from contextree.errors import StorageFailure
 
@@ -68,7 +66,11 @@ def user_home() -> Path:
     """The per-user contextree directory: ``$CONTEXTREE_HOME``, else the platform's user data
     directory; it holds the overflow store and the chats of ``contextree chat``."""
     home = os.environ.get("CONTEXTREE_HOME")
-    return Path(home).expanduser() if home else Path(platformdirs.user_data_dir("contextree"))
+    if home:
+        return Path(home).expanduser()
+    import platformdirs  # here: only a store without a home set needs it
+
+    return Path(platformdirs.user_data_dir("contextree"))
 
 
 def _sanitize(value: str, cap: int) -> str:

@@ -22,13 +22,6 @@ from ._context import Projector, SessionContext, build_context
 from ._files import storable_path
 from ._messages import Message, Usage
 from ._stats import SessionStats, compute_stats
-from .compaction import (
-    CompactionLadder,
-    CompactionPolicy,
-    CompactionResult,
-    default_ladder,
-    plan_compaction,
-)
 from .entries import (
     ActiveToolsChangeEntry,
     AnyEntry,
@@ -55,7 +48,6 @@ from .errors import (
     SessionNotFound,
     StorageFailure,
 )
-from .models._base import Model
 from .storage._backends import Target, create_storage, open_storage, resolve
 from .storage._base import (
     HIDDEN_IN_TREE,
@@ -71,6 +63,8 @@ from .tokens import TokenCounter
 
 if TYPE_CHECKING:
     from ._overflow import OverflowStore
+    from .compaction import CompactionLadder, CompactionResult
+    from .models._base import Model
 
 
 E = TypeVar("E")
@@ -694,6 +688,8 @@ class Session:
         then appends the planned compaction entry; the entries before it stay in the file.
         ``dry_run`` returns the plan and writes nothing.
         """
+        from .compaction import CompactionPolicy, default_ladder, plan_compaction  # on use
+
         policy = CompactionPolicy(window, compact_at, compact_to)
         result = plan_compaction(self.branch(), policy, ladder or default_ladder(model),
                                  counter, force=force, projectors=self.projectors)

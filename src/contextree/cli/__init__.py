@@ -1,13 +1,9 @@
 """The ``contextree`` command line (``contextree --help``); ``main`` is the console script."""
 
-# The imports register the commands; their order is the order of ``--help``.
-# isort: off
-from . import (commands_demo, commands_read, commands_edit, commands_compact,  # noqa: F401
-               commands_interop, commands_db, chat)
-from .app import app, main
-
-# isort: on
+# The command modules register their commands when a command is first looked up
+# (``app.COMMANDS`` lists them, in the order of ``--help``): none is imported here.
 from .._public import publish
+from .app import app, main
 
 __all__ = ["app", "main"]
 

@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import logging
+import importlib
 import os
 import re
 import sys
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import typer
-from typer.core import TyperCommand
+import typer.main
+from typer.core import TyperCommand, TyperGroup
 
 from .._files import TEMP_SUFFIX
 from ..errors import ContextreeError, InvalidArgument
-from .output import CommandFailed, UsageProblem, fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +36,9 @@ class Command(TyperCommand):
     """A command whose usage line reads ``contextree tree [OPTIONS] FILE``: arguments
     bare when required, in brackets when optional (Typer would print ``{FILE}``)."""
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_values(super().get_params(ctx))
+
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
         for param in self.get_params(ctx):
@@ -46,24 +48,155 @@ class Command(TyperCommand):
         return pieces
 
 
+class Lazy(NamedTuple):
+    """A command the command line offers before its module is imported: the module (in
+    ``contextree.cli``) that registers it, and the first sentence of its help."""
+
+    module: str
+    summary: str
+
+
+# Every command, in the order of --help. Its module is imported when the command runs or its
+# own help is asked for; `contextree --help` and `--version` import none of them (the
+# summaries are the commands' own first sentences: tests/test_startup.py compares them).
+COMMANDS: dict[str, Lazy] = {
+    "demo": Lazy("commands_demo", "Run a real agent loop offline (scripted model, real "
+                 "tools): truncation, compaction, a branch and a label; then print the "
+                 "tree, the stats and the model's context."),
+    "ls": Lazy("commands_read", "List the sessions under DIR (or in a PostgreSQL database), "
+               "newest activity first."),
+    "tree": Lazy("commands_read", "Print the entry tree: branch points, labels, compactions, "
+                 "branch summaries, and the current leaf (<- leaf)."),
+    "show": Lazy("commands_read", "Show the path from the root to an entry, or (--context) "
+                 "what the model sees there."),
+    "stats": Lazy("commands_read", "Messages, billed tokens and cost for the current branch "
+                  "and the whole file."),
+    "verify": Lazy("commands_read", "Check that a session file loads cleanly (read-only)."),
+    "fork": Lazy("commands_edit", "Copy the path from the root to an entry into a new session "
+                 "(its header links back to FILE by absolute path)."),
+    "label": Lazy("commands_edit", "Set (or --clear) the label of an entry; a label names one "
+                  "entry, and setting it on another moves it there."),
+    "name": Lazy("commands_edit", "Set the session's display name (an empty TEXT clears it)."),
+    "rm": Lazy("commands_edit", "Delete a session (file or postgresql:// URL), its quarantine "
+               "file and the tool outputs it spilled: those its entries record, wherever "
+               "they are, and its folder in the overflow store."),
+    "checkout": Lazy("commands_edit", "Move the current leaf to an entry; the next message "
+                     "starts a branch there."),
+    "repair": Lazy("commands_edit", "Make a damaged session file (or flat message log) "
+                   "loadable: bad lines (and entries that depend on them) go to "
+                   "<file>.quarantine after a backup of the file is written."),
+    "gc": Lazy("commands_edit", "Apply retention to the overflow store (full tool outputs "
+               "that truncation saved)."),
+    "compact": Lazy("commands_compact", "Compact the current branch: clear old tool results, "
+                    "drop old turns, summarize."),
+    "import": Lazy("commands_interop", "Read another agent's session (or a provider message "
+                   "list) into a new session."),
+    "export": Lazy("commands_interop", "Write a session in another format."),
+    "chat": Lazy("chat", "Chat with a model in this directory: streamed replies, tools that "
+                 "ask first, the session tree underneath (/help inside lists the commands)."),
+}
+DB_COMMANDS: dict[str, Lazy] = {
+    "init": Lazy("commands_db", "Create contextree's tables in the database, or upgrade "
+                 "them; safe to run again and from several machines at once."),
+}
+
+
+class LazyGroup(TyperGroup):
+    """A group whose commands are registered by modules imported on first use: listing the
+    commands (``--help``) or running the group's own options (``--version``) imports none."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_values(super().get_params(ctx))
+
+    def _lazy(self) -> tuple[typer.Typer, dict[str, Lazy]]:
+        return _LAZY_GROUPS[self.name or PROG]
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        table = self._lazy()[1]
+        return [*table, *(name for name in super().list_commands(ctx) if name not in table)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        typer_app, table = self._lazy()
+        if cmd_name not in self.commands and cmd_name in table:
+            importlib.import_module(f"{__package__}.{table[cmd_name].module}")
+            for info in typer_app.registered_commands:  # what the import registered
+                name = info.name or typer.main.get_command_name(
+                    getattr(info.callback, "__name__", ""))
+                if name not in self.commands:
+                    self.add_command(typer.main.get_command_from_info(
+                        info, pretty_exceptions_short=typer_app.pretty_exceptions_short,
+                        rich_markup_mode=typer_app.rich_markup_mode), name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Click's list of commands, with the summary of each command not imported yet."""
+        table = self._lazy()[1]
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.commands.get(name) or TyperCommand(name, help=table[name].summary)
+            if not cmd.hidden:
+                rows.append((name, cmd))
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+def plain_values(params: list[Any]) -> list[Any]:
+    """``params`` (a command's), their plain ``str`` and ``bool`` ones set to take a value
+    that already has their type as it is.
+
+    Typer (0.2x) coerces every parameter value through a pydantic ``TypeAdapter``, built on
+    first use (the help option's too): for a short command, importing pydantic and building
+    the adapters takes longer than everything else (``contextree ls`` of an empty directory:
+    more than twice as long). A command-line value for a ``str`` parameter is already a
+    ``str``, and a flag's a ``bool``: what Typer's adapter returns for them. Any other value
+    (bytes from a test runner, a string from an environment variable for a flag) still goes
+    through Typer's own coercion; a Typer without this machinery is left alone."""
+    try:
+        from typer._coercion import RuntimeParam, build_runtime_param
+    except ImportError:  # pragma: no cover - another Typer: nothing to do
+        return params
+
+    class Plain(RuntimeParam):
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if type(value) is self.annotation:
+                return value
+            return build_runtime_param(param.type_descriptor)._coerce_value(
+                value, param=param, ctx=ctx)
+
+    for param in params:
+        described = getattr(param, "type_descriptor", None)
+        if (described is None or getattr(param, "_runtime_param", ()) is not None
+                or described.annotation not in (str, bool) or described.parameter_info.parser
+                or described.is_file or described.is_path or described.is_choice
+                or param.multiple or param.nargs != 1):
+            continue
+        param._runtime_param = Plain(parameter_info=described.parameter_info,
+                                     annotation=described.annotation)
+    return params
+
+
 def _new_app(**kwargs: Any) -> typer.Typer:
     return typer.Typer(no_args_is_help=True, add_completion=False,
                        pretty_exceptions_enable=False, rich_markup_mode=None,
-                       context_settings=CONTEXT_SETTINGS, **kwargs)
+                       context_settings=CONTEXT_SETTINGS, cls=LazyGroup, **kwargs)
 
 
 app = _new_app(name=PROG, help="Inspect, branch, repair and convert contextree agent "
                "sessions (works offline).")
 db_app = _new_app(name="db", help="Set up a PostgreSQL database for contextree sessions.")
 app.add_typer(db_app, name="db")
+_LAZY_GROUPS = {PROG: (app, COMMANDS), "db": (db_app, DB_COMMANDS)}
 
 
 def package_version() -> str:
-    """The installed contextree version (``unknown`` when run from a bare source tree)."""
-    try:
-        return version("contextree")
-    except PackageNotFoundError:  # pragma: no cover - the package is always installed
-        return "unknown"
+    """The contextree version: the package's ``__version__``, which is the version in
+    pyproject.toml (tests/test_startup.py checks; reading the installed metadata instead
+    would import importlib.metadata, slower than the rest of ``--version``)."""
+    from .. import __version__
+
+    return __version__
 
 
 def _print_version(value: bool) -> None:
@@ -92,6 +225,8 @@ def _prepare_streams() -> None:
                 reconfigure(errors="backslashreplace")
     # psycopg's pool logs a failed connection by itself ("error connecting in 'pool-1'");
     # the command reports it in its own error line.
+    import logging  # here: --version and --help need no logging
+
     logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
@@ -101,6 +236,9 @@ def command(name: str, *, group: typer.Typer | None = None, cls: type[Command] =
     (``cls``: a ``Command`` subclass, to add to its help)."""
 
     def register(fn: F) -> F:
+        # Here, not at the top: the command line's own options (--version) need no output.
+        from .output import CommandFailed, UsageProblem, fail
+
         @functools.wraps(fn)
         def run(*args: Any, **kw: Any) -> Any:
             if os.environ.get("CONTEXTREE_DEBUG"):

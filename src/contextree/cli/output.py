@@ -20,8 +20,6 @@ from typing import Any
 import orjson
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 from rich.text import Text
 
 from ..formats import Progress as ProgressFn
@@ -74,6 +72,8 @@ class Out:
         """Rows under headers; ``right`` lists the columns aligned to the right."""
         rows = [[visible(c) for c in row] for row in rows]
         if self.rich:
+            from rich.table import Table  # on use: a piped listing needs no table
+
             table = Table(show_edge=False, box=None, pad_edge=False, header_style="bold")
             for i, h in enumerate(headers):
                 table.add_column(h, justify="right" if i in right else "left",
@@ -188,6 +188,14 @@ def progress_bar(description: str, total: int,
     if total < minimum or not stderr_is_terminal():
         yield None
         return
+    from rich.progress import (  # on use: most commands draw no bar
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:

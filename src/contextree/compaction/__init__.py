@@ -10,19 +10,23 @@ the entry stores in ``details["digest"]`` for the next compaction to merge).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .._public import publish
-from ._digest import DigestState, digest_messages
-from ._ladder import (
-    CompactionLadder,
-    CompactionResult,
-    StageReport,
-    default_ladder,
-    plan_compaction,
-)
-from ._policy import CompactionPolicy
-from ._stages import Digest, SlidingWindow, ToolResults, placeholder
-from ._state import CompactionState, Plan, Stage
-from ._summarize import Summarize
+
+if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
+    from ._digest import DigestState, digest_messages
+    from ._ladder import (
+        CompactionLadder,
+        CompactionResult,
+        StageReport,
+        default_ladder,
+        plan_compaction,
+    )
+    from ._policy import CompactionPolicy
+    from ._stages import Digest, SlidingWindow, ToolResults, placeholder
+    from ._state import CompactionState, Plan, Stage
+    from ._summarize import Summarize
 
 __all__ = [
     "CompactionLadder",
@@ -43,4 +47,15 @@ __all__ = [
     "plan_compaction",
 ]
 
-publish(globals())
+_LAZY = {
+    "._digest": ("DigestState", "digest_messages"),
+    "._ladder": ("CompactionLadder", "CompactionResult", "StageReport", "default_ladder",
+                 "plan_compaction"),
+    "._policy": ("CompactionPolicy",),
+    "._stages": ("Digest", "SlidingWindow", "ToolResults", "placeholder"),
+    "._state": ("CompactionState", "Plan", "Stage"),
+    "._summarize": ("Summarize",),
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = publish(globals(), _LAZY)

@@ -43,52 +43,61 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .._files import atomic_write
 from .._public import publish
-from .._session import Session
-from ..errors import EntryNotFound, InvalidArgument, SessionExists, SessionNotFound
-from ..storage import create_storage
-from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
-from . import _provider_lists as _lists
-from ._base import Ids, Imported, Progress, finish
-from ._claude_code_export import export_to_claude_code_home
-from ._codex_export import export_to_codex_home
-from ._detect import detect_format
-from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, find_tool_session, list_tool_sessions
-from ._registry import (
-    ENTRY_POINT_GROUP,
-    Format,
-    FoundSession,
-    Reader,
-    SessionHome,
-    Writer,
-    get_format,
-    list_formats,
-    register_format,
-    unregister_format,
-)
+from ._registry import register_builtins
 
-# The built-in formats, registered as any other would be.
-for _builtin in (
-    Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read, _brute.write),
-    Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write),
-    Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
-           _lists.read_openai_chat, _lists.write_openai_chat, ".json",
-           aliases=("openai",)),
-    Format("openai-responses", "OpenAI Responses API input items (JSON list)",
-           _lists.read_openai_responses, _lists.write_openai_responses, ".json",
-           aliases=("responses",)),
-    Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
-           _lists.read_anthropic, _lists.write_anthropic, ".json"),
-    Format("claude-code", "Claude Code session JSONL", _claude_code.read,
-           _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
-    Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
-           home=CODEX_HOME),
-    Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
-           copy=True),
-):
-    register_format(_builtin)
+if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
+    from .._session import Session
+    from ._base import Imported, Progress
+    from ._claude_code_export import export_to_claude_code_home
+    from ._codex_export import export_to_codex_home
+    from ._detect import detect_format
+    from ._homes import find_tool_session, list_tool_sessions
+    from ._registry import (
+        ENTRY_POINT_GROUP,
+        Format,
+        FoundSession,
+        Reader,
+        SessionHome,
+        Writer,
+        get_format,
+        list_formats,
+        register_format,
+        unregister_format,
+    )
+
+
+@register_builtins
+def _register_builtins() -> None:
+    """The built-in formats, registered as any other would be (by the format table, before
+    it is first used: importing this package imports none of the format modules)."""
+    from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+    from . import _provider_lists as _lists
+    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
+    from ._registry import Format, register_format
+
+    for builtin in (
+        Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read,
+               _brute.write),
+        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write),
+        Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
+               _lists.read_openai_chat, _lists.write_openai_chat, ".json",
+               aliases=("openai",)),
+        Format("openai-responses", "OpenAI Responses API input items (JSON list)",
+               _lists.read_openai_responses, _lists.write_openai_responses, ".json",
+               aliases=("responses",)),
+        Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
+               _lists.read_anthropic, _lists.write_anthropic, ".json"),
+        Format("claude-code", "Claude Code session JSONL", _claude_code.read,
+               _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
+        Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
+               home=CODEX_HOME),
+        Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
+               copy=True),
+    ):
+        register_format(builtin)
 
 
 def import_session(
@@ -104,6 +113,13 @@ def import_session(
     Fails with ``exists`` if ``dest_path`` is already there; the new file appears complete or
     not at all. Returns the session, open for writing.
     """
+    from .._session import Session
+    from ..errors import InvalidArgument, SessionNotFound
+    from ..storage import create_storage
+    from ._base import Ids, finish
+    from ._detect import detect_format
+    from ._registry import get_format
+
     spec = None if fmt == "auto" else get_format(fmt)
     if spec is not None and spec.copy:
         return copy_session(src, dest_path, durable=durable)
@@ -126,6 +142,9 @@ def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
                  durable: bool = True) -> Session:
     """Copy a session between stores (JSONL file <-> PostgreSQL URL) entry for entry: same
     header, ids, tree, labels and leaf. Returns the new session, open for writing."""
+    from .._session import Session
+    from ..storage import create_storage
+
     with Session.open(src, readonly=True) as source:
         entries = list(source.entries())
         return Session(create_storage(dest, source.header, entries, durable=durable))
@@ -145,6 +164,11 @@ def export_session(
     it is the entry pi resumes at. The file is replaced atomically; an existing file is an
     ``exists`` error unless ``overwrite``.
     """
+    from .._files import atomic_write
+    from ..errors import EntryNotFound, InvalidArgument, SessionExists
+    from ..storage import create_storage
+    from ._registry import get_format
+
     spec = get_format(fmt)
     if spec.copy:
         create_storage(out_path, session.header, list(session.entries())).close()
@@ -189,4 +213,16 @@ __all__ = [
     "unregister_format",
 ]
 
-publish(globals())
+_LAZY = {
+    "._base": ("Imported", "Progress"),
+    "._claude_code_export": ("export_to_claude_code_home",),
+    "._codex_export": ("export_to_codex_home",),
+    "._detect": ("detect_format",),
+    "._homes": ("find_tool_session", "list_tool_sessions"),
+    "._registry": ("ENTRY_POINT_GROUP", "Format", "FoundSession", "Reader", "SessionHome",
+                   "Writer", "get_format", "list_formats", "register_format",
+                   "unregister_format"),
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = publish(globals(), _LAZY)

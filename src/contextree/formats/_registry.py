@@ -15,15 +15,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .._session import Session
 from ..errors import InvalidArgument, UnknownFormat
 from ._base import Imported, Progress
-
-if TYPE_CHECKING:
-    from .._session import Session
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -43,7 +40,7 @@ ENTRY_POINT_GROUP = "contextree.formats"
 
 Reader = Callable[[Path, Progress | None], Imported]
 """Reads a source file (reporting progress) into the header and entries of a new session."""
-Writer = Callable[["Session", str | None], bytes]
+Writer = Callable[[Session, str | None], bytes]
 """Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
 Home = str | os.PathLike[str] | None
 """A tool's home directory (``None``: where the tool keeps it by default)."""
@@ -114,6 +111,22 @@ _FORMATS: dict[str, Format] = {}  # by name, in the order registered
 _NAMES: dict[str, str] = {}  # every name and alias -> the format's name
 _lock = threading.RLock()
 _plugins_loaded = False
+_builtins: list[Callable[[], None]] = []  # what registers the built-in formats, not yet run
+
+
+def register_builtins(register: Callable[[], None]) -> Callable[[], None]:
+    """Run ``register`` (it registers the built-in formats; ``contextree.formats`` gives it)
+    before the table is first read or written, so that importing the package imports no
+    format module and the built-ins still come first."""
+    with _lock:
+        _builtins.append(register)
+    return register
+
+
+def _load_builtins() -> None:
+    with _lock:
+        while _builtins:
+            _builtins.pop(0)()
 
 
 def _key(name: str) -> str:
@@ -134,6 +147,7 @@ def register_format(fmt: Format, *, replace: bool = False) -> Format:
         if _key(name) != name or not _NAME.fullmatch(name) or name == "auto":
             raise InvalidArgument(f"{name!r} cannot name a format: use lower-case letters, "
                                   "digits and - . + (and not 'auto', which means: detect it)")
+    _load_builtins()
     with _lock:
         if replace and fmt.name in _FORMATS:
             _remove(fmt.name)
@@ -186,10 +200,13 @@ def _load_plugins() -> None:
     """Register the formats that installed packages name in the ``contextree.formats``
     entry-point group, once. One that cannot be loaded is left out with a warning."""
     global _plugins_loaded
+    _load_builtins()
     with _lock:
         if _plugins_loaded:
             return
         _plugins_loaded = True
+        from importlib.metadata import entry_points  # on use: it is slow to import
+
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
                 fmt = ep.load()

@@ -11,30 +11,36 @@ conversions are in ``contextree.models._wire_openai`` and ``contextree.models._w
 which share ``contextree.models._wire_common`` and never import each other.
 """
 
-from contextree._pricing import cost_of, table_cost
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from contextree._public import publish
-from contextree.models._anthropic import AnthropicMessages
-from contextree.models._base import Model, ToolSpec
-from contextree.models._openai_chat import OpenAIChat
-from contextree.models._scripted import ScriptedModel
-from contextree.models._stream import (
-    AsyncReplyStream,
-    Delta,
-    ReplyStream,
-    StreamingModel,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallReady,
-    astream_reply,
-    stream_reply,
-)
-from contextree.models._wire_anthropic import from_anthropic, to_anthropic
-from contextree.models._wire_openai import (
-    from_openai_chat,
-    from_openai_responses,
-    to_openai_chat,
-    to_openai_responses,
-)
+
+if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
+    from contextree._pricing import cost_of, table_cost
+    from contextree.models._anthropic import AnthropicMessages
+    from contextree.models._base import Model, ToolSpec
+    from contextree.models._openai_chat import OpenAIChat
+    from contextree.models._scripted import ScriptedModel
+    from contextree.models._stream import (
+        AsyncReplyStream,
+        Delta,
+        ReplyStream,
+        StreamingModel,
+        TextDelta,
+        ThinkingDelta,
+        ToolCallReady,
+        astream_reply,
+        stream_reply,
+    )
+    from contextree.models._wire_anthropic import from_anthropic, to_anthropic
+    from contextree.models._wire_openai import (
+        from_openai_chat,
+        from_openai_responses,
+        to_openai_chat,
+        to_openai_responses,
+    )
 
 __all__ = [
     "AnthropicMessages",
@@ -61,4 +67,18 @@ __all__ = [
     "to_openai_responses",
 ]
 
-publish(globals())
+_LAZY = {
+    "contextree._pricing": ("cost_of", "table_cost"),
+    "._anthropic": ("AnthropicMessages",),
+    "._base": ("Model", "ToolSpec"),
+    "._openai_chat": ("OpenAIChat",),
+    "._scripted": ("ScriptedModel",),
+    "._stream": ("AsyncReplyStream", "Delta", "ReplyStream", "StreamingModel", "TextDelta",
+                 "ThinkingDelta", "ToolCallReady", "astream_reply", "stream_reply"),
+    "._wire_anthropic": ("from_anthropic", "to_anthropic"),
+    "._wire_openai": ("from_openai_chat", "from_openai_responses", "to_openai_chat",
+                      "to_openai_responses"),
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = publish(globals(), _LAZY)

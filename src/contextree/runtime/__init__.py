@@ -16,42 +16,46 @@
                 print(event.text, end="")
 """
 
+from typing import TYPE_CHECKING
+
 from .._public import publish
-from ._budget import Budget
-from ._builder import Agent, ModelCall, agent
-from ._compaction import DefaultCompactionPipeline
-from ._env import Env, Events, Handler, TurnResult, TypedHandler
-from ._events import (
-    PAYLOADS,
-    BudgetPayload,
-    CommittedPayload,
-    CompactedPayload,
-    CompactionFailedPayload,
-    CompactionStartPayload,
-    DoomLoopPayload,
-    Event,
-    EventPayload,
-    InterruptedPayload,
-    MaxIterationsPayload,
-    ModelReplyPayload,
-    ModelStartPayload,
-    Payload,
-    RetryPayload,
-    StopReason,
-    TextDeltaPayload,
-    ThinkingDeltaPayload,
-    ToolCallPayload,
-    ToolEndPayload,
-    ToolStartPayload,
-    TruncatedPayload,
-    TurnEndPayload,
-    TurnStartPayload,
-)
-from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
-from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
-from ._persistence import SessionLog, SessionTree
-from ._run import AgentStream, AsyncAgentStream
-from ._tools import DefaultToolPipeline
+
+if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
+    from ._budget import Budget
+    from ._builder import Agent, ModelCall, agent
+    from ._compaction import DefaultCompactionPipeline
+    from ._env import Env, Events, Handler, TurnResult, TypedHandler
+    from ._events import (
+        PAYLOADS,
+        BudgetPayload,
+        CommittedPayload,
+        CompactedPayload,
+        CompactionFailedPayload,
+        CompactionStartPayload,
+        DoomLoopPayload,
+        Event,
+        EventPayload,
+        InterruptedPayload,
+        MaxIterationsPayload,
+        ModelReplyPayload,
+        ModelStartPayload,
+        Payload,
+        RetryPayload,
+        StopReason,
+        TextDeltaPayload,
+        ThinkingDeltaPayload,
+        ToolCallPayload,
+        ToolEndPayload,
+        ToolStartPayload,
+        TruncatedPayload,
+        TurnEndPayload,
+        TurnStartPayload,
+    )
+    from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
+    from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
+    from ._persistence import SessionLog, SessionTree
+    from ._run import AgentStream, AsyncAgentStream
+    from ._tools import DefaultToolPipeline
 
 __all__ = [
     "PAYLOADS",
@@ -105,4 +109,23 @@ __all__ = [
     "verify_log",
 ]
 
-publish(globals())
+_LAZY = {
+    "._budget": ("Budget",),
+    "._builder": ("Agent", "ModelCall", "agent"),
+    "._compaction": ("DefaultCompactionPipeline",),
+    "._env": ("Env", "Events", "Handler", "TurnResult", "TypedHandler"),
+    "._events": ("PAYLOADS", "BudgetPayload", "CommittedPayload", "CompactedPayload",
+                 "CompactionFailedPayload", "CompactionStartPayload", "DoomLoopPayload", "Event",
+                 "EventPayload", "InterruptedPayload", "MaxIterationsPayload", "ModelReplyPayload",
+                 "ModelStartPayload", "Payload", "RetryPayload", "StopReason", "TextDeltaPayload",
+                 "ThinkingDeltaPayload", "ToolCallPayload", "ToolEndPayload", "ToolStartPayload",
+                 "TruncatedPayload", "TurnEndPayload", "TurnStartPayload"),
+    "._flatlog": ("LogHealth", "LogRepair", "is_flat_log", "repair_log", "verify_log"),
+    "._loop": ("DoomLoop", "MaxIterations", "Retry", "SystemPrompt", "ToolResultLoop"),
+    "._persistence": ("SessionLog", "SessionTree"),
+    "._run": ("AgentStream", "AsyncAgentStream"),
+    "._tools": ("DefaultToolPipeline",),
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = publish(globals(), _LAZY)

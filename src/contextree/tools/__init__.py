@@ -12,53 +12,29 @@ A tool declares its ``kind`` (``ToolKind``) and which end of a long result to ke
 
 from __future__ import annotations
 
-from contextree._overflow import OverflowStore
+from typing import TYPE_CHECKING
+
 from contextree._public import publish
-from contextree.tools._context import ToolContext
-from contextree.tools._decorator import as_tools, build_tool, tool
-from contextree.tools._docstrings import parse_docstring
-from contextree.tools._environment import (
-    SECRET_NAMES,
-    ShellEnvironment,
-    looks_secret,
-    protect_process,
-)
-from contextree.tools._files import edit, read, write
-from contextree.tools._kinds import ToolKind, TruncateFrom, kind_of_tool_name
-from contextree.tools._result import ToolResult
-from contextree.tools._schema import schema_for
-from contextree.tools._search import glob, grep
-from contextree.tools._shell import shell
-from contextree.tools._tool import Tool
-from contextree.tools._workspace import StrPath, Workspace
 
-ALL: list[Tool] = [read, write, edit, shell, grep, glob]
-"""The built-in tools, unbound (each call gets the context given to ``run``, or none)."""
-ALL_TOOLS = ALL
-
-
-def make_tools(
-    workspace: Workspace | StrPath | None = None,
-    *,
-    store: OverflowStore | None = None,
-    session_id: str | None = None,
-    cwd: StrPath | None = None,
-    tools: list[Tool] | None = None,
-    shell_env: ShellEnvironment | None = None,
-) -> list[Tool]:
-    """The built-in tools (or ``tools``) bound to one ``ToolContext``.
-
-    ``workspace`` confines the file tools to a directory (a path or a ``Workspace``; the
-    shell is never confined); ``store`` and ``session_id`` say where truncated output is
-    saved; ``shell_env`` which environment variables commands get (default: all but those
-    that look like secrets).
-    """
-    if workspace is not None and not isinstance(workspace, Workspace):
-        workspace = Workspace(workspace)
-    context = ToolContext(workspace=workspace, store=store, session_id=session_id, cwd=cwd,
-                          shell_env=shell_env)
-    return [t.with_context(context) for t in (ALL if tools is None else tools)]
-
+if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
+    from contextree.tools._builtin import ALL, ALL_TOOLS, make_tools
+    from contextree.tools._context import ToolContext
+    from contextree.tools._decorator import as_tools, build_tool, tool
+    from contextree.tools._docstrings import parse_docstring
+    from contextree.tools._environment import (
+        SECRET_NAMES,
+        ShellEnvironment,
+        looks_secret,
+        protect_process,
+    )
+    from contextree.tools._files import edit, read, write
+    from contextree.tools._kinds import ToolKind, TruncateFrom, kind_of_tool_name
+    from contextree.tools._result import ToolResult
+    from contextree.tools._schema import schema_for
+    from contextree.tools._search import glob, grep
+    from contextree.tools._shell import shell
+    from contextree.tools._tool import Tool
+    from contextree.tools._workspace import Workspace
 
 __all__ = [
     "ALL",
@@ -88,4 +64,21 @@ __all__ = [
     "write",
 ]
 
-publish(globals())
+_LAZY = {
+    "._builtin": ("ALL", "ALL_TOOLS", "make_tools"),
+    "._context": ("ToolContext",),
+    "._decorator": ("as_tools", "build_tool", "tool"),
+    "._docstrings": ("parse_docstring",),
+    "._environment": ("SECRET_NAMES", "ShellEnvironment", "looks_secret", "protect_process"),
+    "._files": ("edit", "read", "write"),
+    "._kinds": ("ToolKind", "TruncateFrom", "kind_of_tool_name"),
+    "._result": ("ToolResult",),
+    "._schema": ("schema_for",),
+    "._search": ("glob", "grep"),
+    "._shell": ("shell",),
+    "._tool": ("Tool",),
+    "._workspace": ("Workspace",),
+}
+
+if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
+    __getattr__, __dir__ = publish(globals(), _LAZY)
