@@ -6,6 +6,7 @@ messages and tool calls, PostgreSQL. Anything used by one test module only stays
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import pty
@@ -91,7 +92,9 @@ def user_session(path: Path, n: int = 3, *, repeat: int = 1) -> list[str]:
 
 
 def open_fds() -> int:
-    """How many file descriptors this process has open."""
+    """How many file descriptors this process has open, once what earlier tests dropped is
+    collected (a session left in a reference cycle closes its descriptors only then)."""
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 
