@@ -79,8 +79,8 @@ class TreeNode:
     """One entry in ``Session.tree()``, with its label and children (oldest first).
 
     ``id``, ``parent_id`` and ``type`` are known from the start; ``entry`` is read when it
-    is first used, so a tree of a big session is built from its outline and only the
-    entries looked at are decoded."""
+    is used, so a tree of a big session is built from its outline and only the entries
+    looked at are decoded."""
 
     __slots__ = ("_entry", "_load", "children", "id", "is_leaf", "label", "on_branch",
                  "parent_id", "type")
@@ -103,11 +103,12 @@ class TreeNode:
 
     @property
     def entry(self) -> AnyEntry:
-        """The entry itself (read on first use)."""
-        if self._entry is None:
-            assert self._load is not None
-            self._entry = self._load(self.id)
-        return self._entry
+        """The entry itself, read when asked for and not kept by the node (the storage's
+        cache keeps what was read recently): a tree of a big session stays small."""
+        if self._entry is not None:
+            return self._entry
+        assert self._load is not None
+        return self._load(self.id)
 
     def __repr__(self) -> str:
         return (f"TreeNode(id={self.id!r}, type={self.type!r}, label={self.label!r}, "
