@@ -158,6 +158,9 @@ class TreeLine:
     note: str = ""
 
 
+FOLD_ABOVE = 2000  # entries off the current branch beyond which side branches fold
+
+
 def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[TreeLine]:
     """The tree, top down, without recursion: the current branch first-class at the left
     margin, each side branch indented under the entry it leaves from.
@@ -166,10 +169,13 @@ def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[T
     columns per level up to ``MAX_LEVEL``; deeper ones stay there and say their level. Unless
     ``expand``, long runs of ordinary entries in a chain are collapsed to one ``… N entries …``
     line; labelled entries, compactions, branch summaries, model and thinking changes, branch
-    points, tips and the leaf are always shown.
+    points, tips and the leaf are always shown. Unless ``expand``, a tree with more than
+    ``FOLD_ABOVE`` entries off the current branch shows each branch point's side branches
+    as one line.
     """
     sizes = subtree_sizes(roots)
     trunk_root = next((r for r in roots if r.on_branch), None)
+    total = sum(sizes[id(r)] for r in roots)
     others = [r for r in roots if r is not trunk_root]
     if trunk_root is None and len(roots) == 1:
         yield from _side(roots[0], "", "", 0, sizes, expand, note=False)
@@ -181,13 +187,20 @@ def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[T
             if nxt is None:
                 break
             trunk.append(nxt)
+        # A big tree folds its side branches at their branch points: one line each point.
+        fold = not expand and total - len(trunk) > FOLD_ABOVE
         for item in _collapse(trunk, expand):
             if isinstance(item, int):
                 yield TreeLine("", None, item)
                 continue
             yield TreeLine("", item)
             sides = [c for c in item.children if not c.on_branch]
-            if sides:
+            if sides and fold:
+                count = len(sides)
+                yield TreeLine("└─ ", None, sum(sizes[id(c)] for c in sides), 1,
+                               f"{count} side branch{'es' if count > 1 else ''} folded; "
+                               "--all shows them")
+            elif sides:
                 yield from _sides(sides, "", 1, sizes, expand)
     for root in others:
         yield from _side(root, "", "", 0, sizes, expand, note=True, what="another root")
