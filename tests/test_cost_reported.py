@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,6 @@ from contextree.runtime import Budget, SessionTree
 from fakes.openai_server import OpenAIServer, completion
 
 MODEL = "openai/gpt-4o-mini"  # as OpenRouter names it; the price table knows it there
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
