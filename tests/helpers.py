@@ -335,6 +335,17 @@ def big(n: int = 100) -> str:
     return ("x" * 59 + "\n") * n
 
 
+def reply_of(model: Any, messages: Sequence[Message], *, streamed: bool) -> Message:
+    """The reply of ``model`` to ``messages``: its stream read to the end, or ``complete``."""
+    if not streamed:
+        message: Message = model.complete(messages)
+        return message
+    with model.stream(messages) as stream:
+        list(stream)
+    result: Message = stream.message
+    return result
+
+
 # -- PostgreSQL ----------------------------------------------------------------------------------
 
 def require_postgres() -> str:

@@ -68,20 +68,25 @@ OPENAI_REPLIES = {
 }
 
 
-@pytest.mark.parametrize("shape", sorted(OPENAI_REPLIES))
-def test_openai_stream_assembles_the_message_complete_returns(oa: OpenAIServer,
-                                                              shape: str) -> None:
-    model = openai_model(oa)
-    oa.reply(OPENAI_REPLIES[shape], OPENAI_REPLIES[shape])
-    completed = model.complete(ASK, tools=[WEATHER])
-    deltas, message = streamed(model.stream(ASK, tools=[WEATHER]))
-
+def check_stream_matches(stream: Any, completed: Message) -> None:
+    """``stream`` read to its end gives ``completed``, and its deltas add up to it: the text,
+    the thinking, the tool calls."""
+    deltas, message = streamed(stream)
     assert message == completed
     assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == completed.text
     thought = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
     assert thought == "".join(p.thinking for p in completed.thinking)
     assert [d.call for d in deltas if isinstance(d, ToolCallReady)] == (completed.tool_calls
                                                                         or [])
+
+
+@pytest.mark.parametrize("shape", sorted(OPENAI_REPLIES))
+def test_openai_stream_assembles_the_message_complete_returns(oa: OpenAIServer,
+                                                              shape: str) -> None:
+    model = openai_model(oa)
+    oa.reply(OPENAI_REPLIES[shape], OPENAI_REPLIES[shape])
+    completed = model.complete(ASK, tools=[WEATHER])
+    check_stream_matches(model.stream(ASK, tools=[WEATHER]), completed)
     body = oa.bodies[-1]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
@@ -104,14 +109,7 @@ def test_anthropic_stream_assembles_the_message_complete_returns(an: AnthropicSe
     model = anthropic_model(an)
     an.reply(ANTHROPIC_REPLIES[shape], ANTHROPIC_REPLIES[shape])
     completed = model.complete(ASK, tools=[WEATHER])
-    deltas, message_ = streamed(model.stream(ASK, tools=[WEATHER]))
-
-    assert message_ == completed
-    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == completed.text
-    thought = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
-    assert thought == "".join(p.thinking for p in completed.thinking)
-    assert [d.call for d in deltas if isinstance(d, ToolCallReady)] == (completed.tool_calls
-                                                                        or [])
+    check_stream_matches(model.stream(ASK, tools=[WEATHER]), completed)
     assert an.bodies[-1]["stream"] is True
 
 
