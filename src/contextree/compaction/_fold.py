@@ -39,7 +39,7 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         return None
     target = state.policy.target
     new, items, digest, need = cut
-    summary, complete = _fill(state, new, digest, _room(state, new, digest),
+    summary, complete = _fill(state, new, digest, _room(state, new, digest, need),
                               _user_chars(state, digest))
     size = state.summary_tokens(new, summary)
     if keep_ratio < 1 and complete and state.bare_tokens(new) + size < LOW * target:
@@ -48,13 +48,13 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         wider = _cut(state, plan, steps=steps, keep_ratio=1.0, reserve=size)
         if wider is not None and wider[0].first_kept < new.first_kept:
             new, items, digest, need = wider
-            summary, _ = _fill(state, new, digest, _room(state, new, digest),
+            summary, _ = _fill(state, new, digest, _room(state, new, digest, need),
                                _user_chars(state, digest))
     bare = state.bare_tokens(new)
     ids = tuple(eid for _, eid in items if eid)
     if summarizer is not None and (force_model or bare + need <= target):
         saves = state.tokens(plan) - bare  # what the summary must stay under to pay off
-        with_model = _summarized(state, new, digest, items, _room(state, new, digest), saves,
+        with_model = _summarized(state, new, digest, items, _room(state, new, digest, need), saves,
                                  _user_chars(state, digest), summarizer)
         if with_model is not None:
             return _restore(state, replace(with_model, summarized=ids))
@@ -87,11 +87,13 @@ def _restore(state: CompactionState, plan: Plan) -> Plan:
     return replace(plan, cleared=cleared)
 
 
-def _room(state: CompactionState, plan: Plan, digest: DigestState) -> int:
+def _room(state: CompactionState, plan: Plan, digest: DigestState, need: int) -> int:
     """The summary's room under the target; never less than what is never cut (the user's
-    messages, the carried summaries): when what must stay leaves less, the context ends above
-    the target rather than lose them. Errors, files and notes share the room, never more."""
-    return max(state.policy.target - state.bare_tokens(plan), _hard(state, plan, digest))
+    messages, the carried summaries), nor than ``MIN_SUMMARY`` of what it ``need``s: when
+    what must stay leaves less, the context ends above the target rather than lose them.
+    Beyond that, errors, files and notes share the room under the target, never more."""
+    return max(state.policy.target - state.bare_tokens(plan), _hard(state, plan, digest),
+               min(need, MIN_SUMMARY))
 
 
 def _hard(state: CompactionState, plan: Plan, digest: DigestState) -> int:
