@@ -4,6 +4,7 @@ servers: deltas as they arrive, then exactly the message ``complete()`` returns.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -273,3 +274,32 @@ def test_scripted_model_streams_in_chunks() -> None:
     deltas, reply = streamed(model.stream(ASK))
     assert deltas == [TextDelta("abc"), TextDelta("def"), TextDelta("gh")]
     assert reply.text == "abcdefgh" and reply.usage is not None
+
+
+def test_a_stream_read_to_its_end_is_freed_without_the_garbage_collector() -> None:
+    # An ended stream (or one that failed) holds its connection: no reference cycle may
+    # keep it alive until the collector runs.
+    import gc
+    import weakref
+
+    from contextree.models._stream import DeltaAssembler, message_of_body
+
+    def failing() -> Iterator[Any]:
+        yield TextDelta("a")
+        raise ValueError("garbled")
+
+    def read(chunks: Iterator[Any]) -> weakref.ref[ReplyStream]:
+        stream = ReplyStream(chunks, DeltaAssembler(Message.assistant("a")), message_of_body,
+                             errors=lambda e, started: None, provider="p")
+        try:
+            list(stream)
+        except ModelError:
+            pass
+        return weakref.ref(stream)
+
+    gc.disable()
+    try:
+        assert read(iter([TextDelta("a")]))() is None
+        assert read(failing())() is None
+    finally:
+        gc.enable()

@@ -569,12 +569,15 @@ class _StreamBase:
     def _read_failed(self, e: Exception, stop: type[Exception]) -> NoReturn:
         """Reading the next chunk raised ``e``: the chunks ran out (``stop``: the reply is
         assembled), a ``ModelError`` passes, anything else is mapped to one."""
-        if isinstance(e, stop):
-            self._end()
-            raise e
-        if isinstance(e, ModelError):
-            raise e
-        raise self._mapped(e) from e
+        try:
+            if isinstance(e, stop):
+                self._end()
+                raise e
+            if isinstance(e, ModelError):
+                raise e
+            raise self._mapped(e) from e
+        finally:
+            del e  # else the traceback, through this frame, holds the exception: a cycle
 
     def _release(self) -> object:
         """Mark the stream closed and call the connection's ``close`` (what it returned: an
