@@ -14,6 +14,7 @@ import re
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -199,6 +200,103 @@ def run_on_terminal(args: list[str], columns: int = 100) -> tuple[bytes, int]:
     return out.replace(b"\r\n", b"\n"), proc.wait(timeout=60)  # the tty's own newlines
 
 
+# -- the chat on a pseudo-terminal ----------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Term:
+    """A process on a pseudo-terminal: ``send`` keys, ``expect`` what the screen shows."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        import fcntl
+        import termios
+
+        master, slave = pty.openpty()
+        self.fd = master
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "contextree", *args], cwd=cwd, env=env,
+            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+        os.close(slave)
+        self.seen = ""
+        self.raw = b""  # every byte the program wrote, escapes and all
+        self._pos = 0
+
+    def read(self, timeout: float) -> None:
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if ready:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:  # the process ended
+                data = b""
+            self.raw += data
+            self.seen += ANSI.sub("", data.decode("utf-8", "replace")).replace("\r", "")
+
+    def expect(self, pattern: str, timeout: float = 20) -> str:
+        """Wait for ``pattern`` (a regex) after what was matched before; returns the match."""
+        deadline = time.monotonic() + timeout
+        rx = re.compile(pattern)
+        while True:
+            m = rx.search(self.seen, self._pos)
+            if m:
+                self._pos = m.end()
+                return m.group(0)
+            left = deadline - time.monotonic()
+            if left <= 0 or (self.proc.poll() is not None and not select.select(
+                    [self.fd], [], [], 0)[0]):
+                raise AssertionError(f"never saw {pattern!r}; the screen:\n{self.seen}")
+            self.read(min(left, 0.2))
+
+    def send(self, keys: str) -> None:
+        os.write(self.fd, keys.encode())
+
+    def line(self, text: str) -> None:
+        self.send(text + "\r")
+
+    def say(self, text: str, *answers: str) -> None:
+        """Type ``text`` (and Enter), then wait for each of ``answers`` (regexes) in turn."""
+        self.line(text)
+        for answer in answers:
+            self.expect(answer)
+
+    def ask(self, text: str, *answers: str) -> None:
+        """``say`` at the prompt: wait for ``> `` first."""
+        self.expect(r"> ")
+        self.say(text, *answers)
+
+    def exit(self) -> int:
+        """Type ``/exit``; the exit code once the program ended."""
+        self.line("/exit")
+        return self.close()
+
+    def close(self) -> int:
+        try:
+            code = self.proc.wait(timeout=20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.fd)
+        return code
+
+
+def chat_env(base_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The environment of a chat against the fake OpenAI server at ``base_url``."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(SRC),
+           "HOME": str(tmp_path / "home"), "TERM": "dumb", "NO_COLOR": "1",
+           "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-test",
+           "CONTEXTREE_MODEL": "gpt-test", **extra}
+    return env
+
+
+def open_chat(tmp_path: Path, server_url: str, *args: str, **env: str) -> Term:
+    """``contextree chat tmp_path/chat.jsonl`` on a terminal, run in ``tmp_path/work``."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return Term(["chat", str(tmp_path / "chat.jsonl"), *args], work,
+                chat_env(server_url, tmp_path, **env))
+
+
 # -- messages and tool calls ---------------------------------------------------------------------
 
 def calling(call_id: str, name: str, **arguments: Any) -> Message:
@@ -238,6 +336,17 @@ def interrupted(messages: Sequence[Message]) -> set[str | None]:
 def big(n: int = 100) -> str:
     """Return n lines of output."""
     return ("x" * 59 + "\n") * n
+
+
+def reply_of(model: Any, messages: Sequence[Message], *, streamed: bool) -> Message:
+    """The reply of ``model`` to ``messages``: its stream read to the end, or ``complete``."""
+    if not streamed:
+        message: Message = model.complete(messages)
+        return message
+    with model.stream(messages) as stream:
+        list(stream)
+    result: Message = stream.message
+    return result
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------

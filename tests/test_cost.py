@@ -18,6 +18,7 @@ from contextree import Message, Session, Usage
 from contextree.models import AnthropicMessages, OpenAIChat, cost_of, table_cost
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion
+from helpers import reply_of
 
 
 def table_price(body: dict[str, Any], provider: str, flavor: str = "default") -> float:
@@ -33,12 +34,7 @@ def test_openai_cost_matches_the_price_table_cache_included(oa: OpenAIServer,
                       model="gpt-4o-mini")
     oa.reply(body)
     model = OpenAIChat("gpt-4o-mini", base_url=oa.base_url, api_key="k")
-    if streamed:
-        with model.stream([Message.user("q")]) as s:
-            list(s)
-        reply = s.message
-    else:
-        reply = model.complete([Message.user("q")])
+    reply = reply_of(model, [Message.user("q")], streamed=streamed)
     assert reply.usage is not None and reply.usage.cache_read == 8_000
     expected = table_price(body, "openai", "chat")
     assert reply.usage.cost == pytest.approx(expected)
@@ -53,12 +49,7 @@ def test_anthropic_cost_matches_the_price_table_cache_included(an: AnthropicServ
                    cache_write=4_000, model="claude-sonnet-4-6")
     an.reply(body)
     model = AnthropicMessages("claude-sonnet-4-6", base_url=an.url, api_key="k")
-    if streamed:
-        with model.stream([Message.user("q")]) as s:
-            list(s)
-        reply = s.message
-    else:
-        reply = model.complete([Message.user("q")])
+    reply = reply_of(model, [Message.user("q")], streamed=streamed)
     expected = table_price(body, "anthropic")
     assert reply.usage is not None and reply.usage.cost == pytest.approx(expected)
     # $3/M input, $0.30/M cache reads, $3.75/M cache writes, $15/M output

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,9 @@ from contextree.formats import export_session, import_session
 from contextree.models import OpenAIChat, ScriptedModel, cost_of, table_cost
 from contextree.runtime import Budget, SessionTree
 from fakes.openai_server import OpenAIServer, completion
+from helpers import reply_of
 
 MODEL = "openai/gpt-4o-mini"  # as OpenRouter names it; the price table knows it there
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,12 +49,7 @@ def test_the_table_would_price_the_model() -> None:
 def test_a_reported_zero_cost_stays_zero(oa: OpenAIServer, streamed: bool) -> None:
     oa.reply(free_reply())
     model = openrouter(oa)
-    if streamed:
-        with model.stream([Message.user("q")]) as stream:
-            list(stream)
-        reply = stream.message
-    else:
-        reply = model.complete([Message.user("q")])
+    reply = reply_of(model, [Message.user("q")], streamed=streamed)
     assert reply.usage is not None and reply.usage.cost == 0.0
     assert cost_of(reply) == 0.0
 

@@ -51,8 +51,31 @@ def cost_text(cost: float, unpriced: int) -> str:
     return f"${cost:.4f} + unknown ({unpriced} call{'s' if unpriced != 1 else ''})"
 
 
+class _Priced:
+    """The cost figures of a sum of calls (its ``usage`` and how many were ``unpriced``),
+    the same for the statistics of a set of entries and of one branch."""
+
+    usage: Usage
+    unpriced: int
+
+    @property
+    def cost_known(self) -> float:
+        """The sum of the costs that are known, in USD (``0.0`` when none is)."""
+        return self.usage.cost or 0.0
+
+    @property
+    def cost(self) -> float | None:
+        """The cost in USD, or None when a call's price is unknown."""
+        return _total(self.usage, self.unpriced)
+
+    @property
+    def cost_text(self) -> str:
+        """The cost for people (``unknown`` where a price is not known, never ``$0``)."""
+        return cost_text(self.cost_known, self.unpriced)
+
+
 @dataclass
-class UsageStats:
+class UsageStats(_Priced):
     """Counts over a set of entries. ``usage.cost`` sums the known costs (``cost_known``);
     ``unpriced`` counts the calls whose cost is unknown (``unpriced_by_model`` per model)."""
 
@@ -71,24 +94,9 @@ class UsageStats:
                                     + self.usage.cache_read + self.usage.cache_write)
 
     @property
-    def cost_known(self) -> float:
-        """The sum of the costs that are known, in USD (``0.0`` when none is)."""
-        return self.usage.cost or 0.0
-
-    @property
-    def cost(self) -> float | None:
-        """The cost in USD, or None when a call's price is unknown."""
-        return _total(self.usage, self.unpriced)
-
-    @property
     def cost_total(self) -> float | None:
         """The seed's name for ``cost``: None when a call's price is unknown."""
         return self.cost
-
-    @property
-    def cost_text(self) -> str:
-        """The cost for people (``unknown`` where a price is not known, never ``$0``)."""
-        return cost_text(self.cost_known, self.unpriced)
 
     def model_cost_text(self, model: str) -> str:
         """The cost of ``model``'s calls for people."""
@@ -113,7 +121,7 @@ class UsageStats:
 
 
 @dataclass
-class BranchStats:
+class BranchStats(_Priced):
     """One branch: the path from the root to ``tip_id`` (an entry with no children)."""
 
     tip_id: str
@@ -122,16 +130,6 @@ class BranchStats:
     message_count: int
     usage: Usage
     unpriced: int
-
-    @property
-    def cost(self) -> float | None:
-        """The branch's cost in USD, or None when a call's price is unknown."""
-        return _total(self.usage, self.unpriced)
-
-    @property
-    def cost_text(self) -> str:
-        """The branch's cost for people (``unknown`` where a price is not known)."""
-        return cost_text(self.usage.cost or 0.0, self.unpriced)
 
     def to_dict(self) -> dict[str, Any]:
         """The branch's figures as JSON-ready data."""

@@ -3,15 +3,10 @@ a tool call approved and one denied, Ctrl-C mid-stream then resume, /checkout an
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,80 +17,7 @@ from contextree.markers import Kind
 from fakes import Recorded
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion, tool_call
-from helpers import SRC
-
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-class Term:
-    """A process on a pseudo-terminal: ``send`` keys, ``expect`` what the screen shows."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        master, slave = pty.openpty()
-        self.fd = master
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "contextree", *args], cwd=cwd, env=env,
-            stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
-        os.close(slave)
-        self.seen = ""
-        self.raw = b""  # every byte the program wrote, escapes and all
-        self._pos = 0
-
-    def read(self, timeout: float) -> None:
-        ready, _, _ = select.select([self.fd], [], [], timeout)
-        if ready:
-            try:
-                data = os.read(self.fd, 65536)
-            except OSError:  # the process ended
-                data = b""
-            self.raw += data
-            self.seen += ANSI.sub("", data.decode("utf-8", "replace")).replace("\r", "")
-
-    def expect(self, pattern: str, timeout: float = 20) -> str:
-        """Wait for ``pattern`` (a regex) after what was matched before; returns the match."""
-        deadline = time.monotonic() + timeout
-        rx = re.compile(pattern)
-        while True:
-            m = rx.search(self.seen, self._pos)
-            if m:
-                self._pos = m.end()
-                return m.group(0)
-            left = deadline - time.monotonic()
-            if left <= 0 or (self.proc.poll() is not None and not select.select(
-                    [self.fd], [], [], 0)[0]):
-                raise AssertionError(f"never saw {pattern!r}; the screen:\n{self.seen}")
-            self.read(min(left, 0.2))
-
-    def send(self, keys: str) -> None:
-        os.write(self.fd, keys.encode())
-
-    def line(self, text: str) -> None:
-        self.send(text + "\r")
-
-    def close(self) -> int:
-        try:
-            code = self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-            os.close(self.fd)
-        return code
-
-
-def chat_env(base_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(SRC),
-           "HOME": str(tmp_path / "home"), "TERM": "dumb", "NO_COLOR": "1",
-           "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": "sk-test",
-           "CONTEXTREE_MODEL": "gpt-test", **extra}
-    return env
-
-
-def open_chat(tmp_path: Path, server_url: str, *args: str, **env: str) -> Term:
-    work = tmp_path / "work"
-    work.mkdir(exist_ok=True)
-    return Term(["chat", str(tmp_path / "chat.jsonl"), *args], work,
-                chat_env(server_url, tmp_path, **env))
+from helpers import SRC, Term, chat_env, open_chat
 
 
 def held(server: OpenAIServer, body: dict[str, Any], after: int) -> Any:
@@ -111,8 +33,7 @@ def test_a_streamed_answer_shows_before_the_reply_is_complete(oa: OpenAIServer,
     sse = held(oa, completion("Hello from the fake model, streamed in pieces."), after=4)
     term = open_chat(tmp_path, oa.base_url)
     term.expect(r"/help for commands")
-    term.expect(r"> ")
-    term.line("Say hello")
+    term.ask("Say hello")
     term.expect(r"Hello from")  # on the screen while the server still holds the rest back
     assert not sse.release.is_set()
     sse.release.set()
@@ -131,20 +52,13 @@ def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -
                                                               "content": "secret"})]),
              completion("I did not write the file."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("Run echo")
-    term.expect(r"allow shell: echo ran-it\? \[y/N\] ")
-    term.line("y")
-    term.expect(r"<- ran-it")
-    term.expect(r"The command printed ran-it\.")
-    term.expect(r"> ")
-    term.line("Write notes")
-    term.expect(r"allow write: notes\.txt\? \[y/N\] ")
-    term.line("n")
-    term.expect(r"<- error: tool call 'write' was denied: the user said no")
-    term.expect(r"I did not write the file\.")
-    term.line("/exit")
-    assert term.close() == 0
+    term.ask("Run echo", r"allow shell: echo ran-it\? \[y/N\] ")
+    term.say("y", r"<- ran-it", r"The command printed ran-it\.")
+    term.ask("Write notes", r"allow write: notes\.txt\? \[y/N\] ")
+    term.say("n",
+             r"<- error: tool call 'write' was denied: the user said no",
+             r"I did not write the file\.")
+    assert term.exit() == 0
     assert not (tmp_path / "work" / "notes.txt").exists()
     ran = [m for m in oa.bodies[1]["messages"] if m["role"] == "tool"]
     assert "ran-it" in ran[0]["content"]
@@ -157,15 +71,12 @@ def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
         oa: OpenAIServer, tmp_path: Path) -> None:
     sse = held(oa, completion("A long story that goes on and on and on."), after=5)
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("Tell a story")
-    term.expect(r"A long")
+    term.ask("Tell a story", r"A long")
     term.send("\x03")  # Ctrl-C, through the terminal
     term.expect(r"\[interrupted: the partial reply is saved\]")
     term.expect(r"> ")
     sse.release.set()
-    term.line("/exit")
-    assert term.close() == 0
+    assert term.exit() == 0
     with Session.open(tmp_path / "chat.jsonl", readonly=True) as s:
         msgs = s.build_context().messages
     assert msgs[-1].kind is Kind.INTERRUPTED_REPLY and msgs[-1].text.startswith("A long")
@@ -174,10 +85,8 @@ def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
     oa.reply(completion("Where was I? The end."))
     again = open_chat(tmp_path, oa.base_url)
     again.expect(r"\(2 messages\)")
-    again.line("Go on")
-    again.expect(r"Where was I\? The end\.")
-    again.line("/exit")
-    assert again.close() == 0
+    again.say("Go on", r"Where was I\? The end\.")
+    assert again.exit() == 0
     sent = [(m["role"], m["content"]) for m in oa.bodies[-1]["messages"]
             if m["role"] != "system"]
     assert sent == [("user", "Tell a story"), ("assistant", partial), ("user", "Go on")]
@@ -189,27 +98,14 @@ def test_checkout_an_earlier_entry_and_continue_from_there(oa: OpenAIServer,
     oa.reply(completion("First answer."), completion("Second answer."),
              completion("A different second answer."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("First question")
-    term.expect(r"First answer\.")
-    term.expect(r"> ")
-    term.line("/label first")
-    term.expect(r"labelled \w+ 'first'")
-    term.line("Second question")
-    term.expect(r"Second answer\.")
-    term.expect(r"> ")
-    term.line("/checkout first")
-    term.expect(r"now at \w+: assistant: First answer\.")
-    term.line("Another second question")
-    term.expect(r"A different second answer\.")
-    term.expect(r"> ")
-    term.line("/tree")
-    term.expect(r"\[first\]")
-    term.expect(r"<- leaf")
-    term.line("/stats")
-    term.expect(r"branches 2")
-    term.line("/exit")
-    assert term.close() == 0
+    term.ask("First question", r"First answer\.")
+    term.ask("/label first", r"labelled \w+ 'first'")
+    term.say("Second question", r"Second answer\.")
+    term.ask("/checkout first", r"now at \w+: assistant: First answer\.")
+    term.say("Another second question", r"A different second answer\.")
+    term.ask("/tree", r"\[first\]", r"<- leaf")
+    term.say("/stats", r"branches 2")
+    assert term.exit() == 0
     sent = [m["content"] for m in oa.bodies[-1]["messages"] if m["role"] != "system"]
     assert sent == ["First question", "First answer.", "Another second question"]
 
@@ -222,10 +118,8 @@ def test_the_chat_resumes_on_the_files_recorded_model(tmp_path: Path) -> None:
                "CONTEXTREE_MODEL": "claude-test"}
         first = open_chat(tmp_path, "", **env)
         first.expect(r"anthropic/claude-test")
-        first.line("Hi")
-        first.expect(r"Claude here\.")
-        first.line("/exit")
-        assert first.close() == 0
+        first.say("Hi", r"Claude here\.")
+        assert first.exit() == 0
         # No model in the environment now: the file says which one it was.
         work = tmp_path / "work"
         base = chat_env("", tmp_path)
@@ -234,10 +128,8 @@ def test_the_chat_resumes_on_the_files_recorded_model(tmp_path: Path) -> None:
         base.update({"ANTHROPIC_BASE_URL": an.url, "ANTHROPIC_API_KEY": "k"})
         second = Term(["chat", str(tmp_path / "chat.jsonl")], work, base)
         second.expect(r"anthropic/claude-test")
-        second.line("Again")
-        second.expect(r"Still Claude\.")
-        second.line("/exit")
-        assert second.close() == 0
+        second.say("Again", r"Still Claude\.")
+        assert second.exit() == 0
 
 
 def test_without_a_model_the_chat_says_what_to_set(tmp_path: Path) -> None:
@@ -263,21 +155,16 @@ def test_the_approval_prompt_shows_the_exact_command_escapes_visible(
                                               {"command": "ls\u2028\nrm -rf important\x0b"})]),
              completion("Said no again."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("Look around")
-    term.expect(re.escape("allow shell: touch PWNED #\\x1b[2K\\x1b[Gallow shell: ls -la? [y/N] "))
-    term.line("n")
-    term.expect(re.escape("Said no.\\x1b]52;c;cm0gLXJmIH4=\\x07 done"))
-    term.expect(r"> ")
-    term.line("Again")
-    term.expect(r"allow shell \(2 lines, .* shown in full\):")
-    term.expect(re.escape("1 | ls\\u2028"))
-    term.expect(re.escape("2 | rm -rf important\\x0b"))
-    term.expect(re.escape("allow this shell? [y/N] "))
-    term.line("n")
-    term.expect(r"Said no again\.")
-    term.line("/exit")
-    assert term.close() == 0
+    term.ask("Look around",
+             re.escape("allow shell: touch PWNED #\\x1b[2K\\x1b[Gallow shell: ls -la? [y/N] "))
+    term.say("n", re.escape("Said no.\\x1b]52;c;cm0gLXJmIH4=\\x07 done"))
+    term.ask("Again",
+             r"allow shell \(2 lines, .* shown in full\):",
+             re.escape("1 | ls\\u2028"),
+             re.escape("2 | rm -rf important\\x0b"),
+             re.escape("allow this shell? [y/N] "))
+    term.say("n", r"Said no again\.")
+    assert term.exit() == 0
     assert not (tmp_path / "work" / "PWNED").exists()
     assert b"\x1b]52" not in term.raw and b"\x1b[2K" not in term.raw
     assert b"\x0b" not in term.raw and "\u2028".encode() not in term.raw

@@ -11,13 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_chat import Term, chat_env, open_chat
-
 from contextree import Message, Session
 from contextree.entries import ActiveToolsChangeEntry
 from contextree.tools import make_tools
 from fakes.openai_server import OpenAIServer, completion, tool_call
-from helpers import SRC
+from helpers import SRC, Term, chat_env, open_chat
 
 TOOLS = [t.name for t in make_tools(workspace=Path.cwd(), cwd=Path.cwd())]
 
@@ -38,14 +36,9 @@ def test_after_fork_the_exit_hint_names_the_fork_and_resuming_it_keeps_every_tur
     oa.reply(completion("First answer."), completion("Second answer."),
              completion("Third answer."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("First question")
-    term.expect(r"First answer\.")
-    term.expect(r"> ")
-    term.line("/fork forked.jsonl")
-    term.expect(r"the chat goes on there")
-    term.line("Second question")
-    term.expect(r"Second answer\.")
+    term.ask("First question", r"First answer\.")
+    term.ask("/fork forked.jsonl", r"the chat goes on there")
+    term.say("Second question", r"Second answer\.")
     term.expect(r"> ")
     term.line("/exit")
     hint = term.expect(r"resume: contextree chat \S+\)")
@@ -56,10 +49,8 @@ def test_after_fork_the_exit_hint_names_the_fork_and_resuming_it_keeps_every_tur
     work = tmp_path / "work"
     again = Term(["chat", "forked.jsonl"], work, chat_env(oa.base_url, tmp_path))
     again.expect(r"\(4 messages\)")
-    again.line("Third question")
-    again.expect(r"Third answer\.")
-    again.line("/exit")
-    assert again.close() == 0
+    again.say("Third question", r"Third answer\.")
+    assert again.exit() == 0
     assert sent(oa) == [("user", "First question"), ("assistant", "First answer."),
                         ("user", "Second question"), ("assistant", "Second answer."),
                         ("user", "Third question")]
@@ -98,16 +89,13 @@ def test_ctrl_c_at_an_approval_prompt_keeps_the_next_line_typed(oa: OpenAIServer
     oa.reply(completion(tool_calls=[tool_call("c1", "shell", {"command": "rm -rf build"})]),
              completion("Here is the next answer."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("Clean up")
-    term.expect(r"allow shell: rm -rf build\? \[y/N\] ")
+    term.ask("Clean up", r"allow shell: rm -rf build\? \[y/N\] ")
     term.send("\x03")  # Ctrl-C at the prompt
     term.expect(r"\[interrupted")
     term.expect(r"> ")
     term.line("Something else")  # goes to the chat, not to the abandoned prompt
     term.expect(r"Here is the next answer\.")
-    term.line("/exit")
-    assert term.close() == 0
+    assert term.exit() == 0
     assert len(oa.bodies) == 2
     assert sent(oa)[-1] == ("user", "Something else")
 
@@ -120,11 +108,8 @@ def test_the_chat_records_its_tool_set(oa: OpenAIServer, tmp_path: Path) -> None
         s.append_message(Message.assistant("Earlier answer."))
     oa.reply(completion("Now with the built-in tools."))
     term = open_chat(tmp_path, oa.base_url)
-    term.expect(r"> ")
-    term.line("Go on")
-    term.expect(r"Now with the built-in tools\.")
-    term.line("/exit")
-    assert term.close() == 0
+    term.ask("Go on", r"Now with the built-in tools\.")
+    assert term.exit() == 0
     shown = cli("show", path, "--context")
     assert re.search(rf"tools: +{', '.join(TOOLS)}\n", shown.stdout), shown.stdout
     context = json.loads(cli("show", path, "--context", "--json").stdout)
@@ -136,11 +121,8 @@ def test_the_chat_records_its_tool_set(oa: OpenAIServer, tmp_path: Path) -> None
     # Resuming with the same tools records nothing more.
     oa.reply(completion("Same tools."))
     again = open_chat(tmp_path, oa.base_url)
-    again.expect(r"> ")
-    again.line("Again")
-    again.expect(r"Same tools\.")
-    again.line("/exit")
-    assert again.close() == 0
+    again.ask("Again", r"Same tools\.")
+    assert again.exit() == 0
     with Session.open(path, readonly=True) as s:
         assert sum(isinstance(e, ActiveToolsChangeEntry) for e in s.entries()) == 2
 
@@ -152,9 +134,7 @@ def test_a_chat_without_a_file_is_kept_in_contextree_home(oa: OpenAIServer,
     work = tmp_path / "work"
     work.mkdir()
     term = Term(["chat"], work, chat_env(oa.base_url, tmp_path, CONTEXTREE_HOME=str(home)))
-    term.expect(r"> ")
-    term.line("Hello")
-    term.expect(r"Kept at home\.")
+    term.ask("Hello", r"Kept at home\.")
     term.line("/exit")
     hint = term.expect(r"resume: contextree chat \S+\)")
     assert term.close() == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -38,9 +38,9 @@ def _key(headers: dict[str, str]) -> str | None:
 
 
 @pytest.fixture
-def server() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as s:
-        yield s
+def server(an: AnthropicServer) -> AnthropicServer:
+    """The fake Messages server (conftest's ``an``)."""
+    return an
 
 
 @pytest.fixture

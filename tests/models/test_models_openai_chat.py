@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -27,9 +26,9 @@ WEATHER = {
 
 
 @pytest.fixture
-def server() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
+def server(oa: OpenAIServer) -> OpenAIServer:
+    """The fake Chat Completions server (conftest's ``oa``)."""
+    return oa
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +28,6 @@ from fakes.openai_server import OpenAIServer, completion, tool_call
 
 ASK = [Message.user("Weather in Paris?")]
 CUT = '{"id": "chatcmpl-fake", "object": "chat.completion.ch'  # a data: line cut off
-
-
-@pytest.fixture
-def oa() -> Iterator[OpenAIServer]:
-    with OpenAIServer() as s:
-        yield s
-
-
-@pytest.fixture
-def an() -> Iterator[AnthropicServer]:
-    with AnthropicServer() as s:
-        yield s
 
 
 def openai_model(server: OpenAIServer) -> OpenAIChat:

@@ -4,6 +4,7 @@ servers: deltas as they arrive, then exactly the message ``complete()`` returns.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -68,20 +69,25 @@ OPENAI_REPLIES = {
 }
 
 
-@pytest.mark.parametrize("shape", sorted(OPENAI_REPLIES))
-def test_openai_stream_assembles_the_message_complete_returns(oa: OpenAIServer,
-                                                              shape: str) -> None:
-    model = openai_model(oa)
-    oa.reply(OPENAI_REPLIES[shape], OPENAI_REPLIES[shape])
-    completed = model.complete(ASK, tools=[WEATHER])
-    deltas, message = streamed(model.stream(ASK, tools=[WEATHER]))
-
+def check_stream_matches(stream: Any, completed: Message) -> None:
+    """``stream`` read to its end gives ``completed``, and its deltas add up to it: the text,
+    the thinking, the tool calls."""
+    deltas, message = streamed(stream)
     assert message == completed
     assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == completed.text
     thought = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
     assert thought == "".join(p.thinking for p in completed.thinking)
     assert [d.call for d in deltas if isinstance(d, ToolCallReady)] == (completed.tool_calls
                                                                         or [])
+
+
+@pytest.mark.parametrize("shape", sorted(OPENAI_REPLIES))
+def test_openai_stream_assembles_the_message_complete_returns(oa: OpenAIServer,
+                                                              shape: str) -> None:
+    model = openai_model(oa)
+    oa.reply(OPENAI_REPLIES[shape], OPENAI_REPLIES[shape])
+    completed = model.complete(ASK, tools=[WEATHER])
+    check_stream_matches(model.stream(ASK, tools=[WEATHER]), completed)
     body = oa.bodies[-1]
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
 
@@ -104,14 +110,7 @@ def test_anthropic_stream_assembles_the_message_complete_returns(an: AnthropicSe
     model = anthropic_model(an)
     an.reply(ANTHROPIC_REPLIES[shape], ANTHROPIC_REPLIES[shape])
     completed = model.complete(ASK, tools=[WEATHER])
-    deltas, message_ = streamed(model.stream(ASK, tools=[WEATHER]))
-
-    assert message_ == completed
-    assert "".join(d.text for d in deltas if isinstance(d, TextDelta)) == completed.text
-    thought = "".join(d.text for d in deltas if isinstance(d, ThinkingDelta))
-    assert thought == "".join(p.thinking for p in completed.thinking)
-    assert [d.call for d in deltas if isinstance(d, ToolCallReady)] == (completed.tool_calls
-                                                                        or [])
+    check_stream_matches(model.stream(ASK, tools=[WEATHER]), completed)
     assert an.bodies[-1]["stream"] is True
 
 
@@ -275,3 +274,32 @@ def test_scripted_model_streams_in_chunks() -> None:
     deltas, reply = streamed(model.stream(ASK))
     assert deltas == [TextDelta("abc"), TextDelta("def"), TextDelta("gh")]
     assert reply.text == "abcdefgh" and reply.usage is not None
+
+
+def test_a_stream_read_to_its_end_is_freed_without_the_garbage_collector() -> None:
+    # An ended stream (or one that failed) holds its connection: no reference cycle may
+    # keep it alive until the collector runs.
+    import gc
+    import weakref
+
+    from contextree.models._stream import DeltaAssembler, message_of_body
+
+    def failing() -> Iterator[Any]:
+        yield TextDelta("a")
+        raise ValueError("garbled")
+
+    def read(chunks: Iterator[Any]) -> weakref.ref[ReplyStream]:
+        stream = ReplyStream(chunks, DeltaAssembler(Message.assistant("a")), message_of_body,
+                             errors=lambda e, started: None, provider="p")
+        try:
+            list(stream)
+        except ModelError:
+            pass
+        return weakref.ref(stream)
+
+    gc.disable()
+    try:
+        assert read(iter([TextDelta("a")]))() is None
+        assert read(failing())() is None
+    finally:
+        gc.enable()

@@ -243,26 +243,37 @@ def repair_command(
                    "quarantined": [{"line": n, "reason": r} for n, r in report.quarantined],
                    "fixed": [{"line": n, "change": c} for n, c in report.fixed]})
         return
+    lines = [f"  line {n}: {reason}" for n, reason in report.quarantined[:MAX_LISTED]]
+    if len(report.quarantined) > MAX_LISTED:
+        lines.append(f"  … and {len(report.quarantined) - MAX_LISTED} more (--json lists all)")
+    lines += [f"  line {n} kept: {change}" for n, change in report.fixed[:MAX_LISTED]]
+    if len(report.fixed) > MAX_LISTED:
+        lines.append(f"  … and {len(report.fixed) - MAX_LISTED} more kept with a change")
+    _print_repair(file, changed=report.changed, dry_run=dry_run,
+                  quarantined=len(report.quarantined), kept=_count(kept, "entry", "entries"),
+                  header=True, lines=lines, backup=report.backup,
+                  quarantine_file=report.quarantine_file)
+
+
+def _print_repair(file: str, *, changed: bool, dry_run: bool, quarantined: int, kept: str,
+                  header: bool, lines: list[str], backup: str | None,
+                  quarantine_file: str | None) -> None:
+    """What ``repair`` did, for people, the same for a session file and a flat log: how
+    many lines went to quarantine and what was kept, ``lines`` (one a line, clipped to the
+    terminal), then the backup and the quarantine file (or that a dry run changed nothing)."""
     out = Out()
-    if not report.changed:
-        out.line(f"OK {file}: nothing to repair ({_count(kept, 'entry', 'entries')})")
+    if not changed:
+        out.line(f"OK {file}: nothing to repair ({kept})")
         return
     verb = "would quarantine" if dry_run else "quarantined"
-    out.line(f"{file}: {verb} {_count(len(report.quarantined), 'line')}, kept "
-             f"{_count(kept, 'entry', 'entries')} and the header")
-    for n, reason in report.quarantined[:MAX_LISTED]:
-        out.line(clip(f"  line {n}: {reason}", out.width))
-    if len(report.quarantined) > MAX_LISTED:
-        out.line(f"  … and {len(report.quarantined) - MAX_LISTED} more (--json lists all)")
-    for n, change in report.fixed[:MAX_LISTED]:
-        out.line(clip(f"  line {n} kept: {change}", out.width))
-    if len(report.fixed) > MAX_LISTED:
-        out.line(f"  … and {len(report.fixed) - MAX_LISTED} more kept with a change")
+    out.line(f"{file}: {verb} {_count(quarantined, 'line')}, kept {kept}"
+             + (" and the header" if header else ""))
+    for line in lines:
+        out.line(clip(line, out.width))
     if dry_run:
         out.line("dry run: nothing was changed")
     else:
-        out.fields([("backup", report.backup or "-"),
-                    ("quarantine file", report.quarantine_file or "-")])
+        out.fields([("backup", backup or "-"), ("quarantine file", quarantine_file or "-")])
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -276,18 +287,10 @@ def _repair_flat_log(file: str, dry_run: bool, force: bool, as_json: bool) -> No
                    "changed": bool(report.quarantined) and not dry_run, "kept": report.kept,
                    "quarantined": report.quarantined, "backup": report.backup})
         return
-    out = Out()
-    if not report.quarantined:
-        out.line(f"OK {file}: nothing to repair ({report.kept} messages)")
-        return
-    verb = "would quarantine" if dry_run else "quarantined"
-    out.line(f"{file}: {verb} {_count(report.quarantined, 'line')}, kept "
-             f"{_count(report.kept, 'message')}")
-    if dry_run:
-        out.line("dry run: nothing was changed")
-    else:
-        out.fields([("backup", report.backup or "-"),
-                    ("quarantine file", f"{file}.quarantine")])
+    _print_repair(file, changed=bool(report.quarantined), dry_run=dry_run,
+                  quarantined=report.quarantined, kept=_count(report.kept, "message"),
+                  header=False, lines=[], backup=report.backup,
+                  quarantine_file=f"{file}.quarantine")
 
 
 def _require_store(directory: Path | None) -> None:

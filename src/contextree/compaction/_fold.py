@@ -39,7 +39,7 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         return None
     target = state.policy.target
     new, items, digest, need = cut
-    summary, complete = _fill(state, new, digest, _room(state, new, need),
+    summary, complete = _fill(state, new, digest, _room(state, new, digest, need),
                               _user_chars(state, digest))
     size = state.summary_tokens(new, summary)
     if keep_ratio < 1 and complete and state.bare_tokens(new) + size < LOW * target:
@@ -48,13 +48,13 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         wider = _cut(state, plan, steps=steps, keep_ratio=1.0, reserve=size)
         if wider is not None and wider[0].first_kept < new.first_kept:
             new, items, digest, need = wider
-            summary, _ = _fill(state, new, digest, _room(state, new, need),
+            summary, _ = _fill(state, new, digest, _room(state, new, digest, need),
                                _user_chars(state, digest))
     bare = state.bare_tokens(new)
     ids = tuple(eid for _, eid in items if eid)
     if summarizer is not None and (force_model or bare + need <= target):
         saves = state.tokens(plan) - bare  # what the summary must stay under to pay off
-        with_model = _summarized(state, new, digest, items, _room(state, new, need), saves,
+        with_model = _summarized(state, new, digest, items, _room(state, new, digest, need), saves,
                                  _user_chars(state, digest), summarizer)
         if with_model is not None:
             return _restore(state, replace(with_model, summarized=ids))
@@ -87,10 +87,20 @@ def _restore(state: CompactionState, plan: Plan) -> Plan:
     return replace(plan, cleared=cleared)
 
 
-def _room(state: CompactionState, plan: Plan, need: int) -> int:
-    """The summary's room under the target; never less than what it needs (when what must
-    stay leaves less, the context ends above the target rather than lose the facts)."""
-    return max(state.policy.target - state.bare_tokens(plan), need)
+def _room(state: CompactionState, plan: Plan, digest: DigestState, need: int) -> int:
+    """The summary's room under the target; never less than what is never cut (the user's
+    messages, the carried summaries), nor than ``MIN_SUMMARY`` of what it ``need``s: when
+    what must stay leaves less, the context ends above the target rather than lose them.
+    Beyond that, errors, files and notes share the room under the target, never more."""
+    return max(state.policy.target - state.bare_tokens(plan), _hard(state, plan, digest),
+               min(need, MIN_SUMMARY))
+
+
+def _hard(state: CompactionState, plan: Plan, digest: DigestState) -> int:
+    """Tokens of the part of the summary that is never cut."""
+    text = digest.render(DEFAULT_MAX_CHARS, user_chars=_user_chars(state, digest),
+                         hard_only=True)[0]
+    return state.summary_tokens(plan, text)
 
 
 def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
@@ -141,13 +151,12 @@ def _essential(state: CompactionState, plan: Plan, digest: DigestState) -> int:
     whole, and errors, files, identifiers and notes up to ``summary_share`` of the target
     (at least ``MIN_SUMMARY``; commands run and details only fill what room is left)."""
     target = state.policy.target
-    user_chars = _user_chars(state, digest)
-    hard = state.summary_tokens(plan, digest.render(DEFAULT_MAX_CHARS, user_chars=user_chars,
-                                                    hard_only=True)[0])
+    hard = _hard(state, plan, digest)
     cap = max(int(state.fold.summary_share * target), hard, MIN_SUMMARY)
     chars = int(cap * _chars_per_token(state, digest))
-    text, _ = digest.render(chars, user_chars=user_chars, essential=True)
-    return min(state.summary_tokens(plan, text), cap)
+    text, _ = digest.render(chars, user_chars=_user_chars(state, digest), essential=True)
+    # (rendered in ``chars``, the user's messages may come out shorter than they will be)
+    return max(min(state.summary_tokens(plan, text), cap), hard)
 
 
 def _chars_per_token(state: CompactionState, digest: DigestState) -> float:

@@ -49,7 +49,8 @@ from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
-from ..tokens import EstimateCounter, TokenCounter, count_context
+from ..tokens import TokenCounter, count_context
+from ._compaction import CompactionOptions
 from ._ids import checked_id
 
 try:
@@ -478,7 +479,7 @@ def _interrupted(call_id: str, name: str | None, text: str = INTERRUPTED) -> Too
 
 # -- the middleware --------------------------------------------------------------------------
 
-class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], CompactionOptions):
     """Mirror the agent's messages into contextree and give the model its compacted view.
 
     ``window`` (tokens) turns on compaction: once the context reaches ``compact_at`` of it,
@@ -506,13 +507,9 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if session is not None and directory is not None:
             raise InvalidArgument("pass session= (one conversation) or directory= (one "
                                   "session file per thread), not both")
-        self.window = window
-        self.compact_at = compact_at
-        self.compact_to = compact_to
-        self.ladder = ladder
+        self._set_compaction_options(window, compact_at, compact_to, ladder, counter)
         self.summarizer: Model | None = (_Summarizer(model) if isinstance(model, BaseChatModel)
                                          else model)
-        self.counter = counter or EstimateCounter()
         self.summary_role = summary_role
         self.directory = Path(directory) if directory is not None else None
         self.last_compaction: CompactionResult | None = None
@@ -577,13 +574,11 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return
         messages, fresh_from = conv.context()
         tokens = count_context(messages, self.counter, fresh_from=fresh_from)
-        if tokens < int(self.window * self.compact_at):
+        if not self._compaction_due(tokens, conv.failed_at):
             return
-        if conv.failed_at is not None and tokens < conv.failed_at + self.window // 10:
-            return  # the ladder could not get under the target: wait for more growth
-        result = conv.session.compact(self.window, ladder=self.ladder,
-                                      counter=self.counter, model=self.summarizer,
-                                      compact_at=self.compact_at, compact_to=self.compact_to)
+        result = self._compact(conv.session, self.summarizer)
+        if result is None:
+            return
         self.last_compaction = result
         if result.entry_id is None:
             conv.failed_at = result.tokens_before

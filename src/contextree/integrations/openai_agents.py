@@ -45,7 +45,8 @@ from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, M
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
 from ..markers import Kind
 from ..models._base import Model
-from ..tokens import EstimateCounter, TokenCounter, count_context
+from ..tokens import TokenCounter, count_context
+from ._compaction import CompactionOptions
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -367,7 +368,7 @@ class _View:
 
 # -- the session ------------------------------------------------------------------------------
 
-class ContextreeSession:
+class ContextreeSession(CompactionOptions):
     """An OpenAI Agents SDK session stored in a contextree session.
 
     ``target`` is a JSONL path or a ``postgresql://...`` URL (opened, or created with
@@ -400,12 +401,8 @@ class ContextreeSession:
         else:
             self.session_settings = SessionSettings(**session_settings)
         self._window: int | None = None
-        self.window = window
-        self.compact_at = compact_at
-        self.compact_to = compact_to
-        self.ladder = ladder
+        self._set_compaction_options(window, compact_at, compact_to, ladder, counter)
         self.model = model
-        self.counter = counter or EstimateCounter()
         self.delete_on_clear = delete_on_clear
         self.last_compaction: CompactionResult | None = None
         """What the latest ``run_compaction`` that ran the ladder did."""
@@ -506,9 +503,7 @@ class ContextreeSession:
                 return None
             if not force and self._current().tokens < int(window * self.compact_at):
                 return None
-            result = self.session.compact(window, ladder=self.ladder, counter=self.counter,
-                                          model=self.model, compact_at=self.compact_at,
-                                          compact_to=self.compact_to, force=force)
+            result = self._compact(self.session, self.model, window=window, force=force)
             self.last_compaction = result
             return result
 

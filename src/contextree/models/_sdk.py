@@ -13,7 +13,8 @@ import asyncio
 import importlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, ClassVar
 from weakref import WeakKeyDictionary
@@ -143,28 +144,16 @@ class SdkModel(Model, ABC):
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
     ) -> Message:
         """One completion; returns the assistant message with usage and stop_reason."""
-        request = self._request(messages, tools, options)
-        create = self._endpoint(self._client)
-        try:
-            response = create(**sdk_kwargs(create, request))
-        except getattr(self._sdk, self.sdk_error) as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
-            raise self._too_deep(e) from None
+        with self._calling(self._client, self._request(messages, tools, options)) as call:
+            response = call()
         return self._parse(response)
 
     async def acomplete(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
     ) -> Message:
         """Async ``complete``, through the SDK's async client."""
-        request = self._request(messages, tools, options)
-        create = self._endpoint(self._aclient())
-        try:
-            response = await create(**sdk_kwargs(create, request))
-        except getattr(self._sdk, self.sdk_error) as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
-        except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
-            raise self._too_deep(e) from None
+        with self._calling(self._aclient(), self._request(messages, tools, options)) as call:
+            response = await call()
         return self._parse(response)
 
     def stream(
@@ -174,11 +163,8 @@ class SdkModel(Model, ABC):
         ``.message`` is the same assistant message ``complete`` returns. Use it as a context
         manager so the connection is released if you stop early."""
         request = self._stream_request(messages, tools, options)
-        create = self._endpoint(self._client)
-        try:
-            raw = create(**sdk_kwargs(create, request))
-        except getattr(self._sdk, self.sdk_error) as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        with self._calling(self._client, request) as call:
+            raw = call()
         return ReplyStream(iter(raw), self._assembler(), self._from_body,
                            errors=self._stream_error, provider=self.provider, close=raw.close)
 
@@ -187,14 +173,25 @@ class SdkModel(Model, ABC):
     ) -> AsyncReplyStream:
         """Async ``stream``, through the SDK's async client (``async for`` the deltas)."""
         request = self._stream_request(messages, tools, options)
-        create = self._endpoint(self._aclient())
-        try:
-            raw = await create(**sdk_kwargs(create, request))
-        except getattr(self._sdk, self.sdk_error) as e:
-            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        with self._calling(self._aclient(), request) as call:
+            raw = await call()
         return AsyncReplyStream(raw.__aiter__(), self._assembler(), self._from_body,
                                 errors=self._stream_error, provider=self.provider,
                                 close=raw.close)
+
+    @contextmanager
+    def _calling(self, client: Any, request: Mapping[str, Any]) -> Iterator[Callable[[], Any]]:
+        """The endpoint of ``client`` bound to ``request`` (what the SDK's signature
+        accepts); an SDK error raised in the block is mapped to a ``ModelError``. The sync
+        and async calls share it: the async one awaits what the call returns."""
+        create = self._endpoint(client)
+        kwargs = sdk_kwargs(create, request)
+        try:
+            yield lambda: create(**kwargs)
+        except getattr(self._sdk, self.sdk_error) as e:
+            raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
+        except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
+            raise self._too_deep(e) from None
 
     def _stream_error(self, exc: BaseException, started: bool) -> BaseException | None:
         """A failure while reading a stream, as a ``ModelError``: a connection lost after

@@ -22,10 +22,11 @@ from __future__ import annotations
 import inspect
 import json
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Protocol, Self, runtime_checkable
+from typing import Any, NoReturn, Protocol, Self, runtime_checkable
 
 from contextree._limits import ARGUMENTS_DEPTH, parse_json
 from contextree._messages import Message, TextPart, ThinkingPart, ToolCall
@@ -519,7 +520,8 @@ class _StreamBase:
         self._lock = threading.Lock()
         self._message: Message | None = None
         self._closed = False
-        self._pending: list[Delta] = []
+        self._pending: deque[Delta] = deque()
+        self._close: Callable[[], object] | None = None
 
     @property
     def message(self) -> Message:
@@ -554,6 +556,41 @@ class _StreamBase:
                 self._pending.extend(deltas)
         except UnreadableEvent as e:
             raise self._mapped(e) from e
+
+    def _ready(self, stop: type[Exception]) -> Delta | None:
+        """The next delta that arrived, or None when a chunk must be read first; ``stop``
+        (the iteration's end) once the reply is complete or the stream closed."""
+        if self._pending:
+            return self._pending.popleft()
+        if self._message is not None or self._closed:
+            raise stop
+        return None
+
+    def _read_failed(self, e: Exception, stop: type[Exception]) -> NoReturn:
+        """Reading the next chunk raised ``e``: the chunks ran out (``stop``: the reply is
+        assembled), a ``ModelError`` passes, anything else is mapped to one."""
+        try:
+            if isinstance(e, stop):
+                self._end()
+                raise e
+            if isinstance(e, ModelError):
+                raise e
+            raise self._mapped(e) from e
+        finally:
+            del e  # else the traceback, through this frame, holds the exception: a cycle
+
+    def _release(self) -> object:
+        """Mark the stream closed and call the connection's ``close`` (what it returned: an
+        awaitable for an async one). Closing a broken connection may fail again; it is
+        closed all the same."""
+        with self._lock:
+            self._closed = True
+        if self._close is None:
+            return None
+        try:
+            return self._close()
+        except Exception:
+            return None
 
     def _end(self) -> None:
         with self._lock:
@@ -594,30 +631,17 @@ class ReplyStream(_StreamBase):
         return self
 
     def __next__(self) -> Delta:
-        while not self._pending:
-            if self._message is not None or self._closed:
-                raise StopIteration
+        while (delta := self._ready(StopIteration)) is None:
             try:
                 chunk = next(self._chunks)
-            except StopIteration:
-                self._end()
-                raise
-            except ModelError:
-                raise
             except Exception as e:
-                raise self._mapped(e) from e
+                self._read_failed(e, StopIteration)
             self._feed(chunk)
-        return self._pending.pop(0) if len(self._pending) > 1 else self._pending.pop()
+        return delta
 
     def close(self) -> None:
         """Stop reading and release the connection (``partial()`` still works)."""
-        with self._lock:
-            self._closed = True
-        if self._close is not None:
-            try:
-                self._close()
-            except Exception:  # closing a broken connection may fail again; it is closed
-                pass
+        self._release()
 
     def __enter__(self) -> Self:
         return self
@@ -640,31 +664,21 @@ class AsyncReplyStream(_StreamBase):
         return self
 
     async def __anext__(self) -> Delta:
-        while not self._pending:
-            if self._message is not None or self._closed:
-                raise StopAsyncIteration
+        while (delta := self._ready(StopAsyncIteration)) is None:
             try:
-                chunk = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._end()
-                raise
-            except ModelError:
-                raise
+                chunk = await anext(self._chunks)
             except Exception as e:
-                raise self._mapped(e) from e
+                self._read_failed(e, StopAsyncIteration)
             self._feed(chunk)
-        return self._pending.pop(0) if len(self._pending) > 1 else self._pending.pop()
+        return delta
 
     async def aclose(self) -> None:
         """Stop reading and release the connection."""
-        with self._lock:
-            self._closed = True
-        if self._close is not None:
+        result = self._release()
+        if inspect.isawaitable(result):
             try:
-                result = self._close()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
+                await result
+            except Exception:  # as in ``_release``: the connection is closed all the same
                 pass
 
     async def __aenter__(self) -> Self:

@@ -39,7 +39,8 @@ from ...compaction import CompactionLadder, CompactionPolicy
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
 from ...models._base import Model
-from ...tokens import EstimateCounter, TokenCounter, count_context
+from ...tokens import TokenCounter, count_context
+from .._compaction import CompactionOptions
 from . import _mapping as mp
 from ._store import ContextreeConversationStore
 
@@ -104,7 +105,7 @@ class _Working:
         return self.store_id(self.ids[self.stored - 1]) if self.stored else None
 
 
-class ContextreeHistory(ProcessHistory[AgentDepsT]):
+class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
     """Send the model contextree's compacted, pairing-valid view; keep the history whole.
 
     ``window`` is the model's context window in tokens; compaction starts at ``compact_at``
@@ -126,11 +127,10 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         max_conversations: int = 32,
     ) -> None:
         self.processor = self._process
-        self.policy = CompactionPolicy(window, compact_at, compact_to)
+        CompactionPolicy(window, compact_at, compact_to)  # the options are checked here
+        self._set_compaction_options(window, compact_at, compact_to, ladder, counter)
         self.store = store
-        self.ladder = ladder
         self.summarizer = summarizer
-        self.counter: TokenCounter = counter or EstimateCounter()
         self.max_conversations = max_conversations
         self._working: OrderedDict[str, _Working] = OrderedDict()
         self.compactions = 0
@@ -139,8 +139,10 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
             store.add_saved_hook(self._saved)
 
     @property
-    def window(self) -> int:
-        return self.policy.window
+    def policy(self) -> CompactionPolicy:
+        """When to compact and how far down, as one value."""
+        assert self.window is not None  # always given here
+        return CompactionPolicy(self.window, self.compact_at, self.compact_to)
 
     def __repr__(self) -> str:
         return f"ContextreeHistory(window={self.window})"
@@ -167,13 +169,9 @@ class ContextreeHistory(ProcessHistory[AgentDepsT]):
         ws = self._sync(conversation_id or "", messages)
         ctx = ws.session.build_context()
         tokens = count_context(ctx.messages, self.counter, fresh_from=ctx.fresh_from)
-        recently_failed = (ws.failed_at is not None
-                           and tokens < ws.failed_at + self.window // 10)
-        if tokens >= self.policy.trigger and not recently_failed:
-            result = ws.session.compact(self.window, ladder=self.ladder,
-                                        counter=self.counter, model=self.summarizer,
-                                        compact_at=self.policy.compact_at,
-                                        compact_to=self.policy.compact_to)
+        result = (self._compact(ws.session, self.summarizer)
+                  if self._compaction_due(tokens, ws.failed_at) else None)
+        if result is not None:
             if result.entry_id is None:
                 ws.failed_at = tokens
             else:
