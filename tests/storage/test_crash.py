@@ -39,8 +39,8 @@ def run_and_kill(path: Path, seed: int) -> list[str]:
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(seed)],
                             stdout=subprocess.PIPE)
     assert proc.stdout is not None
-    out: list[bytes] = []
     assert proc.stdout.readline() == b"ready\n"
+    out = [proc.stdout.readline()]  # one acknowledged entry first (a loaded machine is slow)
     reader = threading.Thread(target=lambda: out.append(proc.stdout.read()))  # type: ignore[union-attr]
     reader.start()
     time.sleep(random.Random(seed).uniform(0.05, 0.4))
