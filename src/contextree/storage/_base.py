@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -316,21 +316,22 @@ class TreeIndex:
         if not isinstance(eid, str) or not eid:
             raise InvalidEntry("entry id must be a non-empty string",
                                path=self.location, line=line)
-        if eid in self.by_id:
+        known = self.known_ids()
+        if eid in known:
             raise DuplicateId(
                 f"entry id {eid!r} is already used in this session; every id must be unique "
                 "(run `contextree repair` to quarantine the duplicate)",
                 path=self.location, line=line,
             )
         parent = entry.parent_id
-        if parent is not None and parent not in self.by_id and not forward_parent_ok:
+        if parent is not None and parent not in known and not forward_parent_ok:
             raise MissingParent(
                 f"entry {eid!r} has parent {parent!r}, which is not an earlier entry of this "
                 "session (run `contextree repair` to quarantine entries with no parent)",
                 path=self.location, line=line,
             )
         if isinstance(entry, LeafEntry) and entry.target_id is not None and (
-            entry.target_id not in self.by_id
+            entry.target_id not in known
         ):
             raise MissingParent(
                 f"leaf entry {eid!r} moves to {entry.target_id!r}, which does not exist",
@@ -340,6 +341,10 @@ class TreeIndex:
         if problem is not None:
             raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
                                path=self.location, line=line)
+
+    def known_ids(self) -> Container[str]:
+        """The ids in the tree, as fast a container as the tree has (for ``check``)."""
+        return self._stored
 
     def add(self, entry: AnyEntry, span: Span | None = None) -> None:
         """Index an entry that ``check`` accepted (or that a trusted loader verified);

@@ -17,7 +17,7 @@ import threading
 import weakref
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, SessionHeader, decode_line
@@ -216,6 +216,10 @@ class FileTree(TreeIndex):
                 self._slots = slots
             return self._slots
 
+    def known_ids(self) -> Container[str]:
+        slots = self._slots
+        return slots if slots is not None else self._build_slots()
+
     # -- building ---------------------------------------------------------------------------
     @classmethod
     def from_index(cls, header: SessionHeader, location: str, file: ReadFile,
@@ -321,10 +325,11 @@ class FileTree(TreeIndex):
             raise AssertionError("a FileTree entry needs its place in the file")
         offset, length, crc = span
         parent = entry.parent_id
+        slots = self._slots
         if parent is None:
             pslot = -1
         else:
-            found = self.slot_of(parent)
+            found = slots.get(parent) if slots is not None else self.slot_of(parent)
             pslot = _FORWARD if found is None else found
         slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text)
         if pslot == _FORWARD:
