@@ -12,8 +12,10 @@ label (``resolve``); ``get_entry`` and ``label_of`` look up exact ids.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from msgspec import UNSET, UnsetType
@@ -53,6 +55,7 @@ from .storage._base import (
     HIDDEN_IN_TREE,
     HIDDEN_TYPES,
     LabelBook,
+    Outline,
     Storage,
     StorageHealth,
     check_session_id,
@@ -79,11 +82,13 @@ class TreeNode:
     """One entry in ``Session.tree()``, with its label and children (oldest first).
 
     ``id``, ``parent_id`` and ``type`` are known from the start; ``entry`` is read when it
-    is used, so a tree of a big session is built from its outline and only the entries
-    looked at are decoded."""
+    is used, and the nodes of ``children`` are made when they are first asked for, so a
+    tree of a big session is built from its outline and only what is looked at costs
+    anything (a folded ``tree`` of 97,000 entries touches its branch and the branch's
+    children)."""
 
-    __slots__ = ("_entry", "_load", "children", "id", "is_leaf", "label", "on_branch",
-                 "parent_id", "type")
+    __slots__ = ("_entry", "_kids", "_load", "_pos", "_shape", "id", "is_leaf", "label",
+                 "on_branch", "parent_id", "type")
 
     def __init__(self, entry: AnyEntry | None = None, label: str | None = None,
                  children: list[TreeNode] | None = None, on_branch: bool = False,
@@ -97,9 +102,37 @@ class TreeNode:
         self._entry, self._load = entry, load
         self.id, self.parent_id, self.type = entry_id, parent_id, entry_type
         self.label = label
-        self.children: list[TreeNode] = [] if children is None else children
+        self._kids: list[TreeNode] | None = [] if children is None else children
+        self._shape: _TreeShape | None = None
+        self._pos = -1
         self.on_branch = on_branch  # on the path from the root to the current leaf
         self.is_leaf = is_leaf
+
+    @property
+    def children(self) -> list[TreeNode]:
+        """The nodes directly under this one, oldest first (made on first use)."""
+        kids = self._kids
+        if kids is None:
+            assert self._shape is not None
+            kids = self._kids = self._shape.children(self._pos)
+        return kids
+
+    @children.setter
+    def children(self, value: list[TreeNode]) -> None:
+        self._kids = value
+
+    @property
+    def size(self) -> int:
+        """Entries in this node's subtree, itself included: from the tree's columns when
+        ``Session.tree()`` made the node (no node is made for it), else counted."""
+        if self._shape is not None:
+            return self._shape.size(self._pos)
+        count, stack = 0, [self]
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(node.children)
+        return count
 
     @property
     def entry(self) -> AnyEntry:
@@ -122,6 +155,74 @@ class TreeNode:
             other.id, other.label, other.on_branch, other.is_leaf, other.children)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+
+class _TreeShape:
+    """The visible entries of a session (leaf moves left out) as flat columns, from one
+    pass over its outline: position ``k`` has an id, parent id, type and the position of
+    its parent (-1: a root, also when the parent is hidden or missing). ``TreeNode``s are
+    made from it only when reached; subtree sizes come from one pass over the columns."""
+
+    def __init__(self, outline: Sequence[Outline], labels: Mapping[str, str],
+                 on_branch: set[str], leaf: str | None, load: Callable[[str], AnyEntry]) -> None:
+        shown = [o for o in outline if o[2] not in HIDDEN_TYPES]
+        self.ids = [o[0] for o in shown]
+        self.parent_ids = [o[1] for o in shown]
+        self.types = [o[2] for o in shown]
+        pos = dict(zip(self.ids, range(len(self.ids)), strict=True))
+        # -1 for a root and for a parent not shown (a leaf move, or missing)
+        self.parents: list[int] = list(map(pos.get, self.parent_ids, itertools.repeat(-1)))  # type: ignore[arg-type]
+        self.kids: dict[int, list[int]] = {}
+        self.roots: list[int] = []
+        for k, p in enumerate(self.parents):
+            if p < 0:
+                self.roots.append(k)
+            elif (got := self.kids.get(p)) is None:
+                self.kids[p] = [k]
+            else:
+                got.append(k)
+        self.labels, self.on_branch, self.leaf, self.load = labels, on_branch, leaf, load
+        self._sizes: list[int] | None = None
+
+    def node(self, k: int) -> TreeNode:
+        eid = self.ids[k]
+        node = TreeNode(label=self.labels.get(eid), on_branch=eid in self.on_branch,
+                        is_leaf=eid == self.leaf, entry_id=eid, parent_id=self.parent_ids[k],
+                        entry_type=self.types[k], load=self.load)
+        node._shape, node._pos, node._kids = self, k, None
+        return node
+
+    def children(self, k: int) -> list[TreeNode]:
+        return [self.node(c) for c in self.kids.get(k, ())]
+
+    def size(self, k: int) -> int:
+        sizes = self._sizes
+        if sizes is None:
+            sizes = self._sizes = self._subtree_sizes()
+        return sizes[k]
+
+    def _subtree_sizes(self) -> list[int]:
+        """Entries under each position, itself included: children before their parents, in
+        reverse append order when every parent comes first (as writers write), else in the
+        reverse of a walk from the roots (a parent later in the file)."""
+        parents = self.parents
+        n = len(parents)
+        order: Iterable[int]
+        if any(map(operator.ge, parents, range(n))):
+            walk, stack = [], list(self.roots)
+            while stack:
+                k = stack.pop()
+                walk.append(k)
+                stack.extend(self.kids.get(k, ()))
+            order = reversed(walk)
+        else:
+            order = range(n - 1, -1, -1)
+        sizes = [1] * n
+        for k in order:
+            p = parents[k]
+            if p >= 0:
+                sizes[p] += sizes[k]
+        return sizes
 
 
 class Session:
@@ -574,26 +675,13 @@ class Session:
         return out
 
     def tree(self) -> list[TreeNode]:
-        """The whole entry tree (roots first), built without recursion; leaf moves hidden."""
+        """The whole entry tree (roots first), without recursion; leaf moves hidden. Nodes
+        below the roots are made as they are reached (``TreeNode.children``)."""
         leaf = self.leaf_id
         on_branch = {e.id for e in self.branch()} if leaf is not None else set()
-        labels = self.storage.labels()
-        nodes: dict[str, TreeNode] = {}
-        roots: list[TreeNode] = []
-        load = self._entry_for_tree
-        for eid, parent_id, kind, _ in self.storage.outline():
-            if kind in HIDDEN_TYPES:
-                continue
-            nodes[eid] = TreeNode(label=labels.get(eid), on_branch=eid in on_branch,
-                                  is_leaf=eid == leaf, entry_id=eid, parent_id=parent_id,
-                                  entry_type=kind, load=load)
-        for node in nodes.values():
-            parent = node.parent_id
-            if parent is None or parent not in nodes:
-                roots.append(node)
-            else:
-                nodes[parent].children.append(node)
-        return roots
+        shape = _TreeShape(self.storage.outline(), self.storage.labels(), on_branch, leaf,
+                           self._entry_for_tree)
+        return [shape.node(k) for k in shape.roots]
 
     def _entry_for_tree(self, entry_id: str) -> AnyEntry:
         entry = self.storage.get(entry_id)
