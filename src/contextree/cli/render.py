@@ -5,7 +5,7 @@ Nothing here escapes control characters: ``Out`` makes every piece visible when 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -138,6 +138,30 @@ def abandoned_tips(outline: Iterable[Outline]) -> dict[str, str | None]:
             out[eid] = tip
         leaf = target if kind == "leaf" else eid
     return out
+
+
+class TipsOnDemand(Mapping[str, str | None]):
+    """``abandoned_tips`` worked out on first use: a view that shows no branch summary
+    (most trees of a big session) never walks the outline for it."""
+
+    def __init__(self, outline: Callable[[], Iterable[Outline]]) -> None:
+        self._outline = outline
+        self._tips: dict[str, str | None] | None = None
+
+    @property
+    def tips(self) -> dict[str, str | None]:
+        if self._tips is None:
+            self._tips = abandoned_tips(self._outline())
+        return self._tips
+
+    def __getitem__(self, entry_id: str) -> str | None:
+        return self.tips[entry_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tips)
+
+    def __len__(self) -> int:
+        return len(self.tips)
 
 
 # -- the tree ------------------------------------------------------------------------------
