@@ -308,6 +308,9 @@ def _tally(entries: Iterable[_Facts]) -> UsageStats:
     return s
 
 
+_NOTHING = (0, Usage(), 0)  # the totals above a root (shared: Usage sums make new ones)
+
+
 class _BranchTotals:
     """Messages, usage and cost of the path to each tip, added up one entry at a time
     (parents come before their children in a session)."""
@@ -321,8 +324,8 @@ class _BranchTotals:
         if e.type == "leaf":
             return
         self.parents.add(e.parent_id)
-        zero = (0, Usage(), 0)
-        count, usage, unpriced = self.totals.get(e.parent_id, zero) if e.parent_id else zero
+        count, usage, unpriced = (self.totals.get(e.parent_id, _NOTHING) if e.parent_id
+                                  else _NOTHING)
         priced = _priced(e)
         if e.message is not None:
             count += 1
@@ -357,18 +360,24 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
     when a line does not decode so (a field beyond what ``_Facts`` knows, say) or does not
     match the columns: the caller then counts from whole entries."""
     ids, types, parents = tree.ids, tree.types, tree.parents
-    out = [_Facts(types[k], ids[k], None if parents[k] < 0 else ids[parents[k]])
-           for k in range(len(ids))]
+
+    def from_columns(k: int) -> _Facts:
+        p = parents[k]
+        return _Facts(types[k], ids[k], None if p < 0 else ids[p])
+
+    out: list[_Facts] = []
     for k, line in tree.lines(_READ_KINDS):
+        out.extend(map(from_columns, range(len(out), k)))
         try:
             facts = _FACTS.decode(line)
         except msgspec.DecodeError:
             raise _Stale from None
-        expected = out[k]
+        expected = from_columns(k)
         if (facts.id, facts.type, facts.parent_id) != (expected.id, expected.type,
                                                        expected.parent_id):
             raise _Stale
-        out[k] = facts
+        out.append(facts)
+    out.extend(map(from_columns, range(len(out), len(ids))))
     return out
 
 
