@@ -206,3 +206,21 @@ def test_branch_summary_tips_on_demand_equal_abandoned_tips(session: ct.Session)
     assert not calls  # nothing worked out before it is asked
     assert dict(tips) == render.abandoned_tips(session.storage.outline())
     assert calls == [1]
+
+
+@pytest.mark.parametrize("readonly", [True, False])
+def test_stats_of_a_last_line_without_its_newline(tmp_path: Path, indexed: bool,
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  readonly: bool) -> None:
+    """The last line's newline is not written yet (a writer adds it with the next line):
+    the skeleton reads the line that is there."""
+    path = tmp_path / "s.jsonl"
+    _build(path, "usage")
+    path.write_bytes(path.read_bytes().removesuffix(b"\n"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with ct.Session.open(path, readonly=readonly) as s:
+            fast = _stats.compute_stats(s).to_dict()
+            _refuse_skeletons(monkeypatch)
+            assert fast == _stats.compute_stats(s).to_dict()
+    assert fast["file"]["compactions"] == 2

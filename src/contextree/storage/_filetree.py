@@ -480,7 +480,9 @@ class FileTree(TreeIndex):
         """``(entry number, line)`` of every entry whose type is in ``kinds``, in append
         order, the file read in blocks of ``block`` bytes (not one read a line): for a
         caller that needs a few fields of many entries and decodes them itself. The lines
-        are not checked against the columns; the caller compares what it decodes."""
+        are not checked against the columns; the caller compares what it decodes. A line
+        is cut short where the file ends (a last line whose newline is not written yet, or
+        a file truncated since)."""
         types, offsets, lengths = self.types, self.offsets, self.lengths
         data = memoryview(b"")
         start = 0
@@ -491,10 +493,6 @@ class FileTree(TreeIndex):
             if offset < start or offset + length > start + len(data):
                 start = offset
                 data = memoryview(self.file.pread(max(block, length), offset))
-                if len(data) < length:
-                    raise StorageFailure("the session file is shorter than its index says "
-                                         "(truncated by another program?); open it again",
-                                         path=self.location)
             yield k, data[offset - start:offset - start + length]
 
     def links(self) -> Iterator[tuple[str, str | None]]:
