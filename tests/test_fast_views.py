@@ -22,6 +22,7 @@ from contextree import _stats
 from contextree._session import TreeNode
 from contextree.cli import render
 from contextree.storage import _index
+from contextree.storage._filetree import FileTree
 from helpers import TS, make_session, raw_message
 
 VARIANTS = ["plain", "unknown_and_forward", "usage", "usage_extra_field", "torn"]
@@ -180,7 +181,15 @@ def _lines(roots: list[TreeNode], expand: bool) -> list[tuple[Any, ...]]:
             for x in render.tree_lines(roots, expand=expand)]
 
 
-def test_lazy_tree_equals_the_eager_tree(session: ct.Session) -> None:
+@pytest.fixture(params=["columns", "outline"])
+def shaped_from(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The tree shaped from a session file's columns, or from any storage's outline."""
+    if request.param == "outline":
+        monkeypatch.setattr(FileTree, "of", staticmethod(lambda storage: None))
+    return str(request.param)
+
+
+def test_lazy_tree_equals_the_eager_tree(session: ct.Session, shaped_from: str) -> None:
     lazy, eager = session.tree(), _eager_tree(session)
     assert _flat(lazy) == _flat(eager)
     assert lazy == eager
@@ -190,7 +199,7 @@ def test_lazy_tree_equals_the_eager_tree(session: ct.Session) -> None:
 @pytest.mark.parametrize("expand", [False, True])
 def test_tree_lines_of_lazy_nodes_equal_those_of_eager_nodes(
         session: ct.Session, monkeypatch: pytest.MonkeyPatch, fold_above: int,
-        expand: bool) -> None:
+        expand: bool, shaped_from: str) -> None:
     monkeypatch.setattr(render, "FOLD_ABOVE", fold_above)
     assert _lines(session.tree(), expand) == _lines(_eager_tree(session), expand)
 

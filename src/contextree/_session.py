@@ -56,11 +56,11 @@ from .storage._base import (
     HIDDEN_IN_TREE,
     HIDDEN_TYPES,
     LabelBook,
-    Outline,
     Storage,
     StorageHealth,
     check_session_id,
 )
+from .storage._filetree import FileTree
 from .storage._jsonl import JsonlStorage
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
@@ -158,32 +158,58 @@ class TreeNode:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
 
 
-class _TreeShape:
-    """The visible entries of a session (leaf moves left out) as flat columns, from one
-    pass over its outline: position ``k`` has an id, parent id, type and the position of
-    its parent (-1: a root, also when the parent is hidden or missing). ``TreeNode``s are
-    made from it only when reached; subtree sizes come from one pass over the columns."""
+_HIDDEN = -3  # the parent of a hidden entry in ``_TreeShape``: neither a root nor a child
 
-    def __init__(self, outline: Sequence[Outline], labels: Mapping[str, str],
+
+class _TreeShape:
+    """The entries of a session as flat columns: position ``k`` (the entry's place in
+    append order) has an id, a type and the position of its parent (-1: a root, also when
+    the parent is hidden or missing; leaf moves are hidden, in no one's children).
+    ``TreeNode``s are made from it only when reached; subtree sizes come from one pass
+    over the columns."""
+
+    def __init__(self, ids: Sequence[str], types: Sequence[str], parents: list[int],
+                 parent_id: Callable[[int], str | None], labels: Mapping[str, str],
                  on_branch: set[str], leaf: str | None, load: Callable[[str], AnyEntry]) -> None:
-        # Whole-column operations only (no Python loop per entry): a tree of 100,000
-        # entries is shaped in a few tens of milliseconds.
-        ids, parent_ids, types = (list(map(operator.itemgetter(c), outline)) for c in range(3))
-        if not HIDDEN_TYPES.isdisjoint(types):
-            shown = list(map(operator.not_, map(HIDDEN_TYPES.__contains__, types)))
-            ids, parent_ids, types = (list(itertools.compress(c, shown))
-                                      for c in (ids, parent_ids, types))
-        self.ids, self.parent_ids, self.types = ids, parent_ids, types
-        pos = dict(zip(ids, range(len(ids)), strict=True))
-        # -1 for a root and for a parent not shown (a leaf move, or missing)
-        self.parents: list[int] = list(map(pos.get, parent_ids, itertools.repeat(-1)))
+        """``parents``: each entry's parent as a position (-1: none, or not in the session);
+        ``parent_id``: the parent id a position's entry names."""
+        hidden = [k for k, t in enumerate(types) if t in HIDDEN_TYPES]
+        if hidden:
+            gone = set(hidden)
+            parents = [-1 if p in gone else p for p in parents]
+            for k in hidden:
+                parents[k] = _HIDDEN
+        self.ids, self.types, self.parents, self.parent_id = ids, types, parents, parent_id
         # Positions grouped by parent, each group in append order (the sort is stable):
         # the children of ``p`` are ``by_parent[bisect_left(sorted_parents, p):...]``.
-        self.by_parent = sorted(range(len(ids)), key=self.parents.__getitem__)
-        self.sorted_parents = list(map(self.parents.__getitem__, self.by_parent))
+        self.by_parent = sorted(range(len(ids)), key=parents.__getitem__)
+        self.sorted_parents = list(map(parents.__getitem__, self.by_parent))
         self.roots = self.kids(-1)
         self.labels, self.on_branch, self.leaf, self.load = labels, on_branch, leaf, load
         self._sizes: list[int] | None = None
+
+    @classmethod
+    def of(cls, storage: Storage, labels: Mapping[str, str], on_branch: set[str],
+           leaf: str | None, load: Callable[[str], AnyEntry]) -> _TreeShape:
+        """The shape of ``storage``'s tree: from a session file's columns as they are (its
+        parents are entry numbers already), else from the outline (whole-column operations:
+        no Python loop an entry but the few above)."""
+        tree = FileTree.of(storage)
+        if tree is not None:
+            with tree.lock:
+                ids, types, numbers = list(tree.ids), list(tree.types), tree.parents.tolist()
+            if min(numbers, default=-1) >= -1:  # every parent resolved (a loaded tree)
+
+                def parent_of(k: int) -> str | None:
+                    p = numbers[k]
+                    return None if p < 0 else ids[p]
+
+                return cls(ids, types, list(numbers), parent_of, labels, on_branch, leaf, load)
+        outline = storage.outline()
+        ids, parent_ids, types = (list(map(operator.itemgetter(c), outline)) for c in range(3))
+        pos = dict(zip(ids, range(len(ids)), strict=True))
+        parents: list[int] = list(map(pos.get, parent_ids, itertools.repeat(-1)))
+        return cls(ids, types, parents, parent_ids.__getitem__, labels, on_branch, leaf, load)
 
     def kids(self, k: int) -> list[int]:
         """The positions whose parent is ``k`` (-1: the roots), oldest first."""
@@ -194,7 +220,7 @@ class _TreeShape:
     def node(self, k: int) -> TreeNode:
         eid = self.ids[k]
         node = TreeNode(label=self.labels.get(eid), on_branch=eid in self.on_branch,
-                        is_leaf=eid == self.leaf, entry_id=eid, parent_id=self.parent_ids[k],
+                        is_leaf=eid == self.leaf, entry_id=eid, parent_id=self.parent_id(k),
                         entry_type=self.types[k], load=self.load)
         node._shape, node._pos, node._kids = self, k, None
         return node
@@ -686,8 +712,8 @@ class Session:
         below the roots are made as they are reached (``TreeNode.children``)."""
         leaf = self.leaf_id
         on_branch = {e.id for e in self.branch()} if leaf is not None else set()
-        shape = _TreeShape(self.storage.outline(), self.storage.labels(), on_branch, leaf,
-                           self._entry_for_tree)
+        shape = _TreeShape.of(self.storage, self.storage.labels(), on_branch, leaf,
+                              self._entry_for_tree)
         return [shape.node(k) for k in shape.roots]
 
     def _entry_for_tree(self, entry_id: str) -> AnyEntry:

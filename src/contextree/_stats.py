@@ -384,8 +384,8 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
 def _every_fact(session: StatsSource) -> Iterator[_Facts]:
     """The facts of every entry in append order: from the lines of an indexed session
     file where it has one (the entries are not built), else from its entries."""
-    tree = getattr(getattr(session, "storage", None), "_index", None)
-    if isinstance(tree, FileTree):
+    tree = FileTree.of(getattr(session, "storage", None))
+    if tree is not None:
         with tree.lock:
             try:
                 return iter(_indexed_facts(tree))

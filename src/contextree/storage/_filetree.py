@@ -191,6 +191,13 @@ class FileTree(TreeIndex):
         self.rebuild: Callable[[], FileTree] | None = None
         self.lock = threading.RLock()
 
+    @staticmethod
+    def of(storage: object) -> FileTree | None:
+        """The file tree a storage reads through (a JSONL session's), or ``None``: for views
+        of the whole session (``tree``, ``stats``) that work on its columns directly."""
+        tree = getattr(storage, "_index", None)
+        return tree if isinstance(tree, FileTree) else None
+
     # -- ids --------------------------------------------------------------------------------
     def slot_of(self, entry_id: str) -> int | None:
         """The entry number of an id: by a scan at first (an open that only builds a
