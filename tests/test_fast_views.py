@@ -43,6 +43,14 @@ def _build(path: Path, variant: str) -> None:
         lines += raw_message("fwd1", "fwd2") + b"\n"  # its parent comes after it
         lines += raw_message("fwd2", "fut1") + b"\n"
         lines += _line({"type": "future_thing", "id": "fut2", "parent_id": None})
+        # fields of other types, kept as extras: they count for nothing
+        lines += _line({"type": "compaction", "id": "cx", "parent_id": "fwd2", "summary": "s",
+                        "first_kept_entry_id": None, "tokens_before": 9,
+                        "message": {"role": "user", "content": "not a message"}})
+        lines += _line({"type": "message", "id": "mx", "parent_id": "cx",
+                        "message": {"role": "user", "content": "hi"},
+                        "usage": {"input": 5, "output": 5, "cache_read": 0,
+                                  "cache_write": 0, "total": 10, "cost": 1.0}})
     if variant in ("usage", "usage_extra_field"):
         usage: dict[str, Any] = {"input": 1000, "output": 50, "cache_read": 10,
                                  "cache_write": 0, "total": 1060, "cost": None}

@@ -376,6 +376,11 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
         if (facts.id, facts.type, facts.parent_id) != (expected.id, expected.type,
                                                        expected.parent_id):
             raise _Stale
+        # A field of the other type is an extra of this one (kept, never counted).
+        if facts.type == "message":
+            facts.usage = None
+        else:
+            facts.message = None
         out.append(facts)
     out.extend(map(from_columns, range(len(out), len(ids))))
     return out
