@@ -361,9 +361,12 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
     match the columns: the caller then counts from whole entries."""
     ids, types, parents = tree.ids, tree.types, tree.parents
 
-    def from_columns(k: int) -> _Facts:
+    def parent_id(k: int) -> str | None:
         p = parents[k]
-        return _Facts(types[k], ids[k], None if p < 0 else ids[p])
+        return None if p < 0 else ids[p]
+
+    def from_columns(k: int) -> _Facts:
+        return _Facts(types[k], ids[k], parent_id(k))
 
     out: list[_Facts] = []
     for k, line in tree.lines(_READ_KINDS):
@@ -372,9 +375,7 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
             facts = _FACTS.decode(line)
         except msgspec.DecodeError:
             raise _Stale from None
-        expected = from_columns(k)
-        if (facts.id, facts.type, facts.parent_id) != (expected.id, expected.type,
-                                                       expected.parent_id):
+        if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != parent_id(k):
             raise _Stale
         # A field of the other type is an extra of this one (kept, never counted).
         if facts.type == "message":
