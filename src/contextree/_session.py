@@ -11,9 +11,12 @@ label (``resolve``); ``get_entry`` and ``label_of`` look up exact ids.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+import itertools
+import operator
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from msgspec import UNSET, UnsetType
@@ -57,6 +60,7 @@ from .storage._base import (
     StorageHealth,
     check_session_id,
 )
+from .storage._filetree import FileTree
 from .storage._jsonl import JsonlStorage
 from .storage._memory import MemoryStorage
 from .tokens import TokenCounter
@@ -79,11 +83,13 @@ class TreeNode:
     """One entry in ``Session.tree()``, with its label and children (oldest first).
 
     ``id``, ``parent_id`` and ``type`` are known from the start; ``entry`` is read when it
-    is used, so a tree of a big session is built from its outline and only the entries
-    looked at are decoded."""
+    is used, and the nodes of ``children`` are made when they are first asked for, so a
+    tree of a big session is built from its outline and only what is looked at costs
+    anything (a folded ``tree`` of 97,000 entries touches its branch and the branch's
+    children)."""
 
-    __slots__ = ("_entry", "_load", "children", "id", "is_leaf", "label", "on_branch",
-                 "parent_id", "type")
+    __slots__ = ("_entry", "_kids", "_load", "_pos", "_shape", "id", "is_leaf", "label",
+                 "on_branch", "parent_id", "type")
 
     def __init__(self, entry: AnyEntry | None = None, label: str | None = None,
                  children: list[TreeNode] | None = None, on_branch: bool = False,
@@ -97,9 +103,37 @@ class TreeNode:
         self._entry, self._load = entry, load
         self.id, self.parent_id, self.type = entry_id, parent_id, entry_type
         self.label = label
-        self.children: list[TreeNode] = [] if children is None else children
+        self._kids: list[TreeNode] | None = [] if children is None else children
+        self._shape: _TreeShape | None = None
+        self._pos = -1
         self.on_branch = on_branch  # on the path from the root to the current leaf
         self.is_leaf = is_leaf
+
+    @property
+    def children(self) -> list[TreeNode]:
+        """The nodes directly under this one, oldest first (made on first use)."""
+        kids = self._kids
+        if kids is None:
+            assert self._shape is not None
+            kids = self._kids = self._shape.children(self._pos)
+        return kids
+
+    @children.setter
+    def children(self, value: list[TreeNode]) -> None:
+        self._kids = value
+
+    @property
+    def size(self) -> int:
+        """Entries in this node's subtree, itself included: from the tree's columns when
+        ``Session.tree()`` made the node (no node is made for it), else counted."""
+        if self._shape is not None:
+            return self._shape.size(self._pos)
+        count, stack = 0, [self]
+        while stack:
+            node = stack.pop()
+            count += 1
+            stack.extend(node.children)
+        return count
 
     @property
     def entry(self) -> AnyEntry:
@@ -122,6 +156,106 @@ class TreeNode:
             other.id, other.label, other.on_branch, other.is_leaf, other.children)
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+
+_HIDDEN = -3  # the parent of a hidden entry in ``_TreeShape``: neither a root nor a child
+
+
+class _TreeShape:
+    """The entries of a session as flat columns: position ``k`` (the entry's place in
+    append order) has an id, a type and the position of its parent (-1: a root, also when
+    the parent is hidden or missing; leaf moves are hidden, in no one's children).
+    ``TreeNode``s are made from it only when reached; subtree sizes come from one pass
+    over the columns."""
+
+    def __init__(self, ids: Sequence[str], types: Sequence[str], parents: list[int],
+                 parent_id: Callable[[int], str | None], labels: Mapping[str, str],
+                 on_branch: set[str], leaf: str | None, load: Callable[[str], AnyEntry]) -> None:
+        """``parents``: each entry's parent as a position (-1: none, or not in the session);
+        ``parent_id``: the parent id a position's entry names."""
+        hidden = [k for k, t in enumerate(types) if t in HIDDEN_TYPES]
+        if hidden:
+            gone = set(hidden)
+            parents = [-1 if p in gone else p for p in parents]
+            for k in hidden:
+                parents[k] = _HIDDEN
+        self.ids, self.types, self.parents, self.parent_id = ids, types, parents, parent_id
+        # Positions grouped by parent, each group in append order (the sort is stable):
+        # the children of ``p`` are ``by_parent[bisect_left(sorted_parents, p):...]``.
+        self.by_parent = sorted(range(len(ids)), key=parents.__getitem__)
+        self.sorted_parents = list(map(parents.__getitem__, self.by_parent))
+        self.roots = self.kids(-1)
+        self.labels, self.on_branch, self.leaf, self.load = labels, on_branch, leaf, load
+        self._sizes: list[int] | None = None
+
+    @classmethod
+    def of(cls, storage: Storage, labels: Mapping[str, str], on_branch: set[str],
+           leaf: str | None, load: Callable[[str], AnyEntry]) -> _TreeShape:
+        """The shape of ``storage``'s tree: from a session file's columns as they are (its
+        parents are entry numbers already), else from the outline (whole-column operations:
+        no Python loop an entry but the few above)."""
+        tree = FileTree.of(storage)
+        if tree is not None:
+            with tree.lock:
+                ids, types, numbers = list(tree.ids), list(tree.types), tree.parents.tolist()
+            if min(numbers, default=-1) >= -1:  # every parent resolved (a loaded tree)
+
+                def parent_of(k: int) -> str | None:
+                    p = numbers[k]
+                    return None if p < 0 else ids[p]
+
+                return cls(ids, types, list(numbers), parent_of, labels, on_branch, leaf, load)
+        outline = storage.outline()
+        ids, parent_ids, types = (list(map(operator.itemgetter(c), outline)) for c in range(3))
+        pos = dict(zip(ids, range(len(ids)), strict=True))
+        parents: list[int] = list(map(pos.get, parent_ids, itertools.repeat(-1)))
+        return cls(ids, types, parents, parent_ids.__getitem__, labels, on_branch, leaf, load)
+
+    def kids(self, k: int) -> list[int]:
+        """The positions whose parent is ``k`` (-1: the roots), oldest first."""
+        lo = bisect.bisect_left(self.sorted_parents, k)
+        hi = bisect.bisect_right(self.sorted_parents, k, lo)
+        return self.by_parent[lo:hi]
+
+    def node(self, k: int) -> TreeNode:
+        eid = self.ids[k]
+        node = TreeNode(label=self.labels.get(eid), on_branch=eid in self.on_branch,
+                        is_leaf=eid == self.leaf, entry_id=eid, parent_id=self.parent_id(k),
+                        entry_type=self.types[k], load=self.load)
+        node._shape, node._pos, node._kids = self, k, None
+        return node
+
+    def children(self, k: int) -> list[TreeNode]:
+        return [self.node(c) for c in self.kids(k)]
+
+    def size(self, k: int) -> int:
+        sizes = self._sizes
+        if sizes is None:
+            sizes = self._sizes = self._subtree_sizes()
+        return sizes[k]
+
+    def _subtree_sizes(self) -> list[int]:
+        """Entries under each position, itself included: children before their parents, in
+        reverse append order when every parent comes first (as writers write), else in the
+        reverse of a walk from the roots (a parent later in the file)."""
+        parents = self.parents
+        n = len(parents)
+        order: Iterable[int]
+        if any(map(operator.ge, parents, range(n))):
+            walk, stack = [], list(self.roots)
+            while stack:
+                k = stack.pop()
+                walk.append(k)
+                stack.extend(self.kids(k))
+            order = reversed(walk)
+        else:
+            order = range(n - 1, -1, -1)
+        sizes = [1] * n
+        for k in order:
+            p = parents[k]
+            if p >= 0:
+                sizes[p] += sizes[k]
+        return sizes
 
 
 class Session:
@@ -574,26 +708,13 @@ class Session:
         return out
 
     def tree(self) -> list[TreeNode]:
-        """The whole entry tree (roots first), built without recursion; leaf moves hidden."""
+        """The whole entry tree (roots first), without recursion; leaf moves hidden. Nodes
+        below the roots are made as they are reached (``TreeNode.children``)."""
         leaf = self.leaf_id
         on_branch = {e.id for e in self.branch()} if leaf is not None else set()
-        labels = self.storage.labels()
-        nodes: dict[str, TreeNode] = {}
-        roots: list[TreeNode] = []
-        load = self._entry_for_tree
-        for eid, parent_id, kind, _ in self.storage.outline():
-            if kind in HIDDEN_TYPES:
-                continue
-            nodes[eid] = TreeNode(label=labels.get(eid), on_branch=eid in on_branch,
-                                  is_leaf=eid == leaf, entry_id=eid, parent_id=parent_id,
-                                  entry_type=kind, load=load)
-        for node in nodes.values():
-            parent = node.parent_id
-            if parent is None or parent not in nodes:
-                roots.append(node)
-            else:
-                nodes[parent].children.append(node)
-        return roots
+        shape = _TreeShape.of(self.storage, self.storage.labels(), on_branch, leaf,
+                              self._entry_for_tree)
+        return [shape.node(k) for k in shape.roots]
 
     def _entry_for_tree(self, entry_id: str) -> AnyEntry:
         entry = self.storage.get(entry_id)

@@ -14,10 +14,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._messages import Usage
+import msgspec
+
+from ._messages import Message, Usage
 from ._pricing import PRICES_EXTRA, cost_of, price_source
-from .entries import AnyEntry, CompactionEntry, LeafEntry, MessageEntry
+from .entries import AnyEntry, CompactionEntry, MessageEntry
 from .storage._base import StorageHealth
+from .storage._filetree import FileTree
 
 
 class StatsSource(Protocol):
@@ -218,16 +221,52 @@ def _priced_dict(u: Usage, unpriced: int, usage_key: str | None = None) -> dict[
     return {usage_key: counts, **costs} if usage_key else {**counts, **costs}
 
 
-def _priced(e: AnyEntry) -> tuple[Usage, bool] | None:
+class _Call(msgspec.Struct):
+    """What the statistics need of a message: its role, and what its call used."""
+
+    role: str
+    usage: Usage | None = None
+    model: str | None = None
+    provider: str | None = None
+
+
+class _Facts(msgspec.Struct):
+    """What the statistics need of an entry. A line of a big session decodes straight into
+    this (msgspec skips the content, the bulk of the file, without building it); an entry
+    already decoded is reduced to it by ``_facts``, so both paths count alike."""
+
+    type: str
+    id: str
+    parent_id: str | None = None
+    message: _Call | None = None
+    usage: Usage | None = None  # a compaction's summarizer call
+
+
+_FACTS = msgspec.json.Decoder(_Facts)
+_READ_KINDS = frozenset({"message", "compaction"})  # the types whose lines are read
+
+
+def _facts(e: AnyEntry) -> _Facts:
+    if isinstance(e, MessageEntry):
+        m = e.message
+        return _Facts(e.type, e.id, e.parent_id, _Call(m.role, m.usage, m.model, m.provider))
+    if isinstance(e, CompactionEntry):
+        return _Facts(e.type, e.id, e.parent_id, usage=e.usage)
+    return _Facts(e.type, e.id, e.parent_id)
+
+
+def _priced(e: _Facts) -> tuple[Usage, bool] | None:
     """The usage an entry records, with its cost filled where known, and whether it was
     known; None for an entry that records no call."""
     cost: float | None
-    if isinstance(e, MessageEntry):
-        usage = e.message.usage
+    if e.message is not None:
+        call = e.message
+        usage = call.usage
         if usage is None:
             return None
-        cost = cost_of(e.message)
-    elif isinstance(e, CompactionEntry) and e.usage is not None:
+        cost = cost_of(Message(role=call.role, content=None, usage=usage, model=call.model,
+                               provider=call.provider))
+    elif e.type == "compaction" and e.usage is not None:
         usage = e.usage
         billed = usage.input + usage.output + usage.cache_read + usage.cache_write
         cost = usage.cost if usage.cost is not None else (None if billed else 0.0)
@@ -240,13 +279,18 @@ def _priced(e: AnyEntry) -> tuple[Usage, bool] | None:
 
 def tally(entries: Iterable[AnyEntry]) -> UsageStats:
     """Message, token and cost totals over ``entries``."""
+    return _tally(map(_facts, entries))
+
+
+def _tally(entries: Iterable[_Facts]) -> UsageStats:
     s = UsageStats()
     usage = Usage()
     for e in entries:
-        if isinstance(e, MessageEntry):
+        m = e.message
+        if m is not None:
             s.message_count += 1
-            s.by_role[e.message.role] = s.by_role.get(e.message.role, 0) + 1
-        elif isinstance(e, CompactionEntry):
+            s.by_role[m.role] = s.by_role.get(m.role, 0) + 1
+        elif e.type == "compaction":
             s.compactions += 1
         priced = _priced(e)
         if priced is None:
@@ -255,14 +299,16 @@ def tally(entries: Iterable[AnyEntry]) -> UsageStats:
         usage = usage + used
         if not known:
             s.unpriced += 1
-        if isinstance(e, MessageEntry):
-            m = e.message
+        if m is not None:
             key = f"{m.provider}/{m.model}" if m.provider else (m.model or "unknown")
             s.by_model[key] = s.by_model.get(key, Usage()) + used
             if not known:
                 s.unpriced_by_model[key] = s.unpriced_by_model.get(key, 0) + 1
     s.usage = usage
     return s
+
+
+_NOTHING = (0, Usage(), 0)  # the totals above a root (shared: Usage sums make new ones)
 
 
 class _BranchTotals:
@@ -274,14 +320,14 @@ class _BranchTotals:
         self.parents: set[str | None] = set()
         self.order: list[str] = []
 
-    def add(self, e: AnyEntry) -> None:
-        if isinstance(e, LeafEntry):
+    def add(self, e: _Facts) -> None:
+        if e.type == "leaf":
             return
         self.parents.add(e.parent_id)
-        zero = (0, Usage(), 0)
-        count, usage, unpriced = self.totals.get(e.parent_id, zero) if e.parent_id else zero
+        count, usage, unpriced = (self.totals.get(e.parent_id, _NOTHING) if e.parent_id
+                                  else _NOTHING)
         priced = _priced(e)
-        if isinstance(e, MessageEntry):
+        if e.message is not None:
             count += 1
         if priced is not None:
             usage = usage + priced[0]
@@ -300,8 +346,58 @@ def branch_stats(entries: Iterable[AnyEntry], leaf_id: str | None,
     """Messages, usage and cost of the path to each tip, in one pass over ``entries``."""
     totals = _BranchTotals()
     for e in entries:
-        totals.add(e)
+        totals.add(_facts(e))
     return totals.result(leaf_id, labels)
+
+
+class _Stale(Exception):
+    """A line read for the statistics does not say what the index says of it."""
+
+
+def _indexed_facts(tree: FileTree) -> list[_Facts]:
+    """The facts of every entry of a file tree: messages and compactions decoded from
+    their lines as ``_Facts`` only, the rest from the columns (no line read). ``_Stale``
+    when a line does not decode so (a field beyond what ``_Facts`` knows, say) or does not
+    match the columns: the caller then counts from whole entries."""
+    ids, types, parents = tree.ids, tree.types, tree.parents
+
+    def parent_id(k: int) -> str | None:
+        p = parents[k]
+        return None if p < 0 else ids[p]
+
+    def from_columns(k: int) -> _Facts:
+        return _Facts(types[k], ids[k], parent_id(k))
+
+    out: list[_Facts] = []
+    for k, line in tree.lines(_READ_KINDS):
+        out.extend(map(from_columns, range(len(out), k)))
+        try:
+            facts = _FACTS.decode(line)
+        except msgspec.DecodeError:
+            raise _Stale from None
+        if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != parent_id(k):
+            raise _Stale
+        # A field of the other type is an extra of this one (kept, never counted).
+        if facts.type == "message":
+            facts.usage = None
+        else:
+            facts.message = None
+        out.append(facts)
+    out.extend(map(from_columns, range(len(out), len(ids))))
+    return out
+
+
+def _every_fact(session: StatsSource) -> Iterator[_Facts]:
+    """The facts of every entry in append order: from the lines of an indexed session
+    file where it has one (the entries are not built), else from its entries."""
+    tree = FileTree.of(getattr(session, "storage", None))
+    if tree is not None:
+        with tree.lock:
+            try:
+                return iter(_indexed_facts(tree))
+            except _Stale:
+                pass
+    return map(_facts, session.entries())
 
 
 def compute_stats(session: StatsSource) -> SessionStats:
@@ -310,14 +406,14 @@ def compute_stats(session: StatsSource) -> SessionStats:
     totals = _BranchTotals()
     count = 0
 
-    def every_entry() -> Iterator[AnyEntry]:  # one pass, in bounded memory, for both tallies
+    def every_entry() -> Iterator[_Facts]:  # one pass for both tallies
         nonlocal count
-        for e in session.entries():
+        for e in _every_fact(session):
             count += 1
             totals.add(e)
             yield e
 
-    file = tally(every_entry())
+    file = _tally(every_entry())
     branches = totals.result(session.leaf_id, session.labels())
     return SessionStats(
         session_id=session.id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,8 +27,8 @@ from .listing import NAME_WIDTH, scan, utc_stamp, when
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
 from .render import (
+    TipsOnDemand,
     TreeLine,
-    abandoned_tips,
     entry_summary,
     message_body,
     message_title,
@@ -131,7 +132,7 @@ def tree_command(
     current leaf (<- leaf). Entries on the current branch are marked with *."""
     with open_session(file, readonly=True) as session:
         roots = session.tree()
-        left = abandoned_tips(session.storage.outline())
+        left = TipsOnDemand(session.storage.outline)
         if as_json:
             emit_json(_tree_json(session, roots, left))
             return
@@ -143,7 +144,7 @@ def tree_command(
             _print_tree_line(out, line, left)
 
 
-def _print_tree_line(out: Out, line: TreeLine, left: dict[str, str | None]) -> None:
+def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None]) -> None:
     """One tree line, never wider than the output: the entry's text gives way first, then
     the notes; the current branch starts at the same column on every line."""
     node = line.node
@@ -184,7 +185,7 @@ def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, 
 
 
 def _tree_json(session: Session, roots: list[TreeNode],
-               left: dict[str, str | None]) -> dict[str, Any]:
+               left: Mapping[str, str | None]) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     stack = list(reversed(roots))
     while stack:
@@ -234,7 +235,7 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
     out = Out()
-    left = abandoned_tips(session.storage.outline())
+    left = TipsOnDemand(session.storage.outline)
     for i, entry in enumerate(path):
         label = f"  [{labels[entry.id]}]" if entry.id in labels else ""
         if isinstance(entry, MessageEntry):
@@ -250,7 +251,7 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         out.line("(empty: the leaf is before the first entry)")
 
 
-def _entry_body(entry: Any, left: dict[str, str | None]) -> list[str]:
+def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     summary = entry_summary(entry, left)
     full = getattr(entry, "summary", None)
     if isinstance(full, str) and full:

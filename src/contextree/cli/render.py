@@ -5,7 +5,7 @@ Nothing here escapes control characters: ``Out`` makes every piece visible when 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -140,6 +140,30 @@ def abandoned_tips(outline: Iterable[Outline]) -> dict[str, str | None]:
     return out
 
 
+class TipsOnDemand(Mapping[str, str | None]):
+    """``abandoned_tips`` worked out on first use: a view that shows no branch summary
+    (most trees of a big session) never walks the outline for it."""
+
+    def __init__(self, outline: Callable[[], Iterable[Outline]]) -> None:
+        self._outline = outline
+        self._tips: dict[str, str | None] | None = None
+
+    @property
+    def tips(self) -> dict[str, str | None]:
+        if self._tips is None:
+            self._tips = abandoned_tips(self._outline())
+        return self._tips
+
+    def __getitem__(self, entry_id: str) -> str | None:
+        return self.tips[entry_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tips)
+
+    def __len__(self) -> int:
+        return len(self.tips)
+
+
 # -- the tree ------------------------------------------------------------------------------
 
 @dataclass
@@ -173,12 +197,11 @@ def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[T
     ``FOLD_ABOVE`` entries off the current branch shows each branch point's side branches
     as one line.
     """
-    sizes = subtree_sizes(roots)
     trunk_root = next((r for r in roots if r.on_branch), None)
-    total = sum(sizes[id(r)] for r in roots)
+    total = sum(r.size for r in roots)
     others = [r for r in roots if r is not trunk_root]
     if trunk_root is None and len(roots) == 1:
-        yield from _side(roots[0], "", "", 0, sizes, expand, note=False)
+        yield from _side(roots[0], "", "", 0, expand, note=False)
         return
     if trunk_root is not None:
         trunk = [trunk_root]
@@ -197,20 +220,20 @@ def tree_lines(roots: Sequence[TreeNode], *, expand: bool = False) -> Iterator[T
             sides = [c for c in item.children if not c.on_branch]
             if sides and fold:
                 count = len(sides)
-                yield TreeLine("└─ ", None, sum(sizes[id(c)] for c in sides), 1,
+                yield TreeLine("└─ ", None, sum(c.size for c in sides), 1,
                                f"{count} side branch{'es' if count > 1 else ''} folded; "
                                "--all shows them")
             elif sides:
-                yield from _sides(sides, "", 1, sizes, expand)
+                yield from _sides(sides, "", 1, expand)
     for root in others:
-        yield from _side(root, "", "", 0, sizes, expand, note=True, what="another root")
+        yield from _side(root, "", "", 0, expand, note=True, what="another root")
 
 
-def _sides(children: Sequence[TreeNode], base: str, level: int, sizes: Mapping[int, int],
+def _sides(children: Sequence[TreeNode], base: str, level: int,
            expand: bool) -> Iterator[TreeLine]:
     for i, child in enumerate(children):
         first, rest = _guides(base, level, last=i == len(children) - 1)
-        yield from _side(child, first, rest, level, sizes, expand, note=True)
+        yield from _side(child, first, rest, level, expand, note=True)
 
 
 def _guides(base: str, level: int, *, last: bool) -> tuple[str, str]:
@@ -219,8 +242,8 @@ def _guides(base: str, level: int, *, last: bool) -> tuple[str, str]:
     return base + ("└─ " if last else "├─ "), base + ("   " if last else "│  ")
 
 
-def _side(node: TreeNode, first: str, rest: str, level: int, sizes: Mapping[int, int],
-          expand: bool, *, note: bool, what: str = "branch") -> Iterator[TreeLine]:
+def _side(node: TreeNode, first: str, rest: str, level: int, expand: bool, *, note: bool,
+          what: str = "branch") -> Iterator[TreeLine]:
     """A subtree off the current branch, top down (an explicit stack: no recursion)."""
     work: list[tuple[TreeNode, str, str, int]] = [(node, first, rest, level)]
     while work:
@@ -233,7 +256,7 @@ def _side(node: TreeNode, first: str, rest: str, level: int, sizes: Mapping[int,
             prefix = first if i == 0 else rest
             text = deep
             if i == 0 and note:
-                count = sizes[id(head)]
+                count = head.size
                 text = ", ".join(x for x in (f"{what}: {count} "
                                              f"entr{'y' if count == 1 else 'ies'}", deep) if x)
             if isinstance(item, int):
@@ -247,20 +270,6 @@ def _side(node: TreeNode, first: str, rest: str, level: int, sizes: Mapping[int,
                 f, r = _guides(rest, level + 1, last=i == len(kids) - 1)
                 branches.append((kid, f, r, level + 1))
             work.extend(reversed(branches))
-
-
-def subtree_sizes(roots: Sequence[TreeNode]) -> dict[int, int]:
-    """Entries in each node's subtree (itself included), by ``id(node)``; no recursion."""
-    order: list[TreeNode] = []
-    stack = list(roots)
-    while stack:
-        node = stack.pop()
-        order.append(node)
-        stack.extend(node.children)
-    sizes: dict[int, int] = {}
-    for node in reversed(order):  # children before their parents
-        sizes[id(node)] = 1 + sum(sizes[id(c)] for c in node.children)
-    return sizes
 
 
 def _collapse(chain: list[TreeNode], expand: bool) -> list[TreeNode | int]:

@@ -69,6 +69,8 @@ def fit(text: str, width: int) -> str:
     """``text`` cut to at most ``width`` terminal columns, ending with ``…`` when cut."""
     if width <= 0:
         return ""
+    if text.isascii() and text.isprintable():  # one column a character: no cell count
+        return text if len(text) <= width else text[:width - 1] + ELLIPSIS
     if cell_len(text) <= width:
         return text
     room = width - 1  # for the ellipsis

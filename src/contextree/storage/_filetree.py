@@ -28,6 +28,7 @@ from ._index import Columns, IndexRead, TailRecord, line_crc
 __all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
 
 CACHE_BYTES = 32 << 20  # decoded entries kept, counted by the length of their lines
+LINES_BLOCK = 8 << 20  # bytes read at once by ``FileTree.lines``
 _BOOKKEEPING = frozenset({"leaf", "label", "session_info"})
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
@@ -189,6 +190,13 @@ class FileTree(TreeIndex):
         # Reads the whole file again into a fresh tree, when the columns prove stale.
         self.rebuild: Callable[[], FileTree] | None = None
         self.lock = threading.RLock()
+
+    @staticmethod
+    def of(storage: object) -> FileTree | None:
+        """The file tree a storage reads through (a JSONL session's), or ``None``: for views
+        of the whole session (``tree``, ``stats``) that work on its columns directly."""
+        tree = getattr(storage, "_index", None)
+        return tree if isinstance(tree, FileTree) else None
 
     # -- ids --------------------------------------------------------------------------------
     def slot_of(self, entry_id: str) -> int | None:
@@ -478,6 +486,26 @@ class FileTree(TreeIndex):
             entry = self.entry_at(slot)
             if entry is not None:
                 yield entry
+
+    def lines(self, kinds: frozenset[str], block: int = LINES_BLOCK) -> Iterator[
+            tuple[int, memoryview]]:
+        """``(entry number, line)`` of every entry whose type is in ``kinds``, in append
+        order, the file read in blocks of ``block`` bytes (not one read a line): for a
+        caller that needs a few fields of many entries and decodes them itself. The lines
+        are not checked against the columns; the caller compares what it decodes. A line
+        is cut short where the file ends (a last line whose newline is not written yet, or
+        a file truncated since)."""
+        types, offsets, lengths = self.types, self.offsets, self.lengths
+        data = memoryview(b"")
+        start = 0
+        for k in range(len(self.ids)):
+            if types[k] not in kinds:
+                continue
+            offset, length = offsets[k], lengths[k]
+            if offset < start or offset + length > start + len(data):
+                start = offset
+                data = memoryview(self.file.pread(max(block, length), offset))
+            yield k, data[offset - start:offset - start + length]
 
     def links(self) -> Iterator[tuple[str, str | None]]:
         ids = self.ids
