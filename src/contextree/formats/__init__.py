@@ -42,6 +42,7 @@ my-log = "my_package:MY_LOG"``).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ from ._registry import register_builtins
 
 if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
     from .._session import Session
+    from ..entries import AnyEntry, SessionHeader
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
@@ -115,8 +117,8 @@ def import_session(
     """
     from .._session import Session
     from ..errors import InvalidArgument, SessionNotFound
-    from ..storage import create_storage
-    from ._base import Ids, finish
+    from ..storage import create_storage, resolve
+    from ._base import Ids, finish, finish_stream, in_parent_order
     from ._detect import detect_format
     from ._registry import get_format
 
@@ -133,9 +135,46 @@ def import_session(
     if spec.reader is None:
         raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
     imported = spec.reader(source, progress)
-    ids = Ids([e.id for e in imported.entries])
-    return Session(create_storage(dest_path, imported.header, finish(imported, ids),
-                                  durable=durable))
+    if imported.stream is None:
+        ids = Ids([e.id for e in imported.entries])
+        return Session(create_storage(dest_path, imported.header, finish(imported, ids),
+                                      durable=durable))
+    ids = Ids(imported.used_ids)
+    entries = finish_stream(in_parent_order(imported.stream(), imported.used_ids),
+                            imported.leaf_id, ids)
+    if resolve(dest_path).scheme is not None:  # a database: one transaction
+        return Session(create_storage(dest_path, imported.header, entries, durable=durable))
+    return _create_streaming(Path(dest_path), imported.header, entries, durable=durable)
+
+
+def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEntry], *,
+                      durable: bool) -> Session:
+    """A new session file at ``dest`` written as ``entries`` come, in bounded memory: they
+    are appended to a locked temporary session beside it, which is linked into place once
+    complete (never over an existing file) and removed on any error."""
+    from .._files import fsync_dir, temp_path
+    from .._session import Session
+    from ..errors import SessionExists
+    from ..storage import create_storage
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    storage = create_storage(temp_path(dest), header, durable=durable)
+    try:
+        with storage.batch():
+            for entry in entries:
+                storage.append(entry)
+        try:
+            os.link(storage.location, dest)  # never replaces a file
+        except FileExistsError:
+            raise SessionExists("a file is already there; choose another path or open it",
+                                path=str(dest)) from None
+    except BaseException:
+        storage.delete()
+        raise
+    storage.delete()  # the temporary name and its sidecars; the file lives on at dest
+    if durable:
+        fsync_dir(dest.parent)
+    return Session.open(dest, durable=durable)
 
 
 def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,

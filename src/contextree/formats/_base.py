@@ -1,15 +1,15 @@
 """What every format module shares: reading JSON input with file:line errors, building entries.
 
 A reader turns a source file into an ``Imported`` (a header and the entries, parents before
-children where the source allows it); ``contextree.formats.import_session`` writes it as a new
-session file in one atomic step.
+children where the source allows it, or a ``stream`` of them for files too big to hold);
+``contextree.formats.import_session`` writes it as a new session file in one atomic step.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,12 +37,21 @@ class Imported:
 
     ``leaf_id`` is the entry the source considers current; ``None`` means the last entry.
     ``report`` says what the reader found (records by type, which became custom entries...).
+    A reader of big files leaves ``entries`` empty and sets ``stream``: called once, it yields
+    the entries in file order (``import_session`` puts parents first as it writes them), and
+    ``used_ids`` holds every id they take, so that bounded memory suffices.
     """
 
     header: SessionHeader
     entries: list[AnyEntry] = field(default_factory=list)
     leaf_id: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
+    stream: Callable[[], Iterator[AnyEntry]] | None = None
+    used_ids: set[str] = field(default_factory=set)
+
+    def all_entries(self) -> Iterator[AnyEntry]:
+        """The entries, from ``stream`` if the reader streams them, else from ``entries``."""
+        return self.stream() if self.stream is not None else iter(self.entries)
 
 
 def input_error(path: str | os.PathLike[str], line: int | None, message: str) -> SessionError:
@@ -140,7 +149,7 @@ def _size(path: Path) -> int:
 class Ids:
     """Fresh entry ids, unique among those already used."""
 
-    def __init__(self, used: Sequence[str] = ()) -> None:
+    def __init__(self, used: Iterable[str] = ()) -> None:
         self.used: set[str] = set(used)
 
     def new(self) -> str:
@@ -201,10 +210,14 @@ def parents_first(entries: Sequence[AnyEntry]) -> list[AnyEntry]:
 
     An entry whose parent is not among ``entries`` at all must be handled by the caller.
     """
-    present = {e.id for e in entries}
+    return list(in_parent_order(entries, {e.id for e in entries}))
+
+
+def in_parent_order(entries: Iterable[AnyEntry], present: Container[str]) -> Iterator[AnyEntry]:
+    """``parents_first`` as a stream: ``present`` holds the ids of all ``entries``; only the
+    entries that come before their parent are held until it does."""
     placed: set[str] = set()
     waiting: dict[str, list[AnyEntry]] = {}
-    out: list[AnyEntry] = []
     for entry in entries:
         parent = entry.parent_id
         if parent is not None and parent in present and parent not in placed:
@@ -213,22 +226,26 @@ def parents_first(entries: Sequence[AnyEntry]) -> list[AnyEntry]:
         stack = [entry]
         while stack:
             e = stack.pop()
-            out.append(e)
+            yield e
             placed.add(e.id)
             stack.extend(reversed(waiting.pop(e.id, [])))
     for group in waiting.values():  # parent links that form a cycle
-        out.extend(group)
-    return out
+        yield from group
 
 
 def finish(imported: Imported, ids: Ids) -> list[AnyEntry]:
     """The entries to write: parents first, then a leaf move if the source's leaf is not last."""
-    entries = parents_first(imported.entries)
-    want = imported.leaf_id
-    if want is not None and entries and entries[-1].id != want:
-        last = entries[-1]
-        entries.append(LeafEntry(ids.new(), last.id, last.timestamp, target_id=want))
-    return entries
+    return list(finish_stream(parents_first(imported.entries), imported.leaf_id, ids))
+
+
+def finish_stream(entries: Iterable[AnyEntry], leaf_id: str | None,
+                  ids: Ids) -> Iterator[AnyEntry]:
+    """``entries`` (parents first), then a leaf move to ``leaf_id`` if it is not the last."""
+    last: AnyEntry | None = None
+    for last in entries:
+        yield last
+    if leaf_id is not None and last is not None and last.id != leaf_id:
+        yield LeafEntry(ids.new(), last.id, last.timestamp, target_id=leaf_id)
 
 
 def imported_metadata(fmt: str, src: Path, **more: Any) -> Json:
