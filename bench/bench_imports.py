@@ -176,8 +176,13 @@ def generate(fmt: str, path: Path, size: int, seed: int = 1) -> int:
     return n
 
 
+def _remove(out: Path) -> None:
+    for p in (out, Path(f"{out}.index")):
+        p.unlink(missing_ok=True)
+
+
 def child(mode: str, path: Path, out: Path) -> dict[str, float]:
-    out.unlink(missing_ok=True)
+    _remove(out)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
     res = subprocess.run([sys.executable, "-c", CHILD, mode, str(path), str(out)], check=True,
@@ -211,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             floor = median([child("floor", src, out) for _ in range(args.repeat)])
             run = median([child(fmt, src, out) for _ in range(args.repeat)])
             out_mb = out.stat().st_size / 1e6
-            out.unlink(missing_ok=True)
+            _remove(out)
             print(f"\n{fmt}: {mb:.0f} MB -> {out_mb:.0f} MB session")
             print(f"  floor (1 MiB reads)  {floor['s']:7.3f} s  {mb / floor['s']:8.0f} MB/s  "
                   f"{floor['rss_mb']:6.0f} MB RSS")

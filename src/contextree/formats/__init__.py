@@ -41,6 +41,7 @@ my-log = "my_package:MY_LOG"``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -156,6 +157,7 @@ def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEn
     from .._session import Session
     from ..errors import SessionExists
     from ..storage import create_storage
+    from ..storage._index import index_path
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     storage = create_storage(temp_path(dest), header, durable=durable)
@@ -171,6 +173,8 @@ def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEn
     except BaseException:
         storage.delete()
         raise
+    with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it)
+        os.link(index_path(storage.location), index_path(dest))
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
     if durable:
         fsync_dir(dest.parent)

@@ -76,7 +76,7 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
             if progress is not None and done - reported >= _PROGRESS_STEP:
                 progress(done, total)
                 reported = done
-            if not raw.strip():
+            if raw.isspace() or not raw:  # blank (isspace stops at the first other byte)
                 continue
             yield n, parse_line(raw, path, n)
     if progress is not None:
