@@ -13,7 +13,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 import orjson
 
@@ -64,6 +64,17 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
 
     Raises ``SessionError`` naming the file and line for a line that is not valid JSON.
     """
+    for n, _, value in read_json_spans(path, progress):
+        yield n, value
+
+
+Span = tuple[int, int, int]
+"""Where a line is: ``(offset, length, line number)``, to read it again (``LineFile``)."""
+
+
+def read_json_spans(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Span, Any]]:
+    """``read_json_lines`` with where each line is, for readers that keep the place of a line
+    rather than its value."""
     total = _size(path)
     done = reported = 0
     try:
@@ -72,15 +83,36 @@ def read_json_lines(path: Path, progress: Progress | None = None) -> Iterator[tu
         raise SessionNotFound("no such file", path=str(path)) from None
     with f:
         for n, raw in enumerate(f, start=1):
+            start = done
             done += len(raw)
             if progress is not None and done - reported >= _PROGRESS_STEP:
                 progress(done, total)
                 reported = done
             if raw.isspace() or not raw:  # blank (isspace stops at the first other byte)
                 continue
-            yield n, parse_line(raw, path, n)
+            yield n, (start, len(raw), n), parse_line(raw, path, n)
     if progress is not None:
         progress(total, total)
+
+
+class LineFile:
+    """A JSON Lines file open to read lines again by their ``Span``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: BinaryIO | None = None
+
+    def line(self, span: Span) -> Any:
+        """The JSON value of the line at ``span`` (errors as ``read_json_lines`` gives them)."""
+        if self._file is None:
+            self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        offset, length, n = span
+        return parse_line(os.pread(self._file.fileno(), length, offset), self.path, n)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 def parse_line(raw: bytes, path: Path, n: int) -> Any:
