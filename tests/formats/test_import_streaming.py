@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from contextree.errors import SessionError
 from contextree.formats import import_session
 from helpers import ROOT
 
@@ -159,3 +160,40 @@ def test_a_big_import_runs_in_bounded_memory(fmt: str, tmp_path: Path) -> None:
                           str(tmp_path / "out.jsonl"), str(allowed)],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("fmt", ["pi", "claude-code"])
+def test_a_streamed_import_leaves_nothing_else_beside_it(fmt: str, tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    make = pi_file if fmt == "pi" else claude_file
+    src = make(tmp_path / "src" / f"{fmt}.jsonl", 3_000_000)
+    out = tmp_path / "out"
+    import_session(fmt, src, out / "s.jsonl", durable=False).close()
+    assert sorted(p.name for p in out.iterdir()) == ["s.jsonl", "s.jsonl.index"]
+
+
+@pytest.mark.parametrize("fmt", ["pi", "claude-code"])
+def test_a_bad_line_late_in_a_big_file_leaves_no_session(fmt: str, tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    make = pi_file if fmt == "pi" else claude_file
+    src = make(tmp_path / "src" / f"{fmt}.jsonl", 3_000_000)
+    with open(src, "a") as f:
+        f.write('{"type": "message", "id": 7}\n' if fmt == "pi" else '{"type": "user"}\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(SessionError) as err:
+        import_session(fmt, src, out / "s.jsonl", durable=False)
+    lines = len(src.read_text().splitlines())
+    assert f":{lines}:" in str(err.value)
+    assert list(out.iterdir()) == []
+
+
+def test_a_streamed_import_never_replaces_a_file(tmp_path: Path) -> None:
+    src = pi_file(tmp_path / "pi.jsonl", 100_000)
+    dest = tmp_path / "taken.jsonl"
+    dest.write_text("precious\n")
+    with pytest.raises(SessionError) as err:
+        import_session("pi", src, dest)
+    assert err.value.code == "exists"
+    assert dest.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pi.jsonl", "taken.jsonl"]
