@@ -197,3 +197,16 @@ def test_a_streamed_import_never_replaces_a_file(tmp_path: Path) -> None:
     assert err.value.code == "exists"
     assert dest.read_text() == "precious\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pi.jsonl", "taken.jsonl"]
+
+
+def test_an_entry_the_storage_refuses_is_named_in_the_new_file(tmp_path: Path) -> None:
+    src = pi_file(tmp_path / "pi.jsonl", 100_000)
+    with open(src, "a") as f:
+        f.write(json.dumps({"type": "custom", "id": "huge", "parentId": None,
+                            "customType": "t", "data": {"n": 2**70}}) + "\n")
+    dest = tmp_path / "s.jsonl"
+    with pytest.raises(SessionError) as err:
+        import_session("pi", src, dest)
+    assert err.value.path == str(dest)
+    assert "entry 'huge' cannot be stored" in str(err.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pi.jsonl"]

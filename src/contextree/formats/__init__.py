@@ -155,7 +155,7 @@ def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEn
     complete (never over an existing file) and removed on any error."""
     from .._files import fsync_dir, temp_path
     from .._session import Session
-    from ..errors import SessionExists
+    from ..errors import SessionError, SessionExists
     from ..storage import create_storage
     from ..storage._index import index_path
 
@@ -164,7 +164,12 @@ def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEn
     try:
         with storage.batch():
             for entry in entries:
-                storage.append(entry)
+                try:
+                    storage.append(entry)
+                except SessionError as e:  # named as the whole-file import names it
+                    if e.path != storage.location:
+                        raise
+                    raise type(e)(e.reason, path=str(dest), line=e.line) from None
         try:
             os.link(storage.location, dest)  # never replaces a file
         except FileExistsError:
@@ -173,8 +178,8 @@ def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEn
     except BaseException:
         storage.delete()
         raise
-    with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it)
-        os.link(index_path(storage.location), index_path(dest))
+    with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it);
+        os.replace(index_path(storage.location), index_path(dest))  # one there is stale
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
     if durable:
         fsync_dir(dest.parent)
