@@ -31,8 +31,9 @@ A format of your own::
     register_format(Format("my-log", "My agent's log (JSONL)", reader=read_my_log,
                            writer=write_my_log))
 
-``reader(path, progress)`` returns an ``Imported`` (a header and the entries);
-``writer(session, at)`` returns the bytes of the file. ``contextree import my-log FILE``
+``reader(path, progress)`` returns an ``Imported`` (a header and the entries, or a
+``stream`` of them: ``pi`` and ``claude-code`` stream, so a big file imports in bounded
+memory); ``writer(session, at)`` returns the bytes of the file. ``contextree import my-log FILE``
 and ``export my-log`` then work as for the built-in formats. A package makes it available
 to the command line by naming the ``Format`` in an entry point of the group
 ``contextree.formats`` (in ``pyproject.toml``: ``[project.entry-points."contextree.formats"]

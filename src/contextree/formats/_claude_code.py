@@ -46,6 +46,10 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
   session name is the ``custom-title`` if any, else the ``summary`` whose ``leafUuid`` is in
   this file.
 
+A big file is read in bounded memory: the first pass keeps where each line is and what linking
+needs, each line is read again while its node is placed, and the entries wait in a temporary
+file until the header (which holds the report) is known; ``import_session`` then streams them.
+
 ``--resume`` and ``--continue`` append to the same file; ``--fork-session`` writes a new file
 that repeats the parent's lines with the same uuids: each reads like any other file.
 """
