@@ -65,14 +65,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
 import orjson
 
 from .._limits import parse_json
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
+    LINE_DECODER,
     AnyEntry,
     CompactionEntry,
     CustomEntry,
+    Line,
     MessageEntry,
     SessionHeader,
     SessionInfoEntry,
@@ -885,9 +888,7 @@ class _Spool:
             fd = self.file.fileno()
             for slot in self.slots:
                 if isinstance(slot, tuple):
-                    entry = decode_line(os.pread(fd, slot[1], slot[0]))
-                    assert not isinstance(entry, SessionHeader)
-                    yield entry
+                    yield _decoded(os.pread(fd, slot[1], slot[0]))
                 else:
                     yield slot
         finally:
@@ -895,6 +896,18 @@ class _Spool:
 
     def close(self) -> None:
         self.file.close()
+
+
+def _decoded(line: bytes) -> AnyEntry:
+    """An entry ``_Spool`` encoded: the typed decoder alone (the limits were checked when it
+    was encoded, and the storage checks them again), else ``decode_line``."""
+    entry: Line
+    try:
+        entry = LINE_DECODER.decode(line)
+    except msgspec.DecodeError:
+        entry = decode_line(line)
+    assert not isinstance(entry, SessionHeader)
+    return entry
 
 
 def _leaf(b: _Builder, main: _File) -> str | None:
