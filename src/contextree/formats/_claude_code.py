@@ -899,8 +899,8 @@ class _Spool:
 
 
 def _decoded(line: bytes) -> AnyEntry:
-    """An entry ``_Spool`` encoded: the typed decoder alone (the limits were checked when it
-    was encoded, and the storage checks them again), else ``decode_line``."""
+    """An entry ``_Spool`` encoded, by the typed decoder alone (the storage checks the limits
+    when it is appended), else by ``decode_line``."""
     entry: Line
     try:
         entry = LINE_DECODER.decode(line)
