@@ -210,3 +210,17 @@ def test_an_entry_the_storage_refuses_is_named_in_the_new_file(tmp_path: Path) -
     assert err.value.path == str(dest)
     assert "entry 'huge' cannot be stored" in str(err.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pi.jsonl"]
+
+
+def test_lines_pi_appends_during_an_import_wait_for_the_next(tmp_path: Path) -> None:
+    from contextree.formats import _pi
+
+    src = pi_file(tmp_path / "pi.jsonl", 100_000)
+    imported = _pi.read(src)
+    assert imported.stream is not None
+    with open(src, "a") as f:  # pi goes on writing between the two passes
+        f.write(json.dumps({"type": "message", "id": "new", "parentId": "newer",
+                            "timestamp": "2026-01-01T00:00:00.000Z",
+                            "message": {"role": "user", "content": "later"}}) + "\n")
+    ids = [e.id for e in imported.stream()]
+    assert "new" not in ids and ids[-1] == imported.leaf_id == "back"

@@ -50,10 +50,6 @@ class Imported:
     stream: Callable[[], Iterator[AnyEntry]] | None = None
     used_ids: set[str] = field(default_factory=set)
 
-    def all_entries(self) -> Iterator[AnyEntry]:
-        """The entries, from ``stream`` if the reader streams them, else from ``entries``."""
-        return self.stream() if self.stream is not None else iter(self.entries)
-
 
 def input_error(path: str | os.PathLike[str], line: int | None, message: str) -> SessionError:
     """The error for malformed input: ``path:line: message``."""

@@ -9,6 +9,7 @@ with no contextree equivalent (``bashExecution``, ``branchSummary``, ``compactio
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,7 +152,8 @@ def _entries(path: Path, scan: _Scan, progress: Progress | None) -> Iterator[Any
     seen: set[str] = set()
     lines = read_json_lines(path, _half(progress, first=False))
     next(lines)  # the header
-    for n, obj in lines:
+    # only the lines the first pass saw: what pi appends meanwhile waits for the next import
+    for n, obj in itertools.islice(lines, scan.lines):
         migration(obj)
         entry = _entry_from_pi(obj, path, n)
         if entry.id in seen:
