@@ -71,16 +71,14 @@ import orjson
 from .._limits import parse_json
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
-    LINE_DECODER,
     AnyEntry,
     CompactionEntry,
     CustomEntry,
-    Line,
     MessageEntry,
     SessionHeader,
     SessionInfoEntry,
-    decode_line,
     encode_line,
+    from_dict,
     now,
 )
 from ..markers import CompactionSummaryMarker
@@ -899,13 +897,9 @@ class _Spool:
 
 
 def _decoded(line: bytes) -> AnyEntry:
-    """An entry ``_Spool`` encoded, by the typed decoder alone (the storage checks the limits
-    when it is appended), else by ``decode_line``."""
-    entry: Line
-    try:
-        entry = LINE_DECODER.decode(line)
-    except msgspec.DecodeError:
-        entry = decode_line(line)
+    """An entry ``_Spool`` encoded, read back without ``decode_line``'s checks (the storage
+    checks the limits when it is appended; its typed path fails on every entry with extras)."""
+    entry = from_dict(msgspec.json.decode(line))
     assert not isinstance(entry, SessionHeader)
     return entry
 
