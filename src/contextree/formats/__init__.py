@@ -31,8 +31,9 @@ A format of your own::
     register_format(Format("my-log", "My agent's log (JSONL)", reader=read_my_log,
                            writer=write_my_log))
 
-``reader(path, progress)`` returns an ``Imported`` (a header and the entries);
-``writer(session, at)`` returns the bytes of the file. ``contextree import my-log FILE``
+``reader(path, progress)`` returns an ``Imported`` (a header and the entries, or a
+``stream`` of them: ``pi`` and ``claude-code`` stream, so a big file imports in bounded
+memory); ``writer(session, at)`` returns the bytes of the file. ``contextree import my-log FILE``
 and ``export my-log`` then work as for the built-in formats. A package makes it available
 to the command line by naming the ``Format`` in an entry point of the group
 ``contextree.formats`` (in ``pyproject.toml``: ``[project.entry-points."contextree.formats"]
@@ -41,7 +42,9 @@ my-log = "my_package:MY_LOG"``).
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +53,7 @@ from ._registry import register_builtins
 
 if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
     from .._session import Session
+    from ..entries import AnyEntry, SessionHeader
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
@@ -115,8 +119,8 @@ def import_session(
     """
     from .._session import Session
     from ..errors import InvalidArgument, SessionNotFound
-    from ..storage import create_storage
-    from ._base import Ids, finish
+    from ..storage import create_storage, resolve
+    from ._base import Ids, finish, finish_stream, in_parent_order
     from ._detect import detect_format
     from ._registry import get_format
 
@@ -133,9 +137,54 @@ def import_session(
     if spec.reader is None:
         raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
     imported = spec.reader(source, progress)
-    ids = Ids([e.id for e in imported.entries])
-    return Session(create_storage(dest_path, imported.header, finish(imported, ids),
-                                  durable=durable))
+    if imported.stream is None:
+        ids = Ids([e.id for e in imported.entries])
+        return Session(create_storage(dest_path, imported.header, finish(imported, ids),
+                                      durable=durable))
+    ids = Ids(imported.used_ids)
+    entries = finish_stream(in_parent_order(imported.stream(), imported.used_ids),
+                            imported.leaf_id, ids)
+    if resolve(dest_path).scheme is not None:  # a database: one transaction
+        return Session(create_storage(dest_path, imported.header, entries, durable=durable))
+    return _create_streaming(Path(dest_path), imported.header, entries, durable=durable)
+
+
+def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEntry], *,
+                      durable: bool) -> Session:
+    """A new session file at ``dest`` written as ``entries`` come, in bounded memory: they
+    are appended to a locked temporary session beside it, which is linked into place once
+    complete (never over an existing file) and removed on any error."""
+    from .._files import fsync_dir, temp_path
+    from .._session import Session
+    from ..errors import SessionError, SessionExists
+    from ..storage import create_storage
+    from ..storage._index import index_path
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    storage = create_storage(temp_path(dest), header, durable=durable)
+    try:
+        with storage.batch():
+            for entry in entries:
+                try:
+                    storage.append(entry)
+                except SessionError as e:  # named as the whole-file import names it
+                    if e.path != storage.location:
+                        raise
+                    raise type(e)(e.reason, path=str(dest), line=e.line) from None
+        try:
+            os.link(storage.location, dest)  # never replaces a file
+        except FileExistsError:
+            raise SessionExists("a file is already there; choose another path or open it",
+                                path=str(dest)) from None
+    except BaseException:
+        storage.delete()
+        raise
+    with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it);
+        os.replace(index_path(storage.location), index_path(dest))  # one there is stale
+    storage.delete()  # the temporary name and its sidecars; the file lives on at dest
+    if durable:
+        fsync_dir(dest.parent)
+    return Session.open(dest, durable=durable)
 
 
 def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,

@@ -46,6 +46,10 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
   session name is the ``custom-title`` if any, else the ``summary`` whose ``leafUuid`` is in
   this file.
 
+A big file is read in bounded memory: the first pass keeps where each line is and what linking
+needs, each line is read again while its node is placed, and the entries wait in a temporary
+file until the header (which holds the report) is known; ``import_session`` then streams them.
+
 ``--resume`` and ``--continue`` append to the same file; ``--fork-session`` writes a new file
 that repeats the parent's lines with the same uuids: each reads like any other file.
 """
@@ -54,12 +58,14 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import msgspec
 import orjson
 
 from .._limits import parse_json
@@ -69,7 +75,10 @@ from ..entries import (
     CompactionEntry,
     CustomEntry,
     MessageEntry,
+    SessionHeader,
     SessionInfoEntry,
+    encode_line,
+    from_dict,
     now,
 )
 from ..markers import CompactionSummaryMarker
@@ -77,13 +86,15 @@ from ._base import (
     Ids,
     Imported,
     Json,
+    LineFile,
     Progress,
+    Span,
     file_time,
     find_by_id,
     header,
     imported_metadata,
     input_error,
-    read_json_lines,
+    read_json_spans,
 )
 
 __all__ = [
@@ -320,7 +331,8 @@ def _file_attachment(a: Json) -> str | None:
 
 @dataclass(eq=False)
 class _Node:
-    """One or more lines that become entries together."""
+    """One or more lines that become entries together: where they are in the file, and what
+    linking them needs (their ``records`` are read again only while the node is placed)."""
 
     kind: str  # assistant | user | summary | boundary | attachment | custom
     line: int
@@ -328,8 +340,12 @@ class _Node:
     parent: str | None  # uuid as written (for a boundary: its logical parent)
     timestamp: str
     sidechain: bool
-    records: list[Json]
+    spans: list[Span]
+    record_type: str
     chain: bool = True  # has a uuid (a line of the parent chain)
+    leaf_uuid: str | None = None  # last-prompt: the leaf it names
+    meta: Json | None = None  # boundary: its compactMetadata
+    records: list[Json] = field(default_factory=list)  # while placed
     message_id: str | None = None
     messages: list[Message] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
@@ -342,10 +358,6 @@ class _Node:
     @property
     def first(self) -> Json:
         return self.records[0]
-
-    @property
-    def record_type(self) -> str:
-        return str(self.first.get("type"))
 
 
 @dataclass
@@ -364,16 +376,27 @@ class _File:
     titles: list[str] = field(default_factory=list)
     summaries: list[tuple[Any, Any]] = field(default_factory=list)
     info: Json = field(default_factory=dict)
+    lines_file: LineFile | None = None
+
+    def load(self, node: _Node) -> list[Json]:
+        """The records of ``node``, read again from the file."""
+        if self.lines_file is None:
+            self.lines_file = LineFile(self.path)
+        return [self.lines_file.line(span) for span in node.spans]
+
+    def close(self) -> None:
+        if self.lines_file is not None:
+            self.lines_file.close()
 
 
 def _read_file(path: Path, role: str, progress: Progress | None) -> _File:
     f = _File(path, role)
-    for n, obj in read_json_lines(path, progress):
-        _add_line(f, n, obj)
+    for n, span, obj in read_json_spans(path, progress):
+        _add_line(f, n, obj, span)
     return f
 
 
-def _add_line(f: _File, n: int, obj: Any) -> None:
+def _add_line(f: _File, n: int, obj: Any, span: Span) -> None:
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
         raise input_error(f.path, n, "expected a JSON object with a string `type`")
     f.lines += 1
@@ -389,7 +412,9 @@ def _add_line(f: _File, n: int, obj: Any) -> None:
     if not isinstance(uuid, str) or not uuid:
         if kind in _CHAIN_MESSAGES:
             raise input_error(f.path, n, f"a {kind!r} line has no string `uuid`")
-        f.nodes.append(_Node("custom", n, [], None, stamp, False, [obj], chain=False))
+        leaf = obj.get("leafUuid") if kind == "last-prompt" else None
+        f.nodes.append(_Node("custom", n, [], None, stamp, False, [span], kind, chain=False,
+                             leaf_uuid=leaf if isinstance(leaf, str) else None))
         return
     parent = obj.get("parentUuid")
     if parent is not None and not isinstance(parent, str):
@@ -411,22 +436,26 @@ def _add_line(f: _File, n: int, obj: Any) -> None:
         if (owner is not None and owner.kind == "assistant" and isinstance(mid, str)
                 and owner.message_id == mid and not owner.placed):
             owner.uuids.append(uuid)
-            owner.records.append(obj)
+            owner.spans.append(span)
             f.by_uuid[uuid] = owner
             return
-        node = _Node("assistant", n, [uuid], parent, stamp, sidechain, [obj],
+        node = _Node("assistant", n, [uuid], parent, stamp, sidechain, [span], kind,
                      message_id=mid if isinstance(mid, str) else None)
     elif kind == "user":
         node = _Node("summary" if obj.get("isCompactSummary") else "user", n, [uuid], parent,
-                     stamp, sidechain, [obj])
+                     stamp, sidechain, [span], kind)
     elif kind == "system" and obj.get("subtype") == "compact_boundary":
         logical = obj.get("logicalParentUuid")
+        meta = obj.get("compactMetadata")
         node = _Node("boundary", n, [uuid], logical if parent is None and isinstance(
-            logical, str) else parent, stamp, sidechain, [obj])
+            logical, str) else parent, stamp, sidechain, [span], kind,
+            meta=meta if isinstance(meta, dict) else {})
     elif kind == "attachment":
-        node = _Node("attachment", n, [uuid], parent, stamp, sidechain, [obj])
+        node = _Node("attachment", n, [uuid], parent, stamp, sidechain, [span], kind)
     else:
-        node = _Node("custom", n, [uuid], parent, stamp, sidechain, [obj])
+        node = _Node("custom", n, [uuid], parent, stamp, sidechain, [span], kind)
+    if kind == "last-prompt" and isinstance(obj.get("leafUuid"), str):
+        node.leaf_uuid = obj["leafUuid"]
     f.nodes.append(node)
     f.by_uuid[uuid] = node
 
@@ -434,7 +463,8 @@ def _add_line(f: _File, n: int, obj: Any) -> None:
 def _duplicate(f: _File, node: _Node, obj: Json) -> None:
     """A line whose uuid was already written: counted, and what differs kept."""
     f.duplicates += 1
-    original = next((r for r in node.records if r.get("uuid") == obj.get("uuid")), node.first)
+    records = f.load(node)
+    original = next((r for r in records if r.get("uuid") == obj.get("uuid")), records[0])
     changed = {k: v for k, v in obj.items() if original.get(k) != v}
     gone = [k for k in original if k not in obj]
     note: Json = {"uuid": obj.get("uuid"), "changed": changed}
@@ -453,8 +483,9 @@ class _Builder:
         self.agents = agents
         self.ids = Ids([u for f in (main, *agents) for u in f.by_uuid])
         self.taken: set[str] = set()
-        self.entries: list[AnyEntry] = []
-        self.by_id: dict[str, AnyEntry] = {}
+        self.entries = _Spool()
+        self.by_id: dict[str, AnyEntry] = {}  # the entries changed after they are made
+        self.keep: set[int] = set()  # id() of the nodes whose messages a boundary carries
         self.names: dict[str, str] = {}  # tool call id -> tool name
         self.call_owner: dict[str, _Node] = {}
         self.tail: dict[int, str] = {}  # id(assistant node) -> its last tool result entry
@@ -485,9 +516,11 @@ class _Builder:
         self.taken.add(eid)
         return eid
 
-    def _add(self, entry: AnyEntry) -> None:
-        self.entries.append(entry)
-        self.by_id[entry.id] = entry
+    def _add(self, entry: AnyEntry, *, hold: bool = False) -> None:
+        """Add an entry; one that is changed later (``hold``) stays in memory."""
+        self.entries.add(entry, hold=hold)
+        if hold:
+            self.by_id[entry.id] = entry
 
     def _time(self, node: _Node) -> str:
         if node.timestamp:
@@ -532,12 +565,17 @@ class _Builder:
 
     # -- nodes ------------------------------------------------------------------------------
     def place_file(self, f: _File) -> None:
+        self.keep.update(id(n) for b in f.nodes if b.kind == "boundary"
+                         for n in _preserved_nodes(f, b.meta or {}))
         for node in f.nodes:
+            node.records = f.load(node)
             try:
                 self._place(f, node)
             except (AttributeError, TypeError, ValueError, KeyError) as e:
                 raise input_error(f.path, node.line, f"unexpected record shape "
                                   f"({type(e).__name__}: {e})") from None
+            finally:
+                node.records = []
             node.placed = True
             if node.out is not None and not node.sidechain:
                 self.anchor[id(f)] = node.out
@@ -588,7 +626,8 @@ class _Builder:
 
     def _messages(self, node: _Node, parent: str | None, msgs: list[Message]) -> None:
         stamp = self._time(node)
-        node.messages = msgs
+        if id(node) in self.keep:
+            node.messages = msgs
         first = self._id(node.uuids[0])
         node.ids = [first] + [self._id(f"{first}.{i}") for i in range(1, len(msgs))]
         for i, (eid, msg) in enumerate(zip(node.ids, msgs, strict=True)):
@@ -673,21 +712,15 @@ class _Builder:
             details={"source": "claude-code", "trigger": meta.get("trigger")},
         )
         entry.set_extra({EXTRA_KEY: self._kept(node)})
-        self._add(entry)
+        self._add(entry, hold=True)  # its summary line joins it later
         node.ids = [eid]
         node.out = eid
 
     def _preserved(self, f: _File, meta: Json) -> list[_Node]:
         """The nodes Claude Code carried across a boundary, in order."""
-        pm = meta.get("preservedMessages")
-        uuids = pm.get("uuids") if isinstance(pm, dict) else None
-        if not isinstance(uuids, list):
-            seg = meta.get("preservedSegment")
-            uuids = _segment(f, seg) if isinstance(seg, dict) else []
         out: list[_Node] = []
         seen: set[int] = set()
-        for u in uuids:
-            node = f.by_uuid.get(u) if isinstance(u, str) else None
+        for node in _preserved_nodes(f, meta):
             if node is None or not node.placed:
                 self.missing_preserved += 1
             elif id(node) not in seen:
@@ -717,7 +750,7 @@ class _Builder:
         eid = self._id(None)
         entry = CustomEntry(id=eid, parent_id=parent, timestamp=self.stamp or now(),
                             custom_type=CUSTOM_PREFIX + "subagent", data=data)
-        self._add(entry)
+        self._add(entry, hold=True)  # place_agents fills in its first and last entry
         self.custom[entry.custom_type] += 1
         self.tip_after[parent] = eid
         self.links.append(data)
@@ -735,6 +768,16 @@ class _Builder:
             firsts = [n.ids[0] for n in agent.nodes if n.ids]
             link["first_entry_id"] = firsts[0] if firsts else None
             link["last_entry_id"] = self.last(self.anchor.get(id(agent)))
+
+
+def _preserved_nodes(f: _File, meta: Json) -> list[_Node | None]:
+    """The nodes a boundary's ``compactMetadata`` names (``None`` for a uuid not in ``f``)."""
+    pm = meta.get("preservedMessages")
+    uuids = pm.get("uuids") if isinstance(pm, dict) else None
+    if not isinstance(uuids, list):
+        seg = meta.get("preservedSegment")
+        uuids = _segment(f, seg) if isinstance(seg, dict) else []
+    return [f.by_uuid.get(u) if isinstance(u, str) else None for u in uuids]
 
 
 def _segment(f: _File, seg: Json) -> list[str]:
@@ -778,17 +821,26 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     if not any(n.kind in ("user", "assistant", "summary") for n in main.nodes):
         raise input_error(path, None, "no Claude Code messages found (lines of type user or "
                           "assistant with a uuid); is this a Claude Code session file?")
-    agents = [_agent_file(p) for p in subagent_files(path)]
-    b = _Builder(main, agents)
-    b.place_file(main)
-    b.place_agents()
+    agents: list[_File] = []
+    try:
+        agents.extend(_agent_file(p) for p in subagent_files(path))
+        b = _Builder(main, agents)
+        try:
+            b.place_file(main)
+            b.place_agents()
+        except BaseException:
+            b.entries.close()
+            raise
+    finally:
+        for f in (main, *agents):
+            f.close()
     leaf = _leaf(b, main)
     entries = b.entries
     name = _name(main)
     if name is not None:
-        stamp = entries[-1].timestamp if entries else now()
+        stamp = entries.last_stamp if entries.ids else now()
         info_id = b._id(f"{leaf}.name" if leaf else None)
-        entries.append(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
+        entries.add(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
         leaf = info_id
     report = _report(b, main, agents)
     info = main.info
@@ -798,7 +850,58 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     hdr = header(sid if isinstance(sid, str) else None,
                  ts if isinstance(ts, str) else file_time(path),
                  cwd=cwd if isinstance(cwd, str) else None, metadata=meta)
-    return Imported(hdr, entries, leaf, report=report)
+    return Imported(hdr, leaf_id=leaf, report=report, stream=entries.replay,
+                    used_ids=entries.ids)
+
+
+class _Spool:
+    """The entries made so far, in order, written to a temporary file as they are made (so a
+    big import holds only their places); those changed after they are made stay in memory."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by replay() or close()
+        self.size = 0
+        self.slots: list[AnyEntry | tuple[int, int]] = []
+        self.ids: set[str] = set()
+        self.last_stamp = ""
+
+    def add(self, entry: AnyEntry, *, hold: bool = False) -> None:
+        self.ids.add(entry.id)
+        self.last_stamp = entry.timestamp
+        try:
+            line = b"" if hold else encode_line(entry)
+        except (TypeError, ValueError, OverflowError, RecursionError):
+            line = b""  # kept as it is: the storage says what is wrong with it
+        if not line:
+            self.slots.append(entry)
+            return
+        self.file.write(line)
+        self.slots.append((self.size, len(line)))
+        self.size += len(line)
+
+    def replay(self) -> Iterator[AnyEntry]:
+        """The entries in the order they were made (once: the file is closed after)."""
+        try:
+            self.file.flush()
+            fd = self.file.fileno()
+            for slot in self.slots:
+                if isinstance(slot, tuple):
+                    yield _decoded(os.pread(fd, slot[1], slot[0]))
+                else:
+                    yield slot
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _decoded(line: bytes) -> AnyEntry:
+    """An entry ``_Spool`` encoded, read back without ``decode_line``'s checks (the storage
+    checks the limits when it is appended; its typed path fails on every entry with extras)."""
+    entry = from_dict(msgspec.json.decode(line))
+    assert not isinstance(entry, SessionHeader)
+    return entry
 
 
 def _leaf(b: _Builder, main: _File) -> str | None:
@@ -809,8 +912,8 @@ def _leaf(b: _Builder, main: _File) -> str | None:
     for node in main.nodes:
         if node.chain and not node.sidechain and node.out is not None:
             last_chain, leaf_uuid = node, None
-        elif node.record_type == "last-prompt" and isinstance(node.first.get("leafUuid"), str):
-            leaf_uuid = node.first["leafUuid"]
+        elif node.leaf_uuid is not None:
+            leaf_uuid = node.leaf_uuid
     target = main.by_uuid.get(leaf_uuid or "") or last_chain
     if target is None or target.out is None:
         return b.last(None)

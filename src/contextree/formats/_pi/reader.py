@@ -9,6 +9,9 @@ with no contextree equivalent (``bashExecution``, ``branchSummary``, ``compactio
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +41,7 @@ from ...entries import (
     UnknownEntry,
     now,
 )
+from ...errors import SessionError
 from ...markers import CustomMessageMarker, ForeignMarker
 from ...models._wire_common import arguments_from_json
 from .._base import (
@@ -51,7 +55,7 @@ from .._base import (
     read_json_lines,
     text_of_blocks,
 )
-from .migrate import migrate
+from .migrate import Migration
 from .schema import EXT, PI_MESSAGE, SYSTEM_TYPE, default_api, default_cost
 
 __all__ = ["message_from_pi", "read"]
@@ -65,51 +69,108 @@ BRANCH_SUFFIX = "</summary>"
 
 
 def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a pi session file (version 1 to 3)."""
-    lines = list(read_json_lines(path, progress))
-    if not lines:
-        raise input_error(path, None, "the file is empty; it is not a pi session")
-    first_line, head = lines[0]
-    if not (isinstance(head, dict) and head.get("type") == "session"
-            and isinstance(head.get("id"), str)):
-        raise input_error(path, first_line, 'the first line is not a pi session header '
-                          '({"type":"session","id":...}); is this a pi session file?')
-    version = head.get("version", 1)
-    if not isinstance(version, int) or version < 1:
-        raise input_error(path, first_line, f"unknown pi session version {version!r}")
-    body: list[tuple[int, Json]] = []
-    for n, obj in lines[1:]:
+    """Read a pi session file (version 1 to 3), in bounded memory.
+
+    A first pass checks every line and collects the ids; the entries are then made in a
+    second pass, as ``import_session`` writes them (``Imported.stream``).
+    """
+    scan = _scan(path, progress)
+    meta = imported_metadata("pi", path, version=scan.version)
+    head = scan.head
+    hdr = header(head["id"], _str(head.get("timestamp")), cwd=_str(head.get("cwd")),
+                 metadata=meta, parent_session=_str(head.get("parentSession")))
+    return Imported(hdr, leaf_id=scan.leaf, stream=lambda: _entries(path, scan, progress),
+                    used_ids=scan.ids)
+
+
+@dataclass
+class _Scan:
+    """What the first pass over a pi file keeps: the header, the ids, the last id."""
+
+    head: Json
+    version: int
+    lines: int  # entry lines, header excluded
+    ids: set[str]
+    leaf: str | None
+
+
+def _scan(path: Path, progress: Progress | None) -> _Scan:
+    """Parse every line and check the file's shape; the first problem is raised once every
+    line is known to be JSON (a line that is not JSON is reported first)."""
+    problem: SessionError | None = None
+    head: Any = None
+    first_line = 0
+    ids: set[str] = set()
+    lines = 0
+    last: Any = None
+    for n, obj in read_json_lines(path, _half(progress, first=True)):
+        if not first_line:
+            first_line, head = n, obj
+            if not (isinstance(head, dict) and head.get("type") == "session"
+                    and isinstance(head.get("id"), str)):
+                problem = input_error(path, n, 'the first line is not a pi session header '
+                                      '({"type":"session","id":...}); is this a pi session '
+                                      "file?")
+            else:
+                version = head.get("version", 1)
+                if not isinstance(version, int) or version < 1:
+                    problem = input_error(path, n, f"unknown pi session version {version!r}")
+            continue
+        lines += 1
+        if problem is not None:
+            continue
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            raise input_error(path, n, "expected a JSON object with a string `type`")
-        if obj["type"] == "session":
-            raise input_error(path, n, "a second session header in the middle of the file")
-        body.append((n, obj))
-    migrate(body, version)
-    entries: list[AnyEntry] = []
+            problem = input_error(path, n, "expected a JSON object with a string `type`")
+        elif obj["type"] == "session":
+            problem = input_error(path, n, "a second session header in the middle of the file")
+        else:
+            last = obj.get("id")
+            if isinstance(last, str) and last:
+                ids.add(last)
+    if not first_line:
+        raise input_error(path, None, "the file is empty; it is not a pi session")
+    if problem is not None:
+        raise problem
+    version = head.get("version", 1)
+    leaf = last if version >= 2 and isinstance(last, str) else None  # v1: the last is the leaf
+    return _Scan(head, version, lines, ids, leaf)
+
+
+def _half(progress: Progress | None, *, first: bool) -> Progress | None:
+    """Progress of one of the two passes, as half of the whole."""
+    if progress is None:
+        return None
+    if first:
+        return lambda done, total: progress(done // 2, total)
+    return lambda done, total: progress(total - (total - done) // 2, total)
+
+
+def _entries(path: Path, scan: _Scan, progress: Progress | None) -> Iterator[AnyEntry]:
+    """The entries of the file, in file order (the second pass)."""
+    migration = Migration(scan.version, scan.lines)
+    known = scan.ids
     seen: set[str] = set()
-    for n, obj in body:
+    lines = read_json_lines(path, _half(progress, first=False))
+    next(lines)  # the header
+    # only the lines the first pass saw: what pi appends meanwhile waits for the next import
+    for n, obj in itertools.islice(lines, scan.lines):
+        migration(obj)
         entry = _entry_from_pi(obj, path, n)
         if entry.id in seen:
             raise input_error(path, n, f"entry id {entry.id!r} is used twice")
         seen.add(entry.id)
-        entries.append(entry)
-    _orphans_to_roots(entries)
-    meta = imported_metadata("pi", path, version=version)
-    hdr = header(head["id"], _str(head.get("timestamp")), cwd=_str(head.get("cwd")),
-                 metadata=meta, parent_session=_str(head.get("parentSession")))
-    leaf = entries[-1].id if entries else None
-    return Imported(hdr, entries, leaf)
+        if scan.version < 2:
+            known.add(entry.id)
+        _orphan_to_root(entry, known)
+        yield entry
 
 
-
-def _orphans_to_roots(entries: list[AnyEntry]) -> None:
+def _orphan_to_root(e: AnyEntry, known: set[str]) -> None:
     """pi shows an entry whose parent is missing as a root; so does the import."""
-    known = {e.id for e in entries}
-    for e in entries:
-        if e.parent_id is not None and (e.parent_id not in known or e.parent_id == e.id):
-            e.parent_id = None
-            if isinstance(e, UnknownEntry):
-                e.data["parent_id"] = None
+    if e.parent_id is not None and (e.parent_id not in known or e.parent_id == e.id):
+        e.parent_id = None
+        if isinstance(e, UnknownEntry):
+            e.data["parent_id"] = None
 
 
 def _str(value: Any) -> str | None:
