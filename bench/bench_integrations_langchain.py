@@ -9,9 +9,11 @@ calling a tool, the tool's ~1 KB result, an answer; the AI messages carry usage,
 replies do). A *turn* is one ``agent.invoke`` with a new user message: the model (scripted,
 no model time) calls the tool, the tool runs, the model answers; so the middleware mirrors
 and builds its view twice, and records three times. Agents: LangGraph's own (the baseline),
-with ``ContextreeMiddleware`` on an in-memory session, on a JSONL file per thread (durable:
-every append synced), and on JSONL with a compaction window (large enough that nothing is
-compacted, so each call also runs the trigger check). The agents take turns, so noise on a
+with ``ContextreeMiddleware`` on an in-memory session, on a JSONL file per thread (durable,
+the default: every new message synced with ``fdatasync`` before the hook returns), on JSONL
+with ``durable=False`` (written, the flushing left to the OS), and on durable JSONL with a
+compaction window (large enough that nothing is compacted, so each call also runs the
+trigger check). The agents take turns, so noise on a
 shared machine falls on all of them alike, and each turn starts after a full garbage
 collection, so that one does not fall on whichever turn happens to trigger it.
 
@@ -21,12 +23,19 @@ time, each with its ratio to the baseline's, and the CPU ms of the turn spent in
 middleware's own work ("in it"). The aim is at most 1.1x. "The same hooks, doing
 nothing" is a middleware with ContextreeMiddleware's hooks and no work: the floor that the
 graph's own extra steps set.
+
+``InMemorySaver`` keeps nothing on disk, so a durable store cannot reach it: each turn pays
+the device's sync time once a new message. After each size, the line "fsync floor" gives
+how many syncs a durable turn made and what that many ``os.write`` + ``os.fdatasync`` of
+the same size cost on the same disk, in the same run: the durable JSONL row less that floor
+is the middleware's own cost, which the ``durable=False`` row shows directly.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import statistics
 import sys
 import tempfile
@@ -139,6 +148,9 @@ class Timed:
         return call
 
 
+DURABLE = "+ ContextreeMiddleware (JSONL, durable)"
+
+
 def agents(tmp: Path) -> list[tuple[str, Any, ContextreeMiddleware | None]]:
     made: list[tuple[str, Any, ContextreeMiddleware | None]] = []
     floor = create_agent(Instant(), tools=[shell], system_prompt="Be brief.",
@@ -146,9 +158,11 @@ def agents(tmp: Path) -> list[tuple[str, Any, ContextreeMiddleware | None]]:
     options: list[tuple[str, dict[str, Any] | None]] = [
         ("InMemorySaver alone (baseline)", None),
         ("+ ContextreeMiddleware (memory)", {}),
-        ("+ ContextreeMiddleware (JSONL)", {"directory": tmp / "jsonl"}),
-        ("+ ContextreeMiddleware (JSONL, window)", {"directory": tmp / "window",
-                                                    "window": 100_000_000}),
+        (DURABLE, {"directory": tmp / "jsonl"}),
+        ("+ ContextreeMiddleware (JSONL, durable=False)", {"directory": tmp / "buffered",
+                                                           "durable": False}),
+        ("+ ContextreeMiddleware (JSONL, durable, window)", {"directory": tmp / "window",
+                                                             "window": 100_000_000}),
     ]
     for name, opts in options:
         mw = ContextreeMiddleware(**opts) if opts is not None else None
@@ -182,6 +196,7 @@ def run(size: int, turns: int, tmp: Path) -> None:
             if timer is not None:
                 inside[name].append(timer.spent - before)
             wall[name].append(time.perf_counter() - start)
+    syncs, written = synced_turn(dict((name, agent) for name, agent, _ in made)[DURABLE], cfg)
     n = len(made[0][1].get_state(cfg).values["messages"])
     base_cpu, base_wall = (statistics.median(cpu[made[0][0]]),
                            statistics.median(wall[made[0][0]]))
@@ -193,6 +208,48 @@ def run(size: int, turns: int, tmp: Path) -> None:
               f"{w * 1e3:>9.2f} {w / base_wall:>7.2f}x {own}")
         if mw is not None:
             mw.close()
+    floor = fsync_floor(tmp, syncs, written // max(syncs, 1), turns)
+    print(f"{'  fsync floor: ' + str(syncs) + ' syncs a durable turn':40} {'':>7} "
+          f"{'':>9} {'':>8} {floor * 1e3:>9.2f}   (write + fdatasync alone, same disk)")
+
+
+def synced_turn(agent: Any, cfg: Any) -> tuple[int, int]:
+    """How many ``fdatasync`` calls one more turn of ``agent`` makes, and the bytes it writes."""
+    real_sync, real_write = os.fdatasync, os.write
+    counts = [0, 0]
+
+    def sync(fd: int) -> None:
+        counts[0] += 1
+        real_sync(fd)
+
+    def write(fd: int, data: Any) -> int:
+        counts[1] += len(data)
+        return real_write(fd, data)
+
+    os.fdatasync, os.write = sync, write  # type: ignore[assignment]
+    try:
+        agent.invoke({"messages": [HumanMessage("count the syncs")]}, cfg)
+    finally:
+        os.fdatasync, os.write = real_sync, real_write
+    return counts[0], counts[1]
+
+
+def fsync_floor(tmp: Path, syncs: int, size: int, turns: int) -> float:
+    """The median wall time of ``syncs`` appends of ``size`` bytes, each synced: what a
+    durable turn pays the disk whatever writes it."""
+    fd = os.open(tmp / "floor", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    line = b"x" * max(size - 1, 0) + b"\n"
+    times = []
+    try:
+        for _ in range(turns):
+            start = time.perf_counter()
+            for _ in range(syncs):
+                os.write(fd, line)
+                os.fdatasync(fd)
+            times.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+    return statistics.median(times)
 
 
 def main() -> None:
