@@ -49,7 +49,7 @@ NOT_FOR_LS = [
     "contextree.runtime._builder", "contextree.storage.postgres", "contextree._overflow",
     "contextree.cli.commands_edit", "contextree.cli.commands_compact",
     "contextree.cli.commands_interop", "contextree.cli.chat", "contextree.cli.demo",
-    "rich.table", "rich.progress", "httpx", "openai", "anthropic", "tiktoken", "pydantic",
+    "rich.console", "rich.text", "rich.table", "rich.progress", "httpx", "openai", "anthropic", "tiktoken", "pydantic",
     "platformdirs", "asyncio", "psycopg", "importlib.metadata",
 ]
 
@@ -95,6 +95,21 @@ def test_ls_of_an_empty_directory_imports_only_what_ls_needs(tmp_path: Path) -> 
     loaded = _loaded_after(_command("ls", str(tmp_path)))
     assert "contextree.cli.commands_read" in loaded
     assert not loaded & set(NOT_FOR_LS), sorted(loaded & set(NOT_FOR_LS))
+
+
+@pytest.mark.parametrize(("env", "styled"), [({}, False), ({"FORCE_COLOR": "1"}, True),
+                                             ({"TTY_COMPATIBLE": "1"}, True)])
+def test_piped_output_is_plain_without_rich_unless_the_environment_asks(
+        env: dict[str, str], styled: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # stdout is a pipe here: plain lines, and no rich console built to find that out; the
+    # variables rich honours still make it style the output, as before.
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loaded = _loaded_after("from contextree.cli.output import Out\n"
+                           f"assert Out().rich is {styled}")
+    assert ("rich.console" in loaded) is styled
 
 
 def test_the_version_is_the_one_in_pyproject() -> None:

@@ -18,7 +18,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -74,8 +73,9 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
 
 def temp_path(target: Path) -> Path:
     """A fresh hidden name beside ``target`` (``.NAME.RANDOM.tmp``), for leftovers to be
-    recognisable after a crash."""
-    return target.parent / f".{target.name}.{secrets.token_hex(6)}{TEMP_SUFFIX}"
+    recognisable after a crash. ``os.urandom(6).hex()`` is ``secrets.token_hex(6)``
+    without importing ``secrets`` (and hashlib) at every command's start."""
+    return target.parent / f".{target.name}.{os.urandom(6).hex()}{TEMP_SUFFIX}"
 
 
 def _open_temp(target: Path, mode: int, dir_fd: int | None) -> tuple[int, Path]:

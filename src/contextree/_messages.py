@@ -15,12 +15,10 @@ import msgspec
 from .markers import (
     Kind,
     Marker,
-    ShellMeta,
-    TruncationRecord,
+    ResultViews,
     kind_of,
     marker_for,
     marker_of,
-    truncation_of,
 )
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -149,7 +147,7 @@ class Usage(msgspec.Struct, _Extras, kw_only=True, forbid_unknown_fields=True, d
         return self.input + self.cache_read + self.cache_write
 
 
-class Message(msgspec.Struct, _Extras, **_STRUCT):
+class Message(msgspec.Struct, _Extras, ResultViews, **_STRUCT):
     """One message of a conversation.
 
     ``meta`` holds contextree's own markers (a compaction summary, a truncated tool result);
@@ -252,16 +250,6 @@ class Message(msgspec.Struct, _Extras, **_STRUCT):
         """The decoded marker of a synthetic message (``CompactionSummaryMarker``...), or
         ``None`` for one that a person or a model wrote."""
         return marker_of(self.meta)
-
-    @property
-    def truncation(self) -> TruncationRecord | None:
-        """How this tool result was cut, or ``None`` if it was not."""
-        return truncation_of(self.meta)
-
-    @property
-    def shell(self) -> ShellMeta | None:
-        """What this shell tool result records (``exit_code``...), or ``None``."""
-        return ShellMeta.of(self.meta)
 
     def marked(self, marker: Marker | Kind, *, content: str | None = None) -> Message:
         """A copy marked as a synthetic message (``marker``, or a bare marker of a ``Kind``),

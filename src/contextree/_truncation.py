@@ -165,61 +165,60 @@ def _cut_line(data: bytes, start: int, end: int, limit: int, keep_end: bool) -> 
     return kept, cut_marker(chars, keep_end=keep_end).encode()
 
 
-def _scan_head(data: bytes, max_lines: int, budget: int, limit: int) -> _Side:
-    """Whole lines from the start while both caps allow (a part of the first if none fit)."""
-    stop = len(data)
-    side = _Side(0, 0)
-    pos, used = 0, 0
-    while pos < stop and side.lines < max_lines:
-        nl = data.find(b"\n", pos)
-        content_end = stop if nl < 0 else nl
-        nxt = stop if nl < 0 else nl + 1
-        kept, marker = _cut_line(data, pos, content_end, limit, keep_end=False)
-        size = len(kept) + len(marker) + (nxt - content_end)
-        if used + size > budget:
-            if side.lines == 0:
-                cut = _align_back(data, pos + min(budget, len(kept)), pos)
-                if cut > pos:
-                    side.pieces.append(data[pos:cut])
-                    side.lines, side.partial, pos = 1, True, cut
-            break
-        if marker:
-            side.note_cut(pos)
-        side.pieces.append(kept + marker + data[content_end:nxt])
-        side.lines += 1
-        used += size
-        pos = nxt
-    side.end = pos
-    return side
+def _scan(data: bytes, lo: int, max_lines: int, budget: int, limit: int, from_end: bool) -> _Side:
+    """Whole lines from one end of ``data[lo:]`` while both caps allow: from the start, or
+    with ``from_end`` from the true end back to ``lo``; a part of the outermost line if none
+    fits.
 
-
-def _scan_tail(data: bytes, floor: int, max_lines: int, budget: int, limit: int) -> _Side:
-    """Whole lines from the end, not before ``floor``; a part of the last if none fit."""
-    end = len(data)
-    side = _Side(end, end)
+    One loop serves both ends because they mirror each other: the window ``data[lo:hi]``
+    still unread shrinks from the end being read, a shortened line keeps the part on the
+    outer side with its cut marker on the inner side, and a newline travels with its line.
+    The direction is a few branches per shown line, never a pass over the whole output.
+    """
+    hi = len(data)
+    side = _Side(hi, hi) if from_end else _Side(lo, lo)
     used = 0
-    while end > floor and side.lines < max_lines:
-        content_end = end - 1 if data[end - 1] == _NL else end
-        nl = data.rfind(b"\n", floor, content_end)
-        start = floor if nl < 0 else nl + 1
-        kept, marker = _cut_line(data, start, content_end, limit, keep_end=True)
-        size = len(marker) + len(kept) + (end - content_end)
-        if used + size > budget:
-            if side.lines == 0:
-                take = min(budget, len(kept) + (end - content_end))
-                cut = _align_forward(data, end - take, end)
-                if cut < end:
-                    side.pieces.append(data[cut:end])
-                    side.lines, side.partial, end = 1, True, cut
+    while lo < hi and side.lines < max_lines:
+        if from_end:
+            content_end = hi - 1 if data[hi - 1] == _NL else hi
+            nl = data.rfind(b"\n", lo, content_end)
+            start, end = (lo if nl < 0 else nl + 1), hi
+        else:
+            nl = data.find(b"\n", lo, hi)
+            start, content_end, end = lo, (hi if nl < 0 else nl), (hi if nl < 0 else nl + 1)
+        if content_end - start <= limit:  # the common case, a line that fits: one slice
+            kept_len, marker = content_end - start, b""
+            piece = data[start:end]
+        else:
+            kept, marker = _cut_line(data, start, content_end, limit, keep_end=from_end)
+            kept_len, newline = len(kept), data[content_end:end]
+            piece = marker + kept + newline if from_end else kept + marker + newline
+        if used + len(piece) > budget:
+            if side.lines == 0:  # not one line fits: its outer part, in whole characters
+                if from_end:  # what lies outside the marker: the kept end and the newline
+                    hi = _align_forward(data, end - min(budget, kept_len + end - content_end), end)
+                    part = data[hi:end]
+                else:  # the kept start (the newline lies past the marker)
+                    lo = _align_back(data, start + min(budget, kept_len), start)
+                    part = data[start:lo]
+                if part:
+                    side.pieces.append(part)
+                    side.lines, side.partial = 1, True
             break
         if marker:
             side.note_cut(start)
-        side.pieces.append(marker + kept + data[content_end:end])
+        side.pieces.append(piece)
         side.lines += 1
-        used += size
-        end = start
-    side.pieces.reverse()
-    side.start = end
+        used += len(piece)
+        if from_end:
+            hi = start
+        else:
+            lo = end
+    if from_end:
+        side.pieces.reverse()
+        side.start = hi
+    else:
+        side.end = lo
     return side
 
 
@@ -229,15 +228,15 @@ def _plan(
     """The head and tail parts to show; the bytes between them are left out."""
     n = len(data)
     if direction == "head":
-        return _scan_head(data, max_lines, max_bytes, limit), _Side(n, n)
+        return _scan(data, 0, max_lines, max_bytes, limit, False), _Side(n, n)
     if direction == "tail":
-        return _Side(0, 0), _scan_tail(data, 0, max_lines, max_bytes, limit)
+        return _Side(0, 0), _scan(data, 0, max_lines, max_bytes, limit, True)
     if total_lines <= max_lines:
-        whole = _scan_head(data, max_lines, max_bytes, limit)
+        whole = _scan(data, 0, max_lines, max_bytes, limit, False)
         if whole.end == n:
             return whole, _Side(n, n)
-    head = _scan_head(data, max_lines - max_lines // 2, max_bytes - max_bytes // 2, limit)
-    tail = _scan_tail(data, head.end, max_lines // 2, max_bytes // 2, limit)
+    head = _scan(data, 0, max_lines - max_lines // 2, max_bytes - max_bytes // 2, limit, False)
+    tail = _scan(data, head.end, max_lines // 2, max_bytes // 2, limit, True)
     return head, tail
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "ListMeta",
     "Marker",
     "ReadMeta",
+    "ResultViews",
     "ShellMeta",
     "ToolMeta",
     "TruncationRecord",
@@ -321,3 +322,22 @@ class GrepMeta(GlobMeta, kw_only=True, frozen=True):
     files: int
     capped: bool
     engine: str
+
+
+class ResultViews:
+    """Mixin: a tool result's ``meta`` read typed (``truncation``, ``shell``), so that a
+    ``ToolResult`` and the tool ``Message`` it becomes answer the same questions the same way.
+    """
+
+    __slots__ = ()
+    meta: dict[str, Any] | None
+
+    @property
+    def truncation(self) -> TruncationRecord | None:
+        """How this tool result was cut, or ``None`` if it was not."""
+        return truncation_of(self.meta)
+
+    @property
+    def shell(self) -> ShellMeta | None:
+        """What this shell tool result records (``exit_code``...), or ``None``."""
+        return ShellMeta.of(self.meta)

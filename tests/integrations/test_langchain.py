@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -317,3 +318,28 @@ def test_a_thread_id_with_a_lone_surrogate_is_an_invalid_argument(tmp_path: Path
     assert state["messages"][-1].content == "Step 0 is done."
     assert len(mirrored(mw, "user-1")) == 2
     assert [p.name for p in tmp_path.glob("*.jsonl")] == (["user-1.jsonl"] if on_disk else [])
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names open files by /proc")
+@pytest.mark.parametrize("durable", [True, False])
+def test_durable_false_writes_the_files_without_syncing_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool) -> None:
+    syncs: list[str] = []  # the files synced under tmp_path (another test's may sync too)
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.startswith(str(tmp_path)):
+            syncs.append(path)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    mw = ContextreeMiddleware(directory=tmp_path, durable=durable)
+    agent = create_agent(ScriptedChat(script=[answer(0)]), tools=[read_file],
+                         middleware=[mw], checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "t"}}
+    state = agent.invoke({"messages": [{"role": "user", "content": "hi"}]}, cfg)["messages"]
+    assert mirrored(mw, "t") == [m.id for m in state]  # written either way
+    assert bool(syncs) is durable  # the file is created and appended to in the turn
+    mw.close()
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 1 + len(state)

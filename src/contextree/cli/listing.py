@@ -20,7 +20,6 @@ A file small enough to be read whole gets exact figures.
 from __future__ import annotations
 
 import os
-import random
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -225,6 +224,8 @@ def _estimate_lines(f: IO[bytes], lo: int, hi: int) -> int:
     a regular line length cannot line up with them), until ``ENOUGH_NEWLINES`` were seen or
     ``MAX_ROUNDS`` were read. Unbiased whatever the mix of line lengths; the places depend
     only on the span, so a file gets the same figure every time."""
+    import random  # here: most listings estimate nothing, and start-up counts
+
     span = hi - lo
     step = span / SAMPLES
     room = max(step - SAMPLE_BYTES, 0)

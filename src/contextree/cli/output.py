@@ -11,19 +11,22 @@ write data exactly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
-from rich.console import Console
-from rich.text import Text
 
-from ..formats import Progress as ProgressFn
 from .terminal import fit, surrogates_escaped, visible, width_of
+
+if TYPE_CHECKING:  # for annotations only: rich and the formats load on use
+    from rich.console import Console
+
+    from ..formats import Progress as ProgressFn
 
 PLAIN_WIDTH = 100  # columns a line may take when the output is piped
 PROGRESS_MIN_BYTES = 8 << 20
@@ -37,12 +40,35 @@ class CommandFailed(Exception):
     """The command could not do its job (exit code 1), said in one line."""
 
 
+def _surely_plain() -> bool:
+    """True when rich could not see a terminal either: stdout is no tty (or cannot say) and
+    neither ``TTY_COMPATIBLE`` nor ``FORCE_COLOR`` says otherwise (the checks rich makes first).
+    A piped command so decides without importing ``rich.console``, the largest import a piped
+    ``ls`` would make; every other case is left to rich."""
+    if "TTY_COMPATIBLE" in os.environ or "FORCE_COLOR" in os.environ:
+        return False
+    isatty = getattr(sys.stdout, "isatty", None)
+    try:
+        return isatty is None or not isatty()
+    except ValueError:  # a closed stream, which rich takes for no terminal as well
+        return True
+
+
 class Out:
-    """Where a command writes: styled lines and tables on a terminal, plain ones otherwise."""
+    """Where a command writes: styled lines and tables on a terminal, plain ones otherwise.
+
+    The rich console is built on first use, so plain (piped) output never imports rich.
+    """
 
     def __init__(self) -> None:
-        self.console = Console(highlight=False, soft_wrap=True)
-        self.rich = self.console.is_terminal
+        self.rich = not _surely_plain() and self.console.is_terminal
+
+    @functools.cached_property
+    def console(self) -> Console:
+        """The rich console writing to stdout (built, and rich imported, when first asked)."""
+        from rich.console import Console
+
+        return Console(highlight=False, soft_wrap=True)
 
     @property
     def width(self) -> int:
@@ -53,6 +79,8 @@ class Out:
         """One line; tabs are kept, every other control character is made visible."""
         text = visible(text, tabs=True)
         if self.rich:
+            from rich.text import Text
+
             self.console.print(Text(text, style=style or ""))
         else:
             typer.echo(text)
@@ -60,6 +88,8 @@ class Out:
     def styled(self, parts: Sequence[tuple[str, str | None]]) -> None:
         """One line made of differently styled pieces (each made visible)."""
         if self.rich:
+            from rich.text import Text
+
             text = Text()
             for piece, style in parts:
                 text.append(visible(piece), style=style or "")
@@ -188,6 +218,7 @@ def progress_bar(description: str, total: int,
     if total < minimum or not stderr_is_terminal():
         yield None
         return
+    from rich.console import Console
     from rich.progress import (  # on use: most commands draw no bar
         BarColumn,
         DownloadColumn,

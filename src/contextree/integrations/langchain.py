@@ -488,6 +488,12 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     a contextree model, then the offline digest). ``summary_role`` is the role the compaction
     summary is sent as (``"system"``, or ``"user"`` for providers that take system text only
     at the start).
+
+    ``durable`` (the sessions this middleware opens from a path or ``directory=``): every write
+    is synced to the disk (``fdatasync``) before the hook returns, so a crash loses nothing the
+    agent went on from. ``False`` leaves the flushing to the operating system, as an
+    in-memory checkpointer does, and spares each new message the device's sync time; a crash
+    of the machine may then lose the last messages (never the file's consistency).
     """
 
     def __init__(
@@ -502,6 +508,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         model: Model | BaseChatModel | None = None,
         counter: TokenCounter | None = None,
         summary_role: Literal["system", "user"] = "system",
+        durable: bool = True,
     ) -> None:
         super().__init__()
         if session is not None and directory is not None:
@@ -512,6 +519,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
                                          else model)
         self.summary_role = summary_role
         self.directory = Path(directory) if directory is not None else None
+        self.durable = durable
         self.last_compaction: CompactionResult | None = None
         """What the latest compaction run did."""
         self._lock = threading.Lock()
@@ -520,7 +528,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         if isinstance(session, Session):
             self._single = _Conversation(session, summary_role)
         elif session is not None:
-            self._single = _Conversation(Session.open_or_create(session), summary_role)
+            self._single = _Conversation(Session.open_or_create(session, durable=durable),
+                                         summary_role)
 
     # -- sessions ----------------------------------------------------------------------------
     def session_for(self, thread_id: str | None = None) -> Session:
@@ -546,7 +555,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
             if conv is None:
                 if self.directory is not None:
                     name = urllib.parse.quote(key, safe="") + ".jsonl"
-                    session = Session.open_or_create(self.directory / name)
+                    session = Session.open_or_create(self.directory / name,
+                                                     durable=self.durable)
                 else:
                     session = Session.in_memory()
                 conv = self._threads[key] = _Conversation(session, self.summary_role)

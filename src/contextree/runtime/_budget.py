@@ -9,7 +9,7 @@ from .._pricing import cost_of, table_cost, usd
 from .._stats import tally
 from ..errors import InvalidArgument
 from ..tokens import EstimateCounter, TokenCounter, count_context
-from ._builder import App
+from ._builder import App, require_non_negative
 from ._env import Env
 from ._events import BudgetPayload, Event, StopReason
 
@@ -52,10 +52,8 @@ class Budget:
             raise InvalidArgument("Budget: give max_cost (USD) or max_tokens, or both")
         if per not in ("turn", "session"):
             raise InvalidArgument(f"Budget: per must be 'turn' or 'session', got {per!r}")
-        for name, value in (("max_cost", max_cost), ("max_tokens", max_tokens),
-                            ("reserve_output", reserve_output)):
-            if value is not None and not value >= 0:
-                raise InvalidArgument(f"Budget: {name} must be 0 or more, got {value!r}")
+        require_non_negative("Budget", max_cost=max_cost, max_tokens=max_tokens,
+                             reserve_output=reserve_output)
         self.app = app
         self.max_cost = max_cost
         self.max_tokens = max_tokens

@@ -132,6 +132,15 @@ def _placeholder(env: Env) -> Env:
                           "the stack with agent.start()")
 
 
+def require_non_negative(owner: str, unit: str = "", **values: float | None) -> None:
+    """Refuse any of ``values`` below 0, or NaN (``None``: not given), naming ``owner`` and
+    the option (``"Retry: max_delay must be 0 or more seconds, got -1"``): the one check
+    that the middleware taking amounts (``Budget``, ``Retry``) share."""
+    for name, value in values.items():
+        if value is not None and not value >= 0:
+            raise InvalidArgument(f"{owner}: {name} must be 0 or more{unit}, got {value!r}")
+
+
 def check_options(middleware: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> None:
     """Refuse options ``middleware(app, *args, **kwargs)`` would not accept, naming those it

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -363,5 +362,6 @@ def _existing(path: StrPath) -> Path:
 
 
 def _backup_path(target: Path) -> Path:
+    """A fresh name beside ``target`` for its backup (random part as in ``_files.temp_path``)."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return target.with_name(f"{target.name}.bak-{stamp}-{secrets.token_hex(4)}")
+    return target.with_name(f"{target.name}.bak-{stamp}-{os.urandom(4).hex()}")

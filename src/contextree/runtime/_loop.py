@@ -9,7 +9,7 @@ import orjson
 
 from .._messages import Message
 from ..errors import InvalidArgument, ModelError
-from ._builder import App
+from ._builder import App, require_non_negative
 from ._call import INTERRUPTED_NOTICE
 from ._env import Env
 from ._events import DoomLoopPayload, Event, MaxIterationsPayload, RetryPayload, StopReason
@@ -103,9 +103,7 @@ class Retry:
                  max_delay: float = 60.0, sleep: Callable[[float], object] | None = None) -> None:
         if attempts < 1:
             raise InvalidArgument(f"Retry: attempts must be at least 1, got {attempts}")
-        for name, value in (("base_delay", base_delay), ("max_delay", max_delay)):
-            if not value >= 0:
-                raise InvalidArgument(f"Retry: {name} must be 0 or more seconds, got {value!r}")
+        require_non_negative("Retry", " seconds", base_delay=base_delay, max_delay=max_delay)
         self.app = app
         self.attempts = attempts
         self.base_delay = base_delay

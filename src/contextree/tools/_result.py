@@ -6,13 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contextree.markers import ShellMeta, TruncationRecord, truncation_of
+from contextree.markers import ResultViews
 
 __all__ = ["ToolResult", "to_result"]
 
 
 @dataclass
-class ToolResult:
+class ToolResult(ResultViews):
     """What a tool returns: text for the model, an error flag, and metadata for the runtime.
 
     ``meta`` holds a truncation record (``TruncationRecord.to_meta()``) when the tool already
@@ -24,16 +24,6 @@ class ToolResult:
     content: str
     is_error: bool = False
     meta: dict[str, Any] | None = None
-
-    @property
-    def truncation(self) -> TruncationRecord | None:
-        """How the tool cut its output, or ``None`` if it did not."""
-        return truncation_of(self.meta)
-
-    @property
-    def shell(self) -> ShellMeta | None:
-        """What a shell result records (``exit_code``...), or ``None``."""
-        return ShellMeta.of(self.meta)
 
 
 def to_result(value: object) -> ToolResult:
