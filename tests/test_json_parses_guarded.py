@@ -20,6 +20,8 @@ SAFE = {
     "integrations/openai_agents.py": "_dumps reads back the text json.dumps just wrote",
     "storage/_repair.py": "reads back one JSON string literal that a regex matched",
     "storage/_index.py": "typed decoders of flat structs (an index's head and records)",
+    "_stats.py": "a typed skeleton of a session line; RecursionError falls back to decode_line",
+    "formats/_claude_code.py": "reads back its own spool: entries parse_json already bounded",
 }
 
 

@@ -373,7 +373,7 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
         out.extend(map(from_columns, range(len(out), k)))
         try:
             facts = _FACTS.decode(line)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):  # the whole-entry path says what is wrong
             raise _Stale from None
         if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != parent_id(k):
             raise _Stale
