@@ -40,7 +40,10 @@ def shared_prefix(ids: list[str]) -> tuple[str, list[str]]:
 
 
 def unique_prefix(ids: list[str], entry: str, everything: list[str]) -> str:
-    for n in range(1, len(entry) + 1):
+    """A prefix of ``entry`` that no other id starts with, of 6 characters at least: the
+    test appends more entries (random ids) after choosing it, and a shorter one would
+    become ambiguous 1 time in 16 or so."""
+    for n in range(6, len(entry) + 1):
         if sum(e.startswith(entry[:n]) for e in everything) == 1:
             return entry[:n]
     return entry
