@@ -93,7 +93,8 @@ def test_version_and_help_import_no_command(argv: list[str]) -> None:
 
 def test_ls_of_an_empty_directory_imports_only_what_ls_needs(tmp_path: Path) -> None:
     loaded = _loaded_after(_command("ls", str(tmp_path)))
-    assert "contextree.cli.commands_read" in loaded
+    assert "contextree.cli.commands_ls" in loaded
+    assert "contextree.cli.commands_read" not in loaded  # ls has its own light module
     assert not loaded & set(NOT_FOR_LS), sorted(loaded & set(NOT_FOR_LS))
 
 

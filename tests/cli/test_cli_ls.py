@@ -11,10 +11,10 @@ from pathlib import Path
 import orjson
 
 from contextree import Message, Session
-from contextree.cli.listing import COUNT_WHOLE, SCAN_BYTES
 from contextree.cli.output import PLAIN_WIDTH
 from contextree.cli.terminal import width_of
 from contextree.entries import SessionHeader, encode_line, now
+from contextree.storage._describe import COUNT_WHOLE, SCAN_BYTES
 from helpers import run, run_json
 
 
@@ -43,7 +43,7 @@ def write_big(path: Path, megabytes: int, *, name_at_start: str | None = None,
 PEAK = textwrap.dedent("""
     import json, resource, sys
     from pathlib import Path
-    from contextree.cli.listing import describe
+    from contextree.storage._describe import describe
     describe(Path(sys.argv[1] + ".small"))  # warm up: imports and first allocations
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     listing = describe(Path(sys.argv[1]))

@@ -63,8 +63,8 @@ COMMANDS: dict[str, Lazy] = {
     "demo": Lazy("commands_demo", "Run a real agent loop offline (scripted model, real "
                  "tools): truncation, compaction, a branch and a label; then print the "
                  "tree, the stats and the model's context."),
-    "ls": Lazy("commands_read", "List the sessions under DIR (or in a PostgreSQL database), "
-               "newest activity first."),
+    "ls": Lazy("commands_ls", "List the sessions under WHERE (a directory, a PostgreSQL "
+               "database or another catalog), newest activity first."),
     "tree": Lazy("commands_read", "Print the entry tree: branch points, labels, compactions, "
                  "branch summaries, and the current leaf (<- leaf)."),
     "show": Lazy("commands_read", "Show the path from the root to an entry, or (--context) "

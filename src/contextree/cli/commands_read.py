@@ -1,4 +1,5 @@
-"""Read-only commands: ``ls``, ``tree``, ``show``, ``stats``, ``verify`` (each with ``--json``)."""
+"""Read-only commands on one session: ``tree``, ``show``, ``stats``, ``verify`` (each with
+``--json``)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,10 @@ from ..entries import MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..runtime import is_flat_log, verify_log
-from ..storage import Address
-from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter, count_context
 from .app import command
-from .listing import NAME_WIDTH, scan, utc_stamp, when
-from .listing import rows as listing_rows
-from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
+from .output import Out, clip, emit_json, human_size, progress_bar, short_id
 from .render import (
     TipsOnDemand,
     TreeLine,
@@ -39,7 +36,6 @@ from .sessions import (
     address_of,
     open_session,
     open_storage_of,
-    require_directory,
     require_regular_file,
     resolve_entry,
 )
@@ -52,71 +48,6 @@ MIN_TEXT = 16  # columns an entry's text keeps in a tree line before the notes g
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file.",
                                          show_default=False)]
-
-
-# -- ls ------------------------------------------------------------------------------------
-
-@command("ls")
-def ls_command(
-    where: Annotated[str, typer.Argument(metavar="DIR", help="Where to look (recursively), "
-                                         "or a postgresql:// URL.")] = ".",
-    as_json: JsonOpt = False,
-) -> None:
-    """List the sessions under DIR (or in a PostgreSQL database), newest activity first.
-
-    Each file is read in bounded memory: its header, its tail and a few samples for the
-    entry count (marked ≈ when estimated); a name set before the tail is found by a byte
-    search backwards through the file."""
-    address = address_of(where)
-    if not address.is_file:
-        _ls_database(address, as_json)
-        return
-    directory = Path(address.where)
-    if directory.is_file():
-        raise UsageProblem(f"{directory}: this is a session file, not a directory; `ls` lists "
-                           f"the sessions in a directory (`contextree stats {directory}` "
-                           "describes one)")
-    require_directory(directory, "`ls` lists the sessions in a directory")
-    if not directory.is_dir():
-        raise SessionNotFound("no such directory", path=str(directory))
-    found, other = scan(directory)
-    if as_json:
-        emit_json([s.to_dict() for s in found])
-        return
-    out = Out()
-    if not found:
-        out.line(f"no contextree sessions under {directory}")
-    else:
-        out.table(["path", "name", "id", "created", "last activity", "entries", "size"],
-                  listing_rows(found, directory), right=(5, 6))
-    if other:
-        out.line(f"({len(other)} other .jsonl files are not contextree sessions; "
-                 "`contextree import auto FILE` converts other agents' sessions)", "dim")
-
-
-def _ls_database(address: Address, as_json: bool) -> None:
-    if not isinstance(address.backend, PostgresBackend):
-        raise UsageProblem(f"`contextree ls` lists directories and PostgreSQL databases, "
-                           f"not {address.scheme}:// targets")
-    from ..storage.postgres import list_sessions
-
-    base = address.where
-    found = sorted(list_sessions(base), key=lambda r: (utc_stamp(r.last_activity), r.id),
-                   reverse=True)  # newest activity first, as for files
-    if as_json:
-        emit_json([{"url": f"{base}#{r.id}", "id": r.id, "name": r.name,
-                    "created": utc_stamp(r.header.created_at),
-                    "last_activity": utc_stamp(r.last_activity), "entries": r.entry_count,
-                    "leaf_id": r.leaf_id} for r in found])
-        return
-    out = Out()
-    if not found:
-        out.line(f"no contextree sessions in {base}")
-        return
-    out.table(["id", "name", "created", "last activity", "entries"],
-              [[r.id, fit(visible(r.name or ""), NAME_WIDTH), when(utc_stamp(r.header.created_at)),
-                when(utc_stamp(r.last_activity)), str(r.entry_count)] for r in found],
-              right=(4,))
 
 
 # -- tree ----------------------------------------------------------------------------------

@@ -195,6 +195,21 @@ def one_line(message: str) -> str:
     return visible(" ".join(str(message).split()))
 
 
+def count_option(text: str | None, option: str = "--limit") -> int | None:
+    """A positive whole number given as text (``--limit 20``), or a usage error. Options
+    typed ``str`` skip Typer's pydantic coercion, which costs a short command most of its
+    time (see ``app.plain_values``)."""
+    if text is None:
+        return None
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise UsageProblem(f"{option} takes a whole number of at least 1, not {text!r}")
+    return value
+
+
 def warn(message: str) -> None:
     """Print ``warning: <message>`` on stderr."""
     typer.echo(f"warning: {one_line(message)}", err=True)

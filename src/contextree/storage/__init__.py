@@ -16,23 +16,34 @@ from ._backends import (
     Backend,
     Target,
     create_storage,
+    open_catalog,
     open_storage,
     register_backend,
     resolve,
 )
 from ._base import LabelBook, Outline, Storage, StorageHealth, TreeIndex
+from ._catalog import (
+    Catalog,
+    CatalogListing,
+    Query,
+    SessionInfo,
+    Unlisted,
+    file_name_for,
+    key_to_session_id,
+)
+from ._catalog_dir import DirectoryCatalog
 from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
-from ._memory import MemoryStorage
+from ._memory import MemoryCatalog, MemoryStorage
 from ._repair import RepairReport, repair
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStorage  # noqa: F401 (loaded on use by __getattr__)
+    from .postgres import PostgresCatalog, PostgresStorage  # noqa: F401 (loaded on use)
 
 
 def __getattr__(name: str) -> Any:
     # PostgreSQL support needs the optional psycopg: import it only when asked for (so it is
     # not in __all__, and `from contextree.storage import *` works without the extra).
-    if name in ("PostgresStorage", "create_schema", "list_sessions"):
+    if name in ("PostgresCatalog", "PostgresStorage", "create_schema", "list_sessions"):
         from . import postgres
 
         return getattr(postgres, name)
@@ -42,18 +53,28 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Address",
     "Backend",
+    "Catalog",
+    "CatalogListing",
+    "DirectoryCatalog",
     "JsonlStorage",
     "LabelBook",
+    "MemoryCatalog",
     "MemoryStorage",
     "Outline",
+    "Query",
     "RepairReport",
+    "SessionInfo",
     "Storage",
     "StorageHealth",
     "Target",
     "TornLineWarning",
     "TreeIndex",
+    "Unlisted",
     "clean_temp_files",
     "create_storage",
+    "file_name_for",
+    "key_to_session_id",
+    "open_catalog",
     "open_storage",
     "register_backend",
     "repair",

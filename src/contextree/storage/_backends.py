@@ -14,12 +14,16 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from ..entries import AnyEntry, SessionHeader
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, SessionNotFound
 from ._base import Storage, check_session_id
+from ._catalog import Catalog
+from ._catalog_dir import DirectoryCatalog
 from ._jsonl import JsonlStorage
+from ._memory import memory_catalog
 
 __all__ = [
     "Address",
@@ -27,6 +31,7 @@ __all__ = [
     "Target",
     "accepted_forms",
     "create_storage",
+    "open_catalog",
     "open_storage",
     "register_backend",
     "resolve",
@@ -56,7 +61,8 @@ class Address:
 
 
 class Backend(Protocol):
-    """What the table maps a scheme to: how to open and create sessions at its addresses."""
+    """What the table maps a scheme to: how to open and create sessions at its addresses,
+    and the catalog of the sessions kept at one (``catalog``)."""
 
     def address(self, target: str, scheme: str | None) -> Address:
         """Parse a target of this backend (``scheme`` is ``None`` for a file path)."""
@@ -69,6 +75,11 @@ class Backend(Protocol):
     def create(self, address: Address, header: SessionHeader, entries: Sequence[AnyEntry],
                *, durable: bool) -> Storage:
         """A new session at ``address`` holding ``entries``, all at once or not at all."""
+        ...
+
+    def catalog(self, address: Address, *, create: bool) -> Catalog:
+        """The sessions kept where ``address`` points (a directory, a database...); with
+        ``create``, make that place first if the backend can."""
         ...
 
 
@@ -86,6 +97,49 @@ class JsonlBackend:
                *, durable: bool) -> Storage:
         """A new session at ``address`` holding ``entries``, all at once or not at all."""
         return JsonlStorage.create(address.where, header, entries, durable=durable)
+
+    def catalog(self, address: Address, *, create: bool) -> Catalog:
+        """The session files under the directory ``address`` names."""
+        root = Path(address.where)
+        if create:
+            root.mkdir(parents=True, exist_ok=True)
+        elif not root.is_dir():
+            what = "a file, not a directory" if root.exists() else "no such directory"
+            raise SessionNotFound(f"{what}: a catalog of session files is a directory",
+                                  path=address.where)
+        return DirectoryCatalog(root)
+
+
+class MemoryBackend:
+    """``memory://NAME#SESSION_ID``: sessions held by this process, by catalog name."""
+
+    def address(self, target: str, scheme: str | None) -> Address:
+        rest = target.split("://", 1)[1]
+        name, _, session_id = rest.partition("#")
+        if not name:
+            raise InvalidArgument(f"{target!r}: name the memory catalog, memory://NAME")
+        return Address(self, f"memory://{name}", session_id or None, scheme)
+
+    def open(self, address: Address, *, readonly: bool, durable: bool) -> Storage:
+        if address.session_id is None:
+            raise InvalidArgument("the URL names no session: add #SESSION_ID")
+        return self.catalog(address, create=True).open(address.session_id, readonly=readonly)
+
+    def create(self, address: Address, header: SessionHeader, entries: Sequence[AnyEntry],
+               *, durable: bool) -> Storage:
+        _same_id(address, header)
+        return self.catalog(address, create=True).create(header, entries)
+
+    def catalog(self, address: Address, *, create: bool) -> Catalog:
+        """The process-wide memory catalog of that name."""
+        return memory_catalog(address.where.split("://", 1)[1])
+
+
+def _same_id(address: Address, header: SessionHeader) -> None:
+    if address.session_id is not None and address.session_id != header.id:
+        raise InvalidArgument(f"the URL names session {address.session_id!r} but "
+                              f"the session's id is {header.id!r}; leave #... off the URL "
+                              "and it is stored under the session's id")
 
 
 class PostgresBackend:
@@ -108,11 +162,14 @@ class PostgresBackend:
                *, durable: bool) -> Storage:
         from .postgres import PostgresStorage
 
-        if address.session_id is not None and address.session_id != header.id:
-            raise InvalidArgument(f"the URL names session {address.session_id!r} but "
-                                  f"the session's id is {header.id!r}; leave #... off the URL "
-                                  "and it is stored under the session's id")
+        _same_id(address, header)
         return PostgresStorage.create(address.where, header, entries, durable=durable)
+
+    def catalog(self, address: Address, *, create: bool) -> Catalog:
+        """Every session in the database (its schema must exist: ``contextree db init``)."""
+        from .postgres import PostgresCatalog
+
+        return PostgresCatalog(address.where)
 
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -138,6 +195,7 @@ def register_backend(scheme: str, backend: Backend) -> None:
 
 register_backend("postgresql", PostgresBackend())
 register_backend("postgres", _BACKENDS["postgresql"])
+register_backend("memory", MemoryBackend())
 
 
 def accepted_forms() -> str:
@@ -210,3 +268,26 @@ def create_storage(target: Target | Address, header: SessionHeader,
     """
     address = target if isinstance(target, Address) else resolve(target)
     return address.backend.create(address, header, list(entries), durable=durable)
+
+
+def open_catalog(where: Target | Catalog = ".", *, create: bool = False) -> Catalog:
+    """The catalog of the sessions kept at ``where``: a directory, ``postgresql://host/db``,
+    ``memory://NAME``, a registered scheme, or a ready ``Catalog`` (returned as it is).
+    ``create`` makes the directory first (an integration's own folder); commands never do.
+    A backend registered without a ``catalog`` method is refused, saying what to add."""
+    if not isinstance(where, str | os.PathLike):
+        if all(hasattr(type(where), n) for n in ("list", "get", "open", "create", "delete")):
+            return where
+        raise InvalidArgument(f"expected a directory, a URL or a Catalog; got a "
+                              f"{type(where).__name__}")
+    address = resolve(where)
+    if address.session_id is not None:
+        raise InvalidArgument(f"{os.fspath(where)!r} names one session (#{address.session_id}); "
+                              "a catalog is the place that holds sessions: leave #... off")
+    make = getattr(address.backend, "catalog", None)
+    if make is None:
+        raise InvalidArgument(f"the backend registered for {address.scheme}:// has no "
+                              "catalog: give it a catalog(address, *, create) method that "
+                              "returns a contextree.storage.Catalog")
+    catalog: Catalog = make(address, create=create)
+    return catalog

@@ -7,12 +7,14 @@ an ``ImportError`` that says so. The parts:
 - ``connection``: pools and connections, the session URL, password-free locations;
 - ``errors``: psycopg errors as contextree errors, in one place;
 - ``storage``: ``PostgresStorage``, one session;
-- ``listing``: ``list_sessions`` and ``delete_session``.
+- ``listing``: ``list_sessions`` and ``delete_session``;
+- ``catalog``: ``PostgresCatalog``, the database as a catalog of sessions by id.
 """
 
 from __future__ import annotations
 
 from ..._public import publish
+from ._catalog import PostgresCatalog
 from ._connection import split_session_url
 from ._driver import Target
 from ._listing import SessionSummary, delete_session, list_sessions
@@ -21,6 +23,7 @@ from ._storage import PostgresStorage
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PostgresCatalog",
     "PostgresStorage",
     "SessionSummary",
     "Target",

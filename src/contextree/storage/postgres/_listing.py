@@ -35,15 +35,23 @@ class SessionSummary:
     last_activity: str = ""
 
 
-def list_sessions(target: Target, *, limit: int | None = None) -> list[SessionSummary]:
-    """Sessions in the database, most recently updated first: one indexed query."""
+def list_sessions(target: Target, *, limit: int | None = None,
+                  prefix: str | None = None) -> list[SessionSummary]:
+    """Sessions in the database, most recently updated first: one indexed query
+    (``prefix``: only those whose id starts with it)."""
+    where_id = ""
+    params: list[object] = []
+    if prefix is not None:
+        where_id = "WHERE s.id LIKE %s "
+        params.append(prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+    params.append(limit)
     with mapped("could not list sessions"), short_lived(target) as conn:
         require_schema(conn)
         rows = conn.execute(
             f"SELECT s.id, s.name, s.created_at, s.updated_at, s.entry_count, s.leaf_id, "
             f"s.header, (SELECT e.line::json ->> 'timestamp' FROM {ENTRIES} e "
             f"WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1) "
-            f"FROM {SESSIONS} s ORDER BY s.updated_at DESC, s.id LIMIT %s", [limit]
+            f"FROM {SESSIONS} s {where_id}ORDER BY s.updated_at DESC, s.id LIMIT %s", params
         ).fetchall()
         where = describe(conn)
     summaries = []
