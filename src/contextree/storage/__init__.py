@@ -29,7 +29,9 @@ from ._catalog import (
     SessionInfo,
     Unlisted,
     file_name_for,
+    filter_sessions,
     key_to_session_id,
+    pick_session,
 )
 from ._catalog_dir import DirectoryCatalog
 from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
@@ -73,9 +75,11 @@ __all__ = [
     "clean_temp_files",
     "create_storage",
     "file_name_for",
+    "filter_sessions",
     "key_to_session_id",
     "open_catalog",
     "open_storage",
+    "pick_session",
     "register_backend",
     "repair",
     "resolve",

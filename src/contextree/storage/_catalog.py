@@ -30,7 +30,9 @@ __all__ = [
     "SessionInfo",
     "Unlisted",
     "file_name_for",
+    "filter_sessions",
     "key_to_session_id",
+    "pick_session",
 ]
 
 NOT_A_SESSION = "not a contextree session (no session header on its first line)"
@@ -190,18 +192,23 @@ class Catalog(Protocol):
         ...
 
 
-def pick(ref: str, candidates: Iterable[SessionInfo], where: str) -> SessionInfo:
+def pick_session(ref: str, candidates: Iterable[SessionInfo], where: str) -> SessionInfo:
     """The session ``ref`` names among ``candidates``: the exact id, else the one id that
     starts with it; ``SessionNotFound`` or an ``InvalidArgument`` listing the candidates."""
     if not isinstance(ref, str) or not ref:
         raise InvalidArgument(f"name a session by its id or an id prefix; got {ref!r}")
+    exact: list[SessionInfo] = []
     prefixed: list[SessionInfo] = []
     for info in candidates:
         if info.id == ref:
-            return info
-        if info.id.startswith(ref):
+            exact.append(info)
+        elif info.id.startswith(ref):
             prefixed.append(info)
-    if len(prefixed) == 1:
+    if len(exact) == 1:
+        return exact[0]
+    if exact:
+        prefixed = exact
+    elif len(prefixed) == 1:
         return prefixed[0]
     if prefixed:
         ids = sorted({p.id for p in prefixed})
@@ -216,7 +223,7 @@ def pick(ref: str, candidates: Iterable[SessionInfo], where: str) -> SessionInfo
                           "them)", path=where)
 
 
-def filtered(infos: Iterable[SessionInfo], query: Query | None, limit: int | None,
+def filter_sessions(infos: Iterable[SessionInfo], query: Query | None, limit: int | None,
              read: Callable[[SessionInfo], Storage]) -> list[SessionInfo]:
     """``infos`` that match ``query``, newest activity first, at most ``limit`` of them;
     ``read`` opens one (read-only) for the filters that need it."""

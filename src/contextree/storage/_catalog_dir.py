@@ -14,7 +14,15 @@ from pathlib import Path
 from ..entries import AnyEntry, SessionHeader
 from ..errors import SessionNotFound
 from ._base import Storage, check_session_id
-from ._catalog import CatalogListing, Query, SessionInfo, Unlisted, file_name_for, filtered, pick
+from ._catalog import (
+    CatalogListing,
+    Query,
+    SessionInfo,
+    Unlisted,
+    file_name_for,
+    filter_sessions,
+    pick_session,
+)
 from ._describe import describe, session_files
 from ._jsonl import JsonlStorage
 
@@ -58,7 +66,7 @@ class DirectoryCatalog:
     def list(self, query: Query | None = None, *, limit: int | None = None) -> CatalogListing:
         """Sessions matching ``query``, newest activity first, and what was passed over."""
         listing = self.scan()
-        listing.sessions = filtered(listing.sessions, query, limit, self._read)
+        listing.sessions = filter_sessions(listing.sessions, query, limit, self._read)
         listing.unlisted.sort(key=lambda u: u.where)
         return listing
 
@@ -71,7 +79,7 @@ class DirectoryCatalog:
         own = self._own_file(ref)
         if own is not None:
             return own
-        return pick(ref, self.scan().sessions, self.where)
+        return pick_session(ref, self.scan().sessions, self.where)
 
     def _own_file(self, ref: str) -> SessionInfo | None:
         if not isinstance(ref, str) or not ref:

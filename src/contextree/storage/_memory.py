@@ -11,7 +11,7 @@ from msgspec import UNSET, UnsetType
 from ..entries import AnyEntry, SessionHeader
 from ..errors import SessionExists, SessionNotFound
 from ._base import IndexedStorage, StorageHealth, TreeIndex, check_session_id, settle_parent
-from ._catalog import CatalogListing, Query, SessionInfo, filtered, pick
+from ._catalog import CatalogListing, Query, SessionInfo, filter_sessions, pick_session
 from ._describe import utc_stamp
 
 
@@ -83,13 +83,13 @@ class MemoryCatalog:
         with self._lock:
             stores = dict(self._sessions)
         infos = [self._info(s) for s in stores.values()]
-        return CatalogListing(filtered(infos, query, limit, lambda i: stores[i.id]))
+        return CatalogListing(filter_sessions(infos, query, limit, lambda i: stores[i.id]))
 
     def get(self, ref: str) -> SessionInfo:
         """The session with id ``ref`` (or the one whose id starts with it)."""
         with self._lock:
             stores = list(self._sessions.values())
-        return pick(ref, (self._info(s) for s in stores), self.where)
+        return pick_session(ref, (self._info(s) for s in stores), self.where)
 
     def target(self, session_id: str) -> str:
         """``memory://NAME#SESSION_ID``."""

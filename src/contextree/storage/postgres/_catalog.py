@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from ...entries import AnyEntry, SessionHeader
 from .._base import Storage, check_session_id
-from .._catalog import CatalogListing, Query, SessionInfo, filtered, pick
+from .._catalog import CatalogListing, Query, SessionInfo, filter_sessions, pick_session
 from .._describe import utc_stamp
 from ._connection import redact, split_session_url
 from ._driver import Target
@@ -46,7 +46,7 @@ class PostgresCatalog:
         """Sessions matching ``query``, newest activity first."""
         rows = list_sessions(self._target)
         infos = [self._info(r) for r in rows]
-        return CatalogListing(filtered(infos, query, limit,
+        return CatalogListing(filter_sessions(infos, query, limit,
                                        lambda i: PostgresStorage.open(self._target, i.id,
                                                                       readonly=True)))
 
@@ -54,7 +54,7 @@ class PostgresCatalog:
         """The session with id ``ref`` (or the one whose id starts with it): one query."""
         check_session_id(ref)
         rows = list_sessions(self._target, prefix=ref, limit=6)
-        return pick(ref, (self._info(r) for r in rows), self.where)
+        return pick_session(ref, (self._info(r) for r in rows), self.where)
 
     def target(self, session_id: str) -> str:
         """``URL#SESSION_ID`` (with the URL as given, so that it opens)."""
