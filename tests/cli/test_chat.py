@@ -223,3 +223,49 @@ def test_nothing_a_model_or_a_file_sends_acts_on_the_terminal(oa: OpenAIServer,
         assert raw not in term.raw, (raw, term.raw[-2000:])
     assert re.search(re.escape("notes\\x1b]0;pwned\\x07\\x9b2J.txt"), term.seen)
     assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in term.seen
+
+
+def test_chat_on_a_database_url_starts_resumes_and_keeps_the_session_there(
+        oa: OpenAIServer, tmp_path: Path) -> None:
+    from conformance import fresh_schema_url
+    from contextree.storage import open_catalog
+    from contextree.storage.postgres import create_schema
+    from helpers import as_url, require_postgres
+
+    conninfo, drop = fresh_schema_url(require_postgres())
+    try:
+        create_schema(conninfo)
+        url = as_url(conninfo)
+        oa.reply(completion("First answer."), completion("Second answer."))
+        term = Term(["chat", url], tmp_path, chat_env(oa.base_url, tmp_path))
+        term.ask("hello", r"First answer\.")
+        term.line("/exit")
+        saved = term.expect(r"resume: contextree chat (\S+)\)")
+        assert term.close() == 0
+        resume = re.search(r"resume: contextree chat (\S+)\)", saved).group(1)  # type: ignore[union-attr]
+        assert resume.startswith("postgresql://") and "#" in resume
+        assert not list(tmp_path.glob("postgres*"))  # no directory named after the URL
+        (info,) = open_catalog(url).list().sessions
+        assert resume.endswith("#" + info.id)
+        again = Term(["chat", url + "#" + info.id], tmp_path, chat_env(oa.base_url, tmp_path))
+        again.ask("more", r"Second answer\.")
+        assert again.exit() == 0
+        with Session.open(url + "#" + info.id) as s:
+            said = [m.text for m in s.build_context().messages]
+        assert said == ["hello", "First answer.", "more", "Second answer."]
+    finally:
+        drop()
+
+
+def test_chat_in_a_directory_starts_a_new_session_there(oa: OpenAIServer,
+                                                        tmp_path: Path) -> None:
+    oa.reply(completion("Hi there."))
+    place = tmp_path / "sessions"
+    place.mkdir()
+    term = Term(["chat", str(place)], tmp_path, chat_env(oa.base_url, tmp_path))
+    term.ask("hello", r"Hi there\.")
+    assert term.exit() == 0
+    (made,) = place.glob("*.jsonl")
+    with Session.open(made) as s:
+        assert made.name == f"{s.id}.jsonl"
+        assert [m.text for m in s.build_context().messages] == ["hello", "Hi there."]

@@ -451,9 +451,10 @@ def _describe(call: ToolCall) -> str:
 @command("chat")
 def chat_command(
     file: Annotated[str | None, typer.Argument(
-        metavar="FILE", help="The session to resume (created when missing, in a directory "
-        "that exists); default: a new file in $CONTEXTREE_HOME/chats.", show_default=False)]
-    = None,
+        metavar="TARGET", help="The session to resume: a file (created when missing, in a "
+        "directory that exists) or a URL with #SESSION_ID; or where to start a new one: a "
+        "directory or a postgresql:// URL without #. Default: a new file in "
+        "$CONTEXTREE_HOME/chats.", show_default=False)] = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     window: Annotated[int, typer.Option(help="The model's context window, in tokens.",
@@ -470,7 +471,7 @@ def chat_command(
     session tree underneath (/help inside lists the commands). The model is --model, else
     the one the session recorded."""
     target = file or str(default_session_path())
-    session = _existing(target)
+    session = None if _is_catalog(target) else _existing(target)
     chat: Chat | None = None
     try:
         recorded = session.build_context().model if session is not None else None
@@ -478,7 +479,7 @@ def chat_command(
         if chosen is None:
             raise UsageProblem(NO_MODEL)
         if session is None:  # only now, with a model to talk to, is anything created
-            session = _create(target, default=file is None)
+            session, target = _create(target, default=file is None)
         chat = Chat(session, chosen, target=target, window=window, approve_all=yes,
                     system=system, stream=not no_stream, stdin=sys.stdin, stdout=sys.stdout)
         chat.run()
@@ -486,7 +487,34 @@ def chat_command(
         current = chat.session if chat is not None else session
         if current is not None:
             current.close()
-    print(visible(f"session saved: {chat.target} (resume: contextree chat {chat.target})"))
+    shown = resumable(chat.target)
+    print(visible(f"session saved: {shown} (resume: contextree chat {shown})"))
+
+
+def _is_catalog(target: str) -> bool:
+    """Whether ``target`` names a place that holds sessions (a directory, a database URL
+    without ``#SESSION_ID``) rather than one session."""
+    address = address_of(target)
+    if address.is_file:
+        return Path(target).is_dir()
+    return address.session_id is None
+
+
+def resumable(target: str) -> str:
+    """``target`` as the exit hint prints it: a URL without its password (libpq takes it
+    from PGPASSWORD or ~/.pgpass when the chat is resumed)."""
+    if address_of(target).is_file:
+        return target
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(target)
+    if parts.password is None:
+        return target
+    host = parts.hostname or ""
+    netloc = f"{parts.username}@{host}" if parts.username else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _existing(target: str) -> Session | None:
@@ -497,12 +525,20 @@ def _existing(target: str) -> Session | None:
         return None
 
 
-def _create(target: str, *, default: bool) -> Session:
-    """A new session at ``target``: the default chats directory is made when missing, a
+def _create(target: str, *, default: bool) -> tuple[Session, str]:
+    """A new session at ``target`` and what resumes it. In a catalog (a directory, a
+    database) it gets a new id; the default chats directory is made when missing, a
     directory the user named must exist (no command creates directories)."""
+    if _is_catalog(target):
+        from .._session import new_session_id
+        from .catalogs import open_catalog_of
+
+        catalog, _ = open_catalog_of(target)
+        session_id = new_session_id()
+        new = catalog.target(session_id)
+        return Session.create(new, cwd=str(Path.cwd()), session_id=session_id), new
     if address_of(target).is_file:
         if default:
             Path(target).parent.mkdir(parents=True, exist_ok=True)
         require_parent(target, "choose another FILE")
-    return Session.open_or_create(target, cwd=str(Path.cwd()))
-
+    return Session.open_or_create(target, cwd=str(Path.cwd())), target
