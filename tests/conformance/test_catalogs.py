@@ -299,3 +299,37 @@ def test_catalog_json_rows_are_plain_json(tmp_path: Path) -> None:
     rows = json.loads(run("ls", tmp_path, "--json").stdout)
     assert set(rows[0]) >= {"id", "target", "path", "name", "created", "last_activity",
                             "entries", "size", "cwd"}
+
+
+def test_a_registered_backend_works_for_every_integration_and_chat_targets() -> None:
+    # The same scheme table serves the three integrations: each keeps its sessions in the
+    # user's backend, found by the framework's own key.
+    pytest.importorskip("pydantic_ai")
+    pytest.importorskip("langchain")
+    pytest.importorskip("agents")
+    import asyncio
+
+    from contextree.integrations.langchain import ContextreeMiddleware
+    from contextree.integrations.openai_agents import ContextreeSession
+    from contextree.integrations.pydantic_ai import ContextreeConversationStore
+
+    where = f"shelf://integrations-{uuid.uuid4().hex[:6]}"
+    catalog = open_catalog(where)
+
+    middleware = ContextreeMiddleware(directory=where)
+    session = middleware.session_for("thread-1")
+    session.append_message(ct.Message.user("from langgraph"))
+    assert catalog.get("thread-1").id == session.id == "thread-1"
+
+    agents = ContextreeSession("agents-1", where)
+    asyncio.run(agents.add_items([{"role": "user", "content": "from the agents sdk"}]))
+    assert catalog.get("agents-1").entries >= 1
+
+    store = ContextreeConversationStore(where)
+    try:
+        ids = {s.id for s in catalog.list().sessions}
+        assert {"thread-1", "agents-1"} <= ids
+        assert store.session("nobody") is None
+    finally:
+        store.close()
+        middleware.close()

@@ -62,7 +62,7 @@ from contextree.integrations.pydantic_ai import (
     ContextreeConversationStore,
     ContextreeHistory,
 )
-from helpers import SRC, TESTS, require_postgres
+from helpers import SRC, TESTS, as_url, require_postgres
 
 pytestmark = pytest.mark.anyio
 
@@ -92,7 +92,7 @@ def _pg_url() -> str:
 
     url = require_postgres()
     create_schema(url)
-    return url
+    return as_url(url)  # a conninfo string is refused, as everywhere (see the test below)
 
 
 STORES = ["pydantic-ai-memory", "contextree-memory", "contextree-jsonl", "contextree-postgres"]
@@ -677,5 +677,42 @@ async def test_a_conversation_id_with_a_lone_surrogate_is_an_invalid_argument(
         await store.save(Conversation(conversation_id="chat-1", messages=[req("hi")]))
         loaded = await store.load("chat-1")
         assert loaded is not None and len(loaded.messages) == 1
+    finally:
+        store.close()
+
+
+def test_the_store_takes_what_session_open_takes_and_refuses_what_it_refuses(
+        tmp_path: Path) -> None:
+    # One scheme table: a libpq conninfo string is refused with the same advice as
+    # Session.open gives, a memory:// catalog and a registered backend work.
+    from contextree.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="write it as a URL"):
+        ContextreeConversationStore("host=localhost dbname=x")
+    store = ContextreeConversationStore("memory://pydantic-test")
+    try:
+        store._sync_write_record  # noqa: B018 (the store opened)
+    finally:
+        store.close()
+
+
+def test_a_directory_written_before_the_catalog_still_opens(tmp_path: Path) -> None:
+    # Stores used to name files after the conversation id with a random session id inside.
+    import uuid as _uuid
+
+    from contextree import Message, Session
+    from contextree.integrations.pydantic_ai._backends import header, legacy_file_name
+
+    root = tmp_path / "conversations"
+    root.mkdir()
+    old = root / legacy_file_name("chat 1")
+    with Session.create(old, session_id=str(_uuid.uuid4()),
+                        metadata=header("chat 1", "x").metadata) as s:
+        s.append_message(Message.user("kept"))
+    store = ContextreeConversationStore(root)
+    try:
+        session = store.session("chat 1")
+        assert session is not None
+        assert [m.text for m in session.build_context().messages] == ["kept"]
     finally:
         store.close()

@@ -1,12 +1,16 @@
 """The ids a framework hands an integration (a LangGraph thread, a pydantic-ai conversation)
-name contextree sessions, so they are held to what a session id may be."""
+name contextree sessions, so they are held to what a session id may be, and found in a
+catalog by the same rule everywhere."""
 
 from __future__ import annotations
 
+import os
+
 from ..errors import InvalidArgument
+from ..storage import key_to_session_id, open_catalog, resolve
 from ..storage._base import check_session_id
 
-__all__ = ["checked_id"]
+__all__ = ["checked_id", "session_in"]
 
 
 def checked_id(value: str, what: str) -> str:
@@ -17,3 +21,14 @@ def checked_id(value: str, what: str) -> str:
         return check_session_id(value)
     except InvalidArgument as e:
         raise InvalidArgument(f"{what}: {e}") from None
+
+
+def session_in(place: str | os.PathLike[str], key: str, *, create: bool = True) -> str:
+    """Where the session of a framework's ``key`` (a thread or session id) is kept in
+    ``place``: a catalog (a directory, a URL without ``#SESSION_ID``, any registered scheme)
+    gives ``catalog.target(key_to_session_id(key))``; one session (a file path that is not a
+    directory, a URL with ``#SESSION_ID``) is returned as it is."""
+    address = resolve(place)
+    if address.session_id is not None or (address.is_file and not os.path.isdir(place)):
+        return os.fspath(place)
+    return open_catalog(place, create=create).target(key_to_session_id(key))

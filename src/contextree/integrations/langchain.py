@@ -21,9 +21,10 @@ touched, so it keeps the whole history (a UI can still show everything).
   Messages the view keeps are the state's own message objects, with their thinking /
   reasoning blocks and signatures untouched.
 
-With ``session=`` every thread writes to one contextree session; with ``directory=`` each
-LangGraph thread (``config["configurable"]["thread_id"]``) gets its own JSONL file there;
-with neither, each thread gets an in-memory session.
+With ``session=`` every thread writes to one contextree session; with ``directory=`` (a
+directory, or any catalog URL such as ``postgresql://host/db``) each LangGraph thread
+(``config["configurable"]["thread_id"]``) gets its own session there, found by the thread id
+as every catalog finds sessions; with neither, each thread gets an in-memory session.
 """
 
 from __future__ import annotations
@@ -35,9 +36,7 @@ import json
 import operator
 import os
 import threading
-import urllib.parse
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any, Literal, cast
 
 from .._context import INTERRUPTED, interrupted_result
@@ -49,9 +48,10 @@ from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
+from ..storage import key_to_session_id
 from ..tokens import TokenCounter, count_context
 from ._compaction import CompactionOptions
-from ._ids import checked_id
+from ._ids import checked_id, session_in
 
 try:
     from langchain.agents.middleware import (
@@ -518,7 +518,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         self.summarizer: Model | None = (_Summarizer(model) if isinstance(model, BaseChatModel)
                                          else model)
         self.summary_role = summary_role
-        self.directory = Path(directory) if directory is not None else None
+        self.directory = directory
         self.durable = durable
         self.last_compaction: CompactionResult | None = None
         """What the latest compaction run did."""
@@ -554,8 +554,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
             conv = self._threads.get(key)
             if conv is None:
                 if self.directory is not None:
-                    name = urllib.parse.quote(key, safe="") + ".jsonl"
-                    session = Session.open_or_create(self.directory / name,
+                    session = Session.open_or_create(session_in(self.directory, key),
+                                                     session_id=key_to_session_id(key),
                                                      durable=self.durable)
                 else:
                     session = Session.in_memory()

@@ -45,8 +45,10 @@ from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, M
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
 from ..markers import Kind
 from ..models._base import Model
+from ..storage import key_to_session_id
 from ..tokens import TokenCounter, count_context
 from ._compaction import CompactionOptions
+from ._ids import checked_id, session_in
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
@@ -371,8 +373,10 @@ class _View:
 class ContextreeSession(CompactionOptions):
     """An OpenAI Agents SDK session stored in a contextree session.
 
-    ``target`` is a JSONL path or a ``postgresql://...`` URL (opened, or created with
-    ``session_id`` as its id), a ``contextree.Session``, or ``None`` for memory. ``window``
+    ``target`` is one session (a JSONL path, a URL with ``#SESSION_ID``), a catalog that
+    keeps it under ``session_id`` (a directory, a ``postgresql://`` URL without ``#``, any
+    registered scheme: opened, or created with ``session_id`` as its id), a
+    ``contextree.Session``, or ``None`` for memory. ``window``
     (in tokens) turns on compaction: ``run_compaction`` compacts once the context reaches
     ``compact_at`` of it, down to ``compact_to``, with ``ladder`` (default: clear old tool
     results, drop old turns, then ``Summarize(model)`` if a ``model`` is given, then the
@@ -412,9 +416,9 @@ class ContextreeSession(CompactionOptions):
         elif target is None:
             self.session = Session.in_memory(session_id=session_id)
         else:
-            self._target = target
-            self.session = Session.open_or_create(_session_url(target, session_id),
-                                                  session_id=session_id)
+            self._target = session_in(target, checked_id(session_id, "Agents session id"))
+            self.session = Session.open_or_create(self._target,
+                                                  session_id=key_to_session_id(session_id))
         self.lock = threading.RLock()
         """Held by every operation; hold it to use ``session`` while a run may be going on."""
         self._cache: dict[str, tuple[_Stored, ...]] = {}
@@ -634,9 +638,8 @@ class ContextreeSession(CompactionOptions):
         else:
             target = self._target if self._target is not None else s.location
             s.close()
-            Session.delete(_session_url(target, session_id))
-            self.session = Session.create(_session_url(target, session_id),
-                                          session_id=session_id)
+            Session.delete(target)
+            self.session = Session.create(target, session_id=session_id)  # the same id again
         self._cache.clear()
         self._v = None
 
@@ -733,14 +736,6 @@ def _trim_head(items: list[_Stored]) -> list[_Stored]:
     """A tail of a valid view, without the outputs whose calls were cut off."""
     calls = {s.call_id for s in items if s.type in CALL_OUTPUTS}
     return [s for s in items if not (s.type in OUTPUT_TYPES and s.call_id not in calls)]
-
-
-def _session_url(target: str | os.PathLike[str], session_id: str) -> str | os.PathLike[str]:
-    """A PostgreSQL URL without ``#id`` names the session by ``session_id``."""
-    if isinstance(target, str) and target.startswith(("postgresql://", "postgres://")) \
-            and "#" not in target:
-        return f"{target}#{session_id}"
-    return target
 
 
 async def _settle(awaitable: Awaitable[T]) -> T:

@@ -252,11 +252,16 @@ def filter_sessions(infos: Iterable[SessionInfo], query: Query | None, limit: in
 
 def key_to_session_id(key: str) -> str:
     """A session id for an application's key (a conversation or thread id): the key itself
-    when it is a plain id (letters, digits, ``._-``, at most 128), else a stable hash of it,
-    so that any key has one session and a file name that is safe everywhere."""
-    if isinstance(key, str) and 0 < len(key) <= 128 and key.isascii() and key[0] != "." and (
-            key.replace("-", "").replace("_", "").replace(".", "").isalnum()):
-        return key
+    when it can be one (text of at most 128 characters, no control characters), else a
+    stable hash of it, so that any key has exactly one session. ``file_name_for`` makes any
+    id a safe file name."""
+    if isinstance(key, str) and 0 < len(key) <= 128 and key.isprintable():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return key
     raw = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else repr(key).encode()
     return "k-" + hashlib.sha256(raw).hexdigest()[:40]
 

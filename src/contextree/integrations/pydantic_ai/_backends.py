@@ -1,27 +1,41 @@
-"""Where the store keeps its sessions: a directory of JSONL files, memory, or PostgreSQL."""
+"""Where the store keeps its conversations: any catalog (a directory, PostgreSQL, memory, or a
+registered backend), one session per conversation, found by id.
+
+A conversation's session id is ``key_to_session_id(conversation_id)`` (the id itself when it
+is a plain one, else a hash), and its header names the conversation
+(``metadata["pydantic_ai"]["conversation_id"]``), so that a session that happens to have
+that id but belongs to nobody's conversation is never taken for it. Files written before the
+catalog (named after the conversation, with a random session id) are still found.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import threading
 import uuid
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from ..._session import Session
-from ...entries import AnyEntry, SessionHeader, now
-from ...errors import LeafConflict, SessionNotFound
-from ...storage import MemoryStorage, create_storage
+from ...entries import AnyEntry, CustomEntry, SessionHeader, now
+from ...errors import SessionNotFound
+from ...storage import (
+    Catalog,
+    DirectoryCatalog,
+    MemoryCatalog,
+    file_name_for,
+    key_to_session_id,
+    open_catalog,
+)
 
 if TYPE_CHECKING:
     from ...storage.postgres._driver import Pool
 
 KEY = "pydantic_ai"
+
+Stamp = tuple[int, int] | None  # a file's (mtime_ns, size), None where there is no file
 
 
 def header(conversation_id: str, session_id: str) -> SessionHeader:
@@ -29,83 +43,18 @@ def header(conversation_id: str, session_id: str) -> SessionHeader:
                          metadata={KEY: {"conversation_id": conversation_id}})
 
 
-def conversation_of(h: SessionHeader) -> str | None:
-    """The conversation id a session header names, or ``None`` for other sessions."""
-    meta = (h.metadata or {}).get(KEY)
+def conversation_of(metadata: dict[str, object] | None) -> str | None:
+    """The conversation id a session's header metadata names, or ``None`` for others."""
+    meta = (metadata or {}).get(KEY)
     cid = meta.get("conversation_id") if isinstance(meta, dict) else None
     return cid if isinstance(cid, str) else None
 
 
-class Backend(ABC):
-    """Opens, creates, lists and removes the session of each conversation."""
+def legacy_file_name(cid: str) -> str:
+    """The file name stores wrote before the catalog: the percent-encoded conversation id,
+    or ``~`` and its hash when too long (the session id inside was random)."""
+    import hashlib
 
-    shared = False
-    """Other processes may write its sessions: the leaf is read again before each use."""
-
-    @abstractmethod
-    def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
-        """The conversation's session and whether it is writable, or ``None``."""
-        ...
-
-    def stale(self, cid: str, session: Session) -> bool:
-        """Whether a read-only session no longer shows the stored one."""
-        return False
-
-    @abstractmethod
-    def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
-        """A new session holding ``entries``, created whole or not at all
-        (``SessionExists`` if there is one)."""
-        ...
-
-    def append(self, session: Session, entries: Sequence[AnyEntry], leaf: str | None) -> None:
-        """Append ``entries`` in order; ``LeafConflict`` if the leaf is no longer ``leaf``
-        when the first is written (the others follow it or fail the same way)."""
-        with session.batch():
-            for entry in entries:
-                session.append(entry)
-
-    @abstractmethod
-    def remove(self, cid: str, session: Session, leaf: str | None) -> None:
-        """Delete the conversation's session (``LeafConflict`` if its leaf moved)."""
-        ...
-
-    @abstractmethod
-    def ids(self) -> list[str]:
-        """Every stored conversation's id."""
-        ...
-
-    def close(self) -> None:  # noqa: B027 (optional hook: most backends hold nothing)
-        """Release what the backend holds (nothing by default)."""
-
-
-class MemoryBackend(Backend):
-    def __init__(self) -> None:
-        self._sessions: dict[str, Session] = {}
-
-    def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
-        s = self._sessions.get(cid)
-        return None if s is None else (s, True)
-
-    def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
-        from ...errors import SessionExists
-
-        if cid in self._sessions:
-            raise SessionExists(f"conversation {cid!r} exists", path="memory")
-        s = Session(MemoryStorage(header(cid, cid)))
-        for e in entries:
-            s.append(e)
-        self._sessions[cid] = s
-        return s
-
-    def remove(self, cid: str, session: Session, leaf: str | None) -> None:
-        self._sessions.pop(cid, None)
-
-    def ids(self) -> list[str]:
-        return list(self._sessions)
-
-
-def file_name(cid: str) -> str:
-    """A file name for a conversation id: percent-encoded, or a hash when that is too long."""
     name = quote(cid, safe="")
     if name.startswith("~"):
         name = "%7E" + name[1:]
@@ -114,150 +63,165 @@ def file_name(cid: str) -> str:
     return name + ".jsonl"
 
 
-class JsonlBackend(Backend):
-    """One JSONL file per conversation in a directory (``<conversation id>.jsonl``)."""
+class CatalogBackend:
+    """Opens, creates, lists and removes the session of each conversation in one catalog."""
 
-    def __init__(self, root: Path, *, durable: bool) -> None:
-        self.root = root
+    def __init__(self, catalog: Catalog, *, durable: bool, owned_pool: Pool | None = None):
+        self.catalog = catalog
         self.durable = durable
-        root.mkdir(parents=True, exist_ok=True)
-        self._stamps: dict[int, tuple[int, int] | None] = {}
-
-    def path(self, cid: str) -> Path:
-        return self.root / file_name(cid)
-
-    def _stamp(self, path: Path) -> tuple[int, int] | None:
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
-
-    def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
-        path = self.path(cid)
-        stamp = self._stamp(path)
-        try:
-            s = Session.open(path, readonly=not write, durable=self.durable)
-        except SessionNotFound:
-            return None
-        if conversation_of(s.header) != cid:  # a file that is not this conversation's
-            s.close()
-            return None
-        self._stamps[id(s)] = stamp
-        return s, write
-
-    def stale(self, cid: str, session: Session) -> bool:
-        return self._stamps.get(id(session)) != self._stamp(self.path(cid))
-
-    def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
-        storage = create_storage(self.path(cid), header(cid, str(uuid.uuid4())), entries,
-                                 durable=self.durable)
-        return Session(storage)
-
-    def remove(self, cid: str, session: Session, leaf: str | None) -> None:
-        session.close()
-        Session.delete(self.path(cid))
-
-    def ids(self) -> list[str]:
-        out: list[str] = []
-        for path in sorted(self.root.glob("*.jsonl")):
-            stem = path.name[: -len(".jsonl")]
-            if stem.startswith("~"):  # hashed: the id is in the header
-                try:
-                    with Session.open(path, readonly=True) as s:
-                        cid = conversation_of(s.header)
-                except Exception:
-                    continue
-                if cid is not None:
-                    out.append(cid)
-            else:
-                out.append(unquote(stem))
-        return out
-
-    def record_stamp(self, cid: str) -> tuple[int, int] | None:
-        return self._stamp(self.path(cid))
-
-
-class PostgresBackend(Backend):
-    """Every conversation a session of one PostgreSQL database (its id is the session id)."""
-
-    shared = True
-
-    def __init__(self, target: str | Pool) -> None:
-        from psycopg_pool import ConnectionPool
-
-        from ...storage import postgres as pg
-
-        self._pg = pg
-        self._owned = isinstance(target, str)
-        if isinstance(target, str):
-            self.pool = ConnectionPool(target, min_size=1, max_size=8, open=True,
-                                       kwargs={"autocommit": True}, timeout=30.0)
-        else:
-            self.pool = target
+        self.is_memory = isinstance(catalog, MemoryCatalog)
+        self.files = catalog.root if isinstance(catalog, DirectoryCatalog) else None
+        self.shared = self.files is None and not self.is_memory
+        """Other processes may write its sessions: the leaf is read again before each use."""
+        self._owned_pool = owned_pool
+        self._targets: dict[str, str] = {}  # conversation id -> where its session was found
+        self._stamps: dict[int, Stamp] = {}
         self._lock = threading.Lock()
 
     def open(self, cid: str, *, write: bool) -> tuple[Session, bool] | None:
+        """The conversation's session and whether it is writable, or ``None``."""
+        stamp = self.record_stamp(cid)  # before reading: a save after it makes it stale
+        session = (self._open_file(cid, write) if self.files is not None
+                   else self._open_by_id(cid, write))
+        if session is None:
+            return None
+        with self._lock:
+            moved = self._targets.get(cid) != session.location
+            self._targets[cid] = session.location
+            self._stamps[id(session)] = self.record_stamp(cid) if moved else stamp
+        return session, True if self.shared or self.is_memory else write
+
+    def _open_by_id(self, cid: str, write: bool) -> Session | None:
+        # A database takes no lock: its sessions open writable, each append checked
+        # against the leaf it expects.
         try:
-            storage = self._pg.PostgresStorage.open(self.pool, cid)
+            session = Session(self.catalog.open(key_to_session_id(cid), readonly=False,
+                                                durable=self.durable))
         except SessionNotFound:
             return None
-        s = Session(storage)
-        if conversation_of(s.header) != cid:
-            s.close()
+        return self._if_ours(cid, session)
+
+    def _open_file(self, cid: str, write: bool) -> Session | None:
+        """A directory: the conversation's own file (``<session id>.jsonl``), else the one a
+        store named before the catalog; nothing else is looked through."""
+        assert self.files is not None
+        known = self._targets.get(cid)
+        names = [file_name_for(key_to_session_id(cid)), legacy_file_name(cid)]
+        paths = [Path(known)] if known else []
+        paths += [self.files / n for n in dict.fromkeys(names)]
+        for path in paths:
+            if not path.is_file():
+                continue
+            try:
+                session = Session.open(path, readonly=not write, durable=self.durable)
+            except SessionNotFound:
+                continue
+            if self._if_ours(cid, session) is not None:
+                return session
+        return None
+
+    @staticmethod
+    def _if_ours(cid: str, session: Session) -> Session | None:
+        if conversation_of(session.header.metadata) != cid:  # someone else's session
+            session.close()
             return None
-        return s, True
+        return session
+
+    def stale(self, cid: str, session: Session) -> bool:
+        """Whether a read-only session no longer shows the stored one (files only)."""
+        return self.files is not None and self._stamps.get(id(session)) != self.record_stamp(cid)
+
+    def record_stamp(self, cid: str) -> Stamp:
+        """The (mtime, size) of the conversation's file, ``None`` elsewhere or when gone."""
+        if self.files is None:
+            return None
+        target = self._targets.get(cid) or self.catalog.target(key_to_session_id(cid))
+        try:
+            st = os.stat(target)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
 
     def create(self, cid: str, entries: Sequence[AnyEntry]) -> Session:
-        return Session(self._pg.PostgresStorage.create(self.pool, header(cid, cid), list(entries)))
+        """A new session holding ``entries``, created whole or not at all
+        (``SessionExists`` if there is one)."""
+        storage = self.catalog.create(header(cid, key_to_session_id(cid)), entries,
+                                      durable=self.durable)
+        session = Session(storage)
+        with self._lock:
+            self._targets[cid] = session.location
+        return session
 
     def append(self, session: Session, entries: Sequence[AnyEntry], leaf: str | None) -> None:
-        storage = session.storage
-        assert isinstance(storage, self._pg.PostgresStorage)
+        """Append ``entries`` in order; ``LeafConflict`` if the leaf is no longer ``leaf``
+        when the first is written (each later one is checked against the one before)."""
         expected = leaf
-        # One transaction where the storage offers batches that are (the record and the
-        # messages then land together); each append is checked against the one before anyway.
         with session.batch():
             for entry in entries:
-                storage.append(entry, expected_leaf=expected)
+                session.storage.append(entry, expected_leaf=expected)
                 expected = entry.id
 
     def remove(self, cid: str, session: Session, leaf: str | None) -> None:
-        from ...entries import CustomEntry
-
-        # A tombstone first, under the leaf check: a writer that saved since gets its
-        # conflict, and one that saves after sees the conversation gone.
-        storage = session.storage
-        assert isinstance(storage, self._pg.PostgresStorage)
-        tomb = CustomEntry(f"deleted-{uuid.uuid4().hex[:12]}", leaf, now(),
-                           custom_type=f"{KEY}.deleted")
-        storage.append(tomb, expected_leaf=leaf)
-        session.close()
-        self._pg.delete_session(self.pool, cid)
+        """Delete the conversation's session (``LeafConflict`` if its leaf moved). Where
+        other processes write, a tombstone goes first, under the leaf check: a writer that
+        saved since gets its conflict, and one that saves after sees the conversation gone."""
+        if self.shared:
+            tomb = CustomEntry(f"deleted-{uuid.uuid4().hex[:12]}", leaf, now(),
+                               custom_type=f"{KEY}.deleted")
+            session.storage.append(tomb, expected_leaf=leaf)
+        session_id = session.id
+        location = session.location
+        if not self.is_memory:
+            session.close()
+        with self._lock:
+            self._targets.pop(cid, None)
+        if self.files is not None and Path(location).name != file_name_for(session_id):
+            Session.delete(location)  # a file named the old way
+            return
+        self.catalog.delete(session_id)
 
     def ids(self) -> list[str]:
+        """Every stored conversation's id."""
         out = []
-        for summary in self._pg.list_sessions(self.pool):
-            cid = conversation_of(summary.header)
-            if cid is not None and cid == summary.id:
+        for info in self.catalog.list().sessions:
+            cid = conversation_of(info.metadata)
+            if cid is not None:
                 out.append(cid)
+                if self.files is not None:
+                    with self._lock:
+                        self._targets.setdefault(cid, info.target)
         return out
 
     def close(self) -> None:
-        if self._owned:
-            self.pool.close()
+        """Close the pool the backend opened for a URL (an application's pool is its own)."""
+        if self._owned_pool is not None:
+            self._owned_pool.close()
 
 
-def backend_for(location: str | os.PathLike[str] | Pool | None, *, durable: bool) -> Backend:
+def backend_for(location: str | os.PathLike[str] | Pool | Catalog | None, *,
+                durable: bool) -> CatalogBackend:
+    """The backend of a store's ``location``: ``None``/``":memory:"`` (a private memory
+    catalog), a directory (made when missing), a catalog URL such as ``postgresql://...``
+    (one pool for the store), a ``psycopg_pool.ConnectionPool``, or a ready ``Catalog``."""
     if location is None or location == ":memory:":
-        return MemoryBackend()
-    if isinstance(location, str) and (location.startswith(("postgresql://", "postgres://"))
-                                      or re.match(r"\s*[a-z_]+\s*=", location)):
-        return PostgresBackend(location)  # a URL, or a libpq "key=value" conninfo
+        return CatalogBackend(MemoryCatalog(f"pydantic-ai-{uuid.uuid4().hex[:8]}"),
+                              durable=durable)
+    if isinstance(location, str) and location.startswith(("postgresql://", "postgres://")):
+        from psycopg_pool import ConnectionPool
+
+        from ...storage.postgres import PostgresCatalog
+
+        pool: Pool = ConnectionPool(location, min_size=1, max_size=8, open=True,
+                                    kwargs={"autocommit": True}, timeout=30.0)
+        return CatalogBackend(PostgresCatalog(pool), durable=durable, owned_pool=pool)
     if isinstance(location, str | os.PathLike):
-        return JsonlBackend(Path(location), durable=durable)
-    return PostgresBackend(location)  # a psycopg_pool.ConnectionPool
+        return CatalogBackend(open_catalog(location, create=True), durable=durable)
+    if all(hasattr(type(location), n) for n in ("list", "get", "open", "create", "delete")):
+        return CatalogBackend(location, durable=durable)  # type: ignore[arg-type]
+    from ...storage.postgres import PostgresCatalog
+
+    return CatalogBackend(PostgresCatalog(location), durable=durable)  # type: ignore[arg-type]
 
 
-__all__ = ["Backend", "JsonlBackend", "LeafConflict", "MemoryBackend", "PostgresBackend",
-           "backend_for", "conversation_of", "file_name", "header"]
+__all__ = ["KEY", "CatalogBackend", "backend_for", "conversation_of", "header",
+           "legacy_file_name"]

@@ -42,7 +42,7 @@ from ...entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry, now
 from ...errors import LeafConflict, SessionExists
 from .._ids import checked_id
 from . import _mapping as mp
-from ._backends import Backend, JsonlBackend, backend_for
+from ._backends import CatalogBackend, backend_for
 
 if TYPE_CHECKING:
     from ...storage.postgres._driver import Pool
@@ -79,7 +79,8 @@ class ContextreeConversationStore(ConversationStore):
 
     ``location`` picks the storage: a directory (one JSONL file per conversation, durable on
     every save), a ``postgresql://`` URL or a ``psycopg_pool.ConnectionPool`` (the schema must
-    exist: ``contextree.storage.create_schema(url)``), or ``None`` for memory.
+    exist: ``contextree.storage.create_schema(url)``), ``None`` for memory, or any catalog
+    (``contextree.storage.open_catalog(...)``, a registered backend's included).
 
     The sessions are ordinary contextree sessions: ``session(conversation_id)`` opens one for
     ``tree()``, ``stats()``, ``build_context()`` or the ``contextree`` command line.
@@ -102,7 +103,7 @@ class ContextreeConversationStore(ConversationStore):
         max_open: int = 64,
         offload: bool | None = None,
     ) -> None:
-        self._backend: Backend = backend_for(location, durable=durable)
+        self._backend: CatalogBackend = backend_for(location, durable=durable)
         self._convs: OrderedDict[str, _Conv] = OrderedDict()
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.RLock()
@@ -144,9 +145,7 @@ class ContextreeConversationStore(ConversationStore):
         self.close()
 
     def _ct_is_memory(self) -> bool:
-        from ._backends import MemoryBackend
-
-        return isinstance(self._backend, MemoryBackend)
+        return self._backend.is_memory
 
     # -- contextree access ----------------------------------------------------------------------
     def session(self, conversation_id: str) -> Session | None:
@@ -250,7 +249,7 @@ class ContextreeConversationStore(ConversationStore):
     def _ct_listed(self, cid: str) -> ConversationRecord | None:
         """The record of a conversation for a listing, without keeping its session open."""
         with self._ct_conversation_lock(cid):
-            if cid in self._convs or not isinstance(self._backend, JsonlBackend):
+            if cid in self._convs or self._backend.files is None:
                 return self._sync_read_record(cid)
             stamp = self._backend.record_stamp(cid)
             hit = self._listing.get(cid)
