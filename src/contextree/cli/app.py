@@ -87,6 +87,18 @@ COMMANDS: dict[str, Lazy] = {
                    "<file>.quarantine after a backup of the file is written."),
     "gc": Lazy("commands_edit", "Apply retention to the overflow store (full tool outputs "
                "that truncation saved)."),
+    "du": Lazy("commands_retention", "Bytes each session takes (largest first): the session "
+               "itself, its saved tool outputs, its sidecar files (quarantine, index, lock), "
+               "and the catalog's search index; with totals."),
+    "prune": Lazy("commands_retention", "Delete old sessions with the saved tool outputs only "
+                  "they name; a saved output that a session that stays still names is kept, "
+                  "and a session open for writing is skipped."),
+    "archive": Lazy("commands_retention", "Fold a session, its quarantine file and its saved "
+                    "tool outputs into one compressed file beside it (FILE.archive.zip); "
+                    "`contextree unarchive` restores every byte."),
+    "unarchive": Lazy("commands_retention", "Restore an archived session byte for byte: the "
+                      "session file beside the archive, its saved tool outputs back in the "
+                      "overflow store; then delete the archive."),
     "compact": Lazy("commands_compact", "Compact the current branch: clear old tool results, "
                     "drop old turns, summarize."),
     "import": Lazy("commands_interop", "Read another agent's session (or a provider message "

@@ -11,6 +11,7 @@ import typer
 
 from .._overflow import OverflowStore
 from .._session import Session
+from .._spills import delete_session_and_spills
 from ..runtime import is_flat_log, repair_log
 from ..storage._repair import repair
 from .app import command
@@ -24,7 +25,6 @@ from .sessions import (
     require_regular_file,
     resolve_entry,
 )
-from .spills import delete_session_and_spills
 from .writing import replacing, to_stdout
 
 FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "

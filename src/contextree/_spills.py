@@ -1,4 +1,5 @@
-"""``rm``: delete a session with the tool outputs it spilled, wherever they went.
+"""Whose tool outputs are whose: deleting a session with the spills it owns, wherever they
+went, and finding the spills other sessions still point at (``rm``, ``prune``).
 
 Truncation records where each original output was saved (``saved_path``). A session run with
 its own store (``OverflowStore(dir)``, as the demo does) spills outside the per-user store, so
@@ -23,13 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._files import open_regular_readonly
-from .._limits import parse_json
-from .._overflow import OverflowStore, _session_dirname
-from .._session import Session
-from ..entries import MessageEntry
-from ..storage import open_storage
-from .sessions import open_session
+from ._files import open_regular_readonly
+from ._limits import parse_json
+from ._overflow import OverflowStore, _session_dirname
+from ._session import Session
+from .entries import MessageEntry
+from .storage import open_storage
 
 # ``OverflowStore`` file names: UTC stamp with milliseconds, random hex, label, ``.txt``.
 SPILL_NAME = re.compile(r"\d{8}T\d{9}-[0-9a-f]{10}-[A-Za-z0-9_-]{1,40}\.txt")
@@ -93,7 +93,7 @@ def is_spill_file(path: Path) -> bool:
 def delete_session_and_spills(target: str, store: OverflowStore) -> Removal:
     """Delete the session at ``target`` (see ``Session.delete``), its folder in ``store``
     and every spill file of its own that its entries record (see the module's docstring)."""
-    with open_session(target, readonly=True) as session:
+    with Session.open(target, readonly=True) as session:
         report = Removal(session.id)
         recorded = list(recorded_spills(session))
     if _copies_beside(Path(target), report.session_id):
@@ -123,3 +123,35 @@ def delete_session_and_spills(target: str, store: OverflowStore) -> Removal:
             except OSError:
                 pass  # other files are still there
     return report
+
+
+_SAVED = re.compile(rb'"saved_path":"((?:[^"\\]|\\.)*)"')
+SCAN_CHUNK = 8 << 20
+
+
+def referenced_spills(path: str | os.PathLike[str]) -> set[str]:
+    """Every spill path a session file's lines name (``"saved_path"`` of a truncation
+    record), found by a byte search that parses only the matches: fast enough to run over
+    every session that stays when others are pruned."""
+    found: set[str] = set()
+    try:
+        fd = open_regular_readonly(path)
+    except OSError:
+        return found
+    with open(fd, "rb") as f:
+        carry = b""
+        while True:
+            chunk = f.read(SCAN_CHUNK)
+            if not chunk:
+                break
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1  # whole lines only; the rest waits for the next chunk
+            lines, carry = (data[:cut], data[cut:]) if cut else (b"", data)
+            found.update(_decoded(m) for m in _SAVED.findall(lines))
+        found.update(_decoded(m) for m in _SAVED.findall(carry))
+    return found
+
+
+def _decoded(raw: bytes) -> str:
+    value = parse_json(b'"' + raw + b'"')
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,474 @@
+"""Retention over a catalog: how much space sessions take (``du``), deleting old ones without
+breaking the others (``prune``), and folding one into a single compressed file that
+``unarchive`` restores byte for byte (``archive``).
+
+Nothing here deletes a file the catalog does not know as a session, one of its sidecars
+(quarantine, index, lock) or a spill it owns. A spill another session still names is kept.
+A session open for writing elsewhere is skipped and reported, never deleted under its writer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import time
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ._files import atomic_write, open_regular_readonly
+from ._limits import parse_json
+from ._overflow import OverflowStore, _session_dirname
+from ._spills import delete_session_and_spills, is_spill_file, referenced_spills
+from .errors import InvalidArgument, SessionError, SessionExists, SessionLocked
+from .storage import Catalog, CatalogListing, DirectoryCatalog, SessionInfo, open_catalog
+from .storage._index import index_path
+from .storage._sidecars import quarantine_path
+
+__all__ = [
+    "ARCHIVE_SUFFIX",
+    "Archived",
+    "DiskUsage",
+    "PrunePlan",
+    "PruneReport",
+    "SpaceUsed",
+    "archive",
+    "disk_usage",
+    "parse_age",
+    "plan_prune",
+    "prune",
+    "unarchive",
+]
+
+ARCHIVE_SUFFIX = ".archive.zip"
+MANIFEST = "manifest.json"
+ARCHIVE_FORMAT = "contextree-archive/1"
+
+
+def sidecars(path: str | os.PathLike[str]) -> list[Path]:
+    """The files a session file has beside it that exist: quarantine, index, lock."""
+    out = []
+    for side in (quarantine_path(path), index_path(path), Path(f"{os.fspath(path)}.lock")):
+        if side.is_file() and not side.is_symlink():
+            out.append(side)
+    return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _spill_folder(store: OverflowStore, session_id: str) -> Path:
+    return store.directory / _session_dirname(session_id)
+
+
+def _spill_files(store: OverflowStore, session_id: str) -> list[Path]:
+    folder = _spill_folder(store, session_id)
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return sorted(p for p in folder.iterdir() if is_spill_file(p))
+
+
+# -- du ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpaceUsed:
+    """What one session takes: its own bytes (the file; on a database its lines), its spills
+    in the overflow store, and its sidecars (quarantine, index, lock)."""
+
+    session: SessionInfo
+    session_bytes: int
+    spill_bytes: int
+    spill_files: int
+    sidecar_bytes: int
+
+    @property
+    def total(self) -> int:
+        """All of it."""
+        return self.session_bytes + self.spill_bytes + self.sidecar_bytes
+
+
+@dataclass
+class DiskUsage:
+    """``du`` of a catalog: every session (largest first), the catalog's own files (the
+    search index), and what could not be listed."""
+
+    sessions: list[SpaceUsed] = field(default_factory=list)
+    catalog_bytes: int = 0
+    unlisted: list[Any] = field(default_factory=list)
+
+    @property
+    def totals(self) -> dict[str, int]:
+        """Bytes summed per kind, and in all."""
+        t = {"session": sum(s.session_bytes for s in self.sessions),
+             "spills": sum(s.spill_bytes for s in self.sessions),
+             "sidecars": sum(s.sidecar_bytes for s in self.sessions),
+             "index": self.catalog_bytes}
+        t["total"] = sum(t.values())
+        return t
+
+
+def disk_usage(where: str | os.PathLike[str] | Catalog,
+               store: OverflowStore | None = None) -> DiskUsage:
+    """How much space the sessions of ``where`` take, split by kind (see ``SpaceUsed``)."""
+    catalog = open_catalog(where)
+    store = store or OverflowStore.default()
+    listing = catalog.list()
+    report = DiskUsage(unlisted=listing.unlisted)
+    for info in listing.sessions:
+        spills = _spill_files(store, info.id)
+        side = sidecars(info.target) if isinstance(catalog, DirectoryCatalog) else []
+        own = info.size if info.size is not None else _database_bytes(catalog, info)
+        report.sessions.append(SpaceUsed(info, own, sum(_size(p) for p in spills),
+                                         len(spills), sum(_size(p) for p in side)))
+    report.sessions.sort(key=lambda s: (-s.total, s.session.target))
+    if isinstance(catalog, DirectoryCatalog):
+        hidden = catalog.root / ".contextree"
+        if hidden.is_dir() and not hidden.is_symlink():
+            report.catalog_bytes = sum(_size(p) for p in hidden.rglob("*") if p.is_file())
+    return report
+
+
+def _database_bytes(catalog: Catalog, info: SessionInfo) -> int:
+    """A session's bytes where the listing does not know them: the health of its storage."""
+    try:
+        storage = catalog.open(info.id, readonly=True)
+    except SessionError:
+        return 0
+    try:
+        return storage.health().size or 0
+    finally:
+        storage.close()
+
+
+# -- prune ---------------------------------------------------------------------------------
+
+def parse_age(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``2w`` (or a bare number of days) as a ``timedelta``."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    raw = text.strip().lower()
+    unit = raw[-1:] if raw[-1:] in units else "d"
+    number = raw[:-1] if raw[-1:] in units else raw
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InvalidArgument(f"{text!r} is not an age: write it as 30d, 12h, 90m or 2w")
+    return timedelta(seconds=value * units[unit])
+
+
+@dataclass
+class PrunePlan:
+    """What ``prune`` would delete, and what it keeps and why (session target -> reason)."""
+
+    catalog: Catalog
+    cutoff: str
+    delete: list[SessionInfo] = field(default_factory=list)
+    kept: dict[str, str] = field(default_factory=dict)
+    unlisted: list[Any] = field(default_factory=list)
+
+
+@dataclass
+class PruneReport:
+    """What ``prune`` did: sessions deleted, spill files removed, spills kept because
+    another session names them, and sessions skipped (target -> why)."""
+
+    deleted: list[SessionInfo] = field(default_factory=list)
+    spills_removed: list[str] = field(default_factory=list)
+    spills_kept: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def plan_prune(where: str | os.PathLike[str] | Catalog, *, older_than: timedelta,
+               keep_labeled: bool = False, keep_named: bool = False,
+               now: datetime | None = None) -> PrunePlan:
+    """The sessions of ``where`` whose last activity is older than ``older_than``, less those
+    kept: with ``keep_named`` any session with a name, with ``keep_labeled`` any with a
+    label in force. Nothing is deleted: pass the plan to ``prune``."""
+    catalog = open_catalog(where)
+    moment = (now or datetime.now(UTC)) - older_than
+    cutoff = moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    listing: CatalogListing = catalog.list()
+    plan = PrunePlan(catalog, cutoff, unlisted=listing.unlisted)
+    for info in listing.sessions:
+        if info.last_activity >= cutoff:
+            continue
+        if keep_named and info.name:
+            plan.kept[info.target] = "named"
+            continue
+        if keep_named and not info.name_exact:
+            plan.kept[info.target] = "may have a name (a big file not searched whole)"
+            continue
+        if keep_labeled and _labeled(catalog, info):
+            plan.kept[info.target] = "labeled"
+            continue
+        plan.delete.append(info)
+    return plan
+
+
+def _labeled(catalog: Catalog, info: SessionInfo) -> bool:
+    try:
+        storage = catalog.open(info.id, readonly=True)
+    except SessionError:
+        return True  # cannot tell: keep it
+    try:
+        return bool(storage.labels())
+    finally:
+        storage.close()
+
+
+def prune(plan: PrunePlan, store: OverflowStore | None = None,
+          progress: Callable[[SessionInfo], None] | None = None) -> PruneReport:
+    """Delete what ``plan`` lists, each session with the spills only it names; a spill that
+    a session that stays still names is kept. A session now open for writing is skipped."""
+    store = store or OverflowStore.default()
+    catalog = plan.catalog
+    report = PruneReport()
+    going = {info.target for info in plan.delete}
+    still_named = _spills_named_by_others(catalog, going)
+    for info in plan.delete:
+        if progress is not None:
+            progress(info)
+        try:
+            _delete_one(catalog, info, store, still_named, report)
+        except (SessionLocked, SessionError, OSError) as e:
+            report.skipped[info.target] = str(e)
+    return report
+
+
+def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:
+    """The spill paths named by the sessions of ``catalog`` that are not going."""
+    named: set[str] = set()
+    if isinstance(catalog, DirectoryCatalog):
+        for info in catalog.list().sessions:
+            if info.target not in going:
+                named |= referenced_spills(info.target)
+        return named
+    for info in catalog.list().sessions:
+        if info.target in going:
+            continue
+        try:
+            storage = catalog.open(info.id, readonly=True)
+        except SessionError:
+            continue
+        try:
+            named |= _named_in(storage.entries())
+        finally:
+            storage.close()
+    return named
+
+
+def _named_in(entries: Iterable[Any]) -> set[str]:
+    from .entries import MessageEntry
+
+    out = set()
+    for entry in entries:
+        if isinstance(entry, MessageEntry) and entry.message.truncation is not None:
+            saved = entry.message.truncation.saved_path
+            if saved:
+                out.add(saved)
+    return out
+
+
+def _delete_one(catalog: Catalog, info: SessionInfo, store: OverflowStore,
+                still_named: set[str], report: PruneReport) -> None:
+    shared = [p for p in _spill_files(store, info.id) if str(p) in still_named]
+    if isinstance(catalog, DirectoryCatalog):
+        kept = _set_aside(shared, store)
+        try:
+            removal = delete_session_and_spills(info.target, store)
+        finally:
+            _put_back(kept)
+        report.spills_removed += [p for p in removal.removed if p not in still_named]
+    else:
+        _delete_database_session(catalog, info, store, still_named, report)
+    report.spills_kept += [str(p) for p in shared]
+    report.deleted.append(info)
+
+
+def _set_aside(paths: list[Path], store: OverflowStore) -> list[tuple[Path, Path]]:
+    """Move spills that must stay out of the folder ``rm`` empties (to a hidden name at the
+    top of the store, on the same file system), to put them back after."""
+    import uuid
+
+    moved = []
+    for path in paths:
+        aside = store.directory / f".keep-{uuid.uuid4().hex[:12]}-{path.name}"
+        os.replace(path, aside)
+        moved.append((aside, path))
+    return moved
+
+
+def _put_back(moved: list[tuple[Path, Path]]) -> None:
+    for aside, path in moved:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(aside, path)
+
+
+def _delete_database_session(catalog: Catalog, info: SessionInfo, store: OverflowStore,
+                             still_named: set[str], report: PruneReport) -> None:
+    catalog.delete(info.id)
+    for path in _spill_files(store, info.id):
+        if str(path) in still_named:
+            continue
+        path.unlink(missing_ok=True)
+        report.spills_removed.append(str(path))
+    try:
+        _spill_folder(store, info.id).rmdir()
+    except OSError:
+        pass
+
+
+# -- archive -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Archived:
+    """An archive file and what it holds: the session, and its files with their places."""
+
+    path: Path
+    session_id: str
+    files: dict[str, str]  # member name -> the path it is restored to
+
+
+def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = None,
+            output: str | os.PathLike[str] | None = None) -> Archived:
+    """Fold a session file, its quarantine file and the spills it owns into one compressed
+    file (``<file>.archive.zip`` beside it, or ``output``), then delete the originals.
+    ``unarchive`` puts every byte back where it was. The archive is written and synced
+    before anything is deleted; a session open for writing is refused (``SessionLocked``)."""
+    from ._session import Session
+    from ._spills import recorded_spills
+
+    store = store or OverflowStore.default()
+    path = Path(target)
+    out = Path(output) if output is not None else path.with_name(path.name + ARCHIVE_SUFFIX)
+    if out.exists():
+        raise SessionExists("an archive is already there", path=str(out))
+    with Session.open(path) as session:  # the writer's lock: nobody appends meanwhile
+        session_id = session.id
+        folder = _spill_folder(store, session_id)
+        owned = ({str(p) for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
+                 if folder.is_dir() and not folder.is_symlink() else set())
+        recorded = {str(p) for p in recorded_spills(session)
+                    if p.parent.name == _session_dirname(session_id) and is_spill_file(p)}
+        members = {"session.jsonl": path}
+        quarantine = quarantine_path(path)
+        if quarantine.is_file():
+            members["quarantine"] = quarantine
+        for i, spill in enumerate(sorted(owned | recorded)):
+            members[f"spills/{i:06d}-{Path(spill).name}"] = Path(spill)
+        manifest: dict[str, Any] = {"format": ARCHIVE_FORMAT, "session_id": session_id,
+                                    "archived_at": datetime.now(UTC).isoformat(), "files": {}}
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED,
+                             compresslevel=6) as z:
+            for name, source in members.items():
+                data = _read_exact(source)
+                st = source.stat()
+                manifest["files"][name] = {
+                    "path": str(source.absolute()), "size": len(data),
+                    "sha256": hashlib.sha256(data).hexdigest(), "mode": st.st_mode & 0o7777,
+                    "mtime_ns": st.st_mtime_ns}
+                z.writestr(name, data)
+            import orjson
+
+            z.writestr(MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        try:
+            atomic_write(out, buffer.getvalue(), overwrite=False, durable=True)
+        except FileExistsError:
+            raise SessionExists("an archive is already there", path=str(out)) from None
+        try:  # under the lock; refused while another handle of this process writes
+            session.storage.delete()
+        except BaseException:
+            out.unlink(missing_ok=True)
+            raise
+    for name, source in members.items():
+        if name != "session.jsonl":
+            source.unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # gone already, or something that is not this session's is left there
+    return Archived(out, session_id, {n: manifest["files"][n]["path"] for n in members})
+
+
+def _read_exact(path: Path) -> bytes:
+    fd = open_regular_readonly(path)
+    with open(fd, "rb") as f:
+        return f.read()
+
+
+def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = None) -> Archived:
+    """Restore an archive byte for byte (checked against the manifest's hashes), with each
+    file's mode and modification time, then delete the archive: the session file beside the
+    archive under its own name, its quarantine file beside it, its spills in ``store``'s
+    folder of the session. Only base names are taken from the archive, so a crafted one can
+    put nothing elsewhere; a file already at one of those places is never overwritten
+    (``SessionExists``)."""
+    archive_path = Path(path)
+    store = store or OverflowStore.default()
+    try:
+        z = zipfile.ZipFile(archive_path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise InvalidArgument(f"{archive_path}: not a contextree archive ({e})") from None
+    with z:
+        try:
+            manifest = parse_json(z.read(MANIFEST))
+        except KeyError:
+            raise InvalidArgument(f"{archive_path}: not a contextree archive (no "
+                                  f"{MANIFEST})") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != ARCHIVE_FORMAT:
+            raise InvalidArgument(f"{archive_path}: not a contextree archive of a format "
+                                  f"this version reads ({ARCHIVE_FORMAT})")
+        session_id = manifest.get("session_id")
+        files = manifest.get("files")
+        if not isinstance(session_id, str) or not isinstance(files, dict) or (
+                "session.jsonl" not in files):
+            raise InvalidArgument(f"{archive_path}: its manifest names no session")
+        places = {name: _restore_place(name, meta, archive_path, store, session_id)
+                  for name, meta in files.items()}
+        for place in places.values():
+            if place.exists() or place.is_symlink():
+                raise SessionExists("a file is already where the archive would restore one; "
+                                    "move it away first", path=str(place))
+        contents = {}
+        for name, meta in files.items():
+            data = z.read(name)
+            if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+                raise InvalidArgument(f"{archive_path}: {name} does not match its hash; the "
+                                      "archive is damaged, nothing was restored")
+            contents[name] = data
+    restored: dict[str, str] = {}
+    for name, meta in files.items():
+        place = places[name]
+        place.parent.mkdir(parents=True, exist_ok=True)
+        mode = meta.get("mode") if isinstance(meta.get("mode"), int) else 0o600
+        atomic_write(place, contents[name], mode=mode & 0o700, overwrite=False, durable=True)
+        if isinstance(meta.get("mtime_ns"), int):
+            os.utime(place, ns=(time.time_ns(), meta["mtime_ns"]))
+        restored[name] = str(place)
+    archive_path.unlink()
+    return Archived(archive_path, session_id, restored)
+
+
+def _restore_place(name: str, meta: Any, archive_path: Path, store: OverflowStore,
+                   session_id: str) -> Path:
+    original = meta.get("path") if isinstance(meta, dict) else None
+    base = Path(original).name if isinstance(original, str) else ""
+    if not base or base in (".", "..") or base.startswith("."):
+        raise InvalidArgument(f"{archive_path}: {name!r} has no usable file name")
+    if name == "session.jsonl":
+        return archive_path.with_name(base)
+    if name == "quarantine":
+        return archive_path.with_name(base)
+    if name.startswith("spills/"):
+        return _spill_folder(store, session_id) / base
+    raise InvalidArgument(f"{archive_path}: unknown member {name!r}")
