@@ -277,3 +277,48 @@ def test_prune_on_postgres_deletes_only_old_sessions(tmp_path: Path) -> None:
         assert "new-one" in json.dumps(run_json("du", url, "--store", tmp_path / "store"))
     finally:
         drop()
+
+
+def test_a_session_written_to_after_it_was_chosen_is_kept(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    where = tmp_path / "sessions"
+    where.mkdir()
+    _session(where / "revived.jsonl", store)
+    plan = plan_prune(where, older_than=timedelta(days=30))
+    with ct.Session.open(where / "revived.jsonl") as s:  # the user comes back meanwhile
+        s.append_message(ct.Message.user("still here"))
+    report = prune(plan, store)
+    assert report.deleted == [] and "changed" in report.skipped[str(where / "revived.jsonl")]
+    assert (where / "revived.jsonl").exists()
+
+
+def test_postgres_sweeps_from_two_machines_at_once_and_a_session_that_came_back(
+        tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conformance import fresh_schema_url
+    from contextree.entries import MessageEntry
+    from contextree.storage import open_catalog
+    from contextree.storage.postgres import create_schema
+    from helpers import as_url, require_postgres
+
+    conninfo, drop = fresh_schema_url(require_postgres())
+    try:
+        create_schema(conninfo)
+        url = as_url(conninfo)
+        catalog = open_catalog(url)
+        for i in range(12):
+            catalog.create(SessionHeader(id=f"old-{i:02d}", created_at=OLD),
+                           [MessageEntry("e1", None, OLD,
+                                         message=ct.Message.user("ancient"))]).close()
+        plans = [plan_prune(url, older_than=timedelta(days=30)) for _ in range(2)]
+        with ct.Session.open(url + "#old-05") as s:  # written to after both plans
+            s.append_message(ct.Message.user("back again"))
+        with ThreadPoolExecutor(2) as pool:
+            reports = list(pool.map(lambda p: prune(p, _store(tmp_path)), plans))
+        deleted = [i.id for r in reports for i in r.deleted]
+        assert sorted(deleted) == sorted(f"old-{i:02d}" for i in range(12) if i != 5)
+        assert len(deleted) == len(set(deleted))  # each deleted by one sweep only
+        assert [i.id for i in catalog.list().sessions] == ["old-05"]
+    finally:
+        drop()

@@ -26,6 +26,7 @@ from ._overflow import OverflowStore, _session_dirname
 from ._spills import delete_session_and_spills, is_spill_file, referenced_spills
 from .errors import InvalidArgument, SessionError, SessionExists, SessionLocked
 from .storage import Catalog, CatalogListing, DirectoryCatalog, SessionInfo, open_catalog
+from .storage._describe import describe
 from .storage._index import index_path
 from .storage._sidecars import quarantine_path
 
@@ -282,14 +283,21 @@ def _delete_one(catalog: Catalog, info: SessionInfo, store: OverflowStore,
                 still_named: set[str], report: PruneReport) -> None:
     shared = [p for p in _spill_files(store, info.id) if str(p) in still_named]
     if isinstance(catalog, DirectoryCatalog):
+        now = describe(Path(info.target))
+        if not isinstance(now, SessionInfo) or now.last_activity != info.last_activity or (
+                now.id != info.id):
+            report.skipped[info.target] = "it changed since it was chosen (kept)"
+            return
         kept = _set_aside(shared, store)
         try:
             removal = delete_session_and_spills(info.target, store)
         finally:
             _put_back(kept)
         report.spills_removed += [p for p in removal.removed if p not in still_named]
-    else:
-        _delete_database_session(catalog, info, store, still_named, report)
+    elif not _delete_database_session(catalog, info, store, still_named, report):
+        report.skipped[info.target] = ("written to since it was chosen, or deleted by another "
+                                       "sweep (kept)")
+        return
     report.spills_kept += [str(p) for p in shared]
     report.deleted.append(info)
 
@@ -314,8 +322,17 @@ def _put_back(moved: list[tuple[Path, Path]]) -> None:
 
 
 def _delete_database_session(catalog: Catalog, info: SessionInfo, store: OverflowStore,
-                             still_named: set[str], report: PruneReport) -> None:
-    catalog.delete(info.id)
+                             still_named: set[str], report: PruneReport) -> bool:
+    """Delete a session of a database catalog, only if nothing was written to it since it
+    was listed (checked in the delete itself on PostgreSQL: safe from cron on many machines
+    at once)."""
+    from .storage.postgres import PostgresCatalog
+
+    if isinstance(catalog, PostgresCatalog):
+        if not catalog.delete_unchanged(info):
+            return False
+    else:
+        catalog.delete(info.id)
     for path in _spill_files(store, info.id):
         if str(path) in still_named:
             continue
@@ -325,6 +342,7 @@ def _delete_database_session(catalog: Catalog, info: SessionInfo, store: Overflo
         _spill_folder(store, info.id).rmdir()
     except OSError:
         pass
+    return True
 
 
 # -- archive -------------------------------------------------------------------------------

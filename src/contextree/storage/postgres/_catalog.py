@@ -76,3 +76,8 @@ class PostgresCatalog:
         info = self.get(ref)
         delete_session(self._target, info.id)
         return info
+
+    def delete_unchanged(self, info: SessionInfo) -> bool:
+        """Delete the session only if nothing was appended to it since ``info`` was listed,
+        in one statement (see ``delete_session``); True if it was deleted."""
+        return delete_session(self._target, info.id, entry_count=info.entries)

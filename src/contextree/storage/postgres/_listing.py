@@ -63,9 +63,18 @@ def list_sessions(target: Target, *, limit: int | None = None,
     return summaries
 
 
-def delete_session(target: Target, session_id: str) -> bool:
-    """Delete a session and all its entries (the one exception to append-only); True if found."""
+def delete_session(target: Target, session_id: str, *,
+                   entry_count: int | None = None) -> bool:
+    """Delete a session and all its entries (the one exception to append-only); True if found.
+
+    With ``entry_count``, only if it still holds exactly that many entries, checked in the
+    same statement: a retention sweep run from many machines at once never deletes a session
+    that was written to after it was chosen, and two sweeps never both delete it."""
     with mapped("could not delete the session"), short_lived(target) as conn:
         require_schema(conn)
-        cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s", [session_id])
+        if entry_count is None:
+            cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s", [session_id])
+        else:
+            cur = conn.execute(f"DELETE FROM {SESSIONS} WHERE id = %s AND entry_count = %s",
+                               [session_id, entry_count])
         return cur.rowcount > 0
