@@ -16,7 +16,7 @@ import pytest
 
 import contextree as ct
 from contextree._overflow import OverflowStore
-from contextree._retention import archive, disk_usage, parse_age, plan_prune, prune, unarchive
+from contextree.retention import archive, disk_usage, parse_age, plan_prune, prune, unarchive
 from contextree.entries import LabelEntry, MessageEntry, SessionHeader, new_id
 from contextree.errors import InvalidArgument, SessionExists
 from helpers import one_line_error, run, run_json

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .._overflow import OverflowStore
-from .._retention import (
+from ..retention import (
     ARCHIVE_SUFFIX,
     archive,
     disk_usage,
