@@ -322,3 +322,33 @@ def test_postgres_sweeps_from_two_machines_at_once_and_a_session_that_came_back(
         assert [i.id for i in catalog.list().sessions] == ["old-05"]
     finally:
         drop()
+
+
+def test_archive_a_database_session_and_restore_it_into_a_database(tmp_path: Path) -> None:
+    from conformance import fresh_schema_url
+    from contextree.storage import open_catalog
+    from contextree.storage.postgres import create_schema
+    from helpers import as_url, require_postgres
+
+    conninfo, drop = fresh_schema_url(require_postgres())
+    try:
+        create_schema(conninfo)
+        url = as_url(conninfo)
+        store = _store(tmp_path)
+        with ct.Session.create(url + "#db-one") as s:
+            s.append_message(ct.Message.user("kept in the archive"))
+            s.set_name("db session")
+            saved = store.save("spilled", session_id=s.id, label="shell")
+            lines_before = [e for e in s.entries()]
+        out = tmp_path / "db-one.archive.zip"
+        done = run_json("archive", url + "#db-one", "-o", out, "--store", tmp_path / "store")
+        assert Path(done["archive"]) == out and not saved.exists()
+        assert open_catalog(url).list().sessions == []
+        one_line_error(run("unarchive", out, "--store", tmp_path / "store", code=1),
+                       "--into")
+        back = run_json("unarchive", out, "--into", url, "--store", tmp_path / "store")
+        assert back["session_id"] == "db-one" and saved.read_text() == "spilled"
+        with ct.Session.open(url + "#db-one") as again:
+            assert list(again.entries()) == lines_before and again.name == "db session"
+    finally:
+        drop()

@@ -25,7 +25,14 @@ from ._limits import parse_json
 from ._overflow import OverflowStore, _session_dirname
 from ._spills import delete_session_and_spills, is_spill_file, referenced_spills
 from .errors import InvalidArgument, SessionError, SessionExists, SessionLocked
-from .storage import Catalog, CatalogListing, DirectoryCatalog, SessionInfo, open_catalog
+from .storage import (
+    Catalog,
+    CatalogListing,
+    DirectoryCatalog,
+    SessionInfo,
+    file_name_for,
+    open_catalog,
+)
 from .storage._describe import describe
 from .storage._index import index_path
 from .storage._sidecars import quarantine_path
@@ -358,44 +365,52 @@ class Archived:
 
 def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = None,
             output: str | os.PathLike[str] | None = None) -> Archived:
-    """Fold a session file, its quarantine file and the spills it owns into one compressed
-    file (``<file>.archive.zip`` beside it, or ``output``), then delete the originals.
-    ``unarchive`` puts every byte back where it was. The archive is written and synced
-    before anything is deleted; a session open for writing is refused (``SessionLocked``)."""
+    """Fold a session, its quarantine file and the spills it owns into one compressed file,
+    then delete the originals; ``unarchive`` puts every byte back.
+
+    A session file becomes ``<file>.archive.zip`` beside it (or ``output``); a session in a
+    database (``postgresql://...#ID``) becomes ``output`` (default ``<id>.archive.zip`` in
+    the current directory), its lines exactly as the database holds them. The archive is
+    written and synced before anything is deleted; a session open for writing is refused
+    (``SessionLocked``)."""
     from ._session import Session
     from ._spills import recorded_spills
+    from .storage import resolve
 
     store = store or OverflowStore.default()
-    path = Path(target)
-    out = Path(output) if output is not None else path.with_name(path.name + ARCHIVE_SUFFIX)
-    if out.exists():
-        raise SessionExists("an archive is already there", path=str(out))
-    with Session.open(path) as session:  # the writer's lock: nobody appends meanwhile
+    address = resolve(target)
+    in_file = address.is_file
+    with Session.open(target) as session:  # files: the writer's lock, nobody appends
         session_id = session.id
+        path = Path(target) if in_file else None
+        if output is not None:
+            out = Path(output)
+        elif path is not None:
+            out = path.with_name(path.name + ARCHIVE_SUFFIX)
+        else:
+            out = Path(file_name_for(session_id)[: -len(".jsonl")] + ARCHIVE_SUFFIX)
+        if out.exists():
+            raise SessionExists("an archive is already there", path=str(out))
         folder = _spill_folder(store, session_id)
         owned = ({str(p) for p in folder.iterdir() if p.is_file() and not p.is_symlink()}
                  if folder.is_dir() and not folder.is_symlink() else set())
         recorded = {str(p) for p in recorded_spills(session)
                     if p.parent.name == _session_dirname(session_id) and is_spill_file(p)}
-        members = {"session.jsonl": path}
-        quarantine = quarantine_path(path)
-        if quarantine.is_file():
-            members["quarantine"] = quarantine
+        members: dict[str, Path | bytes] = {
+            "session.jsonl": path if path is not None else _lines_of(session)}
+        if path is not None and quarantine_path(path).is_file():
+            members["quarantine"] = quarantine_path(path)
         for i, spill in enumerate(sorted(owned | recorded)):
             members[f"spills/{i:06d}-{Path(spill).name}"] = Path(spill)
         manifest: dict[str, Any] = {"format": ARCHIVE_FORMAT, "session_id": session_id,
+                                    "origin": "file" if in_file else "database",
+                                    "where": session.location,
                                     "archived_at": datetime.now(UTC).isoformat(), "files": {}}
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED,
                              compresslevel=6) as z:
             for name, source in members.items():
-                data = _read_exact(source)
-                st = source.stat()
-                manifest["files"][name] = {
-                    "path": str(source.absolute()), "size": len(data),
-                    "sha256": hashlib.sha256(data).hexdigest(), "mode": st.st_mode & 0o7777,
-                    "mtime_ns": st.st_mtime_ns}
-                z.writestr(name, data)
+                manifest["files"][name] = _member(z, name, source)
             import orjson
 
             z.writestr(MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
@@ -409,7 +424,7 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             out.unlink(missing_ok=True)
             raise
     for name, source in members.items():
-        if name != "session.jsonl":
+        if name != "session.jsonl" and isinstance(source, Path):
             source.unlink(missing_ok=True)
     try:
         folder.rmdir()
@@ -418,19 +433,43 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
     return Archived(out, session_id, {n: manifest["files"][n]["path"] for n in members})
 
 
+def _lines_of(session: Any) -> bytes:
+    """A database session as the JSONL file it would be: its header, then every entry in
+    the order it was stored (each line as ``encode_line`` writes it, as the database keeps)."""
+    from .entries import encode_line
+
+    return b"".join([encode_line(session.header), *(encode_line(e) for e in session.entries())])
+
+
+def _member(z: zipfile.ZipFile, name: str, source: Path | bytes) -> dict[str, Any]:
+    if isinstance(source, bytes):
+        data, meta = source, {"path": f"{name}", "mode": 0o600, "mtime_ns": time.time_ns()}
+    else:
+        data = _read_exact(source)
+        st = source.stat()
+        meta = {"path": str(source.absolute()), "mode": st.st_mode & 0o7777,
+                "mtime_ns": st.st_mtime_ns}
+    z.writestr(name, data)
+    return {**meta, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
 def _read_exact(path: Path) -> bytes:
     fd = open_regular_readonly(path)
     with open(fd, "rb") as f:
         return f.read()
 
 
-def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = None) -> Archived:
+def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = None,
+              into: str | os.PathLike[str] | Catalog | None = None) -> Archived:
     """Restore an archive byte for byte (checked against the manifest's hashes), with each
     file's mode and modification time, then delete the archive: the session file beside the
     archive under its own name, its quarantine file beside it, its spills in ``store``'s
     folder of the session. Only base names are taken from the archive, so a crafted one can
     put nothing elsewhere; a file already at one of those places is never overwritten
-    (``SessionExists``)."""
+    (``SessionExists``).
+
+    ``into`` (a catalog: a database URL, a directory) creates the session there instead,
+    under its id, line for line; an archive of a database session needs it."""
     archive_path = Path(path)
     store = store or OverflowStore.default()
     try:
@@ -451,8 +490,13 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
         if not isinstance(session_id, str) or not isinstance(files, dict) or (
                 "session.jsonl" not in files):
             raise InvalidArgument(f"{archive_path}: its manifest names no session")
+        if into is None and manifest.get("origin") == "database":
+            raise InvalidArgument(f"{archive_path}: this archive holds a session of a database "
+                                  f"({manifest.get('where')}); restore it with into= (`--into "
+                                  "URL`), or into a directory of session files")
         places = {name: _restore_place(name, meta, archive_path, store, session_id)
-                  for name, meta in files.items()}
+                  for name, meta in files.items()
+                  if into is None or name != "session.jsonl"}
         for place in places.values():
             if place.exists() or place.is_symlink():
                 raise SessionExists("a file is already where the archive would restore one; "
@@ -465,7 +509,11 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
                                       "archive is damaged, nothing was restored")
             contents[name] = data
     restored: dict[str, str] = {}
+    if into is not None:
+        restored["session.jsonl"] = _create_in(into, contents["session.jsonl"], archive_path)
     for name, meta in files.items():
+        if name not in places:
+            continue
         place = places[name]
         place.parent.mkdir(parents=True, exist_ok=True)
         mode = meta.get("mode") if isinstance(meta.get("mode"), int) else 0o600
@@ -475,6 +523,24 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
         restored[name] = str(place)
     archive_path.unlink()
     return Archived(archive_path, session_id, restored)
+
+
+def _create_in(into: str | os.PathLike[str] | Catalog, lines: bytes, archive_path: Path) -> str:
+    """Create the archived session in the catalog ``into`` from its lines; its target."""
+    from .entries import LineError, SessionHeader, decode_line
+
+    rows = [raw for raw in lines.split(b"\n") if raw.strip()]
+    try:
+        decoded = [decode_line(raw) for raw in rows]
+    except LineError as e:
+        raise InvalidArgument(f"{archive_path}: its session does not decode ({e})") from None
+    header, entries = decoded[0] if decoded else None, decoded[1:]
+    if not isinstance(header, SessionHeader) or any(isinstance(e, SessionHeader)
+                                                    for e in entries):
+        raise InvalidArgument(f"{archive_path}: its session has no header line")
+    catalog = open_catalog(into) if isinstance(into, str | os.PathLike) else into
+    catalog.create(header, entries).close()  # type: ignore[arg-type]
+    return catalog.target(header.id)
 
 
 def _restore_place(name: str, meta: Any, archive_path: Path, store: OverflowStore,

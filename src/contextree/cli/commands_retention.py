@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .._overflow import OverflowStore
+from ..errors import InvalidArgument
 from ..retention import (
     ARCHIVE_SUFFIX,
     archive,
@@ -17,12 +18,12 @@ from ..retention import (
     prune,
     unarchive,
 )
-from ..errors import InvalidArgument
 from .app import command
 from .catalogs import open_catalog_of
 from .listing import when
 from .output import CommandFailed, Out, UsageProblem, emit_json, human_size, short_id
-from .places import require_directory, require_regular_file
+from .places import address_of, require_directory, require_regular_file
+from .sessions import check_output
 from .terminal import visible
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -148,35 +149,51 @@ def _print_plan(plan: Any, as_json: bool, dry_run: bool) -> None:
 
 @command("archive")
 def archive_command(
-    file: Annotated[str, typer.Argument(metavar="FILE", help="A session file.")],
+    file: Annotated[str, typer.Argument(metavar="TARGET", help="A session file, or a "
+                                        "postgresql://...#ID URL.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="The archive to "
+                                                "write (default: FILE.archive.zip beside the "
+                                                "file; ID.archive.zip here for a URL).")]
+    = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fold a session, its quarantine file and its saved tool outputs into one compressed
     file beside it (FILE.archive.zip); `contextree unarchive` restores every byte."""
-    require_regular_file(file)
-    done = archive(file, store=_store(store))
+    if address_of(file).is_file:
+        require_regular_file(file)
+    if output is not None:
+        check_output(str(output), force=False, inputs=[file])
+    done = archive(file, store=_store(store), output=output)
     if as_json:
         emit_json({"archive": str(done.path), "session_id": done.session_id,
                    "files": done.files})
         return
-    Out().line(f"archived {file} and {len(done.files) - 1} more files into {done.path}")
+    Out().line(f"archived {visible(file)} and {len(done.files) - 1} more files into "
+               f"{done.path}")
 
 
 @command("unarchive")
 def unarchive_command(
     file: Annotated[str, typer.Argument(metavar="ARCHIVE", help=f"A *{ARCHIVE_SUFFIX} file.")],
+    into: Annotated[str | None, typer.Option("--into", metavar="WHERE", help="Create the "
+                                             "session in this catalog (a postgresql:// URL "
+                                             "or a directory) instead of beside the archive; "
+                                             "needed for a session archived from a "
+                                             "database.")] = None,
     store: StoreOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Restore an archived session byte for byte: the session file beside the archive, its
     saved tool outputs back in the overflow store; then delete the archive."""
     require_regular_file(file, "archive")
+    catalog = open_catalog_of(into)[0] if into is not None else None
     try:
-        done = unarchive(file, store=_store(store))
+        done = unarchive(file, store=_store(store), into=catalog)
     except InvalidArgument as e:
         raise CommandFailed(str(e)) from None
     if as_json:
         emit_json({"session_id": done.session_id, "files": done.files})
         return
-    Out().line(f"restored {done.files['session.jsonl']} and {len(done.files) - 1} more files")
+    Out().line(f"restored {visible(done.files['session.jsonl'])} and {len(done.files) - 1} "
+               "more files")
