@@ -16,9 +16,9 @@ import pytest
 
 import contextree as ct
 from contextree._overflow import OverflowStore
-from contextree.retention import archive, disk_usage, parse_age, plan_prune, prune, unarchive
 from contextree.entries import LabelEntry, MessageEntry, SessionHeader, new_id
 from contextree.errors import InvalidArgument, SessionExists
+from contextree.retention import archive, disk_usage, parse_age, plan_prune, prune, unarchive
 from helpers import one_line_error, run, run_json
 
 OLD = "2020-01-01T00:00:00.000Z"
