@@ -25,7 +25,7 @@ from contextree.storage import _index
 from contextree.storage._filetree import FileTree
 from helpers import TS, make_session, raw_message
 
-VARIANTS = ["plain", "unknown_and_forward", "usage", "usage_extra_field", "torn"]
+VARIANTS = ["plain", "unknown_and_forward", "usage", "usage_extra_field", "odd_roles", "torn"]
 
 
 def _line(data: dict[str, Any]) -> bytes:
@@ -64,6 +64,13 @@ def _build(path: Path, variant: str) -> None:
                         "summary": "s", "first_kept_entry_id": None, "tokens_before": 9,
                         "usage": {"input": 3, "output": 1, "cache_read": 0,
                                   "cache_write": 0, "total": 4, "cost": 0.5}})
+    if variant == "odd_roles":  # usage where few put it, and a role the index has no code for
+        lines += _line({"type": "message", "id": "o1", "parent_id": leaf,
+                        "message": {"role": "tool", "content": "out", "tool_call_id": "c",
+                                    "usage": {"input": 7, "output": 0, "cache_read": 0,
+                                              "cache_write": 0, "total": 7, "cost": 0.25}}})
+        lines += _line({"type": "message", "id": "o2", "parent_id": "o1",
+                        "message": {"role": "developer", "content": "be brief"}})
     if variant == "torn":
         lines += raw_message("t1", leaf, "torn" * 20)[:40]
     with path.open("ab") as f:
@@ -241,3 +248,70 @@ def test_stats_of_a_last_line_without_its_newline(tmp_path: Path, indexed: bool,
             _refuse_skeletons(monkeypatch)
             assert fast == _stats.compute_stats(s).to_dict()
     assert fast["file"]["compactions"] == 2
+
+
+def test_stats_read_only_the_lines_that_record_a_call(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index knows each message's role: tool results and prompts (the bulk of a big
+    # session) are never read for a count, and the figures are the same as a full read.
+    monkeypatch.setattr(_index, "INDEX_MIN_BYTES", 0)
+    path = tmp_path / "big.jsonl"
+    with ct.Session.create(path) as s:
+        for i in range(30):
+            s.append_message(ct.Message.user(f"question {i}"))
+            s.append_message(ct.Message.assistant("", tool_calls=[
+                ct.ToolCall(id=f"c{i}", name="shell", arguments={"command": "ls"})],
+                usage=ct.Usage(input=100, output=5, total=105)))
+            s.append_message(ct.Message.tool("x" * 50_000, tool_call_id=f"c{i}", name="shell"))
+    _open(path).close()
+    session = _open(path)
+    try:
+        tree = FileTree.of(session.storage)
+        assert tree is not None
+        read: list[int] = []
+        real = tree.file.pread
+
+        def counted(length: int, offset: int) -> bytes:
+            data = real(length, offset)
+            read.append(len(data))
+            return data
+
+        monkeypatch.setattr(tree.file, "pread", counted)
+        fast = _stats.compute_stats(session).to_dict()
+        assert sum(read) < path.stat().st_size / 4  # the 1.5 MB of tool output stays unread
+        monkeypatch.undo()
+        _refuse_skeletons(monkeypatch)
+        assert fast == _stats.compute_stats(session).to_dict()
+    finally:
+        session.close()
+
+
+def test_stats_through_an_index_without_the_facts_column(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # An index written before the column existed reads every message line, as before.
+    monkeypatch.setattr(_index, "INDEX_MIN_BYTES", 0)
+    path = tmp_path / "s.jsonl"
+    _build(path, "usage")
+    _open(path).close()
+    index = _index.index_path(path)
+    data = index.read_bytes()
+    head, rest = data.split(b"\n", 1)
+    size = orjson.loads(head)["base_bytes"]
+    import msgspec
+
+    base = msgspec.msgpack.decode(rest[:size])
+    old = msgspec.msgpack.encode(base[:-1])  # the base without its last field
+    head_obj = orjson.loads(head)
+    head_obj["base_bytes"] = len(old)
+    tail = [orjson.loads(raw) for raw in rest[size:].splitlines() if raw.strip()]
+    old_tail = b"".join(orjson.dumps(r[:8]) + b"\n" for r in tail)  # tail records alike
+    index.write_bytes(orjson.dumps(head_obj) + b"\n" + old + old_tail)
+    session = _open(path)
+    try:
+        tree = FileTree.of(session.storage)
+        assert tree is not None and set(tree.facts) == {ord("?")}
+        fast = _stats.compute_stats(session).to_dict()
+        _refuse_skeletons(monkeypatch)
+        assert fast == _stats.compute_stats(session).to_dict()
+    finally:
+        session.close()

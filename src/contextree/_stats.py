@@ -20,7 +20,7 @@ from ._messages import Message, Usage
 from ._pricing import PRICES_EXTRA, cost_of, price_source
 from .entries import AnyEntry, CompactionEntry, MessageEntry
 from .storage._base import StorageHealth
-from .storage._filetree import FileTree
+from .storage._filetree import ROLE_OF_FACT, FileTree
 
 
 class StatsSource(Protocol):
@@ -244,6 +244,7 @@ class _Facts(msgspec.Struct):
 
 _FACTS = msgspec.json.Decoder(_Facts)
 _READ_KINDS = frozenset({"message", "compaction"})  # the types whose lines are read
+SPARSE_BLOCK = 256 << 10  # the lines read are far apart: read little around each
 
 
 def _facts(e: AnyEntry) -> _Facts:
@@ -355,8 +356,10 @@ class _Stale(Exception):
 
 
 def _indexed_facts(tree: FileTree) -> list[_Facts]:
-    """The facts of every entry of a file tree: messages and compactions decoded from
-    their lines as ``_Facts`` only, the rest from the columns (no line read). ``_Stale``
+    """The facts of every entry of a file tree: messages that record a call, and
+    compactions, decoded from their lines as ``_Facts`` only; the rest from the columns, a
+    message's role included (no line read: tool results and prompts are the bulk of a big
+    session). ``_Stale``
     when a line does not decode so (a field beyond what ``_Facts`` knows, say) or does not
     match the columns: the caller then counts from whole entries."""
     ids, types, parents = tree.ids, tree.types, tree.parents
@@ -365,11 +368,20 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
         p = parents[k]
         return None if p < 0 else ids[p]
 
+    codes = tree.facts
+    known_role = ROLE_OF_FACT.get
+
     def from_columns(k: int) -> _Facts:
+        role = known_role(codes[k])
+        if role is not None and types[k] == "message":  # a message that records no call
+            return _Facts(types[k], ids[k], parent_id(k), _Call(role))
         return _Facts(types[k], ids[k], parent_id(k))
 
+    def said_by_columns(k: int) -> bool:
+        return codes[k] in ROLE_OF_FACT
+
     out: list[_Facts] = []
-    for k, line in tree.lines(_READ_KINDS):
+    for k, line in tree.lines(_READ_KINDS, SPARSE_BLOCK, skip=said_by_columns):
         out.extend(map(from_columns, range(len(out), k)))
         try:
             facts = _FACTS.decode(line)
@@ -400,28 +412,42 @@ def _every_fact(session: StatsSource) -> Iterator[_Facts]:
     return map(_facts, session.entries())
 
 
+def _path_to(leaf: str | None, by_id: dict[str, _Facts]) -> list[_Facts]:
+    """The facts of the path from the root to ``leaf``, from the facts already gathered
+    (the branch is not read a second time)."""
+    path: list[_Facts] = []
+    seen: set[str] = set()
+    at = by_id.get(leaf) if leaf is not None else None
+    while at is not None and at.id not in seen:
+        seen.add(at.id)
+        path.append(at)
+        at = by_id.get(at.parent_id) if at.parent_id is not None else None
+    path.reverse()
+    return path
+
+
 def compute_stats(session: StatsSource) -> SessionStats:
     """The statistics of ``session``: its current branch, all its entries, and how many of
     its branches end in a tip."""
     totals = _BranchTotals()
-    count = 0
+    by_id: dict[str, _Facts] = {}
 
-    def every_entry() -> Iterator[_Facts]:  # one pass for both tallies
-        nonlocal count
+    def every_entry() -> Iterator[_Facts]:  # one pass for all three tallies
         for e in _every_fact(session):
-            count += 1
+            by_id[e.id] = e
             totals.add(e)
             yield e
 
     file = _tally(every_entry())
-    branches = totals.result(session.leaf_id, session.labels())
+    leaf = session.leaf_id
+    branches = totals.result(leaf, session.labels())
     return SessionStats(
         session_id=session.id,
         name=session.name,
-        leaf_id=session.leaf_id,
-        entry_count=count,
+        leaf_id=leaf,
+        entry_count=len(by_id),
         branch_count=len(branches),
-        branch=tally(session.branch()),
+        branch=_tally(_path_to(leaf, by_id)),
         file=file,
         quarantined_lines=session.health().quarantined_lines,
         branches=branches,

@@ -164,7 +164,8 @@ def test_a_same_length_edit_of_a_parent_is_caught_when_read(tmp_path: Path) -> N
     assert [m["content"] for m in view["context"]] == ["a", "c", "e"]
 
 
-_NAMES = ["offsets", "lengths", "parents", "types", "type_names", "ids", "extra", "last_crc"]
+_NAMES = ["offsets", "lengths", "parents", "types", "type_names", "ids", "extra", "last_crc",
+          "facts"]
 _PACKED = ("offsets", "lengths", "parents")
 
 

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator, Mapping
 
 from .._files import open_regular_readonly
-from ..entries import AnyEntry, LineError, SessionHeader, decode_line
+from ..entries import AnyEntry, LineError, MessageEntry, SessionHeader, decode_line
 from ..errors import EntryNotFound, ParentCycle, StorageFailure
 from ._base import Outline, Span, TreeIndex, bookkeeping
 from ._index import Columns, IndexRead, TailRecord, line_crc
@@ -29,7 +29,21 @@ __all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
 
 CACHE_BYTES = 32 << 20  # decoded entries kept, counted by the length of their lines
 LINES_BLOCK = 8 << 20  # bytes read at once by ``FileTree.lines``
+READ_GAP = 8 << 10  # lines further apart than this are read apart (a pread costs about
+# what copying 8 KB from the page cache does)
 _BOOKKEEPING = frozenset({"leaf", "label", "session_info"})
+UNKNOWN_FACT = ord("?")
+_ROLE_FACTS = {"user": ord("u"), "assistant": ord("a"), "tool": ord("t"), "system": ord("s")}
+ROLE_OF_FACT = {code: role for role, code in _ROLE_FACTS.items()}
+
+
+def fact_code(entry: AnyEntry) -> int:
+    """What ``stats`` needs to know of an entry without reading its line, as one byte: a
+    message's role (``u``/``a``/``t``/``s``) when it records no call, else ``?`` (read it).
+    The bulk of a big session, tool results and prompts, is then never read for a count."""
+    if isinstance(entry, MessageEntry) and entry.message.usage is None:
+        return _ROLE_FACTS.get(entry.message.role, UNKNOWN_FACT)
+    return UNKNOWN_FACT
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
 
@@ -179,6 +193,7 @@ class FileTree(TreeIndex):
         self.parents = array("q")  # entry numbers; -1: a root
         self.types: list[str] = []
         self.ids: list[str] = []
+        self.facts = bytearray()  # fact_code of each entry
         self.extra: dict[int, tuple[str | None, str | None]] = {}  # bookkeeping entries
         self.crcs: dict[int, int] = {}  # the line checksums known (the last one is checked)
         self.leaf_slot = -1
@@ -249,6 +264,7 @@ class FileTree(TreeIndex):
                 tree.types) == n:
             return None
         tree.extra = {k: (target, text) for k, target, text in cols.extra}
+        tree.facts = bytearray(cols.facts if len(cols.facts) == n else bytes([UNKNOWN_FACT]) * n)
         tree._slots = None
         if n:
             tree.crcs[n - 1] = cols.last_crc
@@ -261,7 +277,8 @@ class FileTree(TreeIndex):
             if r.offset < end or r.length <= 0 or not -1 <= r.parent < len(tree.ids) or (
                     r.offset > end and not _blank(file, end, r.offset)):
                 return None
-            tree._append(r.offset, r.length, r.type, r.id, r.parent, r.crc, r.target, r.text)
+            tree._append(r.offset, r.length, r.type, r.id, r.parent, r.crc, r.target, r.text,
+                         r.fact or UNKNOWN_FACT)
             end = r.offset + r.length
         if end > size or not tree._last_line_matches():
             return None
@@ -272,13 +289,14 @@ class FileTree(TreeIndex):
         return tree, end
 
     def _append(self, offset: int, length: int, kind: str, entry_id: str, parent: int,
-                crc: int, target: str | None, text: str | None) -> int:
+                crc: int, target: str | None, text: str | None, fact: int) -> int:
         slot = len(self.ids)
         self.offsets.append(offset)
         self.lengths.append(length)
         self.parents.append(parent)
         self.types.append(kind)
         self.ids.append(entry_id)
+        self.facts.append(fact if 0 < fact < 256 else UNKNOWN_FACT)
         if kind in _BOOKKEEPING:
             self.extra[slot] = (target, text)
         if crc:
@@ -339,7 +357,8 @@ class FileTree(TreeIndex):
         else:
             found = slots.get(parent) if slots is not None else self.slot_of(parent)
             pslot = _FORWARD if found is None else found
-        slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text)
+        slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text,
+                            fact_code(entry))
         if pslot == _FORWARD:
             assert parent is not None
             self._forward.append((slot, parent))
@@ -373,7 +392,7 @@ class FileTree(TreeIndex):
         extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
         return Columns(self.offsets.tobytes(), self.lengths.tobytes(), self.parents.tobytes(),
                        bytes(map(code.__getitem__, self.types)), names, "\0".join(self.ids),
-                       extra, self.crcs.get(last, 0))
+                       extra, self.crcs.get(last, 0), bytes(self.facts))
 
     def tail_records(self, start: int) -> list[TailRecord]:
         """Entries from ``start`` on, as tail records."""
@@ -381,7 +400,8 @@ class FileTree(TreeIndex):
         for k in range(start, len(self.ids)):
             target, text = self.extra.get(k, (None, None))
             out.append(TailRecord(self.offsets[k], self.lengths[k], self.types[k], self.ids[k],
-                                  self.parents[k], self.crcs.get(k, 0), target, text))
+                                  self.parents[k], self.crcs.get(k, 0), target, text,
+                                  self.facts[k]))
         return out
 
     # -- reading ----------------------------------------------------------------------------
@@ -487,25 +507,35 @@ class FileTree(TreeIndex):
             if entry is not None:
                 yield entry
 
-    def lines(self, kinds: frozenset[str], block: int = LINES_BLOCK) -> Iterator[
-            tuple[int, memoryview]]:
+    def lines(self, kinds: frozenset[str], block: int = LINES_BLOCK,
+              skip: Callable[[int], bool] | None = None) -> Iterator[tuple[int, memoryview]]:
         """``(entry number, line)`` of every entry whose type is in ``kinds``, in append
-        order, the file read in blocks of ``block`` bytes (not one read a line): for a
-        caller that needs a few fields of many entries and decodes them itself. The lines
-        are not checked against the columns; the caller compares what it decodes. A line
-        is cut short where the file ends (a last line whose newline is not written yet, or
-        a file truncated since)."""
+        order, for a caller that needs a few fields of many entries and decodes them itself.
+        Lines close together are read at once, up to ``block`` bytes; bytes between lines
+        further apart than ``READ_GAP`` are not read at all. The lines are not checked
+        against the columns; the caller compares what it decodes. A line is cut short where
+        the file ends (a last line whose newline is not written yet, or a file truncated
+        since). ``skip(k)`` leaves out more entries (their lines unread)."""
         types, offsets, lengths = self.types, self.offsets, self.lengths
-        data = memoryview(b"")
-        start = 0
-        for k in range(len(self.ids)):
-            if types[k] not in kinds:
-                continue
-            offset, length = offsets[k], lengths[k]
-            if offset < start or offset + length > start + len(data):
-                start = offset
-                data = memoryview(self.file.pread(max(block, length), offset))
-            yield k, data[offset - start:offset - start + length]
+        wanted = [k for k in range(len(self.ids))
+                  if types[k] in kinds and (skip is None or not skip(k))]
+        i = 0
+        while i < len(wanted):
+            first = wanted[i]
+            start = offsets[first]
+            end = start + lengths[first]
+            j = i + 1
+            while j < len(wanted):  # the lines that come close after it, in one read
+                k = wanted[j]
+                if offsets[k] < end or offsets[k] - end > READ_GAP or (
+                        offsets[k] + lengths[k] - start > block):
+                    break
+                end = offsets[k] + lengths[k]
+                j += 1
+            data = memoryview(self.file.pread(end - start, start))
+            for k in wanted[i:j]:
+                yield k, data[offsets[k] - start:offsets[k] - start + lengths[k]]
+            i = j
 
     def links(self) -> Iterator[tuple[str, str | None]]:
         ids = self.ids

@@ -47,7 +47,9 @@ class Columns(msgspec.Struct, array_like=True, gc=False):
     Numbers are packed as native 64-bit integers (``array("q")``), types as one byte each
     (an index into ``type_names``), ids joined by NUL: an index of 100,000 entries decodes
     in a few milliseconds. ``parents`` are entry numbers (-1: a root). ``extra`` holds
-    ``[k, target id, text]`` for label, leaf and session_info entries only."""
+    ``[k, target id, text]`` for label, leaf and session_info entries only. ``facts`` is one
+    byte per entry, what the statistics need to know without reading its line
+    (``fact_code``); an index without it is read as knowing nothing of the kind."""
 
     offsets: bytes
     lengths: bytes
@@ -57,6 +59,7 @@ class Columns(msgspec.Struct, array_like=True, gc=False):
     ids: str
     extra: list[tuple[int, str | None, str | None]]
     last_crc: int
+    facts: bytes = b""
 
 
 class TailRecord(msgspec.Struct, array_like=True, gc=False, omit_defaults=True):
@@ -70,6 +73,7 @@ class TailRecord(msgspec.Struct, array_like=True, gc=False, omit_defaults=True):
     crc: int
     target: str | None = None
     text: str | None = None
+    fact: int = 0  # fact_code's byte; 0: not known (the line is read)
 
 
 class _Head(msgspec.Struct, forbid_unknown_fields=False):
