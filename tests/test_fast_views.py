@@ -116,7 +116,7 @@ def test_stats_read_skeletons_of_a_file_session(session: ct.Session,
     taken: list[bool] = []
     real = _stats._indexed_facts
 
-    def spy(tree: Any) -> list[Any]:
+    def spy(tree: Any) -> tuple[list[Any], bool]:
         try:
             out = real(tree)
         except _stats._Stale:
@@ -134,7 +134,7 @@ def test_stats_read_skeletons_of_a_file_session(session: ct.Session,
 
 
 def _refuse_skeletons(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(tree: object) -> list[Any]:
+    def refuse(tree: object) -> tuple[list[Any], bool]:
         raise _stats._Stale
 
     monkeypatch.setattr(_stats, "_indexed_facts", refuse)
@@ -315,3 +315,10 @@ def test_stats_through_an_index_without_the_facts_column(tmp_path: Path,
         assert fast == _stats.compute_stats(session).to_dict()
     finally:
         session.close()
+    # That count learnt the roles and saved them: the next open knows them.
+    again = _open(path)
+    try:
+        tree = FileTree.of(again.storage)
+        assert tree is not None and ord("u") in tree.facts
+    finally:
+        again.close()

@@ -20,7 +20,7 @@ from ._messages import Message, Usage
 from ._pricing import PRICES_EXTRA, cost_of, price_source
 from .entries import AnyEntry, CompactionEntry, MessageEntry
 from .storage._base import StorageHealth
-from .storage._filetree import ROLE_OF_FACT, FileTree
+from .storage._filetree import ROLE_CODES, ROLE_OF_FACT, UNKNOWN_FACT, FileTree
 
 
 class StatsSource(Protocol):
@@ -355,13 +355,14 @@ class _Stale(Exception):
     """A line read for the statistics does not say what the index says of it."""
 
 
-def _indexed_facts(tree: FileTree) -> list[_Facts]:
+def _indexed_facts(tree: FileTree) -> tuple[list[_Facts], bool]:
     """The facts of every entry of a file tree: messages that record a call, and
     compactions, decoded from their lines as ``_Facts`` only; the rest from the columns, a
     message's role included (no line read: tool results and prompts are the bulk of a big
     session). ``_Stale``
     when a line does not decode so (a field beyond what ``_Facts`` knows, say) or does not
-    match the columns: the caller then counts from whole entries."""
+    match the columns: the caller then counts from whole entries. Also whether it learnt
+    roles the index did not hold (an index written before that column: worth saving)."""
     ids, types, parents = tree.ids, tree.types, tree.parents
 
     def parent_id(k: int) -> str | None:
@@ -370,6 +371,7 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
 
     codes = tree.facts
     known_role = ROLE_OF_FACT.get
+    learnt = [False]
 
     def from_columns(k: int) -> _Facts:
         role = known_role(codes[k])
@@ -389,6 +391,10 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
             raise _Stale from None
         if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != parent_id(k):
             raise _Stale
+        if codes[k] == UNKNOWN_FACT and facts.message is not None and (
+                facts.message.usage is None and facts.message.role in ROLE_CODES):
+            codes[k] = ROLE_CODES[facts.message.role]  # learnt for an index that lacked it
+            learnt[0] = True
         # A field of the other type is an extra of this one (kept, never counted).
         if facts.type == "message":
             facts.usage = None
@@ -396,19 +402,25 @@ def _indexed_facts(tree: FileTree) -> list[_Facts]:
             facts.message = None
         out.append(facts)
     out.extend(map(from_columns, range(len(out), len(ids))))
-    return out
+    return out, learnt[0]
 
 
 def _every_fact(session: StatsSource) -> Iterator[_Facts]:
     """The facts of every entry in append order: from the lines of an indexed session
     file where it has one (the entries are not built), else from its entries."""
-    tree = FileTree.of(getattr(session, "storage", None))
+    storage = getattr(session, "storage", None)
+    tree = FileTree.of(storage)
     if tree is not None:
         with tree.lock:
             try:
-                return iter(_indexed_facts(tree))
+                facts, learnt = _indexed_facts(tree)
             except _Stale:
                 pass
+            else:
+                save = getattr(storage, "save_index", None)
+                if learnt and save is not None:
+                    save()  # the next count reads only the lines that need it
+                return iter(facts)
     return map(_facts, session.entries())
 
 

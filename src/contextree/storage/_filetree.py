@@ -33,8 +33,8 @@ READ_GAP = 8 << 10  # lines further apart than this are read apart (a pread cost
 # what copying 8 KB from the page cache does)
 _BOOKKEEPING = frozenset({"leaf", "label", "session_info"})
 UNKNOWN_FACT = ord("?")
-_ROLE_FACTS = {"user": ord("u"), "assistant": ord("a"), "tool": ord("t"), "system": ord("s")}
-ROLE_OF_FACT = {code: role for role, code in _ROLE_FACTS.items()}
+ROLE_CODES = {"user": ord("u"), "assistant": ord("a"), "tool": ord("t"), "system": ord("s")}
+ROLE_OF_FACT = {code: role for role, code in ROLE_CODES.items()}
 
 
 def fact_code(entry: AnyEntry) -> int:
@@ -42,7 +42,7 @@ def fact_code(entry: AnyEntry) -> int:
     message's role (``u``/``a``/``t``/``s``) when it records no call, else ``?`` (read it).
     The bulk of a big session, tool results and prompts, is then never read for a count."""
     if isinstance(entry, MessageEntry) and entry.message.usage is None:
-        return _ROLE_FACTS.get(entry.message.role, UNKNOWN_FACT)
+        return ROLE_CODES.get(entry.message.role, UNKNOWN_FACT)
     return UNKNOWN_FACT
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it

@@ -398,6 +398,21 @@ class JsonlStorage(IndexedStorage):
         skipped = 1 if self.torn is not None and self._shared is None else 0
         return quarantined_count(self.file) + skipped
 
+    def save_index(self) -> bool:
+        """Write the index of a read-only view anew from what it now knows (``stats`` learns
+        the columns an older index lacks); best effort, and only where no writer of this
+        process appends to it. True if written."""
+        index = self._index
+        if self._shared is not None or not isinstance(index, FileTree) or self.torn is not None:
+            return False
+        try:
+            size = os.stat(self.file).st_size
+        except OSError:
+            return False
+        if self._size < _index.INDEX_MIN_BYTES or size != self._size:  # it grew: not now
+            return False
+        return write_index(self.file, index.header_line, index.columns())
+
     def health(self) -> StorageHealth:
         """Entries, the file's size on disk, quarantined lines, a torn tail left in place."""
         try:
