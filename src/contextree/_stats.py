@@ -324,16 +324,20 @@ class _BranchTotals:
     def add(self, e: _Facts) -> None:
         if e.type == "leaf":
             return
-        self.parents.add(e.parent_id)
-        count, usage, unpriced = (self.totals.get(e.parent_id, _NOTHING) if e.parent_id
-                                  else _NOTHING)
+        parent = e.parent_id
+        self.parents.add(parent)
+        above = self.totals.get(parent, _NOTHING) if parent else _NOTHING
         priced = _priced(e)
-        if e.message is not None:
-            count += 1
-        if priced is not None:
-            usage = usage + priced[0]
-            unpriced += 0 if priced[1] else 1
-        self.totals[e.id] = (count, usage, unpriced)
+        if priced is None and e.message is None:  # most entries: the totals above, shared
+            self.totals[e.id] = above
+        else:
+            count, usage, unpriced = above
+            if e.message is not None:
+                count += 1
+            if priced is not None:
+                usage = usage + priced[0]
+                unpriced += 0 if priced[1] else 1
+            self.totals[e.id] = (count, usage, unpriced)
         self.order.append(e.id)
 
     def result(self, leaf_id: str | None, labels: dict[str, str]) -> list[BranchStats]:

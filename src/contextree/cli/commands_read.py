@@ -264,7 +264,13 @@ def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -
 # -- stats ---------------------------------------------------------------------------------
 
 @command("stats")
-def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
+def stats_command(
+    file: FileArg,
+    expand: Annotated[bool, typer.Option("--all", help="List every branch tip (by default "
+                                         "a session with many lists the current one, the "
+                                         "labelled ones and the longest).")] = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Messages, billed tokens and cost for the current branch and the whole file."""
     storage = open_storage_of(file, readonly=True)
     with Session.open(storage) as session:
@@ -273,10 +279,24 @@ def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
     if as_json:
         emit_json(stats.to_dict())
         return
-    _print_stats(Out(), stats, size)
+    _print_stats(Out(), stats, size, expand)
 
 
-def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
+SHOWN_BRANCHES = 20  # branch tips `stats` lists without --all (beside current and labelled)
+
+
+def _branches_shown(branches: list[Any], expand: bool) -> list[Any]:
+    """The tips a person reads: all of them with ``expand`` or when they are few; else the
+    current one, the labelled ones and the longest, in the file's order."""
+    if expand or len(branches) <= SHOWN_BRANCHES * 2:
+        return branches
+    longest = sorted(range(len(branches)), key=lambda i: -branches[i].message_count)
+    keep = {i for i, b in enumerate(branches) if b.current or b.label}
+    keep.update(longest[:SHOWN_BRANCHES])
+    return [b for i, b in enumerate(branches) if i in keep]
+
+
+def _print_stats(out: Out, s: SessionStats, size: int | None, expand: bool = False) -> None:
     out.fields([
         ("session", s.session_id),
         ("name", s.name or "-"),
@@ -299,9 +319,14 @@ def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
                     s.file.model_cost_text(k)] for k in models], right=(1, 2, 3))
     if len(s.branches) > 1:
         out.line()
+        shown = _branches_shown(s.branches, expand)
         out.table(["branch tip", "label", "messages", "cost"],
                   [[("* " if b.current else "  ") + b.tip_id, b.label or "",
-                    str(b.message_count), b.cost_text] for b in s.branches], right=(2, 3))
+                    str(b.message_count), b.cost_text] for b in shown], right=(2, 3))
+        if len(shown) < len(s.branches):
+            out.line(f"({len(s.branches) - len(shown)} more branches: the current one, the "
+                     f"labelled ones and the {SHOWN_BRANCHES} longest are shown; --all shows "
+                     "every one, --json has them all)", "dim")
     if s.prices_hint:
         out.line()
         out.line(f"costs unknown: {s.prices_hint}")
