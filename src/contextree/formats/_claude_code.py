@@ -278,6 +278,30 @@ def _block_count(record: Json) -> int:
     return 1 if isinstance(content, str) and content else 0
 
 
+# -- compaction summaries -------------------------------------------------------------------
+
+_SUMMARY_HEAD = "\nSummary:\n"
+_SUMMARY_ENDS = (
+    "\n\nIf you need specific details from before compaction",
+    "\n\nRecent messages are preserved verbatim",
+    "\nContinue the conversation from where it left off",
+    "\n\nThe messages after this summary are the most recent messages",
+)
+
+
+def model_summary(text: str) -> str:
+    """The summary the model wrote, out of the ``isCompactSummary`` message Claude Code made
+    of it: the text after ``Summary:`` (Claude Code drops the model's ``<analysis>`` and the
+    ``<summary>`` tags), without the instructions Claude Code adds after it. A text without
+    that frame is the summary as it is."""
+    start = text.find(_SUMMARY_HEAD)
+    if start < 0:
+        return text.strip()
+    body = text[start + len(_SUMMARY_HEAD):]
+    ends = [i for i in (body.find(end) for end in _SUMMARY_ENDS) if i >= 0]
+    return body[:min(ends)].strip() if ends else body.strip()
+
+
 # -- attachments ----------------------------------------------------------------------------
 
 def render_attachment(attachment: Any) -> str | None:
@@ -685,7 +709,10 @@ class _Builder:
         comp = self.by_id[boundary.ids[0]]
         assert isinstance(comp, CompactionEntry)
         msgs = user_messages(node.first["message"].get("content"), self.names)
-        summary = [m.marked(_CLAUDE_SUMMARY) for m in msgs]
+        comp.summary = model_summary("".join(m.text for m in msgs))
+        mark = CompactionSummaryMarker(source="claude-code", summary=comp.summary,
+                                       tokens_before=comp.tokens_before)
+        summary = [m.marked(mark) for m in msgs]
         comp.retained_tail = summary + list(comp.retained_tail or ())
         kept = comp.extra[EXTRA_KEY]
         kept["records"].append(_without_content(node.first))
