@@ -42,6 +42,7 @@ from contextree.errors import SessionNotFound
 from contextree.formats import _claude_code as claude_code
 from contextree.formats import _codex as codex
 from contextree.formats import import_session
+from contextree.markers import CustomMessageMarker
 from helpers import FORMATS_DATA, ROOT
 
 REAL = FORMATS_DATA / "real"
@@ -74,6 +75,14 @@ def final_request(scenario: Path, session_id: str, key: str) -> int:
 
 
 CC_FILES = sorted(p.relative_to(CC) for p in CC.glob("*/session-*.jsonl"))
+# Files of the newest Claude Code (2.1.332): attachments carry what they were rendered as.
+CC_NEW = REAL / "claude_code_2.1.332"
+CC_NEW_FILES = sorted(CC_NEW.glob("*/session-*.jsonl"))
+CC_ALL = [CC / p for p in CC_FILES] + CC_NEW_FILES
+
+
+def cc_id(path: Path) -> str:
+    return str(path.relative_to(REAL))
 CX_FILES = sorted(p.relative_to(CX) for p in CX.glob("*/rollout-*.jsonl"))
 
 
@@ -218,15 +227,21 @@ def cc_context_items(session: Session, leaf: str | None = None) -> list[Item]:
     return out
 
 
+def is_harness(m: Message) -> bool:
+    """A message rendered from an ``attachment`` line (system, or user since 2.1.3xx)."""
+    mark = m.marker
+    return m.role == "system" or (isinstance(mark, CustomMessageMarker)
+                                  and mark.custom_type == "claude-code/attachment")
+
+
 def without_system(items: list[Item]) -> list[Item]:
     return [i for i in items if i[0] != "system"]
 
 
-@pytest.mark.parametrize("rel", CC_FILES, ids=str)
-def test_claude_code_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
-    path = CC / rel
+@pytest.mark.parametrize("path", CC_ALL, ids=cc_id)
+def test_claude_code_branch_holds_every_message_in_order(path: Path, imported: Any) -> None:
     s = imported("claude-code", path)
-    got = without_system([i for m in branch_messages(s) for i in message_items(m)])
+    got = [i for m in branch_messages(s) if not is_harness(m) for i in message_items(m)]
     assert got == cc_file_items(path)
     assert any(i[0] == "tool_use" for i in got) and any(i[0] == "tool_result" for i in got)
 
@@ -242,6 +257,70 @@ def test_claude_code_context_is_what_claude_code_sent(rel: Path, imported: Any) 
     assert ctx[:len(sent)] == sent
     reply = ctx[len(sent):]  # the answer to that request, the last thing in the file
     assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply)
+
+
+# Claude Code 2.1.332 moves the harness context it renders from attachment lines when it
+# builds a request: the user-role pieces of a turn go before the prompt, the system-role ones
+# are joined into one system message (blank lines between), hoisted above a compaction's
+# preserved messages. So the comparison is in two parts: the conversation (prompts, summary,
+# replies, tool calls and results) in order, and the harness texts as a multiset (each system
+# message sent must be made of the context's system texts and blank lines only).
+# The sub-agent scenario is compared at the main request before the sub-agent's report: that
+# report comes back as a <task-notification> line, which Claude Code rewrites when it sends it.
+CC_NEW_REQUEST = {"subagent": 1}
+
+
+def cc_split(items: list[Item]) -> tuple[list[Item], list[str], list[str]]:
+    """(conversation items, harness user texts, system texts) of already split items."""
+    conv: list[Item] = []
+    users: list[str] = []
+    systems: list[str] = []
+    for i in items:
+        if i[0] == "system":
+            systems.append(i[1])
+        elif i[0] == "harness":
+            users.append(i[1].rstrip("\n"))
+        else:
+            conv.append(("user", i[1].rstrip("\n")) if i[0] == "user" else i)
+    return conv, users, systems
+
+
+@pytest.mark.parametrize("path", CC_NEW_FILES, ids=cc_id)
+def test_claude_code_2_1_332_context_is_what_claude_code_sent(path: Path, imported: Any) -> None:
+    s = imported("claude-code", path)
+    scenario = path.parent
+    index = CC_NEW_REQUEST.get(scenario.name, manifest(scenario)["final_main_request"])
+    body = requests(scenario)[index]["body"]
+    msgs = s.build_context().messages
+    ctx_items = [(("harness", x[1]) if is_harness(m) and x[0] == "user" else x)
+                 for m in msgs for x in message_items(m)]
+    ctx_conv, ctx_users, ctx_systems = cc_split(ctx_items)
+    harness = set(ctx_users)
+    sent = [(("harness", x[1]) if x[0] == "user" and x[1].rstrip("\n") in harness else x)
+            for x in cc_request_items(body)]
+    conv, users, systems = cc_split(sent)
+    assert ctx_conv[:len(conv)] == conv
+    reply = ctx_conv[len(conv):]
+    assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply[:1])
+    # The harness context up to the reply: every piece sent, and nothing else.
+    seen, cut = 0, len(msgs)
+    for k, m in enumerate(msgs):
+        if seen >= len(conv) and m.role == "assistant":
+            cut = k  # the reply to the request
+            break
+        if not is_harness(m):
+            seen += len(message_items(m))
+    before = [(("harness", x[1]) if is_harness(m) and x[0] == "user" else x)
+              for m in msgs[:cut] for x in message_items(m)]
+    _, want_users, want_systems = cc_split(before)
+    assert sorted(users) == sorted(want_users)
+    assert users, "the fixture sends harness context as user text"
+    rest = "\n\n".join(systems)
+    for text in sorted(want_systems, key=len, reverse=True):
+        assert text in rest, f"not sent: {text[:80]!r}"
+        rest = rest.replace(text, "", 1)
+    assert not rest.strip(), f"sent but not in the context: {rest.strip()[:200]!r}"
+    assert ctx_systems
 
 
 def cc_kept(entries: list[AnyEntry]) -> Counter[str]:
@@ -262,9 +341,8 @@ def cc_strip(d: Json) -> Json:
     return d
 
 
-@pytest.mark.parametrize("rel", CC_FILES, ids=str)
-def test_claude_code_nothing_in_the_file_is_lost(rel: Path, imported: Any) -> None:
-    path = CC / rel
+@pytest.mark.parametrize("path", CC_ALL, ids=cc_id)
+def test_claude_code_nothing_in_the_file_is_lost(path: Path, imported: Any) -> None:
     s = imported("claude-code", path)
     files = [path, *claude_code.subagent_files(path)]
     records = [d for f in files for d in lines_of(f)]

@@ -81,7 +81,7 @@ from ..entries import (
     from_dict,
     now,
 )
-from ..markers import CompactionSummaryMarker
+from ..markers import CompactionSummaryMarker, CustomMessageMarker
 from ._base import (
     Ids,
     Imported,
@@ -117,6 +117,11 @@ KNOWN_RECORDS = frozenset((
     "user", "assistant", "system", "attachment", "summary", "custom-title",
     "file-history-snapshot", "queue-operation", "last-prompt", "mode", "ai-title", "tag",
     "agent-name", "progress",
+    # Claude Code 2.1.3xx: the requests it sent (``api-request`` names the messages of each by
+    # the hashes of ``api-request-blob`` lines and of the chain's messages), the tools used,
+    # costs, and the state of a cache latch; kept as custom entries, never sent.
+    "api-request", "api-request-blob", "api-request-shape", "tools-used", "cost-state",
+    "atis-latch",
 ))
 """Record types this importer knows (all are kept; others are reported as unknown)."""
 _AGENT_TOOLS = ("Agent", "Task")
@@ -303,6 +308,41 @@ def model_summary(text: str) -> str:
 
 
 # -- attachments ----------------------------------------------------------------------------
+
+ATTACHMENT_MARK = CustomMessageMarker(custom_type=CUSTOM_PREFIX + "attachment")
+"""The marker of a message rendered from an ``attachment`` line: harness context, which
+Claude Code sent the model but no person typed."""
+_REMINDER = ("<system-reminder>\n", "\n</system-reminder>")
+
+
+def rendered_attachment(record: Json) -> Message | None:
+    """The message an attachment line's ``rendered`` content was sent as (Claude Code 2.1.3xx
+    writes it with its ``renderedRole``), marked as harness context; ``None`` without one.
+
+    ``renderedRole: "user"``: a user message, one text part per rendered piece, as written.
+    ``"system"``: a system message; Claude Code sends it without the ``<system-reminder>``
+    tags the piece is written in, its pieces joined by a blank line."""
+    pieces = record.get("rendered")
+    if not isinstance(pieces, list) or not pieces:
+        return None
+    texts: list[str] = []
+    for piece in pieces:
+        content = piece.get("content") if isinstance(piece, dict) else None
+        if isinstance(content, list):
+            content = "".join(str(b.get("text") or "") for b in content
+                              if isinstance(b, dict) and b.get("type") == "text")
+        if not isinstance(content, str):
+            return None
+        texts.append(content)
+    if record.get("renderedRole") == "system":
+        bare = [t[len(_REMINDER[0]):-len(_REMINDER[1])]
+                if t.startswith(_REMINDER[0]) and t.endswith(_REMINDER[1]) else t
+                for t in texts]
+        return Message.system("\n\n".join(bare)).marked(ATTACHMENT_MARK)
+    content: str | list[AnyPart] = (texts[0] if len(texts) == 1
+                                    else [TextPart(text=t) for t in texts])
+    return Message(role="user", content=cast(Any, content)).marked(ATTACHMENT_MARK)
+
 
 def render_attachment(attachment: Any) -> str | None:
     """The text Claude Code 2.1.197 sends for an attachment (as a system message), or
@@ -638,13 +678,16 @@ class _Builder:
             self._boundary(f, node, parent)
         elif node.kind == "attachment":
             attachment = node.first.get("attachment")
-            text = render_attachment(attachment)
-            if text is None:
+            msg = rendered_attachment(node.first)
+            if msg is None:
+                text = render_attachment(attachment)
+                msg = None if text is None else Message.system(text).marked(ATTACHMENT_MARK)
+            if msg is None:
                 kind = attachment.get("type") if isinstance(attachment, dict) else None
                 self.unrendered[str(kind)] += 1
                 self._custom(node, parent, "attachment")
             else:
-                self._messages(node, parent, [Message.system(text)])
+                self._messages(node, parent, [msg])
         else:
             self._custom(node, parent, node.record_type)
 

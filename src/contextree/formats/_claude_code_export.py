@@ -153,7 +153,7 @@ def _write_message(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Jso
         _tool_result(w, msg, stamp, envelopes)
     elif msg.kind == Kind.COMPACTION_SUMMARY:
         _summary(w, msg, stamp, envelopes, first=first)
-    elif msg.role == "system":
+    elif msg.role == "system" or _envelope(envelopes, 0, "attachment") is not None:
         _system(w, msg, stamp, envelopes)
     else:
         _user(w, msg, stamp, envelopes)
