@@ -290,8 +290,11 @@ def test_claude_code_2_1_332_context_is_what_claude_code_sent(path: Path, import
     s = imported("claude-code", path)
     scenario = path.parent
     index = CC_NEW_REQUEST.get(scenario.name, manifest(scenario)["final_main_request"])
-    body = requests(scenario)[index]["body"]
-    msgs = s.build_context().messages
+    assert_sent_by_2_1_332(s.build_context().messages, requests(scenario)[index]["body"])
+
+
+def assert_sent_by_2_1_332(msgs: list[Message], body: Json) -> None:
+    """``msgs`` (a context) is what Claude Code 2.1.332 sent as ``body``, then the reply."""
     ctx_items = [(("harness", x[1]) if is_harness(m) and x[0] == "user" else x)
                  for m in msgs for x in message_items(m)]
     ctx_conv, ctx_users, ctx_systems = cc_split(ctx_items)
@@ -427,6 +430,104 @@ def test_claude_code_subagent_transcript_is_linked_to_its_call(imported: Any) ->
     body = requests(path.parent)[manifest(path.parent)["final_subagent_request"]]["body"]
     sent = without_system(cc_request_items(body))
     assert without_system(cc_context_items(s, link.data["last_entry_id"]))[:len(sent)] == sent
+
+
+SUBAGENT_SCENARIOS = [CC / "subagent", CC_NEW / "subagent"]
+
+
+@pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
+def test_claude_code_subagent_file_imports_as_its_own_session(scenario: Path,
+                                                              imported: Any) -> None:
+    parent = scenario / "session-1.jsonl"
+    (agent_file,) = claude_code.subagent_files(parent)
+    s = imported("claude-code", agent_file)
+    link = (s.header.metadata or {})["imported_from"]["subagent"]
+    assert s.header.parent_session == str(parent.resolve()) == link["parent_file"]
+    assert link["resolved"] is True and "note" not in link
+    assert link["tool_use_id"] == "toolu_fx_agent"
+    assert link["parent_session_id"] == lines_of(parent)[-1]["sessionId"]
+    assert link["agent_id"] == lines_of(agent_file)[0]["agentId"]
+    assert s.header.id != link["parent_session_id"]
+    # Every message of the transcript, in order, and the context it sent last.
+    assert [i for m in branch_messages(s) if not is_harness(m)
+            for i in message_items(m)] == cc_file_items(agent_file)
+    body = requests(scenario)[manifest(scenario)["final_subagent_request"]]["body"]
+    if scenario.parent == CC_NEW:
+        assert_sent_by_2_1_332(s.build_context().messages, body)
+    else:
+        sent = without_system(cc_request_items(body))
+        assert without_system(cc_context_items(s))[:len(sent)] == sent
+
+
+@pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
+def test_claude_code_with_subagents_imports_each_beside_the_parent(scenario: Path,
+                                                                   tmp_path: Path) -> None:
+    parent = scenario / "session-1.jsonl"
+    (agent_file,) = claude_code.subagent_files(parent)
+    dest = tmp_path / "parent.jsonl"
+    with import_session("claude-code", parent, dest, with_subagents=True,
+                        durable=False) as s:
+        (link,) = [e for e in s.find(CustomEntry) if e.custom_type == "claude-code/subagent"]
+        entries = list(s.entries())
+        # The transcript is not copied in: the one root is the parent's first line.
+        assert [e for e in entries if e.parent_id is None] == entries[:1]
+        assert link.id in {e.id for e in s.branch()}
+        linked_to = s.get_entry(link.parent_id or "")
+        assert isinstance(linked_to, MessageEntry)
+        assert linked_to.message.tool_call_id == link.data["tool_use_id"] == "toolu_fx_agent"
+    agent_dest = tmp_path / "parent.agent-1.jsonl"
+    assert link.data["session"] == str(agent_dest)
+    with Session.open(agent_dest, readonly=True) as sub, \
+            import_session("claude-code", agent_file, tmp_path / "alone.jsonl",
+                           durable=False) as alone:
+        assert sub.header.parent_session == str(dest)
+        info = (sub.header.metadata or {})["imported_from"]["subagent"]
+        assert info["session"] == str(agent_dest) and info["tool_use_id"] == "toolu_fx_agent"
+        assert sub.build_context().messages == alone.build_context().messages
+        assert len(sub.build_context().messages) >= 4
+
+
+def test_claude_code_subagent_without_its_parent_still_imports(tmp_path: Path,
+                                                               imported: Any) -> None:
+    agent = tmp_path / "gone" / "subagents" / "agent-1.jsonl"
+    agent.parent.mkdir(parents=True)
+    (agent_file,) = claude_code.subagent_files(CC / "subagent" / "session-1.jsonl")
+    shutil.copyfile(agent_file, agent)
+    s = imported("claude-code", agent)
+    link = (s.header.metadata or {})["imported_from"]["subagent"]
+    assert link["resolved"] is False and "not there" in link["note"]
+    assert link["parent_file"] == str(tmp_path / "gone.jsonl")
+    assert s.header.parent_session == link["parent_session_id"]  # Claude Code's session id
+    assert link["tool_use_id"] is None  # no meta.json, no parent to find it in
+    assert [i for m in branch_messages(s) for i in message_items(m)] == cc_file_items(agent)
+
+
+def test_claude_code_corrupt_subagent_file_is_reported_not_fatal(tmp_path: Path,
+                                                                 imported: Any) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(CC_NEW / "subagent", copy)
+    bad = copy / "session-1" / "subagents" / "agent-bad.jsonl"
+    bad.write_text('{"type": "user", "uuid": "x", "message": {"content": "hi"}}\nnot json\n')
+    parent = copy / "session-1.jsonl"
+    s = imported("claude-code", parent)
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    (err,) = report["subagent_errors"]
+    assert err["file"] == str(bad) and "not valid JSON" in err["error"]
+    assert len(report["subagents"]) == 1  # the good one is still linked
+    with import_session("claude-code", parent, tmp_path / "p.jsonl", with_subagents=True,
+                        durable=False) as p:
+        report = (p.header.metadata or {})["imported_from"]["report"]
+        assert report["subagent_errors"][0]["file"] == str(bad)
+    assert (tmp_path / "p.agent-1.jsonl").is_file()
+    assert not (tmp_path / "p.agent-bad.jsonl").exists()
+
+
+def test_with_subagents_is_refused_for_other_formats(tmp_path: Path) -> None:
+    from contextree.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="only claude-code"):
+        import_session("codex", CX / "simple" / "rollout-1.jsonl", tmp_path / "x.jsonl",
+                       with_subagents=True)
 
 
 def test_claude_code_fork_and_resume(imported: Any) -> None:

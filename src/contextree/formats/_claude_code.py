@@ -81,6 +81,7 @@ from ..entries import (
     from_dict,
     now,
 )
+from ..errors import SessionError
 from ..markers import CompactionSummaryMarker, CustomMessageMarker
 from ._base import (
     Ids,
@@ -542,9 +543,12 @@ def _duplicate(f: _File, node: _Node, obj: Json) -> None:
 class _Builder:
     """Places the nodes of every file as entries (see the module notes)."""
 
-    def __init__(self, main: _File, agents: list[_File]) -> None:
+    def __init__(self, main: _File, agents: list[_File],
+                 sessions: dict[Path, str] | None = None) -> None:
         self.main = main
         self.agents = agents
+        # With sessions, each transcript becomes the session named there (not a root here).
+        self.sessions = sessions
         self.ids = Ids([u for f in (main, *agents) for u in f.by_uuid])
         self.taken: set[str] = set()
         self.entries = _Spool()
@@ -816,6 +820,8 @@ class _Builder:
     def _agent_link(self, agent: _File, call: str | None, after: str | None) -> None:
         data: Json = {"agent_id": agent.agent_id, "tool_use_id": call,
                       "file": str(agent.path), "meta": agent.meta}
+        if self.sessions is not None:
+            data["session"] = self.sessions.get(agent.path)
         parent = self.last(after)
         eid = self._id(None)
         entry = CustomEntry(id=eid, parent_id=parent, timestamp=self.stamp or now(),
@@ -828,13 +834,16 @@ class _Builder:
     def place_agents(self) -> None:
         """Each sub-agent transcript as its own root; a link for one no call named."""
         for agent in self.agents:
-            self.place_file(agent)
+            if self.sessions is None:
+                self.place_file(agent)
             link = next((x for x in self.links if x["file"] == str(agent.path)), None)
             if link is None:
                 call = agent.meta.get("toolUseId")
                 self._agent_link(agent, call if isinstance(call, str) else None,
                                  self.anchor.get(id(self.main)))
                 link = self.links[-1]
+            if self.sessions is not None:
+                continue
             firsts = [n.ids[0] for n in agent.nodes if n.ids]
             link["first_entry_id"] = firsts[0] if firsts else None
             link["last_entry_id"] = self.last(self.anchor.get(id(agent)))
@@ -885,16 +894,75 @@ def _agent_file(path: Path) -> _File:
     return f
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Claude Code session file and its sub-agent transcripts (see the module notes)."""
+def parent_file(path: Path) -> Path:
+    """Where the session a sub-agent transcript belongs to is:
+    ``<session>/subagents/agent-<id>.jsonl`` -> ``<session>.jsonl``."""
+    return path.parent.parent.with_suffix(".jsonl")
+
+
+def subagent_link(agent: _File) -> Json:
+    """How a sub-agent transcript imported on its own links to its parent (the header's
+    ``imported_from.subagent``): ``agent_id``, ``agent_type``, ``description``, the
+    ``tool_use_id`` of the Agent/Task call that started it (from ``agent-<id>.meta.json``, or
+    found in the parent), ``parent_file`` and ``parent_session_id`` (Claude Code's),
+    ``parent_session`` (the header's: the parent file, else its session id), and
+    ``resolved`` (whether the parent file is there; if not, ``note`` says so)."""
+    parent = parent_file(agent.path.resolve())
+    meta = agent.meta
+    call = meta.get("toolUseId")
+    sid = agent.info.get("sessionId")
+    resolved = parent.is_file()
+    if not isinstance(call, str) and resolved and agent.agent_id:
+        call = _call_of_agent(parent, agent.agent_id)
+    link: Json = {"agent_id": agent.agent_id, "agent_type": meta.get("agentType"),
+                  "description": meta.get("description"),
+                  "tool_use_id": call if isinstance(call, str) else None,
+                  "parent_file": str(parent), "parent_session_id": sid,
+                  "parent_session": str(parent) if resolved else sid, "resolved": resolved}
+    if not resolved:
+        link["note"] = (f"the parent session file {parent} is not there: the link names "
+                        "its Claude Code session id only")
+    return link
+
+
+def _call_of_agent(parent: Path, agent_id: str) -> str | None:
+    """The tool_use id whose result in ``parent`` names ``agent_id`` (``toolUseResult``)."""
+    for obj in _quick_lines(parent):
+        result = obj.get("toolUseResult")
+        if isinstance(result, dict) and result.get("agentId") == agent_id:
+            content = obj.get("message", {}).get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and isinstance(block.get("tool_use_id"), str):
+                    return str(block["tool_use_id"])
+    return None
+
+
+def read(path: Path, progress: Progress | None = None, *,
+         subagent_sessions: dict[Path, str] | None = None) -> Imported:
+    """Read a Claude Code session file and its sub-agent transcripts (see the module notes).
+
+    A sub-agent transcript read on its own (every chain line ``isSidechain``) is a session of
+    its own, linked to its parent (see ``subagent_link``). ``subagent_sessions`` maps the
+    transcripts beside ``path`` to the sessions they are imported into (``import_session(...,
+    with_subagents=True)``): they are then linked, not copied in. A transcript that cannot be
+    read is reported (``subagent_errors``), not fatal."""
     main = _read_file(path, "main", progress)
     if not any(n.kind in ("user", "assistant", "summary") for n in main.nodes):
         raise input_error(path, None, "no Claude Code messages found (lines of type user or "
                           "assistant with a uuid); is this a Claude Code session file?")
+    sidechain = all(n.sidechain for n in main.nodes if n.chain)
+    if sidechain:  # a sub-agent's transcript, imported on its own
+        main.close()
+        main = _agent_file(path)
     agents: list[_File] = []
+    errors: list[Json] = []
     try:
-        agents.extend(_agent_file(p) for p in subagent_files(path))
-        b = _Builder(main, agents)
+        for p in [] if sidechain else subagent_files(path):
+            try:
+                agents.append(_agent_file(p))
+            except (SessionError, OSError) as e:
+                errors.append({"file": str(p), "error": str(e)})
+        b = _Builder(main, agents, subagent_sessions)
         try:
             b.place_file(main)
             b.place_agents()
@@ -913,13 +981,20 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
         entries.add(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
         leaf = info_id
     report = _report(b, main, agents)
+    if errors:
+        report["subagent_errors"] = errors
     info = main.info
+    link = subagent_link(main) if sidechain else None
     meta = imported_metadata("claude-code", path, claude_code_version=info.get("version"),
-                             report=report)
+                             report=report, subagent=link)
     sid, cwd, ts = info.get("sessionId"), info.get("cwd"), info.get("timestamp")
+    if link is not None:  # the transcript shares its parent's sessionId: not its own id
+        sid = f"{sid}-agent-{main.agent_id}" if isinstance(sid, str) and main.agent_id \
+            else None
     hdr = header(sid if isinstance(sid, str) else None,
                  ts if isinstance(ts, str) else file_time(path),
-                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta)
+                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta,
+                 parent_session=None if link is None else link["parent_session"])
     return Imported(hdr, leaf_id=leaf, report=report, stream=entries.replay,
                     used_ids=entries.ids)
 
