@@ -340,9 +340,9 @@ def rendered_attachment(record: Json) -> Message | None:
                 if t.startswith(_REMINDER[0]) and t.endswith(_REMINDER[1]) else t
                 for t in texts]
         return Message.system("\n\n".join(bare)).marked(ATTACHMENT_MARK)
-    content: str | list[AnyPart] = (texts[0] if len(texts) == 1
-                                    else [TextPart(text=t) for t in texts])
-    return Message(role="user", content=cast(Any, content)).marked(ATTACHMENT_MARK)
+    parts: str | list[AnyPart] = (texts[0] if len(texts) == 1
+                                  else [TextPart(text=t) for t in texts])
+    return Message(role="user", content=cast(Any, parts)).marked(ATTACHMENT_MARK)
 
 
 def render_attachment(attachment: Any) -> str | None:
@@ -682,16 +682,16 @@ class _Builder:
             self._boundary(f, node, parent)
         elif node.kind == "attachment":
             attachment = node.first.get("attachment")
-            msg = rendered_attachment(node.first)
-            if msg is None:
+            shown = rendered_attachment(node.first)
+            if shown is None:
                 text = render_attachment(attachment)
-                msg = None if text is None else Message.system(text).marked(ATTACHMENT_MARK)
-            if msg is None:
+                shown = None if text is None else Message.system(text).marked(ATTACHMENT_MARK)
+            if shown is None:
                 kind = attachment.get("type") if isinstance(attachment, dict) else None
                 self.unrendered[str(kind)] += 1
                 self._custom(node, parent, "attachment")
             else:
-                self._messages(node, parent, [msg])
+                self._messages(node, parent, [shown])
         else:
             self._custom(node, parent, node.record_type)
 
