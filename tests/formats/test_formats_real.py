@@ -432,6 +432,21 @@ def test_claude_code_subagent_transcript_is_linked_to_its_call(imported: Any) ->
     assert without_system(cc_context_items(s, link.data["last_entry_id"]))[:len(sent)] == sent
 
 
+def test_claude_code_attachments_export_as_themselves(imported: Any) -> None:
+    from contextree.formats._claude_code_export import records
+
+    path = CC_NEW / "attachments" / "session-1.jsonl"
+    s = imported("claude-code", path)
+    rendered = {d["uuid"] for d in lines_of(path) if d["type"] == "attachment" and d.get(
+        "rendered")}
+    out = records(s)
+    written = {d["uuid"] for d in out if d["type"] == "attachment"}
+    assert written == rendered  # the user-role ones too, not as user lines
+    assert all(d.get("rendered") for d in out if d["type"] == "attachment")
+    users = [d["message"]["content"] for d in out if d["type"] == "user"]
+    assert not any("<system-reminder>" in str(c) for c in users)
+
+
 SUBAGENT_SCENARIOS = [CC / "subagent", CC_NEW / "subagent"]
 
 

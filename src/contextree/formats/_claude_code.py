@@ -1,7 +1,8 @@
 """Claude Code session files (``~/.claude/projects/<encoded cwd>/<session id>.jsonl``): import.
 
 Checked against files written by Claude Code 2.1.197 (``tests/data/formats/real/claude_code``,
-whose README documents the records). Claude Code writes one JSON object per line:
+whose README documents the records) and 2.1.332 (``claude_code_2.1.332``). Claude Code writes
+one JSON object per line:
 
 * **Chain records** have a ``uuid`` and a ``parentUuid``: ``user``, ``assistant``, ``system``
   and ``attachment`` lines. Each line's parent is the line written before it on the same
@@ -22,14 +23,19 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
 * Each tool result is its own ``user`` line whose parent is the line of *its own* tool_use, so
   parallel results hang off different lines of one response. The results of one response are
   chained in file order, and whatever names any of them as parent continues after the last.
-* ``attachment`` lines are rendered the way Claude Code sends them, as **system** messages
-  (``file`` with text content: the Read tool call and its numbered lines;
-  ``agent_listing_delta``: the agent listing). Attachments of other types are kept as
-  ``claude-code/attachment`` custom entries, which the model does not see.
+* ``attachment`` lines become the messages Claude Code sent for them, marked as harness
+  context (``ATTACHMENT_MARK``): since 2.1.3xx a line carries them (``rendered`` pieces and
+  their ``renderedRole``: user, or system without the ``<system-reminder>`` tags); for older
+  lines two types are rendered here, as **system** messages (``file`` with text content: the
+  Read tool call and its numbered lines; ``agent_listing_delta``: the agent listing). Other
+  attachments, which the model is not sent, are kept as ``claude-code/attachment`` custom
+  entries.
 * A ``compact_boundary`` system line (``parentUuid`` null, ``logicalParentUuid`` the last line
-  before it) becomes a compaction entry under that line, holding what the model saw: the
-  ``isCompactSummary`` user message (marked ``compaction_summary``), then the messages the
-  boundary's ``compactMetadata.preservedMessages`` names, copied as its ``retained_tail``.
+  before it) becomes a compaction entry under that line. Its ``summary`` is what the model
+  wrote (``model_summary``: the text after ``Summary:`` in the ``isCompactSummary`` message);
+  its ``retained_tail`` is what the model saw: that user message (marked
+  ``compaction_summary`` with the summary, so the context does not send it twice), then the
+  messages the boundary's ``compactMetadata.preservedMessages`` names.
   ``tokens_before``/``tokens_after`` are ``preTokens``/``postTokens``. The summary line's
   children continue after the compaction entry. Lines written a second time around a
   mid-turn compaction (same uuid) are counted as duplicates; fields that differ are kept in
@@ -40,7 +46,11 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
   ``agent-<id>.meta.json``) are imported as their own root, so their context is what the
   sub-agent saw; a ``claude-code/subagent`` custom entry after the Agent (or Task) tool result
   names the agent, its tool call and the first and last entry of its transcript. Sidechain
-  lines inside the main file (older versions) are kept the same way.
+  lines inside the main file (older versions) are kept the same way. With
+  ``subagent_sessions`` (``_claude_code_subagents``) the transcripts are sessions of their own
+  that the custom entries name instead. One that cannot be read is named in the report
+  (``subagent_errors``). A transcript read on its own (every chain line ``isSidechain``) is a
+  session whose header links it to its parent (``subagent_link``).
 * The current leaf is where Claude Code resumes: the last main-chain line (or the
   ``last-prompt`` leaf written after it), followed by the custom entries written after it. The
   session name is the ``custom-title`` if any, else the ``summary`` whose ``leafUuid`` is in

@@ -27,9 +27,10 @@ header's ``imported_from.report`` count them by type):
   that became its message: message content, arguments, input, output, encrypted content).
 * ``compacted`` becomes a compaction entry whose ``retained_tail`` is what Codex sends from
   then on: the base instructions, then ``replacement_history`` in order (the kept user
-  prompts *before* the summary, which is marked ``compaction_summary``). The summary reply,
-  a ``response_item`` marked ``metadata.compaction_output``, is kept in that entry, not
-  joined to the assistant reply before it.
+  prompts *before* the summary, which is marked ``compaction_summary`` with the summary, so
+  the context does not send it twice). The summary reply, a ``response_item`` marked
+  ``metadata.compaction_output``, is kept in that entry, not joined to the assistant reply
+  before it; its text is the entry's ``summary`` (``model_summary``).
 * ``turn_context`` changes also become model and thinking-level entries; the other lines
   become ``codex/<type>`` custom entries (placed after the response they came in), and
   ``thread_rolled_back`` moves back before the undone turns, which stay in the tree.
