@@ -78,7 +78,9 @@ CC_FILES = sorted(p.relative_to(CC) for p in CC.glob("*/session-*.jsonl"))
 # Files of the newest Claude Code (2.1.332): attachments carry what they were rendered as.
 CC_NEW = REAL / "claude_code_2.1.332"
 CC_NEW_FILES = sorted(CC_NEW.glob("*/session-*.jsonl"))
-CC_ALL = [CC / p for p in CC_FILES] + CC_NEW_FILES
+# A sub-agent transcript imported on its own is checked the same way.
+CC_AGENT_FILES = sorted(REAL.glob("claude_code*/*/session-*/subagents/agent-*.jsonl"))
+CC_ALL = [CC / p for p in CC_FILES] + CC_NEW_FILES + CC_AGENT_FILES
 
 
 def cc_id(path: Path) -> str:
