@@ -38,7 +38,7 @@ import pytest
 
 from contextree import ImagePart, Message, Session, TextPart, ThinkingPart
 from contextree.entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
-from contextree.errors import SessionNotFound
+from contextree.errors import SessionExists, SessionNotFound
 from contextree.formats import _claude_code as claude_code
 from contextree.formats import _codex as codex
 from contextree.formats import import_session
@@ -545,6 +545,16 @@ def test_with_subagents_is_refused_for_other_formats(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="only claude-code"):
         import_session("codex", CX / "simple" / "rollout-1.jsonl", tmp_path / "x.jsonl",
                        with_subagents=True)
+    with pytest.raises(InvalidArgument, match="not a database URL"):
+        import_session("claude-code", CC / "subagent" / "session-1.jsonl",
+                       "postgresql://127.0.0.1:1/none#s", with_subagents=True)
+    # Nothing is written over: a sub-agent's target already there stops the import first.
+    (tmp_path / "p.agent-1.jsonl").write_text("mine\n")
+    with pytest.raises(SessionExists):
+        import_session("claude-code", CC / "subagent" / "session-1.jsonl",
+                       tmp_path / "p.jsonl", with_subagents=True)
+    assert not (tmp_path / "p.jsonl").exists()
+    assert (tmp_path / "p.agent-1.jsonl").read_text() == "mine\n"
 
 
 def test_claude_code_fork_and_resume(imported: Any) -> None:

@@ -143,8 +143,12 @@ def import_session(
         if spec.name != "claude-code":
             raise InvalidArgument(f"with_subagents: only claude-code sessions have sub-agent "
                                   f"transcripts, not {spec.name!r}")
+        from ..storage import resolve
         from ._claude_code_subagents import import_with_subagents
 
+        if resolve(dest_path).scheme is not None:
+            raise InvalidArgument("with_subagents writes one file per sub-agent beside the "
+                                  "session: import to a file path, not a database URL")
         return import_with_subagents(source, Path(dest_path), _write_imported,
                                      progress=progress, durable=durable)
     return _write_imported(spec.reader(source, progress), dest_path, durable=durable)
