@@ -23,10 +23,10 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
 * Each tool result is its own ``user`` line whose parent is the line of *its own* tool_use, so
   parallel results hang off different lines of one response. The results of one response are
   chained in file order, and whatever names any of them as parent continues after the last.
-* ``attachment`` lines become the messages Claude Code sent for them, marked as harness
-  context (``ATTACHMENT_MARK``): since 2.1.3xx a line carries them (``rendered`` pieces and
-  their ``renderedRole``: user, or system without the ``<system-reminder>`` tags); for older
-  lines two types are rendered here, as **system** messages (``file`` with text content: the
+* ``attachment`` lines become the messages Claude Code sent for them, harness context: since
+  2.1.3xx a line carries them (``rendered`` pieces and their ``renderedRole``: a user message
+  marked ``ATTACHMENT_MARK``, or a system message without the ``<system-reminder>`` tags);
+  for older lines two types are rendered here, as **system** messages (``file`` with text: the
   Read tool call and its numbered lines; ``agent_listing_delta``: the agent listing). Other
   attachments, which the model is not sent, are kept as ``claude-code/attachment`` custom
   entries.
@@ -321,14 +321,15 @@ def model_summary(text: str) -> str:
 # -- attachments ----------------------------------------------------------------------------
 
 ATTACHMENT_MARK = CustomMessageMarker(custom_type=CUSTOM_PREFIX + "attachment")
-"""The marker of a message rendered from an ``attachment`` line: harness context, which
-Claude Code sent the model but no person typed."""
+"""The marker of a user message rendered from an ``attachment`` line: harness context, which
+Claude Code sent the model as a user message but no person typed (a system message says so
+by its role)."""
 _REMINDER = ("<system-reminder>\n", "\n</system-reminder>")
 
 
 def rendered_attachment(record: Json) -> Message | None:
     """The message an attachment line's ``rendered`` content was sent as (Claude Code 2.1.3xx
-    writes it with its ``renderedRole``), marked as harness context; ``None`` without one.
+    writes it with its ``renderedRole``); ``None`` without one.
 
     ``renderedRole: "user"``: a user message, one text part per rendered piece, as written.
     ``"system"``: a system message; Claude Code sends it without the ``<system-reminder>``
@@ -349,7 +350,7 @@ def rendered_attachment(record: Json) -> Message | None:
         bare = [t[len(_REMINDER[0]):-len(_REMINDER[1])]
                 if t.startswith(_REMINDER[0]) and t.endswith(_REMINDER[1]) else t
                 for t in texts]
-        return Message.system("\n\n".join(bare)).marked(ATTACHMENT_MARK)
+        return Message.system("\n\n".join(bare))
     parts: str | list[AnyPart] = (texts[0] if len(texts) == 1
                                   else [TextPart(text=t) for t in texts])
     return Message(role="user", content=cast(Any, parts)).marked(ATTACHMENT_MARK)
@@ -695,7 +696,7 @@ class _Builder:
             shown = rendered_attachment(node.first)
             if shown is None:
                 text = render_attachment(attachment)
-                shown = None if text is None else Message.system(text).marked(ATTACHMENT_MARK)
+                shown = None if text is None else Message.system(text)
             if shown is None:
                 kind = attachment.get("type") if isinstance(attachment, dict) else None
                 self.unrendered[str(kind)] += 1
