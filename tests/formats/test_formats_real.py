@@ -434,7 +434,7 @@ def test_claude_code_subagent_transcript_is_linked_to_its_call(imported: Any) ->
     assert without_system(cc_context_items(s, link.data["last_entry_id"]))[:len(sent)] == sent
 
 
-def test_claude_code_attachments_export_as_themselves(imported: Any) -> None:
+def test_claude_code_attachments_export_as_themselves(imported: Any, tmp_path: Path) -> None:
     from contextree.formats._claude_code_export import records
 
     path = CC_NEW / "attachments" / "session-1.jsonl"
@@ -447,6 +447,12 @@ def test_claude_code_attachments_export_as_themselves(imported: Any) -> None:
     assert all(d.get("rendered") for d in out if d["type"] == "attachment")
     users = [d["message"]["content"] for d in out if d["type"] == "user"]
     assert not any("<system-reminder>" in str(c) for c in users)
+    # Read back, the export gives the same context.
+    from contextree.formats import export_session
+
+    back = imported("claude-code", export_session("claude-code", s, tmp_path / "export.jsonl"))
+    assert [(m.role, m.text, m.kind) for m in back.build_context().messages] == \
+        [(m.role, m.text, m.kind) for m in s.build_context().messages]
 
 
 SUBAGENT_SCENARIOS = [CC / "subagent", CC_NEW / "subagent"]
