@@ -94,6 +94,10 @@ def test_every_scenario_is_covered() -> None:
         "subagent"}
     assert {p.parent.name for p in CX_FILES} == {"simple", "tools", "resume", "compact"}
     assert len(CC_FILES) == 8 and len(CX_FILES) == 5
+    assert {p.parent.name for p in CC_NEW_FILES} == {
+        "simple", "tools", "resume", "compact_manual", "compact_auto", "subagent",
+        "attachments"}
+    assert len(CC_NEW_FILES) == 8 and len(CC_AGENT_FILES) == 2
 
 
 @pytest.fixture
@@ -291,7 +295,8 @@ def cc_split(items: list[Item]) -> tuple[list[Item], list[str], list[str]]:
 def test_claude_code_2_1_332_context_is_what_claude_code_sent(path: Path, imported: Any) -> None:
     s = imported("claude-code", path)
     scenario = path.parent
-    index = CC_NEW_REQUEST.get(scenario.name, manifest(scenario)["final_main_request"])
+    sid = lines_of(path)[-1]["sessionId"]
+    index = CC_NEW_REQUEST.get(scenario.name) or final_request(scenario, sid, "session_ids")
     assert_sent_by_2_1_332(s.build_context().messages, requests(scenario)[index]["body"])
 
 
