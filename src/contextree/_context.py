@@ -106,7 +106,7 @@ def build_context(
     cleared = (comp.cleared or {}) if comp is not None else {}
     raw: list[tuple[Message, str | None]] = []
     if comp is not None:
-        if comp.summary:
+        if comp.summary and not tail_renders_summary(comp):
             raw.append((summary_message(comp), comp.id))
         for m in comp.retained_tail or ():
             raw.append((m, comp.id))
@@ -128,6 +128,17 @@ def summary_message(comp: CompactionEntry) -> Message:
         entry_id=comp.id, tokens_before=comp.tokens_before, summary=comp.summary,
         digest=digest if isinstance(digest, dict) else None)
     return Message(role="system", content=SUMMARY_PREFIX + comp.summary, meta=mark.to_meta())
+
+
+def tail_renders_summary(comp: CompactionEntry) -> bool:
+    """Whether ``comp``'s ``retained_tail`` already holds its summary as the model saw it: a
+    message marked as a compaction summary of that very text (an import keeps the summary the
+    way the other tool sent it, e.g. Claude Code's user message), so it is not sent twice."""
+    for m in comp.retained_tail or ():
+        mark = m.marker
+        if isinstance(mark, CompactionSummaryMarker) and mark.summary == comp.summary:
+            return True
+    return False
 
 
 def summary_of(message: Message) -> tuple[str, int] | None:

@@ -147,7 +147,10 @@ class CompactionEntry(Entry, tag="compaction", kw_only=True):
     (a system prompt, the current task), then the path from ``first_kept_entry_id`` (or the
     ``retained_tail`` messages), then everything after this entry. Tool results whose entry
     ids are keys of ``cleared`` are shown as the placeholder text given there. The entries
-    before stay in the file: compaction changes the view, never the history.
+    before stay in the file: compaction changes the view, never the history. A
+    ``retained_tail`` message marked as the compaction summary of this very ``summary`` (an
+    imported compaction, kept the way the other tool sent it) stands in for the summary
+    message, which is then not added a second time.
     """
 
     summary: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -325,6 +326,34 @@ def test_import_and_export(tmp_path: Path) -> None:
     chat = json.loads((tmp_path / "pi.contextree.openai-chat.json").read_text())
     assert chat[-2]["tool_calls"][0]["function"]["name"] == "edit"
     assert chat[-1]["role"] == "tool"  # the result came later: "interrupted" stands in
+
+
+def test_import_claude_code_with_subagents(tmp_path: Path) -> None:
+    src = tmp_path / "cc"
+    shutil.copytree(DATA / "real" / "claude_code_2.1.332" / "subagent", src)
+    bad = src / "session-1" / "subagents" / "agent-bad.jsonl"
+    bad.write_text("not json\n")
+    out = run("import", "claude-code", src / "session-1.jsonl", "-o", tmp_path / "p.jsonl",
+              "--with-subagents").stdout
+    agent = tmp_path / "p.agent-1.jsonl"
+    assert f"sub-agent -> {agent}" in out
+    assert f"WARNING: sub-agent transcript {bad} not imported" in out
+    assert run("verify", agent).stdout.startswith("OK ")
+    # The tree shows the link under the Agent call's result; the sub-agent names its parent.
+    tree = run("tree", tmp_path / "p.jsonl").stdout  # (lines are cut to the width)
+    (line,) = [x for x in tree.splitlines() if "sub-agent -> " in x]
+    assert f"sub-agent -> {agent}, for call toolu_fx_agent"[:30] in line
+    with Session.open(agent, readonly=True) as sub:
+        assert sub.header.parent_session == str(tmp_path / "p.jsonl")
+    # Imported on its own, a sidechain file is a session too (not 0 messages).
+    alone = tmp_path / "alone.jsonl"
+    run("import", "auto", src / "session-1" / "subagents" / "agent-1.jsonl", "-o", alone)
+    assert "FIXTURE-SUBAGENT-TASK" in run("show", alone).stdout
+    one_line_error(run("import", "codex", DATA / "real" / "codex" / "simple" / "rollout-1.jsonl",
+                       "-o", tmp_path / "x.jsonl", "--with-subagents", code=2),
+                   "only claude-code")
+    one_line_error(run("import", "claude-code", src / "session-1.jsonl", "-o", "-",
+                       "--with-subagents", code=2), "give -o a file path")
 
 
 def test_import_errors(tmp_path: Path) -> None:

@@ -38,10 +38,11 @@ import pytest
 
 from contextree import ImagePart, Message, Session, TextPart, ThinkingPart
 from contextree.entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
-from contextree.errors import SessionNotFound
+from contextree.errors import SessionExists, SessionNotFound
 from contextree.formats import _claude_code as claude_code
 from contextree.formats import _codex as codex
 from contextree.formats import import_session
+from contextree.markers import CustomMessageMarker
 from helpers import FORMATS_DATA, ROOT
 
 REAL = FORMATS_DATA / "real"
@@ -74,6 +75,16 @@ def final_request(scenario: Path, session_id: str, key: str) -> int:
 
 
 CC_FILES = sorted(p.relative_to(CC) for p in CC.glob("*/session-*.jsonl"))
+# Files of the newest Claude Code (2.1.332): attachments carry what they were rendered as.
+CC_NEW = REAL / "claude_code_2.1.332"
+CC_NEW_FILES = sorted(CC_NEW.glob("*/session-*.jsonl"))
+# A sub-agent transcript imported on its own is checked the same way.
+CC_AGENT_FILES = sorted(REAL.glob("claude_code*/*/session-*/subagents/agent-*.jsonl"))
+CC_ALL = [CC / p for p in CC_FILES] + CC_NEW_FILES + CC_AGENT_FILES
+
+
+def cc_id(path: Path) -> str:
+    return str(path.relative_to(REAL))
 CX_FILES = sorted(p.relative_to(CX) for p in CX.glob("*/rollout-*.jsonl"))
 
 
@@ -83,6 +94,10 @@ def test_every_scenario_is_covered() -> None:
         "subagent"}
     assert {p.parent.name for p in CX_FILES} == {"simple", "tools", "resume", "compact"}
     assert len(CC_FILES) == 8 and len(CX_FILES) == 5
+    assert {p.parent.name for p in CC_NEW_FILES} == {
+        "simple", "tools", "resume", "compact_manual", "compact_auto", "subagent",
+        "attachments"}
+    assert len(CC_NEW_FILES) == 8 and len(CC_AGENT_FILES) == 2
 
 
 @pytest.fixture
@@ -218,15 +233,21 @@ def cc_context_items(session: Session, leaf: str | None = None) -> list[Item]:
     return out
 
 
+def is_harness(m: Message) -> bool:
+    """A message rendered from an ``attachment`` line (system, or user since 2.1.3xx)."""
+    mark = m.marker
+    return m.role == "system" or (isinstance(mark, CustomMessageMarker)
+                                  and mark.custom_type == "claude-code/attachment")
+
+
 def without_system(items: list[Item]) -> list[Item]:
     return [i for i in items if i[0] != "system"]
 
 
-@pytest.mark.parametrize("rel", CC_FILES, ids=str)
-def test_claude_code_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
-    path = CC / rel
+@pytest.mark.parametrize("path", CC_ALL, ids=cc_id)
+def test_claude_code_branch_holds_every_message_in_order(path: Path, imported: Any) -> None:
     s = imported("claude-code", path)
-    got = without_system([i for m in branch_messages(s) for i in message_items(m)])
+    got = [i for m in branch_messages(s) if not is_harness(m) for i in message_items(m)]
     assert got == cc_file_items(path)
     assert any(i[0] == "tool_use" for i in got) and any(i[0] == "tool_result" for i in got)
 
@@ -242,6 +263,74 @@ def test_claude_code_context_is_what_claude_code_sent(rel: Path, imported: Any) 
     assert ctx[:len(sent)] == sent
     reply = ctx[len(sent):]  # the answer to that request, the last thing in the file
     assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply)
+
+
+# Claude Code 2.1.332 moves the harness context it renders from attachment lines when it
+# builds a request: the user-role pieces of a turn go before the prompt, the system-role ones
+# are joined into one system message (blank lines between), hoisted above a compaction's
+# preserved messages. So the comparison is in two parts: the conversation (prompts, summary,
+# replies, tool calls and results) in order, and the harness texts as a multiset (each system
+# message sent must be made of the context's system texts and blank lines only).
+# The sub-agent scenario is compared at the main request before the sub-agent's report: that
+# report comes back as a <task-notification> line, which Claude Code rewrites when it sends it.
+CC_NEW_REQUEST = {"subagent": 1}
+
+
+def cc_split(items: list[Item]) -> tuple[list[Item], list[str], list[str]]:
+    """(conversation items, harness user texts, system texts) of already split items."""
+    conv: list[Item] = []
+    users: list[str] = []
+    systems: list[str] = []
+    for i in items:
+        if i[0] == "system":
+            systems.append(i[1])
+        elif i[0] == "harness":
+            users.append(i[1].rstrip("\n"))
+        else:
+            conv.append(("user", i[1].rstrip("\n")) if i[0] == "user" else i)
+    return conv, users, systems
+
+
+@pytest.mark.parametrize("path", CC_NEW_FILES, ids=cc_id)
+def test_claude_code_2_1_332_context_is_what_claude_code_sent(path: Path, imported: Any) -> None:
+    s = imported("claude-code", path)
+    scenario = path.parent
+    sid = lines_of(path)[-1]["sessionId"]
+    index = CC_NEW_REQUEST.get(scenario.name) or final_request(scenario, sid, "session_ids")
+    assert_sent_by_2_1_332(s.build_context().messages, requests(scenario)[index]["body"])
+
+
+def assert_sent_by_2_1_332(msgs: list[Message], body: Json) -> None:
+    """``msgs`` (a context) is what Claude Code 2.1.332 sent as ``body``, then the reply."""
+    ctx_items = [(("harness", x[1]) if is_harness(m) and x[0] == "user" else x)
+                 for m in msgs for x in message_items(m)]
+    ctx_conv, ctx_users, ctx_systems = cc_split(ctx_items)
+    harness = set(ctx_users)
+    sent = [(("harness", x[1]) if x[0] == "user" and x[1].rstrip("\n") in harness else x)
+            for x in cc_request_items(body)]
+    conv, users, systems = cc_split(sent)
+    assert ctx_conv[:len(conv)] == conv
+    reply = ctx_conv[len(conv):]
+    assert reply and all(i[0] in ASSISTANT_ITEMS for i in reply[:1])
+    # The harness context up to the reply: every piece sent, and nothing else.
+    seen, cut = 0, len(msgs)
+    for k, m in enumerate(msgs):
+        if seen >= len(conv) and m.role == "assistant":
+            cut = k  # the reply to the request
+            break
+        if not is_harness(m):
+            seen += len(message_items(m))
+    before = [(("harness", x[1]) if is_harness(m) and x[0] == "user" else x)
+              for m in msgs[:cut] for x in message_items(m)]
+    _, want_users, want_systems = cc_split(before)
+    assert sorted(users) == sorted(want_users)
+    assert users, "the fixture sends harness context as user text"
+    rest = "\n\n".join(systems)
+    for text in sorted(want_systems, key=len, reverse=True):
+        assert text in rest, f"not sent: {text[:80]!r}"
+        rest = rest.replace(text, "", 1)
+    assert not rest.strip(), f"sent but not in the context: {rest.strip()[:200]!r}"
+    assert ctx_systems
 
 
 def cc_kept(entries: list[AnyEntry]) -> Counter[str]:
@@ -262,9 +351,8 @@ def cc_strip(d: Json) -> Json:
     return d
 
 
-@pytest.mark.parametrize("rel", CC_FILES, ids=str)
-def test_claude_code_nothing_in_the_file_is_lost(rel: Path, imported: Any) -> None:
-    path = CC / rel
+@pytest.mark.parametrize("path", CC_ALL, ids=cc_id)
+def test_claude_code_nothing_in_the_file_is_lost(path: Path, imported: Any) -> None:
     s = imported("claude-code", path)
     files = [path, *claude_code.subagent_files(path)]
     records = [d for f in files for d in lines_of(f)]
@@ -349,6 +437,135 @@ def test_claude_code_subagent_transcript_is_linked_to_its_call(imported: Any) ->
     body = requests(path.parent)[manifest(path.parent)["final_subagent_request"]]["body"]
     sent = without_system(cc_request_items(body))
     assert without_system(cc_context_items(s, link.data["last_entry_id"]))[:len(sent)] == sent
+
+
+def test_claude_code_attachments_export_as_themselves(imported: Any, tmp_path: Path) -> None:
+    from contextree.formats._claude_code_export import records
+
+    path = CC_NEW / "attachments" / "session-1.jsonl"
+    s = imported("claude-code", path)
+    rendered = {d["uuid"] for d in lines_of(path) if d["type"] == "attachment" and d.get(
+        "rendered")}
+    out = records(s)
+    written = {d["uuid"] for d in out if d["type"] == "attachment"}
+    assert written == rendered  # the user-role ones too, not as user lines
+    assert all(d.get("rendered") for d in out if d["type"] == "attachment")
+    users = [d["message"]["content"] for d in out if d["type"] == "user"]
+    assert not any("<system-reminder>" in str(c) for c in users)
+    # Read back, the export gives the same context.
+    from contextree.formats import export_session
+
+    back = imported("claude-code", export_session("claude-code", s, tmp_path / "export.jsonl"))
+    assert [(m.role, m.text, m.kind) for m in back.build_context().messages] == \
+        [(m.role, m.text, m.kind) for m in s.build_context().messages]
+
+
+SUBAGENT_SCENARIOS = [CC / "subagent", CC_NEW / "subagent"]
+
+
+@pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
+def test_claude_code_subagent_file_imports_as_its_own_session(scenario: Path,
+                                                              imported: Any) -> None:
+    parent = scenario / "session-1.jsonl"
+    (agent_file,) = claude_code.subagent_files(parent)
+    s = imported("claude-code", agent_file)
+    link = (s.header.metadata or {})["imported_from"]["subagent"]
+    assert s.header.parent_session == str(parent.resolve()) == link["parent_file"]
+    assert link["resolved"] is True and "note" not in link
+    assert link["tool_use_id"] == "toolu_fx_agent"
+    assert link["parent_session_id"] == lines_of(parent)[-1]["sessionId"]
+    assert link["agent_id"] == lines_of(agent_file)[0]["agentId"]
+    assert s.header.id != link["parent_session_id"]
+    # Every message of the transcript, in order, and the context it sent last.
+    assert [i for m in branch_messages(s) if not is_harness(m)
+            for i in message_items(m)] == cc_file_items(agent_file)
+    body = requests(scenario)[manifest(scenario)["final_subagent_request"]]["body"]
+    if scenario.parent == CC_NEW:
+        assert_sent_by_2_1_332(s.build_context().messages, body)
+    else:
+        sent = without_system(cc_request_items(body))
+        assert without_system(cc_context_items(s))[:len(sent)] == sent
+
+
+@pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
+def test_claude_code_with_subagents_imports_each_beside_the_parent(scenario: Path,
+                                                                   tmp_path: Path) -> None:
+    parent = scenario / "session-1.jsonl"
+    (agent_file,) = claude_code.subagent_files(parent)
+    dest = tmp_path / "parent.jsonl"
+    with import_session("claude-code", parent, dest, with_subagents=True,
+                        durable=False) as s:
+        (link,) = [e for e in s.find(CustomEntry) if e.custom_type == "claude-code/subagent"]
+        entries = list(s.entries())
+        # The transcript is not copied in: the one root is the parent's first line.
+        assert [e for e in entries if e.parent_id is None] == entries[:1]
+        assert link.id in {e.id for e in s.branch()}
+        linked_to = s.get_entry(link.parent_id or "")
+        assert isinstance(linked_to, MessageEntry)
+        assert linked_to.message.tool_call_id == link.data["tool_use_id"] == "toolu_fx_agent"
+    agent_dest = tmp_path / "parent.agent-1.jsonl"
+    assert link.data["session"] == str(agent_dest)
+    with Session.open(agent_dest, readonly=True) as sub, \
+            import_session("claude-code", agent_file, tmp_path / "alone.jsonl",
+                           durable=False) as alone:
+        assert sub.header.parent_session == str(dest)
+        info = (sub.header.metadata or {})["imported_from"]["subagent"]
+        assert info["session"] == str(agent_dest) and info["tool_use_id"] == "toolu_fx_agent"
+        assert sub.build_context().messages == alone.build_context().messages
+        assert len(sub.build_context().messages) >= 4
+
+
+def test_claude_code_subagent_without_its_parent_still_imports(tmp_path: Path,
+                                                               imported: Any) -> None:
+    agent = tmp_path / "gone" / "subagents" / "agent-1.jsonl"
+    agent.parent.mkdir(parents=True)
+    (agent_file,) = claude_code.subagent_files(CC / "subagent" / "session-1.jsonl")
+    shutil.copyfile(agent_file, agent)
+    s = imported("claude-code", agent)
+    link = (s.header.metadata or {})["imported_from"]["subagent"]
+    assert link["resolved"] is False and "not there" in link["note"]
+    assert link["parent_file"] == str(tmp_path / "gone.jsonl")
+    assert s.header.parent_session == link["parent_session_id"]  # Claude Code's session id
+    assert link["tool_use_id"] is None  # no meta.json, no parent to find it in
+    assert [i for m in branch_messages(s) for i in message_items(m)] == cc_file_items(agent)
+
+
+def test_claude_code_corrupt_subagent_file_is_reported_not_fatal(tmp_path: Path,
+                                                                 imported: Any) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(CC_NEW / "subagent", copy)
+    bad = copy / "session-1" / "subagents" / "agent-bad.jsonl"
+    bad.write_text('{"type": "user", "uuid": "x", "message": {"content": "hi"}}\nnot json\n')
+    parent = copy / "session-1.jsonl"
+    s = imported("claude-code", parent)
+    report = (s.header.metadata or {})["imported_from"]["report"]
+    (err,) = report["subagent_errors"]
+    assert err["file"] == str(bad) and "not valid JSON" in err["error"]
+    assert len(report["subagents"]) == 1  # the good one is still linked
+    with import_session("claude-code", parent, tmp_path / "p.jsonl", with_subagents=True,
+                        durable=False) as p:
+        report = (p.header.metadata or {})["imported_from"]["report"]
+        assert report["subagent_errors"][0]["file"] == str(bad)
+    assert (tmp_path / "p.agent-1.jsonl").is_file()
+    assert not (tmp_path / "p.agent-bad.jsonl").exists()
+
+
+def test_with_subagents_is_refused_for_other_formats(tmp_path: Path) -> None:
+    from contextree.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="only claude-code"):
+        import_session("codex", CX / "simple" / "rollout-1.jsonl", tmp_path / "x.jsonl",
+                       with_subagents=True)
+    with pytest.raises(InvalidArgument, match="not a database URL"):
+        import_session("claude-code", CC / "subagent" / "session-1.jsonl",
+                       "postgresql://127.0.0.1:1/none#s", with_subagents=True)
+    # Nothing is written over: a sub-agent's target already there stops the import first.
+    (tmp_path / "p.agent-1.jsonl").write_text("mine\n")
+    with pytest.raises(SessionExists):
+        import_session("claude-code", CC / "subagent" / "session-1.jsonl",
+                       tmp_path / "p.jsonl", with_subagents=True)
+    assert not (tmp_path / "p.jsonl").exists()
+    assert (tmp_path / "p.agent-1.jsonl").read_text() == "mine\n"
 
 
 def test_claude_code_fork_and_resume(imported: Any) -> None:

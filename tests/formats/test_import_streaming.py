@@ -93,17 +93,19 @@ BEFORE = {
     "pi": "ddedb6406aa2e4a9e4e6b711bd299abcc5f315cbe6691af60ab05d2b72e691a4",
     "claude-code": "f8120467d0adac759c4ba7e2e57798923ba425cf6a71c4aaa062fc93c8f9f677",
 }
+# Updated for issue 25 (the compactions hold the model's summary): compact_auto,
+# compact_manual and compact_reactive.
 BEFORE_FIXTURES = {
     ("pi", "pi_v1.jsonl"): "8eca9b3f1333b476d23ea4f9130d26e4b09e343420ef7af3c2d785968ce404ad",
     ("pi", "pi_v3.jsonl"): "f0536084c825841e8e0fb1bef88faab626f87d5c456f3320434181397d228232",
     ("pi", "pi_written_by_pi.jsonl"):
         "8b3f9bec8c0dd001f1cb130793d82994627cc1be550e71f1bc920981b3d02233",
     ("claude-code", "real/claude_code/compact_auto/session-1.jsonl"):
-        "614e8b51443d228f74d33a8dea7f3336658d02af7a331609c23309003ce50b72",
+        "5dcc94521657236d9b2a9d66d3165acd7f753a4c8582c0cc03863216e18bf26d",
     ("claude-code", "real/claude_code/compact_manual/session-1.jsonl"):
-        "dc90dfd2ac390991ba92c0d7baf05ad264a0adc9b14bcb95b30cbb2b20186a4e",
+        "02f94e5a3ad89a52c33a80ca7a4a88c747121a64ca965a243cb248faf01082ea",
     ("claude-code", "real/claude_code/compact_reactive/session-1.jsonl"):
-        "eee14d9af1704a15b70455f7421c9c7b7f60433a5b8c2563c218388e631d8ece",
+        "3a00c79c3396a5d66f0ba0ca6e374a284d536a94db8b424a779c770b6b178d1f",
     ("claude-code", "real/claude_code/resume/session-1.jsonl"):
         "7c3fc3c40fa678e44be6b748860235bbcdcdb78ae3475b9ee3dfcb30dab34226",
     ("claude-code", "real/claude_code/resume/session-2.jsonl"):

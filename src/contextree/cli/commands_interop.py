@@ -82,6 +82,10 @@ def import_command(
     home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
                                              "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
                                              "or ~/.codex).")] = None,
+    with_subagents: Annotated[bool, typer.Option(
+        "--with-subagents", help="claude-code: also import each sub-agent transcript of the "
+        "session as a session of its own beside OUTPUT (OUTPUT's name + .agent-<id>.jsonl), "
+        "linked to it.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session."""
@@ -119,10 +123,45 @@ def import_command(
     name = spec.name if spec is not None else detect_format(src)
     target = output or str(default_dir / (src.name.removesuffix(src.suffix)
                                           + ".contextree.jsonl"))
+    if with_subagents:
+        _import_with_subagents(name, src, target, force=force, as_json=as_json)
+        return
     with progress_bar(f"importing {src.name}", src.stat().st_size) as bar:
         info = _write_import(name, str(src), target, force=force, progress=bar)
     if info is not None:
         _report_import(info, as_json, f"imported {src} ({name}) -> {info['path']}")
+
+
+def _import_with_subagents(name: str, src: Path, target: str, *, force: bool,
+                           as_json: bool) -> None:
+    """``--with-subagents``: the session and each sub-agent transcript, as files."""
+    if name != "claude-code":
+        raise UsageProblem(f"--with-subagents: only claude-code sessions have sub-agent "
+                           f"transcripts ({src} is {name})")
+    if target == STDOUT or not address_of(target).is_file:
+        raise UsageProblem("--with-subagents writes one file per sub-agent beside the "
+                           "session: give -o a file path")
+    if force:
+        raise UsageProblem("--with-subagents does not replace files: remove the old "
+                           "imports first, or import to another -o")
+    check_output(target, force=False, inputs=[str(src)])
+    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \
+            import_session(name, src, target, progress=bar, with_subagents=True) as session:
+        info = _imported(session, name, str(src), session.location)
+        report = (session.header.metadata or {}).get("imported_from", {}).get("report", {})
+    agents = [x.get("session") for x in report.get("subagents", ()) if x.get("session")]
+    errors = report.get("subagent_errors", [])
+    info.update(subagent_sessions=agents, subagent_errors=errors)
+    if as_json:
+        emit_json(info)
+        return
+    out = Out()
+    out.line(f"imported {src} ({name}) -> {info['path']}: {info['entries']} entries, "
+             f"leaf {info['leaf_id']}")
+    for path in agents:
+        out.line(f"  sub-agent -> {path}")
+    for err in errors:
+        out.line(f"  WARNING: sub-agent transcript {err['file']} not imported: {err['error']}")
 
 
 def _write_import(name: str, source: str, target: str, *, force: bool,

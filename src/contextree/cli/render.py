@@ -75,7 +75,8 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
     if isinstance(entry, CustomMessageEntry):
         return f"custom message {entry.custom_type}: {summary_line(entry.text)}"
     if isinstance(entry, CustomEntry):
-        return f"custom {entry.custom_type}"
+        link = _subagent_link(entry)
+        return link if link is not None else f"custom {entry.custom_type}"
     if isinstance(entry, LabelEntry):
         if entry.label is None:
             return f"label on {short_id(entry.target_id)} cleared"
@@ -87,6 +88,22 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
     if isinstance(entry, UnknownEntry):
         return f"{entry.type} (an entry type this version does not know)"
     return entry.type
+
+
+def _subagent_link(entry: CustomEntry) -> str | None:
+    """A sub-agent link an importer wrote (a custom entry of type ``<tool>/subagent`` naming
+    the ``session`` or ``file`` of the transcript and the ``tool_use_id`` that started it)
+    as ``sub-agent -> <where> (call <id>)``; ``None`` for any other custom entry."""
+    data = entry.data
+    if not entry.custom_type.endswith("/subagent") or not isinstance(data, dict):
+        return None
+    where = data.get("session") or data.get("file") or data.get("agent_id")
+    if not isinstance(where, str):
+        return None
+    if data.get("first_entry_id") and not data.get("session"):
+        where += f" (its root here: {short_id(str(data['first_entry_id']))})"
+    call = data.get("tool_use_id")
+    return f"sub-agent -> {where}" + (f", for call {call}" if isinstance(call, str) else "")
 
 
 def message_summary(m: Message) -> str:
@@ -298,7 +315,13 @@ def _collapse(chain: list[TreeNode], expand: bool) -> list[TreeNode | int]:
 
 def _notable(node: TreeNode) -> bool:
     return (node.label is not None or node.is_leaf or len(node.children) != 1
-            or node.type in ALWAYS_SHOWN_TYPES)
+            or node.type in ALWAYS_SHOWN_TYPES or (node.type == "custom" and _links(node)))
+
+
+def _links(node: TreeNode) -> bool:
+    """A sub-agent link (always shown: it says where the sub-agent's work is)."""
+    entry = node.entry
+    return isinstance(entry, CustomEntry) and entry.custom_type.endswith("/subagent")
 
 
 # -- full messages -------------------------------------------------------------------------

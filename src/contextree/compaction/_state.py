@@ -12,7 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from .._context import Projector, SessionContext, build_context, latest_compaction, summary_message
+from .._context import (
+    Projector,
+    SessionContext,
+    build_context,
+    latest_compaction,
+    summary_message,
+    summary_of,
+)
 from .._messages import Message, Usage
 from ..entries import AnyEntry, CompactionEntry, MessageEntry
 from ..tokens import TokenCounter, count_context, usage_scale
@@ -153,8 +160,16 @@ class CompactionState:
             digest = DigestState.from_summary(base.summary)
         summary = base.summary
         if base.retained_tail:
-            # The retained messages become part of the summary the next entry carries.
-            digest.add([(m, None) for m in base.retained_tail], self.fold.tool_kinds)
+            # The retained messages become part of the summary the next entry carries; a
+            # summary among them (an imported compaction's) is carried whole, like ours.
+            rest: list[tuple[Message, str | None]] = []
+            for m in base.retained_tail:
+                found = summary_of(m)
+                if found is None:
+                    rest.append((m, None))
+                elif found[0].strip() and found[0].strip() not in digest.earlier:
+                    digest.earlier.append(found[0].strip())
+            digest.add(rest, self.fold.tool_kinds)
             summary = digest.render()[0]
         return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
                     pinned=tuple(base.pinned or ()), digest=digest)

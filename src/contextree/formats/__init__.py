@@ -111,16 +111,19 @@ def import_session(
     *,
     progress: Progress | None = None,
     durable: bool = True,
+    with_subagents: bool = False,
 ) -> Session:
     """Read ``src`` in format ``fmt`` (``"auto"`` to detect it) into a new session file.
 
     Fails with ``exists`` if ``dest_path`` is already there; the new file appears complete or
     not at all. Returns the session, open for writing.
+
+    ``with_subagents`` (claude-code): each sub-agent transcript of the session is imported
+    too, as a session of its own beside ``dest_path`` (``<name>.agent-<id>.jsonl``) whose
+    ``parent_session`` is ``dest_path``; the parent's ``claude-code/subagent`` entries name
+    it (``session``). Without it the transcripts are roots inside the one session.
     """
-    from .._session import Session
     from ..errors import InvalidArgument, SessionNotFound
-    from ..storage import create_storage, resolve
-    from ._base import Ids, finish, finish_stream, in_parent_order
     from ._detect import detect_format
     from ._registry import get_format
 
@@ -136,7 +139,29 @@ def import_session(
         return copy_session(src, dest_path, durable=durable)
     if spec.reader is None:
         raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
-    imported = spec.reader(source, progress)
+    if with_subagents:
+        if spec.name != "claude-code":
+            raise InvalidArgument(f"with_subagents: only claude-code sessions have sub-agent "
+                                  f"transcripts, not {spec.name!r}")
+        from ..storage import resolve
+        from ._claude_code_subagents import import_with_subagents
+
+        if resolve(dest_path).scheme is not None:
+            raise InvalidArgument("with_subagents writes one file per sub-agent beside the "
+                                  "session: import to a file path, not a database URL")
+        return import_with_subagents(source, Path(dest_path), _write_imported,
+                                     progress=progress, durable=durable)
+    return _write_imported(spec.reader(source, progress), dest_path, durable=durable)
+
+
+def _write_imported(imported: Imported, dest_path: str | os.PathLike[str], *,
+                   durable: bool = True) -> Session:
+    """A new session at ``dest_path`` holding what a reader returned (the second half of
+    ``import_session``)."""
+    from .._session import Session
+    from ..storage import create_storage, resolve
+    from ._base import Ids, finish, finish_stream, in_parent_order
+
     if imported.stream is None:
         ids = Ids([e.id for e in imported.entries])
         return Session(create_storage(dest_path, imported.header, finish(imported, ids),

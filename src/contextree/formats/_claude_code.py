@@ -1,7 +1,8 @@
 """Claude Code session files (``~/.claude/projects/<encoded cwd>/<session id>.jsonl``): import.
 
 Checked against files written by Claude Code 2.1.197 (``tests/data/formats/real/claude_code``,
-whose README documents the records). Claude Code writes one JSON object per line:
+whose README documents the records) and 2.1.332 (``claude_code_2.1.332``). Claude Code writes
+one JSON object per line:
 
 * **Chain records** have a ``uuid`` and a ``parentUuid``: ``user``, ``assistant``, ``system``
   and ``attachment`` lines. Each line's parent is the line written before it on the same
@@ -22,14 +23,19 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
 * Each tool result is its own ``user`` line whose parent is the line of *its own* tool_use, so
   parallel results hang off different lines of one response. The results of one response are
   chained in file order, and whatever names any of them as parent continues after the last.
-* ``attachment`` lines are rendered the way Claude Code sends them, as **system** messages
-  (``file`` with text content: the Read tool call and its numbered lines;
-  ``agent_listing_delta``: the agent listing). Attachments of other types are kept as
-  ``claude-code/attachment`` custom entries, which the model does not see.
+* ``attachment`` lines become the messages Claude Code sent for them, harness context: since
+  2.1.3xx a line carries them (``rendered`` pieces and their ``renderedRole``: a user message
+  marked ``ATTACHMENT_MARK``, or a system message without the ``<system-reminder>`` tags);
+  for older lines two types are rendered here, as **system** messages (``file`` with text: the
+  Read tool call and its numbered lines; ``agent_listing_delta``: the agent listing). Other
+  attachments, which the model is not sent, are kept as ``claude-code/attachment`` custom
+  entries.
 * A ``compact_boundary`` system line (``parentUuid`` null, ``logicalParentUuid`` the last line
-  before it) becomes a compaction entry under that line, holding what the model saw: the
-  ``isCompactSummary`` user message (marked ``compaction_summary``), then the messages the
-  boundary's ``compactMetadata.preservedMessages`` names, copied as its ``retained_tail``.
+  before it) becomes a compaction entry under that line. Its ``summary`` is what the model
+  wrote (``model_summary``: the text after ``Summary:`` in the ``isCompactSummary`` message);
+  its ``retained_tail`` is what the model saw: that user message (marked
+  ``compaction_summary`` with the summary, so the context does not send it twice), then the
+  messages the boundary's ``compactMetadata.preservedMessages`` names.
   ``tokens_before``/``tokens_after`` are ``preTokens``/``postTokens``. The summary line's
   children continue after the compaction entry. Lines written a second time around a
   mid-turn compaction (same uuid) are counted as duplicates; fields that differ are kept in
@@ -40,7 +46,11 @@ a rewritten duplicate; ``Imported.report`` and the header's ``imported_from.repo
   ``agent-<id>.meta.json``) are imported as their own root, so their context is what the
   sub-agent saw; a ``claude-code/subagent`` custom entry after the Agent (or Task) tool result
   names the agent, its tool call and the first and last entry of its transcript. Sidechain
-  lines inside the main file (older versions) are kept the same way.
+  lines inside the main file (older versions) are kept the same way. With
+  ``subagent_sessions`` (``_claude_code_subagents``) the transcripts are sessions of their own
+  that the custom entries name instead. One that cannot be read is named in the report
+  (``subagent_errors``). A transcript read on its own (every chain line ``isSidechain``) is a
+  session whose header links it to its parent (``subagent_link``).
 * The current leaf is where Claude Code resumes: the last main-chain line (or the
   ``last-prompt`` leaf written after it), followed by the custom entries written after it. The
   session name is the ``custom-title`` if any, else the ``summary`` whose ``leafUuid`` is in
@@ -81,7 +91,8 @@ from ..entries import (
     from_dict,
     now,
 )
-from ..markers import CompactionSummaryMarker
+from ..errors import SessionError
+from ..markers import CompactionSummaryMarker, CustomMessageMarker
 from ._base import (
     Ids,
     Imported,
@@ -117,6 +128,11 @@ KNOWN_RECORDS = frozenset((
     "user", "assistant", "system", "attachment", "summary", "custom-title",
     "file-history-snapshot", "queue-operation", "last-prompt", "mode", "ai-title", "tag",
     "agent-name", "progress",
+    # Claude Code 2.1.3xx: the requests it sent (``api-request`` names the messages of each by
+    # the hashes of ``api-request-blob`` lines and of the chain's messages), the tools used,
+    # costs, and the state of a cache latch; kept as custom entries, never sent.
+    "api-request", "api-request-blob", "api-request-shape", "tools-used", "cost-state",
+    "atis-latch",
 ))
 """Record types this importer knows (all are kept; others are reported as unknown)."""
 _AGENT_TOOLS = ("Agent", "Task")
@@ -278,7 +294,67 @@ def _block_count(record: Json) -> int:
     return 1 if isinstance(content, str) and content else 0
 
 
+# -- compaction summaries -------------------------------------------------------------------
+
+_SUMMARY_HEAD = "\nSummary:\n"
+_SUMMARY_ENDS = (
+    "\n\nIf you need specific details from before compaction",
+    "\n\nRecent messages are preserved verbatim",
+    "\nContinue the conversation from where it left off",
+    "\n\nThe messages after this summary are the most recent messages",
+)
+
+
+def model_summary(text: str) -> str:
+    """The summary the model wrote, out of the ``isCompactSummary`` message Claude Code made
+    of it: the text after ``Summary:`` (Claude Code drops the model's ``<analysis>`` and the
+    ``<summary>`` tags), without the instructions Claude Code adds after it. A text without
+    that frame is the summary as it is."""
+    start = text.find(_SUMMARY_HEAD)
+    if start < 0:
+        return text.strip()
+    body = text[start + len(_SUMMARY_HEAD):]
+    ends = [i for i in (body.find(end) for end in _SUMMARY_ENDS) if i >= 0]
+    return body[:min(ends)].strip() if ends else body.strip()
+
+
 # -- attachments ----------------------------------------------------------------------------
+
+ATTACHMENT_MARK = CustomMessageMarker(custom_type=CUSTOM_PREFIX + "attachment")
+"""The marker of a user message rendered from an ``attachment`` line: harness context, which
+Claude Code sent the model as a user message but no person typed (a system message says so
+by its role)."""
+_REMINDER = ("<system-reminder>\n", "\n</system-reminder>")
+
+
+def rendered_attachment(record: Json) -> Message | None:
+    """The message an attachment line's ``rendered`` content was sent as (Claude Code 2.1.3xx
+    writes it with its ``renderedRole``); ``None`` without one.
+
+    ``renderedRole: "user"``: a user message, one text part per rendered piece, as written.
+    ``"system"``: a system message; Claude Code sends it without the ``<system-reminder>``
+    tags the piece is written in, its pieces joined by a blank line."""
+    pieces = record.get("rendered")
+    if not isinstance(pieces, list) or not pieces:
+        return None
+    texts: list[str] = []
+    for piece in pieces:
+        content = piece.get("content") if isinstance(piece, dict) else None
+        if isinstance(content, list):
+            content = "".join(str(b.get("text") or "") for b in content
+                              if isinstance(b, dict) and b.get("type") == "text")
+        if not isinstance(content, str):
+            return None
+        texts.append(content)
+    if record.get("renderedRole") == "system":
+        bare = [t[len(_REMINDER[0]):-len(_REMINDER[1])]
+                if t.startswith(_REMINDER[0]) and t.endswith(_REMINDER[1]) else t
+                for t in texts]
+        return Message.system("\n\n".join(bare))
+    parts: str | list[AnyPart] = (texts[0] if len(texts) == 1
+                                  else [TextPart(text=t) for t in texts])
+    return Message(role="user", content=cast(Any, parts)).marked(ATTACHMENT_MARK)
+
 
 def render_attachment(attachment: Any) -> str | None:
     """The text Claude Code 2.1.197 sends for an attachment (as a system message), or
@@ -478,9 +554,12 @@ def _duplicate(f: _File, node: _Node, obj: Json) -> None:
 class _Builder:
     """Places the nodes of every file as entries (see the module notes)."""
 
-    def __init__(self, main: _File, agents: list[_File]) -> None:
+    def __init__(self, main: _File, agents: list[_File],
+                 sessions: dict[Path, str] | None = None) -> None:
         self.main = main
         self.agents = agents
+        # With sessions, each transcript becomes the session named there (not a root here).
+        self.sessions = sessions
         self.ids = Ids([u for f in (main, *agents) for u in f.by_uuid])
         self.taken: set[str] = set()
         self.entries = _Spool()
@@ -614,13 +693,16 @@ class _Builder:
             self._boundary(f, node, parent)
         elif node.kind == "attachment":
             attachment = node.first.get("attachment")
-            text = render_attachment(attachment)
-            if text is None:
+            shown = rendered_attachment(node.first)
+            if shown is None:
+                text = render_attachment(attachment)
+                shown = None if text is None else Message.system(text)
+            if shown is None:
                 kind = attachment.get("type") if isinstance(attachment, dict) else None
                 self.unrendered[str(kind)] += 1
                 self._custom(node, parent, "attachment")
             else:
-                self._messages(node, parent, [Message.system(text)])
+                self._messages(node, parent, [shown])
         else:
             self._custom(node, parent, node.record_type)
 
@@ -685,7 +767,10 @@ class _Builder:
         comp = self.by_id[boundary.ids[0]]
         assert isinstance(comp, CompactionEntry)
         msgs = user_messages(node.first["message"].get("content"), self.names)
-        summary = [m.marked(_CLAUDE_SUMMARY) for m in msgs]
+        comp.summary = model_summary("".join(m.text for m in msgs))
+        mark = CompactionSummaryMarker(source="claude-code", summary=comp.summary,
+                                       tokens_before=comp.tokens_before)
+        summary = [m.marked(mark) for m in msgs]
         comp.retained_tail = summary + list(comp.retained_tail or ())
         kept = comp.extra[EXTRA_KEY]
         kept["records"].append(_without_content(node.first))
@@ -746,6 +831,8 @@ class _Builder:
     def _agent_link(self, agent: _File, call: str | None, after: str | None) -> None:
         data: Json = {"agent_id": agent.agent_id, "tool_use_id": call,
                       "file": str(agent.path), "meta": agent.meta}
+        if self.sessions is not None:
+            data["session"] = self.sessions.get(agent.path)
         parent = self.last(after)
         eid = self._id(None)
         entry = CustomEntry(id=eid, parent_id=parent, timestamp=self.stamp or now(),
@@ -758,13 +845,16 @@ class _Builder:
     def place_agents(self) -> None:
         """Each sub-agent transcript as its own root; a link for one no call named."""
         for agent in self.agents:
-            self.place_file(agent)
+            if self.sessions is None:
+                self.place_file(agent)
             link = next((x for x in self.links if x["file"] == str(agent.path)), None)
             if link is None:
                 call = agent.meta.get("toolUseId")
                 self._agent_link(agent, call if isinstance(call, str) else None,
                                  self.anchor.get(id(self.main)))
                 link = self.links[-1]
+            if self.sessions is not None:
+                continue
             firsts = [n.ids[0] for n in agent.nodes if n.ids]
             link["first_entry_id"] = firsts[0] if firsts else None
             link["last_entry_id"] = self.last(self.anchor.get(id(agent)))
@@ -815,16 +905,75 @@ def _agent_file(path: Path) -> _File:
     return f
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Claude Code session file and its sub-agent transcripts (see the module notes)."""
+def parent_file(path: Path) -> Path:
+    """Where the session a sub-agent transcript belongs to is:
+    ``<session>/subagents/agent-<id>.jsonl`` -> ``<session>.jsonl``."""
+    return path.parent.parent.with_suffix(".jsonl")
+
+
+def subagent_link(agent: _File) -> Json:
+    """How a sub-agent transcript imported on its own links to its parent (the header's
+    ``imported_from.subagent``): ``agent_id``, ``agent_type``, ``description``, the
+    ``tool_use_id`` of the Agent/Task call that started it (from ``agent-<id>.meta.json``, or
+    found in the parent), ``parent_file`` and ``parent_session_id`` (Claude Code's),
+    ``parent_session`` (the header's: the parent file, else its session id), and
+    ``resolved`` (whether the parent file is there; if not, ``note`` says so)."""
+    parent = parent_file(agent.path.resolve())
+    meta = agent.meta
+    call = meta.get("toolUseId")
+    sid = agent.info.get("sessionId")
+    resolved = parent.is_file()
+    if not isinstance(call, str) and resolved and agent.agent_id:
+        call = _call_of_agent(parent, agent.agent_id)
+    link: Json = {"agent_id": agent.agent_id, "agent_type": meta.get("agentType"),
+                  "description": meta.get("description"),
+                  "tool_use_id": call if isinstance(call, str) else None,
+                  "parent_file": str(parent), "parent_session_id": sid,
+                  "parent_session": str(parent) if resolved else sid, "resolved": resolved}
+    if not resolved:
+        link["note"] = (f"the parent session file {parent} is not there: the link names "
+                        "its Claude Code session id only")
+    return link
+
+
+def _call_of_agent(parent: Path, agent_id: str) -> str | None:
+    """The tool_use id whose result in ``parent`` names ``agent_id`` (``toolUseResult``)."""
+    for obj in _quick_lines(parent):
+        result = obj.get("toolUseResult")
+        if isinstance(result, dict) and result.get("agentId") == agent_id:
+            content = obj.get("message", {}).get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and isinstance(block.get("tool_use_id"), str):
+                    return str(block["tool_use_id"])
+    return None
+
+
+def read(path: Path, progress: Progress | None = None, *,
+         subagent_sessions: dict[Path, str] | None = None) -> Imported:
+    """Read a Claude Code session file and its sub-agent transcripts (see the module notes).
+
+    A sub-agent transcript read on its own (every chain line ``isSidechain``) is a session of
+    its own, linked to its parent (see ``subagent_link``). ``subagent_sessions`` maps the
+    transcripts beside ``path`` to the sessions they are imported into (``import_session(...,
+    with_subagents=True)``): they are then linked, not copied in. A transcript that cannot be
+    read is reported (``subagent_errors``), not fatal."""
     main = _read_file(path, "main", progress)
     if not any(n.kind in ("user", "assistant", "summary") for n in main.nodes):
         raise input_error(path, None, "no Claude Code messages found (lines of type user or "
                           "assistant with a uuid); is this a Claude Code session file?")
+    sidechain = all(n.sidechain for n in main.nodes if n.chain)
+    if sidechain:  # a sub-agent's transcript, imported on its own
+        main.close()
+        main = _agent_file(path)
     agents: list[_File] = []
+    errors: list[Json] = []
     try:
-        agents.extend(_agent_file(p) for p in subagent_files(path))
-        b = _Builder(main, agents)
+        for p in [] if sidechain else subagent_files(path):
+            try:
+                agents.append(_agent_file(p))
+            except (SessionError, OSError) as e:
+                errors.append({"file": str(p), "error": str(e)})
+        b = _Builder(main, agents, subagent_sessions)
         try:
             b.place_file(main)
             b.place_agents()
@@ -843,13 +992,20 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
         entries.add(SessionInfoEntry(id=info_id, parent_id=leaf, timestamp=stamp, name=name))
         leaf = info_id
     report = _report(b, main, agents)
+    if errors:
+        report["subagent_errors"] = errors
     info = main.info
+    link = subagent_link(main) if sidechain else None
     meta = imported_metadata("claude-code", path, claude_code_version=info.get("version"),
-                             report=report)
+                             report=report, subagent=link)
     sid, cwd, ts = info.get("sessionId"), info.get("cwd"), info.get("timestamp")
+    if link is not None:  # the transcript shares its parent's sessionId: not its own id
+        sid = f"{sid}-agent-{main.agent_id}" if isinstance(sid, str) and main.agent_id \
+            else None
     hdr = header(sid if isinstance(sid, str) else None,
                  ts if isinstance(ts, str) else file_time(path),
-                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta)
+                 cwd=cwd if isinstance(cwd, str) else None, metadata=meta,
+                 parent_session=None if link is None else link["parent_session"])
     return Imported(hdr, leaf_id=leaf, report=report, stream=entries.replay,
                     used_ids=entries.ids)
 

@@ -12,10 +12,10 @@ conversation when it resumes the file:
   (``sourceToolAssistantUUID``), and the next line hanging from the last result;
 * user messages as ``user`` lines (string content stays a string); a compaction summary that
   opens the context becomes a ``compact_boundary`` line and its ``isCompactSummary`` summary;
-* system messages: an attachment imported from Claude Code is written back as that
-  ``attachment`` (Claude Code renders it again); any other system message becomes an
-  ``isMeta`` user line wrapped in ``<system-reminder>`` tags, the way Claude Code injects
-  harness text (Claude Code brings its own system prompt).
+* an attachment imported from Claude Code (a system message, or since 2.1.3xx a user one) is
+  written back as that ``attachment`` line (Claude Code renders it again); any other system
+  message becomes an ``isMeta`` user line wrapped in ``<system-reminder>`` tags, the way
+  Claude Code injects harness text (Claude Code brings its own system prompt).
 
 Entries imported from Claude Code give back their lines' other fields (``toolUseResult``,
 ``promptId``...) and uuids. The file's ``sessionId`` is a UUID derived from the session id
@@ -153,7 +153,7 @@ def _write_message(w: _Writer, msg: Message, stamp: str, envelopes: Sequence[Jso
         _tool_result(w, msg, stamp, envelopes)
     elif msg.kind == Kind.COMPACTION_SUMMARY:
         _summary(w, msg, stamp, envelopes, first=first)
-    elif msg.role == "system":
+    elif msg.role == "system" or _envelope(envelopes, 0, "attachment") is not None:
         _system(w, msg, stamp, envelopes)
     else:
         _user(w, msg, stamp, envelopes)

@@ -27,9 +27,10 @@ header's ``imported_from.report`` count them by type):
   that became its message: message content, arguments, input, output, encrypted content).
 * ``compacted`` becomes a compaction entry whose ``retained_tail`` is what Codex sends from
   then on: the base instructions, then ``replacement_history`` in order (the kept user
-  prompts *before* the summary, which is marked ``compaction_summary``). The summary reply,
-  a ``response_item`` marked ``metadata.compaction_output``, is kept in that entry, not
-  joined to the assistant reply before it.
+  prompts *before* the summary, which is marked ``compaction_summary`` with the summary, so
+  the context does not send it twice). The summary reply, a ``response_item`` marked
+  ``metadata.compaction_output``, is kept in that entry, not joined to the assistant reply
+  before it; its text is the entry's ``summary`` (``model_summary``).
 * ``turn_context`` changes also become model and thinking-level entries; the other lines
   become ``codex/<type>`` custom entries (placed after the response they came in), and
   ``thread_rolled_back`` moves back before the undone turns, which stay in the tree.
@@ -106,7 +107,6 @@ _STRIPPED = {"message": "content", "function_call": "arguments", "custom_tool_ca
              "reasoning": "encrypted_content"}
 _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions")
 _MAX_FORK_DEPTH = 64
-_CODEX_SUMMARY = CompactionSummaryMarker(source="codex")
 
 
 # -- items -> messages ----------------------------------------------------------------------
@@ -465,24 +465,29 @@ class _Builder:
 
     def _compacted(self, line: Json, payload: Json, ts: str) -> None:
         summary = str(payload.get("message") or "")
+        records = [line]
+        usage = None
+        output: Json | None = None
+        if self.compaction_output is not None:
+            output_line, usage = self.compaction_output
+            records.insert(0, _kept_line(output_line))
+            output = output_line.get("payload") if isinstance(output_line, dict) else None
+            self.compaction_output = None
+        written = model_summary(summary, output)
+        mark = CompactionSummaryMarker(source="codex", summary=written,
+                                       tokens_before=self.last_input_tokens)
         history = payload.get("replacement_history")
         tail: list[Message] = [] if self.base is None else [self.base.replace()]
         if isinstance(history, list):
             items = [i for i in history if isinstance(i, dict)]
             for msg in items_to_messages(items, dict(self.names)):
                 if msg.role == "user" and summary and msg.text.strip() == summary.strip():
-                    msg = msg.marked(_CODEX_SUMMARY)
+                    msg = msg.marked(mark)
                 tail.append(msg)
         elif summary:  # older rollouts: only the summary text
-            tail.append(Message.user(summary).marked(_CODEX_SUMMARY))
-        records = [line]
-        usage = None
-        if self.compaction_output is not None:
-            output_line, usage = self.compaction_output
-            records.insert(0, _kept_line(output_line))
-            self.compaction_output = None
+            tail.append(Message.user(summary).marked(mark))
         entry = CompactionEntry(
-            id=self.ids.new(), parent_id=self.leaf, timestamp=ts, summary="",
+            id=self.ids.new(), parent_id=self.leaf, timestamp=ts, summary=written,
             first_kept_entry_id=None,
             tokens_before=self.last_input_tokens, retained_tail=tail, usage=usage,
             details={"source": "codex", "window_number": payload.get("window_number")},
@@ -532,6 +537,21 @@ class _Builder:
             self.compaction_output = None
             stamp = line.get("timestamp")
             self.add_custom(line, stamp if isinstance(stamp, str) else now())
+
+
+_SUMMARY_LEAD = "use the information in this summary to assist with your own analysis:\n"
+
+
+def model_summary(message: str, output: Json | None) -> str:
+    """The summary the model wrote: the text of its reply (the ``compaction_output`` item),
+    else the ``compacted`` message without the sentences Codex puts before it."""
+    if isinstance(output, dict):
+        text = "".join(str(c.get("text") or "") for c in output.get("content") or ()
+                       if isinstance(c, dict))
+        if text.strip():
+            return text.strip()
+    at = message.find(_SUMMARY_LEAD)
+    return (message[at + len(_SUMMARY_LEAD):] if at >= 0 else message).strip()
 
 
 def _is_user_turn(msg: Message) -> bool:

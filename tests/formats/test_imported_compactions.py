@@ -1,0 +1,92 @@
+"""Compactions imported from Claude Code and Codex hold the summary the model wrote.
+
+The fixtures are the real CLIs' files (``tests/data/formats/real``, made by
+``scripts/fixtures/make_fixtures.py`` against a fake model server whose scripted summary
+replies are quoted here). For each compacted file: the compaction entry's ``summary`` is that
+reply's summary; the context sends it once, the way the CLI sent it (Claude Code's user
+message, Codex's replacement history); and a contextree compaction on top carries it on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextree import Message, Session
+from contextree.entries import CompactionEntry
+from contextree.formats import import_session
+from helpers import FORMATS_DATA, ROOT
+
+REAL = FORMATS_DATA / "real"
+SCRIPT = ROOT / "scripts" / "fixtures" / "make_fixtures.py"
+# What the fake server answered to the summarization requests (make_fixtures.py, `default`):
+# Claude Code drops the <analysis> part and the <summary> tags of the reply.
+CLAUDE_SUMMARY = ("1. Primary Request and Intent: list the files in the working directory.\n"
+                  "2. Files: a.txt exists (contains 'hello').\n"
+                  "3. Pending Tasks: none.")
+CODEX_SUMMARY = "Summary: the user asked to list files; a.txt exists. Nothing pending."
+
+COMPACTED = [
+    ("claude-code", REAL / "claude_code" / "compact_manual" / "session-1.jsonl", CLAUDE_SUMMARY),
+    ("claude-code", REAL / "claude_code" / "compact_auto" / "session-1.jsonl", CLAUDE_SUMMARY),
+    ("claude-code", REAL / "claude_code" / "compact_reactive" / "session-1.jsonl",
+     CLAUDE_SUMMARY),
+    ("claude-code", REAL / "claude_code_2.1.332" / "compact_manual" / "session-1.jsonl",
+     CLAUDE_SUMMARY),
+    ("claude-code", REAL / "claude_code_2.1.332" / "compact_auto" / "session-1.jsonl",
+     CLAUDE_SUMMARY),
+    ("codex", REAL / "codex" / "compact" / "rollout-1.jsonl", CODEX_SUMMARY),
+]
+
+
+def test_the_quoted_summaries_are_what_the_fake_server_replied() -> None:
+    script = SCRIPT.read_text()
+    for line in CLAUDE_SUMMARY.splitlines():
+        assert line.replace("'", "\\'") in script or line in script
+    assert CODEX_SUMMARY in script
+
+
+def _imported(fmt: str, src: Path, tmp_path: Path) -> Session:
+    return import_session(fmt, src, tmp_path / "imported.jsonl", durable=False)
+
+
+def _mentions(messages: list[Message], text: str) -> int:
+    return sum(text in m.text for m in messages)
+
+
+@pytest.mark.parametrize(("fmt", "src", "summary"), COMPACTED,
+                         ids=[f"{p.parent.parent.name}/{p.parent.name}" for _, p, _ in COMPACTED])
+def test_an_imported_compaction_holds_the_model_summary(fmt: str, src: Path, summary: str,
+                                                        tmp_path: Path) -> None:
+    with _imported(fmt, src, tmp_path) as s:
+        (comp,) = s.find(CompactionEntry)
+        assert comp.summary == summary
+        ctx = s.build_context()
+        assert ctx.compaction is not None and ctx.compaction.id == comp.id
+        # Sent once, as the tool sent it: a user message marked as the summary.
+        assert _mentions(ctx.messages, summary) == 1
+        (sent,) = [m for m in ctx.messages if summary in m.text]
+        assert sent.role == "user" and sent.kind == "compaction_summary"
+        assert ctx.entry_ids[ctx.messages.index(sent)] == comp.id
+
+
+@pytest.mark.parametrize(("fmt", "src", "summary"), COMPACTED,
+                         ids=[f"{p.parent.parent.name}/{p.parent.name}" for _, p, _ in COMPACTED])
+def test_a_contextree_compaction_on_top_carries_the_imported_summary(
+        fmt: str, src: Path, summary: str, tmp_path: Path) -> None:
+    with _imported(fmt, src, tmp_path) as s:
+        for i in range(8):  # enough new turns that folding them pays off
+            s.append_message(Message.user(f"Step {i}: describe a.txt again, at length."))
+            s.append_message(Message.assistant(f"Step {i}: a.txt holds one line. " * 60))
+        result = s.compact(window=200_000, force=True)
+        assert result.entry is not None, result
+        new = result.entry
+        assert isinstance(new, CompactionEntry)
+        assert "a.txt exists" in new.summary  # the old summary's facts, carried whole
+        assert summary in new.summary
+        ctx = s.build_context()
+        assert ctx.compaction is not None and ctx.compaction.id == new.id
+        # The old summary is in the new one, and nowhere else in the context.
+        assert _mentions(ctx.messages, summary) == 1
+        assert ctx.messages[0].kind == "compaction_summary"
