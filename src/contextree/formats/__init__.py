@@ -79,13 +79,14 @@ def _register_builtins() -> None:
     it is first used: importing this package imports none of the format modules)."""
     from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
+    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, PI_HOME
     from ._registry import Format, register_format
 
     for builtin in (
         Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read,
                _brute.write),
-        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write),
+        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write,
+               home=PI_HOME, versions=_pi.PI_ERAS, version_writer=_pi.write),
         Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
                _lists.read_openai_chat, _lists.write_openai_chat, ".json",
                aliases=("openai",)),
@@ -206,12 +207,14 @@ def export_session(
     *,
     at: str | None = None,
     overwrite: bool = False,
+    version: str | None = None,
 ) -> Path:
     """Write ``session`` to ``out_path`` in format ``fmt``; returns the path written.
 
     ``at`` picks the entry whose context is exported (default: the current leaf); for ``pi``
-    it is the entry pi resumes at. The file is replaced atomically; an existing file is an
-    ``exists`` error unless ``overwrite``.
+    it is the entry pi resumes at. ``version`` is the version of the format to write, for a
+    format that has several (``pi``: ``"1"``, the default, or ``"0.73"``). The file is
+    replaced atomically; an existing file is an ``exists`` error unless ``overwrite``.
     """
     from .._files import atomic_write
     from ..errors import EntryNotFound, InvalidArgument, SessionExists
@@ -227,7 +230,8 @@ def export_session(
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
-    data = writer(session, at)
+    data = _write_version(spec, session, at, version) if version is not None \
+        else writer(session, at)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:  # refusing an existing file and writing are one atomic step: no race between them
@@ -237,6 +241,19 @@ def export_session(
                             "overwriting it (overwrite=True; --force on the command line)",
                             path=str(out)) from None
     return out
+
+
+def _write_version(spec: Format, session: Session, at: str | None, version: str) -> bytes:
+    """``spec``'s bytes of ``session`` in one of its versions (``InvalidArgument`` naming
+    them for another)."""
+    from ..errors import InvalidArgument
+
+    if spec.version_writer is None or version not in spec.versions:
+        known = (f"choose one of: {', '.join(spec.versions)}" if spec.versions
+                 else "it has only one; leave the version out")
+        raise InvalidArgument(f"format {spec.name!r} cannot be written as version "
+                              f"{version!r}; {known}")
+    return spec.version_writer(session, at, version)
 
 
 __all__ = [

@@ -32,8 +32,9 @@ reader), ``writer`` (contextree -> pi) and ``schema`` (the names and defaults bo
 
 from __future__ import annotations
 
-from .reader import message_from_pi, read
-from .schema import PI_VERSION
+from .reader import is_pi1_line, message_from_pi, read
+from .schema import PI_ERAS, PI_VERSION
 from .writer import entry_to_pi, message_to_pi, write
 
-__all__ = ["PI_VERSION", "entry_to_pi", "message_from_pi", "message_to_pi", "read", "write"]
+__all__ = ["PI_ERAS", "PI_VERSION", "entry_to_pi", "is_pi1_line", "message_from_pi",
+           "message_to_pi", "read", "write"]
