@@ -270,7 +270,7 @@ def _typed_entry(kind: str, eid: str, parent: str | None, ts: str, d: Json) -> A
         return BranchSummaryEntry(
             eid, parent, ts, from_id=_pop_str(d, "fromId", "root"),
             summary=_pop_str(d, "summary", ""), details=d.pop("details", None),
-            usage=_usage_from_ext(ext.get("usage")), from_hook=bool(d.pop("fromHook", False)),
+            usage=_summary_usage(d, ext), from_hook=_from_hook(d),
         )
     if kind == "custom":
         return CustomEntry(eid, parent, ts, custom_type=_pop_str(d, "customType"),
@@ -310,8 +310,8 @@ def _compaction_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> Compa
         cleared=ext.get("cleared"),
         pinned=ext.get("pinned"),
         details=d.pop("details", None),
-        usage=_usage_from_ext(ext.get("usage")),
-        from_hook=bool(d.pop("fromHook", False)),
+        usage=_summary_usage(d, ext),
+        from_hook=_from_hook(d),
     )
 
 
@@ -325,6 +325,14 @@ def _custom_message_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> A
     if not isinstance(content, str):
         entry.set_extra({"piContent": content})
     return entry
+
+
+def _from_hook(d: Json) -> bool:
+    """pi's ``fromHook``; an explicit ``false`` (pi 1.x writes one) stays in ``d`` to be
+    written back."""
+    if d.get("fromHook") is False:
+        return False
+    return bool(d.pop("fromHook", False))
 
 
 def _usage_from_ext(value: Any) -> Usage | None:
@@ -475,7 +483,20 @@ def _usage_from_pi(u: Json) -> Usage:
         cost=float(cost["total"]) if isinstance(cost, dict) and _number(cost.get("total"))
         else None,
     )
-    return usage.set_extra({"piCost": cost} if isinstance(cost, dict) else {})
+    more = {k: v for k, v in u.items() if k not in _PI_USAGE_KEYS}  # cacheWrite1h...
+    return usage.set_extra({"piCost": cost, **more} if isinstance(cost, dict) else more)
+
+
+_PI_USAGE_KEYS = frozenset({"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"})
+
+
+def _summary_usage(d: Json, ext: Json) -> Usage | None:
+    """The usage of a compaction or branch summary: pi 1.x's (``usage``, as on a message) or
+    contextree's (under ``EXT``)."""
+    pi_usage = d.pop("usage", None)
+    if isinstance(pi_usage, dict):
+        return _usage_from_pi(pi_usage).set_extra({"piUsage": True})
+    return _usage_from_ext(ext.get("usage"))
 
 
 

@@ -168,8 +168,7 @@ def _fields_to_pi(entry: AnyEntry, names: dict[str, str],
     if isinstance(entry, BranchSummaryEntry):
         out: Json = {"fromId": entry.from_id, "summary": entry.summary}
         _optional(out, entry.details, entry.from_hook)
-        if entry.usage is not None:
-            out[EXT] = {"usage": _usage_dict(entry.usage)}
+        _summary_usage(out, {}, entry.usage)
         return out
     if isinstance(entry, CustomEntry):
         if entry.custom_type == PI_MESSAGE and isinstance(entry.data, dict):
@@ -216,11 +215,19 @@ def _compaction_to_pi(entry: CompactionEntry) -> Json:
         ext["cleared"] = dict(entry.cleared)
     if entry.pinned:
         ext["pinned"] = list(entry.pinned)
-    if entry.usage is not None:
-        ext["usage"] = _usage_dict(entry.usage)
+    _summary_usage(out, ext, entry.usage)
+    return out
+
+
+def _summary_usage(out: Json, ext: Json, usage: Usage | None) -> None:
+    """A summary's usage: pi's own field for one read from pi 1.x, else contextree's (in
+    ``EXT``, with the other contextree fields ``ext``)."""
+    if usage is not None and usage.extra.get("piUsage"):
+        out["usage"] = _usage_to_pi(usage)
+    elif usage is not None:
+        ext["usage"] = _usage_dict(usage)
     if ext:
         out[EXT] = ext
-    return out
 
 
 def _usage_dict(u: Usage) -> Json:
@@ -297,8 +304,9 @@ def _usage_to_pi(u: Usage | None) -> Json:
     if not isinstance(cost, dict):
         cost = default_cost(u.cost or 0.0)  # pi writes 0 for a price it does not know
     total = u.total or (u.input + u.output + u.cache_read + u.cache_write)
+    more = {k: v for k, v in u.extra.items() if k not in ("piCost", "piUsage")}
     return {"input": u.input, "output": u.output, "cacheRead": u.cache_read,
-            "cacheWrite": u.cache_write, "totalTokens": total, "cost": cost}
+            "cacheWrite": u.cache_write, "totalTokens": total, "cost": cost, **more}
 
 
 def _blocks_to_pi(content: str | Sequence[Any] | None) -> list[Json]:
