@@ -41,7 +41,7 @@ from contextree.formats import export_session, import_session, list_tool_session
 from contextree.formats._detect import detect_format
 from contextree.formats._pi.reader import COMPACTION_PREFIX, COMPACTION_SUFFIX
 from contextree.markers import CompactionSummaryMarker
-from helpers import FORMATS_DATA, ROOT
+from helpers import FORMATS_DATA, ROOT, one_line_error, run
 
 PI = FORMATS_DATA / "real" / "pi"
 PI_FILES = sorted(p.relative_to(PI) for p in PI.glob("*/session-*.jsonl"))
@@ -238,6 +238,43 @@ def test_pi_sessions_are_listed_where_pi_keeps_them(tmp_path: Path,
     assert find_tool_session("pi", one.id[:13]) == one.path
 
 
+def test_cli_exports_for_pi_1_or_0_73(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``export pi`` writes for pi 1.x unless told ``--format-version 0.73``: a compaction's
+    cleared tool results become context_edit lines for pi 1.x only; import folds them back."""
+    session = _native(tmp_path / "n.jsonl")
+    session.close()
+    new = tmp_path / "new.jsonl"
+    old = tmp_path / "old.jsonl"
+    run("export", "pi", tmp_path / "n.jsonl", "-o", new)
+    run("export", "pi", tmp_path / "n.jsonl", "-o", old, "--format-version", "0.73")
+    kinds_new = [x["type"] for x in lines_of(new)]
+    kinds_old = [x["type"] for x in lines_of(old)]
+    assert kinds_new.count("context_edit") == 2  # the cleared result and the session's own
+    assert kinds_old.count("context_edit") == 1  # only the session's own
+    for path in (new, old):
+        with import_session("pi", path, tmp_path / f"{path.stem}.back.jsonl") as back, \
+                Session.open(tmp_path / "n.jsonl", readonly=True) as orig:
+            assert list(back.entries()) == list(orig.entries())
+            assert back.leaf_id == orig.leaf_id
+    one_line_error(run("export", "pi", tmp_path / "n.jsonl", "-o", tmp_path / "x.jsonl",
+                       "--format-version", "2", code=2), "1, 0.73")
+    one_line_error(run("export", "anthropic", tmp_path / "n.jsonl", "-o", tmp_path / "x.json",
+                       "--format-version", "2", code=2), "leave the version out")
+
+
+def test_pi_sessions_are_listed_by_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "agent" / "sessions" / "--work--"
+    folder.mkdir(parents=True)
+    shutil.copyfile(PI / "tools" / "session-1.jsonl", folder / "2026-12-02_x.jsonl")
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    rows = json.loads(run("import", "pi", "--list", "--json").stdout)
+    assert [r["first_prompt"] for r in rows] == ["Read a.txt, run exit 3, then write b.txt."]
+    out = tmp_path / "imported.jsonl"
+    run("import", "pi", rows[0]["id"][:12], "-o", out)
+    with Session.open(out, readonly=True) as s:
+        assert s.header.id == rows[0]["id"]
+
+
 # -- resumed by the real pi 1.6 --------------------------------------------------------------
 #
 # With PI1_NODE (a Node >= 22.19) and PI1_CODING_AGENT (the installed
@@ -288,11 +325,19 @@ def test_pi1_resumes_the_export(src: Path | None, tmp_path: Path) -> None:
     s = (_native(tmp_path / "n.jsonl") if src is None
          else import_session("pi", PI / src, tmp_path / "s.jsonl", durable=False))
     expected = context_items(s.build_context().messages)
+    if src is None:  # the cleared result and the edit are what pi must show too
+        assert ("result", "toolu_x1", "[pytest output cleared]", False) in expected
+        assert ("assistant", "A wrong first try.") not in expected
     run = make_fixtures.Run("pi", "resume-test")
     srv = mp.FakeAnthropic(mp.PiScript(main=[{"content": [mp.a_text("Resumed.")]}])).start()
     try:
         env = mp.pi_setup(run, srv.url)
         exported = export_session("pi", s, tmp_path / "resume.jsonl")
+        # pi resumes only where the session was started: here, in the run's working directory
+        lines = exported.read_bytes().splitlines(keepends=True)
+        head = json.loads(lines[0])
+        head["cwd"] = str(run.cwd)
+        exported.write_bytes(json.dumps(head).encode() + b"\n" + b"".join(lines[1:]))
         cmd = [PI1_NODE, str(Path(PI1_CODING_AGENT or "") / "dist" / "cli.js"),
                *mp.pi_cmd("Next step?", "--session", str(exported))[2:]]
         done = subprocess.run(cmd, cwd=run.cwd, env=env, stdin=subprocess.DEVNULL,

@@ -230,8 +230,7 @@ def export_session(
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
-    data = _write_version(spec, session, at, version) if version is not None \
-        else writer(session, at)
+    data = spec.write(session, at, version)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:  # refusing an existing file and writing are one atomic step: no race between them
@@ -241,19 +240,6 @@ def export_session(
                             "overwriting it (overwrite=True; --force on the command line)",
                             path=str(out)) from None
     return out
-
-
-def _write_version(spec: Format, session: Session, at: str | None, version: str) -> bytes:
-    """``spec``'s bytes of ``session`` in one of its versions (``InvalidArgument`` naming
-    them for another)."""
-    from ..errors import InvalidArgument
-
-    if spec.version_writer is None or version not in spec.versions:
-        known = (f"choose one of: {', '.join(spec.versions)}" if spec.versions
-                 else "it has only one; leave the version out")
-        raise InvalidArgument(f"format {spec.name!r} cannot be written as version "
-                              f"{version!r}; {known}")
-    return spec.version_writer(session, at, version)
 
 
 __all__ = [

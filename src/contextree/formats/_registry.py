@@ -111,6 +111,21 @@ class Format:
         """True when ``export_session`` can write this format."""
         return self.writer is not None or self.copy
 
+    def write(self, session: Session, at: str | None = None,
+              version: str | None = None) -> bytes:
+        """The bytes of ``session`` in this format, as seen at ``at``, in ``version`` (one of
+        ``versions``; ``None``: the default). Another version is refused, naming them."""
+        if version is not None:
+            if self.version_writer is None or version not in self.versions:
+                known = (f"choose one of: {', '.join(self.versions)}" if self.versions
+                         else "it has only one; leave the version out")
+                raise InvalidArgument(f"format {self.name!r} cannot be written as version "
+                                      f"{version!r}; {known}")
+            return self.version_writer(session, at, version)
+        if self.writer is None:
+            raise InvalidArgument(f"format {self.name!r} can be imported, not exported")
+        return self.writer(session, at)
+
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")
 _FORMATS: dict[str, Format] = {}  # by name, in the order registered
