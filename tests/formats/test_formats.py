@@ -315,7 +315,7 @@ def test_pi1_itself_opens_the_export(session: Session, tmp_path: Path) -> None:
     below = {comp.id: edits[-1]}
     want = {(e.id, below.get(e.parent_id or "", e.parent_id), e.type)
             for e in session.storage.entries() if not isinstance(e, LeafEntry)}
-    want |= {(eid, parent, "context_edit") for eid, parent in zip(edits, [comp.id, *edits])}
+    want |= {(eid, parent, "context_edit") for eid, parent in zip(edits, [comp.id, *edits][:-1], strict=True)}
     assert {tuple(e) for e in seen["entries"]} == want
     assert seen["leafId"] == session.leaf_id
     roles = {"custom": "system", "toolResult": "tool"}

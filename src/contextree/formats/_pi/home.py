@@ -75,7 +75,8 @@ def _row(path: Path) -> PiSession | None:
     except OSError:
         return None
     cwd = head.get("cwd")
-    return PiSession(head["id"], path, cwd if isinstance(cwd, str) else None, modified, first)
+    return PiSession(str(head["id"]), path, cwd if isinstance(cwd, str) else None, modified,
+                     first)
 
 
 def _parse(raw: bytes) -> dict[str, object] | None:
