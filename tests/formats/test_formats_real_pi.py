@@ -88,7 +88,7 @@ def imported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def test_every_scenario_is_there() -> None:
     assert {p.parent.name for p in PI_FILES} == {
-        "simple", "tools", "compaction", "retain_none", "fork", "overflow"}
+        "simple", "tools", "compaction", "retain_none", "usage", "fork", "overflow"}
 
 
 def test_pi_branch_holds_every_message_in_order(imported: Any) -> None:
@@ -199,6 +199,17 @@ def test_pi_retain_none_compaction_keeps_nothing_before_it(tmp_path: Path) -> No
         ids = s.build_context().entry_ids
         assert ids[0] == comp.id and all(i not in ids for i in
                                          [e.id for e in s.branch()][:s.branch().index(comp)])
+
+
+def test_pi_cache_warming_usage_is_kept_outside_the_context(tmp_path: Path) -> None:
+    src = PI / "usage" / "session-1.jsonl"
+    with import_session("pi", src, tmp_path / "s.jsonl") as s:
+        usage = [e for e in s.branch() if isinstance(e, UnknownEntry) and e.type == "usage"]
+        assert len(usage) >= 1 and all(e.data["kind"] == "cache_warm" for e in usage)
+        assert not {e.id for e in usage} & set(s.build_context().entry_ids)
+        # they sit between the tool call and its result: the pair still holds
+        roles = [m.role for m in s.build_context().messages]
+        assert roles == ["user", "assistant", "tool", "assistant"]
 
 
 def test_pi_0_73_files_are_told_apart(tmp_path: Path) -> None:
