@@ -39,8 +39,13 @@ from contextree.entries import (
 )
 from contextree.formats import export_session, import_session, list_tool_sessions
 from contextree.formats._detect import detect_format
-from contextree.formats._pi.reader import COMPACTION_PREFIX, COMPACTION_SUFFIX
-from contextree.markers import CompactionSummaryMarker
+from contextree.formats._pi.reader import (
+    BRANCH_PREFIX,
+    BRANCH_SUFFIX,
+    COMPACTION_PREFIX,
+    COMPACTION_SUFFIX,
+)
+from contextree.markers import BranchSummaryMarker, CompactionSummaryMarker
 from helpers import FORMATS_DATA, ROOT, one_line_error, run
 
 PI = FORMATS_DATA / "real" / "pi"
@@ -88,7 +93,7 @@ def imported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
 def test_every_scenario_is_there() -> None:
     assert {p.parent.name for p in PI_FILES} == {
-        "simple", "tools", "compaction", "retain_none", "usage", "fork", "overflow"}
+        "simple", "tools", "compaction", "retain_none", "usage", "branch", "fork", "overflow"}
 
 
 def test_pi_branch_holds_every_message_in_order(imported: Any) -> None:
@@ -110,6 +115,8 @@ def request_items(body: Json) -> list[Item]:
             kind = b["type"]
             if kind == "text" and m["role"] == "user" and b["text"].startswith(COMPACTION_PREFIX):
                 out.append(("summary", b["text"][len(COMPACTION_PREFIX):-len(COMPACTION_SUFFIX)]))
+            elif kind == "text" and m["role"] == "user" and b["text"].startswith(BRANCH_PREFIX):
+                out.append(("branch", b["text"][len(BRANCH_PREFIX):-len(BRANCH_SUFFIX)]))
             elif kind == "text" and b["text"]:
                 out.append((m["role"], b["text"]))
             elif kind == "thinking":
@@ -129,6 +136,8 @@ def context_items(messages: list[Message]) -> list[Item]:
         mark = m.marker
         if isinstance(mark, CompactionSummaryMarker):
             out.append(("summary", mark.summary))
+        elif isinstance(mark, BranchSummaryMarker):
+            out.append(("branch", m.text.split("\n\n", 1)[1]))
         elif m.role == "tool":
             out.append(("result", m.tool_call_id, m.text, m.is_error))
         else:
@@ -210,6 +219,27 @@ def test_pi_cache_warming_usage_is_kept_outside_the_context(tmp_path: Path) -> N
         # they sit between the tool call and its result: the pair still holds
         roles = [m.role for m in s.build_context().messages]
         assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_pi_branch_summary_and_an_edit_on_one_branch(tmp_path: Path) -> None:
+    """pi's in-file branch: the branch left is summarized; an edit made on it (by contextree)
+    does not reach the branch pi went on with, before or after an export for pi 1.x."""
+    src = PI / "branch" / "session-1.jsonl"
+    with import_session("pi", src, tmp_path / "s.jsonl") as s:
+        main_leaf = s.leaf_id
+        left = next(e for e in s.entries() if isinstance(e, MessageEntry)
+                    and e.message.text == "a.txt says hello.")
+        before = context_items(s.build_context().messages)
+        s.move_to(left.id)
+        s.append_context_edit(left.id)
+        assert ("assistant", "a.txt says hello.") not in context_items(
+            s.build_context().messages)
+        assert context_items(s.build_context(main_leaf).messages) == before
+        s.move_to(main_leaf)
+        out = export_session("pi", s, tmp_path / "p.jsonl")
+        with import_session("pi", out, tmp_path / "back.jsonl") as back:
+            assert context_items(back.build_context().messages) == before
+            assert back.leaf_id == main_leaf
 
 
 def test_pi_0_73_files_are_told_apart(tmp_path: Path) -> None:
