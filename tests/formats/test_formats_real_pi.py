@@ -393,3 +393,12 @@ def test_pi1_resumes_the_export(src: Path | None, tmp_path: Path) -> None:
     assert sent[-1] == ("user", "Next step?")
     assert sent[:-1] == [x for x in expected if x[0] != "system"]
     s.close()
+
+
+def test_tree_shows_what_a_context_edit_does(tmp_path: Path) -> None:
+    out = tmp_path / "o.jsonl"
+    run("import", "pi", PI / "overflow" / "session-1.jsonl", "-o", out)
+    with Session.open(out, readonly=True) as s:
+        edit = next(e for e in s.entries() if isinstance(e, ContextEditEntry))
+    shown = run("tree", out).stdout
+    assert f"context edit: {edit.target_id[:8]} left out from here on" in shown
