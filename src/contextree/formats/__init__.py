@@ -10,7 +10,7 @@ built-in formats below are registered that way). The built-in formats:
 format             import  export  what
 =================  ======  ======  ==========================================================
 brute              yes     yes     Brute ``SessionLog`` JSONL (one message per line)
-pi                 yes     yes     pi coding agent session files (versions 1-3), whole tree
+pi                 yes     yes     pi 0.73 and 1.x session files (versions 1-3), whole tree
 openai-chat        yes     yes     OpenAI Chat Completions ``messages`` (JSON list)
 openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON list)
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
