@@ -9,6 +9,7 @@ import pytest
 
 import contextree as ct
 from contextree.entries import ENTRY_TYPES, encode_line
+from contextree.errors import InvalidArgument
 
 TS = "2026-01-02T03:04:05.678Z"
 
@@ -18,7 +19,7 @@ def file_lines(path: Path) -> list[bytes]:
 
 
 def build_every_entry_type(s: ct.Session) -> dict[str, str]:
-    """Append one entry of each of the 11 types; return type -> id."""
+    """Append one entry of each of the 12 types; return type -> id."""
     ids: dict[str, str] = {}
     ids["message"] = s.append_message(ct.Message.user("hello"))
     a = s.append_message(
@@ -31,7 +32,10 @@ def build_every_entry_type(s: ct.Session) -> dict[str, str]:
             provider="anthropic",
         )
     )
-    s.append_message(ct.Message.tool("print('x')\n", tool_call_id="c1", name="read"))
+    tool = s.append_message(ct.Message.tool("print('x')\n", tool_call_id="c1", name="read"))
+    ids["context_edit"] = s.append_context_edit(
+        tool, [ct.TextPart(text="[cleared]"), ct.ImagePart(data="iVBO", mime_type="image/png")])
+    s.append_context_edit(ids["message"])
     ids["thinking_level_change"] = s.append_thinking_level_change("medium")
     ids["model_change"] = s.append_model_change("openai", "gpt-4")
     ids["active_tools_change"] = s.append_active_tools_change(["bash", "read"])
@@ -62,8 +66,8 @@ def test_every_entry_type_round_trips_through_the_file(tmp_path: Path) -> None:
         build_every_entry_type(s)
         before = {e.id: e for e in s.storage.entries()}
         types = {e.type for e in before.values()}
-    assert types == set(ENTRY_TYPES), "the fixture must cover all 11 entry types"
-    assert len(ENTRY_TYPES) == 11
+    assert types == set(ENTRY_TYPES), "the fixture must cover all 12 entry types"
+    assert len(ENTRY_TYPES) == 12
     lines = file_lines(path)
     with ct.Session.open(path, readonly=True) as again:
         after = list(again.storage.entries())
@@ -229,3 +233,35 @@ def test_malformed_entries_in_the_middle_raise_invalid_entry(
     assert info.value.code == code
     assert info.value.line == 2
     assert f"{path}:2:" in str(info.value)
+
+
+def test_a_context_edit_hides_or_replaces_its_target_on_its_own_branch(tmp_path: Path) -> None:
+    with ct.Session.create(tmp_path / "s.jsonl") as s:
+        ask = s.append_message(ct.Message.user("list the files"))
+        s.append_message(ct.Message.assistant("", tool_calls=[
+            ct.ToolCall(id="c1", name="bash", arguments={"command": "ls"})]))
+        out = s.append_message(ct.Message.tool("a.txt\n" * 100, tool_call_id="c1"))
+        fork = s.append_message(ct.Message.assistant("one file"))
+        s.append_context_edit(out, "[long listing cleared]")
+        wrong = s.append_message(ct.Message.assistant("a failed attempt", stop_reason="error"))
+        s.append_context_edit(wrong)
+        texts = [m.text for m in s.build_context().messages]
+        assert texts == ["list the files", "", "[long listing cleared]", "one file"]
+        # the history is unchanged, and a sibling branch sees the original
+        assert s.get_entry(out).message.text == "a.txt\n" * 100  # type: ignore[union-attr]
+        s.move_to(fork)
+        s.append_message(ct.Message.user("and then?"))
+        assert [m.text for m in s.build_context().messages][2] == "a.txt\n" * 100
+        with pytest.raises(InvalidArgument, match="not on the current path"):
+            s.append_context_edit(wrong)
+        assert s.get_entry(ask) is not None
+
+
+def test_the_latest_context_edit_of_a_target_wins(tmp_path: Path) -> None:
+    with ct.Session.create(tmp_path / "s.jsonl") as s:
+        ask = s.append_message(ct.Message.user("first"))
+        s.append_context_edit(ask)
+        s.append_context_edit(ask, "second")
+        assert [m.text for m in s.build_context().messages] == ["second"]
+        s.append_context_edit(ask)
+        assert s.build_context().messages == []

@@ -1,7 +1,9 @@
 """Building what the model sees from a path of entries.
 
 ``build_context(path)`` follows the AgentCore.jl rules (the latest compaction on the path
-decides: its summary, the kept entries, then everything after it) and then guarantees the
+decides: its summary, the kept entries, then everything after it), applies the context edits
+among those entries (``ContextEditEntry``: the latest one per target; it hides the target or
+replaces its content) and then guarantees the
 pairing invariant that providers enforce: each tool result directly follows the assistant
 message that called it, each call has a result, and no result is orphaned.
 """
@@ -17,6 +19,7 @@ from .entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     MessageEntry,
@@ -93,6 +96,15 @@ def context_entries(path: Sequence[AnyEntry]) -> tuple[CompactionEntry | None, l
     return comp, after
 
 
+def context_edits(entries: Sequence[AnyEntry]) -> dict[str, ContextEditEntry]:
+    """The edit in force for each edited target among ``entries`` (the latest one wins).
+
+    Only the edits in the context entries count, as in pi: an edit on another branch, or
+    one summarized away by a compaction, changes nothing.
+    """
+    return {e.target_id: e for e in entries if isinstance(e, ContextEditEntry)}
+
+
 def build_context(
     path: Sequence[AnyEntry],
     *,
@@ -104,20 +116,34 @@ def build_context(
     comp, entries = context_entries(path)
     ctx.compaction = comp
     cleared = (comp.cleared or {}) if comp is not None else {}
+    edits = context_edits(entries)
     raw: list[tuple[Message, str | None]] = []
-    if comp is not None:
+    if comp is not None and not (comp.id in edits and edits[comp.id].content is None):
         if comp.summary and not tail_renders_summary(comp):
             raw.append((summary_message(comp), comp.id))
         for m in comp.retained_tail or ():
             raw.append((m, comp.id))
     for index, entry in enumerate(entries):
+        edit = edits.get(entry.id)
+        if edit is not None and edit.content is None:
+            continue  # left out of the context from the edit on
         for m in _entry_messages(entry, index, entries, projectors):
+            if edit is not None:
+                m = _edited(m, edit)
             if entry.id in cleared and m.role == "tool":
                 m = m.marked(Kind.CLEARED_TOOL_RESULT, content=cleared[entry.id])
             raw.append((m, entry.id))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
     return ctx
+
+
+def _edited(m: Message, edit: ContextEditEntry) -> Message:
+    """``m`` with the content of ``edit``. As in pi, where tool calls are blocks of an
+    assistant message's content, the replacement takes the place of its tool calls too."""
+    if m.role == "assistant":
+        return m.replace(content=edit.content, tool_calls=None)
+    return m.replace(content=edit.content)
 
 
 def summary_message(comp: CompactionEntry) -> Message:

@@ -23,13 +23,14 @@ from msgspec import UNSET, UnsetType
 
 from ._context import Projector, SessionContext, build_context
 from ._files import storable_path
-from ._messages import Message, Usage
+from ._messages import Message, Part, Usage
 from ._stats import SessionStats, compute_stats
 from .entries import (
     ActiveToolsChangeEntry,
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -534,6 +535,20 @@ class Session:
         """Append an application message the model sees (as a user message)."""
         return self._append(CustomMessageEntry, custom_type=custom_type, content=content,
                             details=details, display=display, expected_leaf=expected_leaf)
+
+    def append_context_edit(
+        self, target_id: str, content: str | list[Part] | None = None, *,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str:
+        """Change what an entry on the current path shows the model from here on: leave it
+        out (``content=None``) or replace its content. The entry itself stays as it was, and
+        other branches still see it (pi 1.x's ``context_edit``)."""
+        target_id = self.resolve(target_id)
+        if target_id not in {e.id for e in self.branch()}:
+            raise InvalidArgument(f"entry {target_id} is not on the current path; move_to() a leaf "
+                             "below it first")
+        return self._append(ContextEditEntry, target_id=target_id, content=content,
+                            expected_leaf=expected_leaf)
 
     def set_label(self, target_id: str, label: str | None, *,
                   expected_leaf: ExpectedLeaf = UNSET) -> str | None:

@@ -1,7 +1,8 @@
 """Entries: the typed lines of a session file, one change of conversation state each.
 
 A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
-through ``parent_id``. The eleven entry types are those of the AgentCore.jl session tree; a
+through ``parent_id``. Eleven entry types are those of the AgentCore.jl session tree, the
+twelfth (``ContextEditEntry``) is pi 1.x's edit of what an earlier entry shows the model; a
 line of a type this version does not know is kept as an ``UnknownEntry`` and written back
 unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEntry``'s
 ``type`` may be any string, so comparing ``e.type`` cannot narrow the union for a type checker.
@@ -41,6 +42,7 @@ __all__ = [
     "AnyEntry",
     "BranchSummaryEntry",
     "CompactionEntry",
+    "ContextEditEntry",
     "CustomEntry",
     "CustomMessageEntry",
     "Entry",
@@ -220,6 +222,24 @@ class LeafEntry(Entry, tag="leaf", kw_only=True):
     target_id: str | None
 
 
+class ContextEditEntry(Entry, tag="context_edit", kw_only=True):
+    """Changes what one earlier entry on this path shows the model from here on, without
+    touching the entry itself (pi 1.x's ``context_edit``).
+
+    ``content=None`` leaves ``target_id``'s messages out of the context; otherwise their
+    content is replaced by ``content`` (role and other fields stay). The latest edit of a
+    target on the path wins, and an edit only counts on the path it is on: a sibling branch,
+    or the path up to a point before the edit, still shows the original. The history stays as
+    it was; ``tree`` and exports still hold the target unchanged.
+    """
+
+    target_id: str
+    content: str | list[Part] | None = None
+
+
+PART_CONTENT.add(ContextEditEntry)
+
+
 class UnknownEntry:
     """A line whose ``type`` this version does not know: kept and written back unchanged."""
 
@@ -253,6 +273,7 @@ KnownEntry = (
     | LabelEntry
     | SessionInfoEntry
     | LeafEntry
+    | ContextEditEntry
 )
 AnyEntry = KnownEntry | UnknownEntry
 Line = SessionHeader | AnyEntry
@@ -271,6 +292,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
         LabelEntry,
         SessionInfoEntry,
         LeafEntry,
+        ContextEditEntry,
     )
 }
 
@@ -347,6 +369,19 @@ def _message(m: Message, level: int) -> str | None:
     return None
 
 
+def _message_content(content: Any, level: int) -> str | None:
+    """The parts of a content ``level`` containers deep (the content list one deeper)."""
+    if type(content) is list:
+        for part in content:
+            if isinstance(part, msgspec.Struct):
+                p = _extras(part, level + 2)
+            else:
+                p = data_problem(getattr(part, "data", None), level + 2)
+            if p:
+                return p
+    return None
+
+
 def _field(name: str) -> Callable[[Any], str | None]:
     def check(line: Any) -> str | None:
         value = getattr(line, name)
@@ -383,6 +418,7 @@ _FIELDS: dict[type[Any], Callable[[Any], str | None]] = {
     LabelEntry: _nothing,
     SessionInfoEntry: _nothing,
     LeafEntry: _nothing,
+    ContextEditEntry: lambda e: _message_content(e.content, 1),
 }
 
 

@@ -277,11 +277,17 @@ def test_a_file_written_by_pi_round_trips_exactly(tmp_path: Path) -> None:
 PI_PACKAGE = os.environ.get("PI_CODING_AGENT")  # node_modules/@mariozechner/pi-coding-agent
 
 
-def pi_reads(path: Path) -> dict[str, Any]:
-    """What pi's own SessionManager makes of a session file (needs node and pi installed)."""
+PI1_PACKAGE = os.environ.get("PI1_CODING_AGENT")  # node_modules/@earendil-works/pi-coding-agent
+PI1_NODE = os.environ.get("PI1_NODE")  # a Node >= 22.19, which pi 1.x needs
+
+
+def pi_reads(path: Path, *, pi1: bool = False) -> dict[str, Any]:
+    """What pi's own SessionManager makes of a session file (needs node and pi installed):
+    pi 0.73 (``PI_CODING_AGENT``), or with ``pi1`` pi 1.x (``PI1_CODING_AGENT``, ``PI1_NODE``)."""
     script = DATA / "pi_node" / "read_pi_session.mjs"
-    done = subprocess.run(["node", str(script), str(path)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PI_CODING_AGENT": PI_PACKAGE or ""},
+    node, package = (PI1_NODE or "node", PI1_PACKAGE) if pi1 else ("node", PI_PACKAGE)
+    done = subprocess.run([node, str(script), str(path)], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PI_CODING_AGENT": package or ""},
                           check=True)
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
@@ -292,9 +298,34 @@ needs_pi = pytest.mark.skipif(
            "to check exports against pi itself")
 
 
+needs_pi1 = pytest.mark.skipif(
+    not PI1_PACKAGE or not PI1_NODE,
+    reason="set PI1_CODING_AGENT to an installed @earendil-works/pi-coding-agent and PI1_NODE "
+           "to a Node >= 22.19 (npm install node@22) to check exports against pi 1.x itself")
+
+
+@needs_pi1
+def test_pi1_itself_opens_the_export(session: Session, tmp_path: Path) -> None:
+    """pi 1.x reads the (default) pi 1.x export: every entry, plus a context_edit line for
+    each tool result the compaction cleared, just below it; the same context."""
+    seen = pi_reads(export_session("pi", session, tmp_path / "p.jsonl"), pi1=True)
+    comp = next(e for e in session.storage.entries() if isinstance(e, CompactionEntry))
+    edits = [f"{comp.id}.cleared.{i}" for i in range(len(comp.cleared or {}))]
+    assert edits
+    below = {comp.id: edits[-1]}
+    want = {(e.id, below.get(e.parent_id or "", e.parent_id), e.type)
+            for e in session.storage.entries() if not isinstance(e, LeafEntry)}
+    want |= {(eid, parent, "context_edit") for eid, parent in zip(edits, [comp.id, *edits][:-1], strict=True)}
+    assert {tuple(e) for e in seen["entries"]} == want
+    assert seen["leafId"] == session.leaf_id
+    roles = {"custom": "system", "toolResult": "tool"}
+    assert [roles.get(r, r) for r in seen["context"]] == \
+        [m.role for m in session.build_context().messages]
+
+
 @needs_pi
 def test_pi_itself_opens_the_export(session: Session, tmp_path: Path) -> None:
-    seen = pi_reads(export_session("pi", session, tmp_path / "p.jsonl"))
+    seen = pi_reads(export_session("pi", session, tmp_path / "p.jsonl", version="0.73"))
     assert {tuple(e) for e in seen["entries"]} == {
         (e.id, e.parent_id, e.type) for e in session.storage.entries()
         if not isinstance(e, LeafEntry)}
@@ -312,7 +343,8 @@ def test_pi_itself_opens_the_export(session: Session, tmp_path: Path) -> None:
 def test_pi_sees_the_same_session_after_a_round_trip(tmp_path: Path) -> None:
     src = DATA / "pi_written_by_pi.jsonl"
     s = import_session("pi", src, tmp_path / "s.jsonl")
-    assert pi_reads(export_session("pi", s, tmp_path / "p.jsonl")) == pi_reads(src)
+    assert pi_reads(export_session("pi", s, tmp_path / "p.jsonl", version="0.73")) \
+        == pi_reads(src)
 
 
 def test_pi_version_1_is_migrated_like_pi_does(tmp_path: Path) -> None:

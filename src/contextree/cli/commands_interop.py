@@ -65,7 +65,7 @@ def import_command(
                                        show_default=False)],
     source: Annotated[str | None, typer.Argument(
         metavar="SRC", help="The file to read (for the contextree format: a file or a "
-        "postgresql:// URL with #SESSION_ID; for claude-code and codex also a session id "
+        "postgresql:// URL with #SESSION_ID; for claude-code, codex and pi also a session id "
         "or its prefix, looked up in the tool's home).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
                                                "file, a postgresql:// URL, or - for stdout "
@@ -76,12 +76,12 @@ def import_command(
     = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT.")] = False,
-    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex: list the "
+    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex, pi: list the "
                                             "sessions in the tool's home, with their first "
                                             "prompt.")] = False,
     home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
                                              "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
-                                             "or ~/.codex).")] = None,
+                                             "or ~/.codex; ~/.pi/agent or $PI_CODING_AGENT_DIR).")] = None,
     with_subagents: Annotated[bool, typer.Option(
         "--with-subagents", help="claude-code: also import each sub-agent transcript of the "
         "session as a session of its own beside OUTPUT (OUTPUT's name + .agent-<id>.jsonl), "
@@ -98,8 +98,8 @@ def import_command(
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return
     if source is None:
-        raise UsageProblem("say which file to import (or --list the sessions of claude-code "
-                           "or codex)")
+        raise UsageProblem("say which file to import (or --list the sessions of claude-code, "
+                           "codex or pi)")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
     if spec is not None and spec.copy:
@@ -226,6 +226,10 @@ def export_command(
                                            "it is.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT (never FILE itself).")] = False,
+    format_version: Annotated[str | None, typer.Option(
+        "--format-version", help="The version of the format to write, for a format that "
+        "has several: pi 1 (pi 1.x, the default) or 0.73 (the old "
+        "@mariozechner/pi-coding-agent).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a session in another format. pi and contextree keep the whole tree (every
@@ -244,7 +248,7 @@ def export_command(
         target = output or str(Path(file).with_name(f"{stem}.{spec.name}{spec.suffix}"))
         check_output(target, force=force, inputs=[file])
         if target == STDOUT:
-            emit_bytes(_export_bytes(spec, session, entry))
+            emit_bytes(_export_bytes(spec, session, entry, format_version))
             return
         if spec.copy and address_of(target).is_file:
             with replacing(Path(target)) as path:
@@ -252,17 +256,17 @@ def export_command(
             written = target
         else:
             written = str(export_session(spec.name, session, target, at=entry,
-                                         overwrite=force))
+                                         overwrite=force, version=format_version))
     if as_json:
         emit_json({"source": file, "format": spec.name, "path": written, "at": entry})
         return
     Out().line(f"exported {file} ({spec.name}) -> {written}")
 
 
-def _export_bytes(spec: Format, session: Session, at: str | None) -> bytes:
+def _export_bytes(spec: Format, session: Session, at: str | None,
+                  version: str | None = None) -> bytes:
     """What ``export`` writes, as bytes (for ``-o -``)."""
     if spec.copy:
         return b"".join([encode_line(session.header), *(encode_line(e)
                                                          for e in session.entries())])
-    assert spec.writer is not None
-    return spec.writer(session, at)
+    return spec.write(session, at, version)

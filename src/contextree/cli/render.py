@@ -18,6 +18,7 @@ from ..entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -36,7 +37,7 @@ KEEP_ENDS = 2  # entries shown at each end of a collapsed run
 MIN_COLLAPSE = 3  # shorter runs are shown in full
 MAX_LEVEL = 4  # side-branch levels drawn with guides; deeper ones say their level instead
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
-                SessionInfoEntry, ActiveToolsChangeEntry)
+                SessionInfoEntry, ActiveToolsChangeEntry, ContextEditEntry)
 ALWAYS_SHOWN_TYPES = frozenset(cls.__struct_config__.tag for cls in ALWAYS_SHOWN)
 _BOOKKEEPING_TYPES = frozenset({"label", "session_info", "leaf"})
 
@@ -85,6 +86,13 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
         return f"name = {entry.name!r}"
     if isinstance(entry, LeafEntry):
         return f"leaf moved to {short_id(entry.target_id)}"
+    if isinstance(entry, ContextEditEntry):
+        if entry.content is None:
+            return f"context edit: {short_id(entry.target_id)} left out from here on"
+        text = entry.content if isinstance(entry.content, str) else "".join(
+            getattr(p, "text", "") for p in entry.content)
+        return (f"context edit: {short_id(entry.target_id)} shows from here on: "
+                f"{summary_line(text)}")
     if isinstance(entry, UnknownEntry):
         return f"{entry.type} (an entry type this version does not know)"
     return entry.type

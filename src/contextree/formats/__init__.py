@@ -10,7 +10,7 @@ built-in formats below are registered that way). The built-in formats:
 format             import  export  what
 =================  ======  ======  ==========================================================
 brute              yes     yes     Brute ``SessionLog`` JSONL (one message per line)
-pi                 yes     yes     pi coding agent session files (versions 1-3), whole tree
+pi                 yes     yes     pi 0.73 and 1.x session files (versions 1-3), whole tree
 openai-chat        yes     yes     OpenAI Chat Completions ``messages`` (JSON list)
 openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON list)
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
@@ -79,13 +79,14 @@ def _register_builtins() -> None:
     it is first used: importing this package imports none of the format modules)."""
     from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
+    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, PI_HOME
     from ._registry import Format, register_format
 
     for builtin in (
         Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read,
                _brute.write),
-        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write),
+        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write,
+               home=PI_HOME, versions=_pi.PI_ERAS, version_writer=_pi.write),
         Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
                _lists.read_openai_chat, _lists.write_openai_chat, ".json",
                aliases=("openai",)),
@@ -231,12 +232,14 @@ def export_session(
     *,
     at: str | None = None,
     overwrite: bool = False,
+    version: str | None = None,
 ) -> Path:
     """Write ``session`` to ``out_path`` in format ``fmt``; returns the path written.
 
     ``at`` picks the entry whose context is exported (default: the current leaf); for ``pi``
-    it is the entry pi resumes at. The file is replaced atomically; an existing file is an
-    ``exists`` error unless ``overwrite``.
+    it is the entry pi resumes at. ``version`` is the version of the format to write, for a
+    format that has several (``pi``: ``"1"``, the default, or ``"0.73"``). The file is
+    replaced atomically; an existing file is an ``exists`` error unless ``overwrite``.
     """
     from .._files import atomic_write
     from ..errors import EntryNotFound, InvalidArgument, SessionExists
@@ -252,7 +255,7 @@ def export_session(
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
-    data = writer(session, at)
+    data = spec.write(session, at, version)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     try:  # refusing an existing file and writing are one atomic step: no race between them

@@ -14,9 +14,11 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from . import _claude_code as claude_code
 from . import _codex as codex
+from ._pi import home as pi_home
 from ._registry import FoundSession, Home, SessionHome, get_format, list_formats
 
-__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "find_tool_session", "list_tool_sessions"]
+__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "PI_HOME", "find_tool_session",
+           "list_tool_sessions"]
 
 CLAUDE_CODE_HOME = SessionHome(
     lambda home: [FoundSession("claude-code", r.id, r.path, r.modified, r.cwd, r.first_prompt)
@@ -29,6 +31,14 @@ CODEX_HOME = SessionHome(
                   for r in codex.list_sessions(home)],
     codex.find_thread)
 """Codex's rollouts: ``$CODEX_HOME/sessions`` (``~/.codex/sessions``)."""
+
+
+PI_HOME = SessionHome(
+    lambda home: [FoundSession("pi", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in pi_home.list_sessions(home)],
+    pi_home.find_session)
+"""pi's sessions (0.73 and 1.x alike): ``~/.pi/agent/sessions/*/*.jsonl`` (or
+``$PI_CODING_AGENT_DIR``, ``$PI_CODING_AGENT_SESSION_DIR``)."""
 
 
 def _home(fmt: str) -> SessionHome:

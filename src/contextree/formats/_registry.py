@@ -28,6 +28,7 @@ __all__ = [
     "FoundSession",
     "Reader",
     "SessionHome",
+    "VersionWriter",
     "Writer",
     "get_format",
     "list_formats",
@@ -42,6 +43,8 @@ Reader = Callable[[Path, Progress | None], Imported]
 """Reads a source file (reporting progress) into the header and entries of a new session."""
 Writer = Callable[[Session, str | None], bytes]
 """Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
+VersionWriter = Callable[[Session, str | None, str], bytes]
+"""A ``Writer`` that also takes the version of the format to write (one of ``versions``)."""
 Home = str | os.PathLike[str] | None
 """A tool's home directory (``None``: where the tool keeps it by default)."""
 
@@ -82,7 +85,8 @@ class Format:
     names it answers to. ``detect(path)`` says whether a file is in this format, for
     ``import auto`` (the built-in formats are told apart first). ``home`` finds the tool's
     own sessions by id (``import FMT --list``). ``copy`` is contextree's own format: every
-    entry as it is, any storage.
+    entry as it is, any storage. ``versions`` are the versions of the format ``export`` can
+    write (the default first), each by ``version_writer``; ``writer`` writes the default.
     """
 
     name: str
@@ -94,6 +98,8 @@ class Format:
     detect: Callable[[Path], bool] | None = field(default=None, kw_only=True)
     home: SessionHome | None = field(default=None, kw_only=True)
     copy: bool = field(default=False, kw_only=True)
+    versions: tuple[str, ...] = field(default=(), kw_only=True)
+    version_writer: VersionWriter | None = field(default=None, kw_only=True)
 
     @property
     def can_import(self) -> bool:
@@ -104,6 +110,21 @@ class Format:
     def can_export(self) -> bool:
         """True when ``export_session`` can write this format."""
         return self.writer is not None or self.copy
+
+    def write(self, session: Session, at: str | None = None,
+              version: str | None = None) -> bytes:
+        """The bytes of ``session`` in this format, as seen at ``at``, in ``version`` (one of
+        ``versions``; ``None``: the default). Another version is refused, naming them."""
+        if version is not None:
+            if self.version_writer is None or version not in self.versions:
+                known = (f"choose one of: {', '.join(self.versions)}" if self.versions
+                         else "it has only one; leave the version out")
+                raise InvalidArgument(f"format {self.name!r} cannot be written as version "
+                                      f"{version!r}; {known}")
+            return self.version_writer(session, at, version)
+        if self.writer is None:
+            raise InvalidArgument(f"format {self.name!r} can be imported, not exported")
+        return self.writer(session, at)
 
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9.+-]*")

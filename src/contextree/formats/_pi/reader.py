@@ -31,6 +31,7 @@ from ...entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -56,7 +57,7 @@ from .._base import (
     text_of_blocks,
 )
 from .migrate import Migration
-from .schema import EXT, PI_MESSAGE, SYSTEM_TYPE, default_api, default_cost
+from .schema import CLEARED_BY, EXT, PI_MESSAGE, SYSTEM_TYPE, default_api, default_cost
 
 __all__ = ["message_from_pi", "read"]
 
@@ -75,7 +76,7 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     second pass, as ``import_session`` writes them (``Imported.stream``).
     """
     scan = _scan(path, progress)
-    meta = imported_metadata("pi", path, version=scan.version)
+    meta = imported_metadata("pi", path, version=scan.version, pi=scan.era)
     head = scan.head
     hdr = header(head["id"], _str(head.get("timestamp")), cwd=_str(head.get("cwd")),
                  metadata=meta, parent_session=_str(head.get("parentSession")))
@@ -92,6 +93,7 @@ class _Scan:
     lines: int  # entry lines, header excluded
     ids: set[str]
     leaf: str | None
+    era: str  # "1.x" when the file holds what only pi 1.x writes, else "0.73"
 
 
 def _scan(path: Path, progress: Progress | None) -> _Scan:
@@ -103,6 +105,7 @@ def _scan(path: Path, progress: Progress | None) -> _Scan:
     ids: set[str] = set()
     lines = 0
     last: Any = None
+    era = "0.73"
     for n, obj in read_json_lines(path, _half(progress, first=True)):
         if not first_line:
             first_line, head = n, obj
@@ -127,13 +130,41 @@ def _scan(path: Path, progress: Progress | None) -> _Scan:
             last = obj.get("id")
             if isinstance(last, str) and last:
                 ids.add(last)
+            cleared_by = _cleared_by(obj)
+            if cleared_by is not None:
+                last = cleared_by  # written for a contextree compaction: it stands for it
+            if era == "0.73" and is_pi1_line(obj):
+                era = "1.x"
     if not first_line:
         raise input_error(path, None, "the file is empty; it is not a pi session")
     if problem is not None:
         raise problem
     version = head.get("version", 1)
     leaf = last if version >= 2 and isinstance(last, str) else None  # v1: the last is the leaf
-    return _Scan(head, version, lines, ids, leaf)
+    return _Scan(head, version, lines, ids, leaf, era)
+
+
+def is_pi1_line(obj: Json) -> bool:
+    """Whether an entry line is one only pi 1.x writes: a ``context_edit`` or ``usage``
+    entry, a compaction with a ``systemMessage`` checkpoint or that keeps nothing (its own
+    id as ``firstKeptEntryId``), or a ``system`` message (pi 1.x keeps the prompt in the
+    session)."""
+    kind = obj.get("type")
+    if kind in ("context_edit", "usage"):
+        return True
+    if kind == "compaction":
+        return "systemMessage" in obj or obj.get("firstKeptEntryId") == obj.get("id")
+    message = obj.get("message")
+    return kind == "message" and isinstance(message, dict) and message.get("role") == "system"
+
+
+def _cleared_by(obj: Json) -> str | None:
+    """The compaction a ``context_edit`` line was written for (from its ``cleared``), if so."""
+    if obj.get("type") != "context_edit":
+        return None
+    ext = obj.get(EXT)
+    value = ext.get(CLEARED_BY) if isinstance(ext, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _half(progress: Progress | None, *, first: bool) -> Progress | None:
@@ -153,8 +184,15 @@ def _entries(path: Path, scan: _Scan, progress: Progress | None) -> Iterator[Any
     lines = read_json_lines(path, _half(progress, first=False))
     next(lines)  # the header
     # only the lines the first pass saw: what pi appends meanwhile waits for the next import
+    stands_for: dict[str, str] = {}  # context_edit written for a compaction's `cleared`
     for n, obj in itertools.islice(lines, scan.lines):
         migration(obj)
+        cleared_by = _cleared_by(obj)
+        if cleared_by is not None and isinstance(obj.get("id"), str):
+            stands_for[obj["id"]] = stands_for.get(cleared_by, cleared_by)
+            continue  # the compaction's `cleared` holds it
+        if obj.get("parentId") in stands_for:
+            obj["parentId"] = stands_for[obj["parentId"]]
         entry = _entry_from_pi(obj, path, n)
         if entry.id in seen:
             raise input_error(path, n, f"entry id {entry.id!r} is used twice")
@@ -232,7 +270,7 @@ def _typed_entry(kind: str, eid: str, parent: str | None, ts: str, d: Json) -> A
         return BranchSummaryEntry(
             eid, parent, ts, from_id=_pop_str(d, "fromId", "root"),
             summary=_pop_str(d, "summary", ""), details=d.pop("details", None),
-            usage=_usage_from_ext(ext.get("usage")), from_hook=bool(d.pop("fromHook", False)),
+            usage=_summary_usage(d, ext), from_hook=_from_hook(d),
         )
     if kind == "custom":
         return CustomEntry(eid, parent, ts, custom_type=_pop_str(d, "customType"),
@@ -246,6 +284,13 @@ def _typed_entry(kind: str, eid: str, parent: str | None, ts: str, d: Json) -> A
     if kind == "session_info":
         name = d.pop("name", None)
         return SessionInfoEntry(eid, parent, ts, name=name if isinstance(name, str) else None)
+    if kind == "context_edit":
+        replacement = d.pop("replacement")
+        if replacement is not None and not isinstance(replacement, dict):
+            raise ValueError("`replacement` must be null or an object with `content`")
+        content = None if replacement is None else _content_from_pi(replacement["content"])
+        return ContextEditEntry(eid, parent, ts, target_id=_pop_str(d, "targetId"),
+                                content=content)
     return None
 
 
@@ -257,15 +302,16 @@ def _compaction_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> Compa
     return CompactionEntry(
         eid, parent, ts,
         summary=_pop_str(d, "summary", ""),
-        first_kept_entry_id=first if isinstance(first, str) else None,
+        # pi 1.x's retain-none compaction names itself: no earlier entry is kept
+        first_kept_entry_id=first if isinstance(first, str) and first != eid else None,
         tokens_before=int(tokens_before or 0),
         tokens_after=ext.get("tokens_after"),
         retained_tail=[Message.from_dict(m) for m in tail] if isinstance(tail, list) else None,
         cleared=ext.get("cleared"),
         pinned=ext.get("pinned"),
         details=d.pop("details", None),
-        usage=_usage_from_ext(ext.get("usage")),
-        from_hook=bool(d.pop("fromHook", False)),
+        usage=_summary_usage(d, ext),
+        from_hook=_from_hook(d),
     )
 
 
@@ -279,6 +325,14 @@ def _custom_message_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> A
     if not isinstance(content, str):
         entry.set_extra({"piContent": content})
     return entry
+
+
+def _from_hook(d: Json) -> bool:
+    """pi's ``fromHook``; an explicit ``false`` (pi 1.x writes one) stays in ``d`` to be
+    written back."""
+    if d.get("fromHook") is False:
+        return False
+    return bool(d.pop("fromHook", False))
 
 
 def _usage_from_ext(value: Any) -> Usage | None:
@@ -429,7 +483,20 @@ def _usage_from_pi(u: Json) -> Usage:
         cost=float(cost["total"]) if isinstance(cost, dict) and _number(cost.get("total"))
         else None,
     )
-    return usage.set_extra({"piCost": cost} if isinstance(cost, dict) else {})
+    more = {k: v for k, v in u.items() if k not in _PI_USAGE_KEYS}  # cacheWrite1h...
+    return usage.set_extra({"piCost": cost, **more} if isinstance(cost, dict) else more)
+
+
+_PI_USAGE_KEYS = frozenset({"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"})
+
+
+def _summary_usage(d: Json, ext: Json) -> Usage | None:
+    """The usage of a compaction or branch summary: pi 1.x's (``usage``, as on a message) or
+    contextree's (under ``EXT``)."""
+    pi_usage = d.pop("usage", None)
+    if isinstance(pi_usage, dict):
+        return _usage_from_pi(pi_usage).set_extra({"piUsage": True})
+    return _usage_from_ext(ext.get("usage"))
 
 
 

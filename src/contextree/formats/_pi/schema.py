@@ -7,10 +7,19 @@ from __future__ import annotations
 
 from .._base import Json
 
-__all__ = ["EXT", "PI_MESSAGE", "PI_VERSION", "SYSTEM_TYPE", "default_api", "default_cost"]
+__all__ = ["CLEARED_BY", "EXT", "PI_ERAS", "PI_MESSAGE", "PI_VERSION", "SYSTEM_TYPE",
+           "default_api", "default_cost"]
 
 PI_VERSION = 3
 """The pi session file version export writes (and migration brings older files to)."""
+PI_ERAS = ("1", "0.73")
+"""The pi releases export can write for, the default first: ``"1"`` (pi 1.x, npm
+``@earendil-works/pi-coding-agent``) or ``"0.73"`` (the last of ``@mariozechner/pi-coding-agent``).
+Both write file version 3; a 1.x file also holds what only pi 1.x reads (``context_edit``
+lines for the tool results a compaction cleared, a retain-none compaction's own id)."""
+CLEARED_BY = "cleared_by"
+"""Key (under ``EXT``) of a ``context_edit`` line written for a compaction's ``cleared``: the
+compaction's id, so that import folds it back into the compaction."""
 SYSTEM_TYPE = "contextree.system"
 """``customType`` of the pi ``custom`` message that holds a contextree system message."""
 EXT = "contextree"

@@ -2,6 +2,12 @@
 
 pi has no leaf entry: it resumes at the last entry, so the leaf is written last. What pi
 cannot represent travels under the ``"contextree"`` key (see ``contextree.formats._pi``).
+
+For pi 1.x (the default, ``pi="1"``) a compaction's ``cleared`` tool results are also written
+as ``context_edit`` lines just after it (pi then shows the placeholders, as contextree does;
+import folds them back), and a compaction that keeps no entry names itself as
+``firstKeptEntryId`` (pi 1.x's retain-none). ``pi="0.73"`` writes neither: pi 0.73 knows no
+``context_edit`` and shows the full results.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from ...entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -33,8 +40,18 @@ from ...entries import (
     ThinkingLevelChangeEntry,
     UnknownEntry,
 )
+from ...errors import InvalidArgument
 from .._base import Json, dump_lines, iso_to_ms
-from .schema import EXT, PI_MESSAGE, PI_VERSION, SYSTEM_TYPE, default_api, default_cost
+from .schema import (
+    CLEARED_BY,
+    EXT,
+    PI_ERAS,
+    PI_MESSAGE,
+    PI_VERSION,
+    SYSTEM_TYPE,
+    default_api,
+    default_cost,
+)
 
 __all__ = ["entry_to_pi", "message_to_pi", "write"]
 
@@ -43,8 +60,14 @@ _STOP_MAP = {"tool_use": "toolUse", "tool_calls": "toolUse", "end_turn": "stop",
              "max_tokens": "length", "stop_sequence": "stop", "refusal": "stop"}
 
 
-def write(session: Session, at: str | None = None) -> bytes:
-    """The session as a pi (version 3) session file; the leaf (or ``at``) is the last entry."""
+def write(session: Session, at: str | None = None, pi: str = PI_ERAS[0]) -> bytes:
+    """The session as a pi (version 3) session file; the leaf (or ``at``) is the last entry.
+
+    ``pi`` is the pi release to write for: ``"1"`` (pi 1.x, the default) or ``"0.73"``.
+    """
+    if pi not in PI_ERAS:
+        raise InvalidArgument(f"pi {pi!r} is not a pi release export writes for; choose one "
+                              f"of: {', '.join(PI_ERAS)}")
     hdr = session.header
     head: Json = {"type": "session", "version": PI_VERSION, "id": hdr.id,
                   "timestamp": hdr.created_at, "cwd": hdr.cwd or ""}
@@ -56,12 +79,38 @@ def write(session: Session, at: str | None = None) -> bytes:
     entries = _leaf_last(entries, leaf)
     names: dict[str, str] = {}
     out: list[Json] = [head]
+    parents: dict[str, str] = {}  # a compaction -> the last context_edit written after it
     for entry in entries:
         if isinstance(entry, MessageEntry):
             for call in entry.message.tool_calls or ():
                 names[call.id] = call.name
-        out.append(entry_to_pi(entry, names, models.get(entry.parent_id or "")))
+        line = entry_to_pi(entry, names, models.get(entry.parent_id or ""))
+        if line.get("parentId") in parents:
+            line["parentId"] = parents[line["parentId"]]
+        out.append(line)
+        if pi == "1" and isinstance(entry, CompactionEntry):
+            if entry.first_kept_entry_id is None:
+                line["firstKeptEntryId"] = entry.id  # retain-none
+            edits = _cleared_edits(entry)
+            out += edits
+            if edits:
+                parents[entry.id] = edits[-1]["id"]
     return dump_lines(out)
+
+
+def _cleared_edits(comp: CompactionEntry) -> list[Json]:
+    """pi 1.x ``context_edit`` lines showing the tool results ``comp`` cleared as their
+    placeholder text, one after the other below ``comp`` (marked, for import to fold back)."""
+    out: list[Json] = []
+    parent = comp.id
+    for i, (target, text) in enumerate((comp.cleared or {}).items()):
+        eid = f"{comp.id}.cleared.{i}"
+        out.append({"type": "context_edit", "id": eid, "parentId": parent,
+                    "timestamp": comp.timestamp, "targetId": target,
+                    "replacement": {"content": [{"type": "text", "text": text}]},
+                    EXT: {CLEARED_BY: comp.id}})
+        parent = eid
+    return out
 
 
 def _models_in_force(entries: list[AnyEntry]) -> dict[str, tuple[str, str]]:
@@ -119,8 +168,7 @@ def _fields_to_pi(entry: AnyEntry, names: dict[str, str],
     if isinstance(entry, BranchSummaryEntry):
         out: Json = {"fromId": entry.from_id, "summary": entry.summary}
         _optional(out, entry.details, entry.from_hook)
-        if entry.usage is not None:
-            out[EXT] = {"usage": _usage_dict(entry.usage)}
+        _summary_usage(out, {}, entry.usage)
         return out
     if isinstance(entry, CustomEntry):
         if entry.custom_type == PI_MESSAGE and isinstance(entry.data, dict):
@@ -139,6 +187,11 @@ def _fields_to_pi(entry: AnyEntry, names: dict[str, str],
         return {"targetId": entry.target_id, **({"label": entry.label} if entry.label else {})}
     if isinstance(entry, SessionInfoEntry):
         return {"name": entry.name} if entry.name is not None else {}
+    if isinstance(entry, ContextEditEntry):
+        content = entry.content
+        replacement = None if content is None else {
+            "content": content if isinstance(content, str) else _blocks_to_pi(content)}
+        return {"targetId": entry.target_id, "replacement": replacement}
     return {}
 
 
@@ -162,11 +215,19 @@ def _compaction_to_pi(entry: CompactionEntry) -> Json:
         ext["cleared"] = dict(entry.cleared)
     if entry.pinned:
         ext["pinned"] = list(entry.pinned)
-    if entry.usage is not None:
-        ext["usage"] = _usage_dict(entry.usage)
+    _summary_usage(out, ext, entry.usage)
+    return out
+
+
+def _summary_usage(out: Json, ext: Json, usage: Usage | None) -> None:
+    """A summary's usage: pi's own field for one read from pi 1.x, else contextree's (in
+    ``EXT``, with the other contextree fields ``ext``)."""
+    if usage is not None and usage.extra.get("piUsage"):
+        out["usage"] = _usage_to_pi(usage)
+    elif usage is not None:
+        ext["usage"] = _usage_dict(usage)
     if ext:
         out[EXT] = ext
-    return out
 
 
 def _usage_dict(u: Usage) -> Json:
@@ -243,8 +304,9 @@ def _usage_to_pi(u: Usage | None) -> Json:
     if not isinstance(cost, dict):
         cost = default_cost(u.cost or 0.0)  # pi writes 0 for a price it does not know
     total = u.total or (u.input + u.output + u.cache_read + u.cache_write)
+    more = {k: v for k, v in u.extra.items() if k not in ("piCost", "piUsage")}
     return {"input": u.input, "output": u.output, "cacheRead": u.cache_read,
-            "cacheWrite": u.cache_write, "totalTokens": total, "cost": cost}
+            "cacheWrite": u.cache_write, "totalTokens": total, "cost": cost, **more}
 
 
 def _blocks_to_pi(content: str | Sequence[Any] | None) -> list[Json]:
