@@ -16,6 +16,8 @@ openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON li
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
 claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.7 read, v1.7
+                                   written
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
@@ -77,7 +79,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
 def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
     it is first used: importing this package imports none of the format modules)."""
-    from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+    from . import _atif, _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
     from . import _provider_lists as _lists
     from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
     from ._registry import Format, register_format
@@ -98,6 +100,8 @@ def _register_builtins() -> None:
                _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
         Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
                home=CODEX_HOME),
+        Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
+               _atif.write, ".json", detect=_atif.detect),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
     ):
@@ -132,6 +136,8 @@ def import_session(
         raise SessionNotFound("no such file to import", path=str(source))
     if spec is None:
         spec = get_format(detect_format(source))
+    else:
+        _refuse_another_format(spec.name, source)
     if spec.copy:
         return copy_session(src, dest_path, durable=durable)
     if spec.reader is None:
@@ -147,6 +153,18 @@ def import_session(
     if resolve(dest_path).scheme is not None:  # a database: one transaction
         return Session(create_storage(dest_path, imported.header, entries, durable=durable))
     return _create_streaming(Path(dest_path), imported.header, entries, durable=durable)
+
+
+def _refuse_another_format(fmt: str, source: Path) -> None:
+    """Refuse to read ``source`` as ``fmt`` when another format recognizes it as its own:
+    read so, it would fail halfway or silently lose what only the other format has."""
+    from ._base import input_error
+    from ._detect import claimed_by_other
+
+    other = claimed_by_other(source, fmt)
+    if other is not None:
+        raise input_error(source, None, f"this looks like {other}, not {fmt}: import it as "
+                          f"{other} (`contextree import {other} ...`, or `auto`)")
 
 
 def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEntry], *,

@@ -52,6 +52,21 @@ def detect_format(path: Path) -> str:
     return get_format(name).name
 
 
+def claimed_by_other(path: Path, fmt: str) -> str | None:
+    """The name of another registered format whose ``detect`` hook claims ``path`` (these
+    hooks recognize a format by its own signature, not by elimination), or ``None``: an
+    import under an explicit ``fmt`` is refused then, naming the right one."""
+    for other in list_formats():
+        if other.detect is None or other.name == fmt:
+            continue
+        try:
+            if other.detect(path):
+                return other.name
+        except Exception:  # a hook that cannot read the file does not claim it
+            continue
+    return None
+
+
 def _parse(raw: bytes) -> Any:
     try:
         return parse_json(raw) if raw.strip() else None
