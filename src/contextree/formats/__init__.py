@@ -79,9 +79,18 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
 def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
     it is first used: importing this package imports none of the format modules)."""
-    from . import _atif, _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+    from . import (
+        _atif,
+        _brute,
+        _claude_code,
+        _claude_code_export,
+        _codex,
+        _codex_export,
+        _gemini_cli,
+        _pi,
+    )
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
+    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, GEMINI_CLI_HOME
     from ._registry import Format, register_format
 
     for builtin in (
@@ -102,6 +111,8 @@ def _register_builtins() -> None:
                home=CODEX_HOME),
         Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
                _atif.write, ".json", detect=_atif.detect),
+        Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)", _gemini_cli.read,
+               aliases=("gemini",), detect=_gemini_cli.detect, home=GEMINI_CLI_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
     ):

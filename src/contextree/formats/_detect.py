@@ -82,6 +82,8 @@ def _from_lines(objs: list[Any]) -> str | None:
             raise UnknownFormat("this is already a contextree session file; open it "
                                      "directly instead of importing it")
         return "pi"
+    if isinstance(first.get("projectHash"), str) and isinstance(first.get("sessionId"), str):
+        return "gemini-cli"  # before Claude Code, whose lines carry a `sessionId` too
     for obj in dicts:
         kind = obj.get("type")
         if kind in _CODEX_TYPES and "payload" in obj:

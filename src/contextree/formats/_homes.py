@@ -14,9 +14,11 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from . import _claude_code as claude_code
 from . import _codex as codex
+from . import _gemini_cli as gemini_cli
 from ._registry import FoundSession, Home, SessionHome, get_format, list_formats
 
-__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "find_tool_session", "list_tool_sessions"]
+__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "GEMINI_CLI_HOME", "find_tool_session",
+           "list_tool_sessions"]
 
 CLAUDE_CODE_HOME = SessionHome(
     lambda home: [FoundSession("claude-code", r.id, r.path, r.modified, r.cwd, r.first_prompt)
@@ -29,6 +31,13 @@ CODEX_HOME = SessionHome(
                   for r in codex.list_sessions(home)],
     codex.find_thread)
 """Codex's rollouts: ``$CODEX_HOME/sessions`` (``~/.codex/sessions``)."""
+
+
+GEMINI_CLI_HOME = SessionHome(
+    lambda home: [FoundSession("gemini-cli", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in gemini_cli.list_sessions(home)],
+    gemini_cli.find_session)
+"""Gemini CLI's chats: ``~/.gemini/tmp/*/chats/`` (or ``$GEMINI_CLI_HOME/.gemini``)."""
 
 
 def _home(fmt: str) -> SessionHome:
