@@ -20,6 +20,7 @@ from ..formats import (
     list_formats,
     list_tool_sessions,
 )
+from ..formats._base import split_selector
 from .app import Command, command
 from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
 from .sessions import (
@@ -107,19 +108,20 @@ def import_command(
         return
     src = Path(source)
     default_dir = src.parent
-    if not src.exists() and spec is not None and spec.home is not None:
+    if not split_selector(src)[0].exists() and spec is not None and spec.home is not None:
         src = find_tool_session(spec.name, source, home)  # by id or prefix, in the tool's home
         default_dir = Path.cwd()
     if src.is_dir():
         raise UsageProblem(f"{src}: this is a directory; `import` reads one file (give the "
                            "session file inside it)")
-    require_regular_file(src, "file to import")
-    if not src.is_file():
+    file, key = split_selector(src)  # FILE#KEY: one of the sessions FILE holds
+    require_regular_file(file, "file to import")
+    if not file.is_file():
         raise SessionNotFound("no such file to import", path=str(src))
     name = spec.name if spec is not None else detect_format(src)
-    target = output or str(default_dir / (src.name.removesuffix(src.suffix)
-                                          + ".contextree.jsonl"))
-    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar:
+    stem = key if key is not None else src.name.removesuffix(src.suffix)
+    target = output or str(default_dir / (stem + ".contextree.jsonl"))
+    with progress_bar(f"importing {src.name}", file.stat().st_size) as bar:
         info = _write_import(name, str(src), target, force=force, progress=bar)
     if info is not None:
         _report_import(info, as_json, f"imported {src} ({name}) -> {info['path']}")

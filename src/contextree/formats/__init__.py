@@ -87,10 +87,11 @@ def _register_builtins() -> None:
         _codex,
         _codex_export,
         _gemini_cli,
+        _opencode,
         _pi,
     )
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, GEMINI_CLI_HOME
+    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, GEMINI_CLI_HOME, OPENCODE_HOME
     from ._registry import Format, register_format
 
     for builtin in (
@@ -113,6 +114,8 @@ def _register_builtins() -> None:
                _atif.write, ".json", detect=_atif.detect),
         Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)", _gemini_cli.read,
                aliases=("gemini",), detect=_gemini_cli.detect, home=GEMINI_CLI_HOME),
+        Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
+               _opencode.read, suffix=".db", detect=_opencode.detect, home=OPENCODE_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
     ):
@@ -135,7 +138,7 @@ def import_session(
     from .._session import Session
     from ..errors import InvalidArgument, SessionNotFound
     from ..storage import create_storage, resolve
-    from ._base import Ids, finish, finish_stream, in_parent_order
+    from ._base import Ids, finish, finish_stream, in_parent_order, split_selector
     from ._detect import detect_format
     from ._registry import get_format
 
@@ -143,7 +146,7 @@ def import_session(
     if spec is not None and spec.copy:
         return copy_session(src, dest_path, durable=durable)
     source = Path(src)
-    if not source.is_file():
+    if not split_selector(source)[0].is_file():  # FILE#KEY: one session of FILE
         raise SessionNotFound("no such file to import", path=str(source))
     if spec is None:
         spec = get_format(detect_format(source))

@@ -14,7 +14,7 @@ import orjson
 from .._files import open_regular_readonly
 from .._limits import parse_json
 from ..errors import SessionNotFound, UnknownFormat
-from ._base import read_json_document
+from ._base import read_json_document, split_selector
 from ._registry import get_format, list_formats
 
 _HEAD_BYTES = 256 * 1024
@@ -28,7 +28,7 @@ def detect_format(path: Path) -> str:
     """The name of the registered format ``path`` is in; ``UnknownFormat`` if it cannot
     tell."""
     try:
-        with open(open_regular_readonly(path), "rb") as f:
+        with open(open_regular_readonly(split_selector(path)[0]), "rb") as f:
             head = f.read(_HEAD_BYTES)
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
@@ -43,8 +43,7 @@ def detect_format(path: Path) -> str:
     if name is None and head.lstrip()[:1] in (b"[", b"{"):
         name = _from_document(read_json_document(path))
     if name is None:
-        name = next((f.name for f in list_formats() if f.detect is not None and f.detect(path)),
-                    None)
+        name = claimed_by_other(path, "")
     if name is None:
         names = ", ".join(f.name for f in list_formats() if f.can_import)
         raise UnknownFormat(f"{path}: cannot tell which format this is; name it instead of "

@@ -15,10 +15,11 @@ from ..errors import InvalidArgument
 from . import _claude_code as claude_code
 from . import _codex as codex
 from . import _gemini_cli as gemini_cli
+from . import _opencode as opencode
 from ._registry import FoundSession, Home, SessionHome, get_format, list_formats
 
-__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "GEMINI_CLI_HOME", "find_tool_session",
-           "list_tool_sessions"]
+__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "GEMINI_CLI_HOME", "OPENCODE_HOME",
+           "find_tool_session", "list_tool_sessions"]
 
 CLAUDE_CODE_HOME = SessionHome(
     lambda home: [FoundSession("claude-code", r.id, r.path, r.modified, r.cwd, r.first_prompt)
@@ -38,6 +39,14 @@ GEMINI_CLI_HOME = SessionHome(
                   for r in gemini_cli.list_sessions(home)],
     gemini_cli.find_session)
 """Gemini CLI's chats: ``~/.gemini/tmp/*/chats/`` (or ``$GEMINI_CLI_HOME/.gemini``)."""
+
+
+OPENCODE_HOME = SessionHome(
+    lambda home: [FoundSession("opencode", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in opencode.list_sessions(home)],
+    opencode.find_session)
+"""opencode's sessions: its database ``$XDG_DATA_HOME/opencode/opencode.db``
+(``~/.local/share/opencode``); each is ``opencode.db#SESSION_ID``."""
 
 
 def _home(fmt: str) -> SessionHome:
