@@ -508,7 +508,7 @@ def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
         detect_format(other)
 
 
-NEW_FORMATS = {"atif", "gemini-cli", "opencode"}  # issue 25
+NEW_FORMATS = {"atif", "gemini-cli", "opencode", "copilot"}  # issue 25
 
 
 def test_registry() -> None:

@@ -86,12 +86,19 @@ def _register_builtins() -> None:
         _claude_code_export,
         _codex,
         _codex_export,
+        _copilot,
         _gemini_cli,
         _opencode,
         _pi,
     )
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, GEMINI_CLI_HOME, OPENCODE_HOME
+    from ._homes import (
+        CLAUDE_CODE_HOME,
+        CODEX_HOME,
+        COPILOT_HOME,
+        GEMINI_CLI_HOME,
+        OPENCODE_HOME,
+    )
     from ._registry import Format, register_format
 
     for builtin in (
@@ -116,6 +123,9 @@ def _register_builtins() -> None:
                aliases=("gemini",), detect=_gemini_cli.detect, home=GEMINI_CLI_HOME),
         Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
                _opencode.read, suffix=".db", detect=_opencode.detect, home=OPENCODE_HOME),
+        Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
+               _copilot.read, aliases=("copilot-cli",), detect=_copilot.detect,
+               home=COPILOT_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
     ):

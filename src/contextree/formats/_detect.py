@@ -83,6 +83,10 @@ def _from_lines(objs: list[Any]) -> str | None:
         return "pi"
     if isinstance(first.get("projectHash"), str) and isinstance(first.get("sessionId"), str):
         return "gemini-cli"  # before Claude Code, whose lines carry a `sessionId` too
+    data = first.get("data")
+    if first.get("type") == "session.start" and isinstance(data, dict) \
+            and data.get("producer") == "copilot-agent":
+        return "copilot"
     for obj in dicts:
         kind = obj.get("type")
         if kind in _CODEX_TYPES and "payload" in obj:

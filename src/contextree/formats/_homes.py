@@ -14,12 +14,13 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from . import _claude_code as claude_code
 from . import _codex as codex
+from . import _copilot as copilot
 from . import _gemini_cli as gemini_cli
 from . import _opencode as opencode
 from ._registry import FoundSession, Home, SessionHome, get_format, list_formats
 
-__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "GEMINI_CLI_HOME", "OPENCODE_HOME",
-           "find_tool_session", "list_tool_sessions"]
+__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "COPILOT_HOME", "GEMINI_CLI_HOME",
+           "OPENCODE_HOME", "find_tool_session", "list_tool_sessions"]
 
 CLAUDE_CODE_HOME = SessionHome(
     lambda home: [FoundSession("claude-code", r.id, r.path, r.modified, r.cwd, r.first_prompt)
@@ -47,6 +48,14 @@ OPENCODE_HOME = SessionHome(
     opencode.find_session)
 """opencode's sessions: its database ``$XDG_DATA_HOME/opencode/opencode.db``
 (``~/.local/share/opencode``); each is ``opencode.db#SESSION_ID``."""
+
+
+COPILOT_HOME = SessionHome(
+    lambda home: [FoundSession("copilot", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in copilot.list_sessions(home)],
+    copilot.find_session)
+"""Copilot CLI's sessions: ``~/.copilot/session-state/*/events.jsonl`` (or
+``$COPILOT_HOME``)."""
 
 
 def _home(fmt: str) -> SessionHome:
