@@ -11,6 +11,7 @@ format is refused, naming this one.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 from contextree import Message, Session
 from contextree.cli import app
 from contextree.entries import CustomEntry, MessageEntry
+from contextree.errors import SessionError
 from contextree.formats import detect_format, import_session, list_tool_sessions
 from contextree.markers import CompactionSummaryMarker
 from helpers import FORMATS_DATA
@@ -274,3 +276,105 @@ def test_auto_detects_it_and_wrong_formats_are_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["import", "gemini-cli", str(codex), "-o",
                                  str(tmp_path / "x.jsonl")])
     assert result.exit_code == 1 and "looks like codex" in result.stderr, result.stderr
+
+
+# -- export: read back, and resumed by the real Gemini CLI ---------------------------------
+
+GEMINI_CLI_BIN = os.environ.get("GEMINI_CLI_BIN", "")
+needs_gemini = pytest.mark.skipif(
+    not (GEMINI_CLI_BIN and Path(GEMINI_CLI_BIN).exists() and shutil.which("node")),
+    reason="set GEMINI_CLI_BIN to node_modules/.bin/gemini of @google/gemini-cli@0.61.0 (npm "
+           "install) to resume exports with the real Gemini CLI")
+NEXT = "Go on."
+
+
+EXPORTED = ["tools", "compress"]  # thoughts, parallel calls, a failed one; a compression
+
+
+def exported_source(tmp_path: Path, name: str) -> Session:
+    """A fixture imported, to export again."""
+    return import_session("gemini-cli", GM / name / "session-1.jsonl", tmp_path / "src.jsonl",
+                          durable=False)
+
+
+def context_items(s: Session) -> list[Item]:
+    return [i for m in s.build_context().messages if m.role != "system"
+            for i in message_items(m)]
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_export_reads_back_as_the_same_context(name: str, tmp_path: Path) -> None:
+    s = exported_source(tmp_path, name)
+    out = tmp_path / "chat.jsonl"
+    from contextree.formats import export_session
+
+    export_session("gemini-cli", s, out)
+    assert detect_format(out) == "gemini-cli"
+    back = import_session("auto", out, tmp_path / "back.jsonl", durable=False)
+    assert context_items(back) == context_items(s)
+    got, want = back.build_context().messages, s.build_context().messages
+    assert [m.usage for m in got if m.role == "assistant"] == \
+        [m.usage for m in want if m.role == "assistant"]
+    assert [[p.thinking for p in m.thinking] for m in got] == \
+        [[p.thinking for p in m.thinking] for m in want]
+    back.close()
+    s.close()
+
+
+def test_export_to_home_is_listed_where_the_cli_looks(tmp_path: Path) -> None:
+    from contextree.formats import export_to_gemini_cli_home
+
+    s = exported_source(tmp_path, "tools")
+    home = tmp_path / "home" / ".gemini"
+    sid, path = export_to_gemini_cli_home(s, home=home, cwd="/work/project")
+    assert path.parent.name == "chats" and path.parent.parent.parent == home / "tmp"
+    projects = json.loads((home / "projects.json").read_text())["projects"]
+    assert projects["/work/project"] == path.parent.parent.name
+    assert [f.id for f in list_tool_sessions("gemini-cli", home)] == [sid]
+    with pytest.raises(SessionError, match="already there"):
+        export_to_gemini_cli_home(s, home=home, cwd="/work/project")
+    s.close()
+
+
+@needs_gemini
+@pytest.mark.parametrize("name", EXPORTED)
+def test_gemini_cli_resumes_the_export(name: str, tmp_path: Path) -> None:
+    import subprocess
+
+    from contextree.formats import export_to_gemini_cli_home
+    from fakes.gemini_api import FakeGemini
+
+    s = exported_source(tmp_path, name)
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    sid, _ = export_to_gemini_cli_home(s, home=home / ".gemini", cwd=str(cwd))
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True}}))
+
+    def reply(body: dict[str, Any], path: str) -> dict[str, Any]:
+        main = path.endswith(":streamGenerateContent")
+        return {"parts": [{"text": "Resumed." if main else '{"next_speaker": "user"}'}],
+                "role": "main" if main else "side"}
+
+    server = FakeGemini(reply).start()
+    try:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "TERM": "dumb", "GEMINI_API_KEY": "sk-test", "GOOGLE_GEMINI_BASE_URL": server.url,
+               "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_CLI_NO_RELAUNCH": "1"}
+        done = subprocess.run([GEMINI_CLI_BIN, "--output-format", "stream-json", "--yolo",
+                               "-m", "gemini-2.5-flash", "--resume", sid, "-p", NEXT],
+                              cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=180)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr[-2000:]
+    main = [r for r in server.requests if r.get("reply_role") == "main"]
+    assert main, f"Gemini CLI sent no request: {done.stdout[-1000:]}"
+    sent = request_items(main[-1]["body"])
+    # the CLI puts a fresh <session_context> first, in place of the exported one
+    expected = [i for i in context_items(s) if not str(i[-1]).startswith("<session_context>")]
+    assert sent[0][2].startswith("<session_context>")
+    assert sent[1:] == [*expected, ("user", "text", NEXT)]
+    s.close()

@@ -16,6 +16,9 @@ openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON li
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
 claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+gemini-cli         yes     yes     Gemini CLI ``~/.gemini/tmp/*/chats/session-*.jsonl``
+opencode           yes     no      opencode's database ``opencode.db`` (``opencode.db#SESSION``)
+copilot            yes     no      GitHub Copilot CLI ``~/.copilot/session-state/*/events.jsonl``
 atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.7 read, v1.7
                                    written
 contextree         yes     yes     another contextree store: a JSONL file or a
@@ -23,7 +26,8 @@ contextree         yes     yes     another contextree store: a JSONL file or a
 =================  ======  ======  ==========================================================
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
-``export_to_claude_code_home`` and ``export_to_codex_home`` write one where that tool finds it.
+``export_to_claude_code_home``, ``export_to_codex_home`` and ``export_to_gemini_cli_home`` write
+one where that tool finds it.
 Malformed input raises ``SessionError`` naming the file and line.
 
 A format of your own::
@@ -60,6 +64,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
     from ._detect import detect_format
+    from ._gemini_cli_export import export_to_gemini_cli_home
     from ._homes import find_tool_session, list_tool_sessions
     from ._registry import (
         ENTRY_POINT_GROUP,
@@ -88,6 +93,7 @@ def _register_builtins() -> None:
         _codex_export,
         _copilot,
         _gemini_cli,
+        _gemini_cli_export,
         _opencode,
         _pi,
     )
@@ -120,7 +126,8 @@ def _register_builtins() -> None:
         Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
                _atif.write, ".json", detect=_atif.detect),
         Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)", _gemini_cli.read,
-               aliases=("gemini",), detect=_gemini_cli.detect, home=GEMINI_CLI_HOME),
+               _gemini_cli_export.write, aliases=("gemini",), detect=_gemini_cli.detect,
+               home=GEMINI_CLI_HOME),
         Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
                _opencode.read, suffix=".db", detect=_opencode.detect, home=OPENCODE_HOME),
         Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
@@ -295,6 +302,7 @@ __all__ = [
     "export_session",
     "export_to_claude_code_home",
     "export_to_codex_home",
+    "export_to_gemini_cli_home",
     "find_tool_session",
     "get_format",
     "import_session",
@@ -309,6 +317,7 @@ _LAZY = {
     "._claude_code_export": ("export_to_claude_code_home",),
     "._codex_export": ("export_to_codex_home",),
     "._detect": ("detect_format",),
+    "._gemini_cli_export": ("export_to_gemini_cli_home",),
     "._homes": ("find_tool_session", "list_tool_sessions"),
     "._registry": ("ENTRY_POINT_GROUP", "Format", "FoundSession", "Reader", "SessionHome",
                    "Writer", "get_format", "list_formats", "register_format",
