@@ -11,6 +11,7 @@ sets, ``import auto`` detects the format, and a wrong explicit format is refused
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typer.testing import CliRunner
 from contextree import Message, Session
 from contextree.cli import app
 from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
+from contextree.errors import SessionError
 from contextree.formats import detect_format, import_session, list_tool_sessions
 from contextree.markers import CompactionSummaryMarker
 from helpers import FORMATS_DATA
@@ -226,3 +228,77 @@ def test_auto_detects_it_and_wrong_formats_are_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["import", "copilot", str(claude), "-o",
                                  str(tmp_path / "x.jsonl")])
     assert result.exit_code == 1 and "looks like claude-code" in result.stderr, result.stderr
+
+
+# -- export: read back, and resumed by the real Copilot CLI --------------------------------
+
+COPILOT_BIN = os.environ.get("COPILOT_BIN", "")
+needs_copilot = pytest.mark.skipif(
+    not (COPILOT_BIN and Path(COPILOT_BIN).exists()),
+    reason="set COPILOT_BIN to node_modules/@github/copilot-linux-x64/copilot of "
+           "@github/copilot@1.0.102 (npm install) to resume exports with the real Copilot CLI")
+EXPORTED = ["tools", "compact"]
+NEXT = "Go on."
+
+
+def exported_source(tmp_path: Path, name: str) -> Session:
+    return import_session("copilot", CP / name / "session-1" / "events.jsonl",
+                          tmp_path / "src.jsonl", durable=False)
+
+
+def without_system(s: Session) -> list[Item]:
+    return [i for m in s.build_context().messages if m.role != "system"
+            for i in message_items(m)]
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_export_reads_back_as_the_same_context(name: str, tmp_path: Path) -> None:
+    from contextree.formats import export_to_copilot_home
+
+    s = exported_source(tmp_path, name)
+    sid, path = export_to_copilot_home(s, home=tmp_path / "home", cwd="/work/project")
+    assert detect_format(path) == "copilot"
+    back = import_session("auto", path, tmp_path / "back.jsonl", durable=False)
+    assert without_system(back) == without_system(s)
+    assert [f.id for f in list_tool_sessions("copilot", tmp_path / "home")] == [sid]
+    with pytest.raises(SessionError, match="already there"):
+        export_to_copilot_home(s, home=tmp_path / "home", cwd="/work/project")
+    back.close()
+    s.close()
+
+
+@needs_copilot
+@pytest.mark.parametrize("name", EXPORTED)
+def test_copilot_resumes_the_export(name: str, tmp_path: Path) -> None:
+    import subprocess
+
+    from contextree.formats import export_to_copilot_home
+    from fakes.openai_server import OpenAIServer, completion
+
+    class Lenient(OpenAIServer):  # Copilot adds a field of its own to resumed messages
+        def validate(self, body: Any) -> str | None:
+            return None
+
+    s = exported_source(tmp_path, name)
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    sid, _ = export_to_copilot_home(s, home=home / ".copilot", cwd=str(cwd))
+    with Lenient() as server:
+        server.reply(*[completion("Resumed.") for _ in range(5)])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "TERM": "dumb", "COPILOT_OFFLINE": "true",
+               "COPILOT_PROVIDER_BASE_URL": server.base_url,
+               "COPILOT_PROVIDER_API_KEY": "sk-test", "COPILOT_MODEL": "gpt-4.1",
+               "COPILOT_AUTO_UPDATE": "false", "COPILOT_ALLOW_ALL": "true"}
+        done = subprocess.run([COPILOT_BIN, "--allow-all-tools", "--output-format", "json",
+                               "--disable-client-telemetry", "--resume", sid, "-p", NEXT],
+                              cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=180)
+        bodies = server.bodies
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert bodies, f"Copilot CLI sent no request: {done.stdout[-1000:]}"
+    sent = [i for i in request_items(bodies[-1]) if i[0] != "system"]
+    # the reasoning is in the export (reasoningText), but the resumed CLI does not send it
+    assert sent[:-1] == [i for i in without_system(s) if i[0] != "thinking"]
+    assert sent[-1][0] == "user" and sent[-1][2].endswith(NEXT)
+    s.close()

@@ -18,7 +18,7 @@ claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
 gemini-cli         yes     yes     Gemini CLI ``~/.gemini/tmp/*/chats/session-*.jsonl``
 opencode           yes     no      opencode's database ``opencode.db`` (``opencode.db#SESSION``)
-copilot            yes     no      GitHub Copilot CLI ``~/.copilot/session-state/*/events.jsonl``
+copilot            yes     yes     GitHub Copilot CLI ``~/.copilot/session-state/*/events.jsonl``
 atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.7 read, v1.7
                                    written
 contextree         yes     yes     another contextree store: a JSONL file or a
@@ -26,8 +26,8 @@ contextree         yes     yes     another contextree store: a JSONL file or a
 =================  ======  ======  ==========================================================
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
-``export_to_claude_code_home``, ``export_to_codex_home`` and ``export_to_gemini_cli_home`` write
-one where that tool finds it.
+``export_to_claude_code_home``, ``export_to_codex_home``, ``export_to_gemini_cli_home`` and
+``export_to_copilot_home`` write one where that tool finds it.
 Malformed input raises ``SessionError`` naming the file and line.
 
 A format of your own::
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
+    from ._copilot_export import export_to_copilot_home
     from ._detect import detect_format
     from ._gemini_cli_export import export_to_gemini_cli_home
     from ._homes import find_tool_session, list_tool_sessions
@@ -92,6 +93,7 @@ def _register_builtins() -> None:
         _codex,
         _codex_export,
         _copilot,
+        _copilot_export,
         _gemini_cli,
         _gemini_cli_export,
         _opencode,
@@ -131,7 +133,8 @@ def _register_builtins() -> None:
         Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
                _opencode.read, suffix=".db", detect=_opencode.detect, home=OPENCODE_HOME),
         Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
-               _copilot.read, aliases=("copilot-cli",), detect=_copilot.detect,
+               _copilot.read, _copilot_export.write, aliases=("copilot-cli",),
+               detect=_copilot.detect,
                home=COPILOT_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
@@ -302,6 +305,7 @@ __all__ = [
     "export_session",
     "export_to_claude_code_home",
     "export_to_codex_home",
+    "export_to_copilot_home",
     "export_to_gemini_cli_home",
     "find_tool_session",
     "get_format",
@@ -316,6 +320,7 @@ _LAZY = {
     "._base": ("Imported", "Progress"),
     "._claude_code_export": ("export_to_claude_code_home",),
     "._codex_export": ("export_to_codex_home",),
+    "._copilot_export": ("export_to_copilot_home",),
     "._detect": ("detect_format",),
     "._gemini_cli_export": ("export_to_gemini_cli_home",),
     "._homes": ("find_tool_session", "list_tool_sessions"),
