@@ -12,6 +12,7 @@ detects the database, and a wrong explicit format is refused, naming this one.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -245,3 +246,75 @@ def test_auto_detects_it_and_wrong_formats_are_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["import", "opencode", str(gemini), "-o",
                                  str(tmp_path / "x.jsonl")])
     assert result.exit_code == 1 and "looks like gemini-cli" in result.stderr, result.stderr
+
+
+# -- export: the shape of `opencode export`, and resumed by the real opencode --------------
+
+OPENCODE_BIN = os.environ.get("OPENCODE_BIN", "")
+needs_opencode = pytest.mark.skipif(
+    not (OPENCODE_BIN and Path(OPENCODE_BIN).exists()),
+    reason="set OPENCODE_BIN to node_modules/opencode-linux-x64/bin/opencode of "
+           "opencode-ai@1.18.33 (npm install) to resume exports with the real opencode")
+EXPORTED = ["tools", "compact"]
+
+
+def test_export_has_the_shape_opencode_export_writes(tmp_path: Path, imported: Any) -> None:
+    from contextree.formats import export_session
+
+    real = json.loads((OC / "simple" / "opencode-export.json").read_text())  # by opencode
+    s = imported(OC / "tools" / "opencode.db")
+    ours = json.loads(export_session("opencode", s, tmp_path / "e.json").read_text())
+    assert set(ours) == set(real) and {"id", "directory", "title"} <= set(ours["info"])
+    for kind in ("user", "assistant"):
+        want = next(m for m in real["messages"] if m["info"]["role"] == kind)
+        got = next(m for m in ours["messages"] if m["info"]["role"] == kind)
+        assert set(got["info"]) <= set(want["info"]) | {"model"}
+        assert {"id", "sessionID", "messageID", "type"} <= set(got["parts"][0])
+    ids = [m["info"]["id"] for m in ours["messages"]]
+    assert ids == sorted(ids) and all(i.startswith("msg_") for i in ids)
+    tool = next(p for m in ours["messages"] for p in m["parts"] if p["type"] == "tool")
+    assert tool["state"]["status"] == "completed" and tool["state"]["output"]
+
+
+@needs_opencode
+@pytest.mark.parametrize("name", EXPORTED)
+def test_opencode_resumes_the_export(name: str, tmp_path: Path, imported: Any) -> None:
+    import subprocess
+
+    from contextree.formats import export_session
+    from fakes.openai_server import OpenAIServer, completion
+
+    s = imported(OC / name / "opencode.db")
+    out = export_session("opencode", s, tmp_path / "export.json")
+    sid = json.loads(out.read_text())["info"]["id"]
+    home, cwd = tmp_path / "home", tmp_path / "work"
+    cwd.mkdir()
+    home.mkdir()
+    with OpenAIServer() as server:
+        server.reply(*[completion("Resumed.") for _ in range(5)])
+        (cwd / "opencode.json").write_text(json.dumps({
+            "autoupdate": False, "share": "disabled", "model": "fake/fake-model",
+            "small_model": "fake/fake-model",
+            "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+                                  "options": {"baseURL": server.base_url, "apiKey": "sk-test"},
+                                  "models": {"fake-model": {"name": "Fake", "tool_call": True}}}}}))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+               "TERM": "dumb", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+               "OPENCODE_DISABLE_AUTOUPDATE": "1",
+               **{f"XDG_{k}_HOME": str(home / k.lower()) for k in ("DATA", "CONFIG", "CACHE",
+                                                                    "STATE")}}
+        for cmd in ([OPENCODE_BIN, "import", str(out)],
+                    [OPENCODE_BIN, "run", "--format", "json", "--session", sid, "Go on."]):
+            done = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=180)
+            assert done.returncode == 0, done.stderr[-2000:]
+        main = [b for b in server.bodies if "title generator" not in json.dumps(b["messages"][0])]
+    assert main, "opencode sent no request"
+    sent = request_items(main[-1])
+    want = [i for m in s.build_context().messages if m.role != "system"
+            for i in message_items(m)]
+    assert sent == [*want, ("user", "text", '"Go on."')]
+    # and the database opencode wrote imports back to the same context
+    back = imported(f"{home / 'data' / 'opencode' / 'opencode.db'}#{sid}")
+    got = [i for m in back.build_context().messages for i in message_items(m)]
+    assert got[:len(want)] == want

@@ -17,7 +17,8 @@ anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
 claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
 gemini-cli         yes     yes     Gemini CLI ``~/.gemini/tmp/*/chats/session-*.jsonl``
-opencode           yes     no      opencode's database ``opencode.db`` (``opencode.db#SESSION``)
+opencode           yes     yes     opencode's database ``opencode.db`` (``opencode.db#SESSION``);
+                                   export: the JSON ``opencode import`` reads
 copilot            yes     yes     GitHub Copilot CLI ``~/.copilot/session-state/*/events.jsonl``
 atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.7 read, v1.7
                                    written
@@ -97,6 +98,7 @@ def _register_builtins() -> None:
         _gemini_cli,
         _gemini_cli_export,
         _opencode,
+        _opencode_export,
         _pi,
     )
     from . import _provider_lists as _lists
@@ -131,7 +133,8 @@ def _register_builtins() -> None:
                _gemini_cli_export.write, aliases=("gemini",), detect=_gemini_cli.detect,
                home=GEMINI_CLI_HOME),
         Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
-               _opencode.read, suffix=".db", detect=_opencode.detect, home=OPENCODE_HOME),
+               _opencode.read, _opencode_export.write, suffix=".db", detect=_opencode.detect,
+               home=OPENCODE_HOME),
         Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
                _copilot.read, _copilot_export.write, aliases=("copilot-cli",),
                detect=_copilot.detect,
