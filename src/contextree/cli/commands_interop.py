@@ -66,8 +66,9 @@ def import_command(
                                        show_default=False)],
     source: Annotated[str | None, typer.Argument(
         metavar="SRC", help="The file to read (for the contextree format: a file or a "
-        "postgresql:// URL with #SESSION_ID; for claude-code and codex also a session id "
-        "or its prefix, looked up in the tool's home).", show_default=False)] = None,
+        "postgresql:// URL with #SESSION_ID; for claude-code, codex, gemini-cli, opencode and "
+        "copilot also a session id or its prefix, looked up in the tool's home; for opencode "
+        "opencode.db#SESSION_ID).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
                                                "file, a postgresql:// URL, or - for stdout "
                                                "(default: SRC's name without its suffix + "
@@ -77,12 +78,14 @@ def import_command(
     = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT.")] = False,
-    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex: list the "
-                                            "sessions in the tool's home, with their first "
-                                            "prompt.")] = False,
+    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex, gemini-cli, "
+                                            "opencode, copilot: list the sessions in the "
+                                            "tool's home, with their first prompt.")] = False,
     home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
                                              "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
-                                             "or ~/.codex).")] = None,
+                                             "or ~/.codex; ~/.gemini; the folder of "
+                                             "opencode.db, ~/.local/share/opencode; "
+                                             "$COPILOT_HOME or ~/.copilot).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session."""
@@ -95,8 +98,8 @@ def import_command(
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return
     if source is None:
-        raise UsageProblem("say which file to import (or --list the sessions of claude-code "
-                           "or codex)")
+        raise UsageProblem("say which file to import (or --list the sessions of a tool: "
+                           "claude-code, codex, gemini-cli, opencode, copilot)")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
     if spec is not None and spec.copy:
