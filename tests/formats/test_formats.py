@@ -540,9 +540,12 @@ def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
         detect_format(other)
 
 
+NEW_FORMATS = {"atif", "gemini-cli", "opencode", "copilot"}  # issue 25
+
+
 def test_registry() -> None:
     assert {f.name for f in list_formats()} == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
-                            "claude-code", "codex", "contextree"}
+                            "claude-code", "codex", "contextree"} | NEW_FORMATS
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
     with pytest.raises(UnknownFormat, match="unknown format 'nope'"):

@@ -210,7 +210,7 @@ def test_a_format_with_a_home_lists_and_finds_its_sessions(tmp_path: Path) -> No
         with ct.Session.open(out, readonly=True) as s:
             assert texts(s) == ["hello", "hi there", "bye"]
         with pytest.raises(InvalidArgument, match="no sessions folder to list; choose one of: "
-                                                  "pi, claude-code, codex, homed-lines"):
+                                                  "pi, claude-code, codex, gemini-cli, opencode, copilot, homed-lines"):
             list_tool_sessions("brute")
     finally:
         unregister_format("homed-lines")

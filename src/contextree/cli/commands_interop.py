@@ -20,6 +20,7 @@ from ..formats import (
     list_formats,
     list_tool_sessions,
 )
+from ..formats._base import split_selector
 from .app import Command, command
 from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
 from .sessions import (
@@ -65,8 +66,9 @@ def import_command(
                                        show_default=False)],
     source: Annotated[str | None, typer.Argument(
         metavar="SRC", help="The file to read (for the contextree format: a file or a "
-        "postgresql:// URL with #SESSION_ID; for claude-code, codex and pi also a session id "
-        "or its prefix, looked up in the tool's home).", show_default=False)] = None,
+        "postgresql:// URL with #SESSION_ID; for claude-code, codex, pi, gemini-cli, "
+        "opencode and copilot also a session id or its prefix, looked up in the tool's "
+        "home; for opencode opencode.db#SESSION_ID).", show_default=False)] = None,
     output: Annotated[str | None, typer.Option("-o", "--output", help="The new session: a "
                                                "file, a postgresql:// URL, or - for stdout "
                                                "(default: SRC's name without its suffix + "
@@ -76,12 +78,16 @@ def import_command(
     = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT.")] = False,
-    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex, pi: list the "
-                                            "sessions in the tool's home, with their first "
-                                            "prompt.")] = False,
+    list_them: Annotated[bool, typer.Option("--list", help="claude-code, codex, pi, "
+                                            "gemini-cli, opencode, copilot: list the "
+                                            "sessions in the tool's home, with their "
+                                            "first prompt.")] = False,
     home: Annotated[str | None, typer.Option("--home", help="The tool's home (default "
                                              "~/.claude or $CLAUDE_CONFIG_DIR; $CODEX_HOME "
-                                             "or ~/.codex; ~/.pi/agent or $PI_CODING_AGENT_DIR).")] = None,
+                                             "or ~/.codex; ~/.pi/agent or "
+                                             "$PI_CODING_AGENT_DIR; ~/.gemini; the folder "
+                                             "of opencode.db, ~/.local/share/opencode; "
+                                             "$COPILOT_HOME or ~/.copilot).")] = None,
     with_subagents: Annotated[bool, typer.Option(
         "--with-subagents", help="claude-code: also import each sub-agent transcript of the "
         "session as a session of its own beside OUTPUT (OUTPUT's name + .agent-<id>.jsonl), "
@@ -98,8 +104,8 @@ def import_command(
         _list_sessions(spec.name if spec else fmt, home, as_json)
         return
     if source is None:
-        raise UsageProblem("say which file to import (or --list the sessions of claude-code, "
-                           "codex or pi)")
+        raise UsageProblem("say which file to import (or --list the sessions of a tool: "
+                           "claude-code, codex, pi, gemini-cli, opencode, copilot)")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
     if spec is not None and spec.copy:
@@ -111,22 +117,23 @@ def import_command(
         return
     src = Path(source)
     default_dir = src.parent
-    if not src.exists() and spec is not None and spec.home is not None:
+    if not split_selector(src)[0].exists() and spec is not None and spec.home is not None:
         src = find_tool_session(spec.name, source, home)  # by id or prefix, in the tool's home
         default_dir = Path.cwd()
     if src.is_dir():
         raise UsageProblem(f"{src}: this is a directory; `import` reads one file (give the "
                            "session file inside it)")
-    require_regular_file(src, "file to import")
-    if not src.is_file():
+    file, key = split_selector(src)  # FILE#KEY: one of the sessions FILE holds
+    require_regular_file(file, "file to import")
+    if not file.is_file():
         raise SessionNotFound("no such file to import", path=str(src))
     name = spec.name if spec is not None else detect_format(src)
-    target = output or str(default_dir / (src.name.removesuffix(src.suffix)
-                                          + ".contextree.jsonl"))
+    stem = key if key is not None else src.name.removesuffix(src.suffix)
+    target = output or str(default_dir / (stem + ".contextree.jsonl"))
     if with_subagents:
         _import_with_subagents(name, src, target, force=force, as_json=as_json)
         return
-    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar:
+    with progress_bar(f"importing {src.name}", file.stat().st_size) as bar:
         info = _write_import(name, str(src), target, force=force, progress=bar)
     if info is not None:
         _report_import(info, as_json, f"imported {src} ({name}) -> {info['path']}")

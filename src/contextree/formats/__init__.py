@@ -16,12 +16,19 @@ openai-responses   yes     yes     OpenAI Responses API ``input`` items (JSON li
 anthropic          yes     yes     Anthropic Messages ``{"system", "messages"}``
 claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
+gemini-cli         yes     yes     Gemini CLI ``~/.gemini/tmp/*/chats/session-*.jsonl``
+opencode           yes     yes     opencode's database ``opencode.db`` (``opencode.db#SESSION``);
+                                   export: the JSON ``opencode import`` reads
+copilot            yes     yes     GitHub Copilot CLI ``~/.copilot/session-state/*/events.jsonl``
+atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.7 read, v1.7
+                                   written
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
 =================  ======  ======  ==========================================================
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
-``export_to_claude_code_home`` and ``export_to_codex_home`` write one where that tool finds it.
+``export_to_claude_code_home``, ``export_to_codex_home``, ``export_to_gemini_cli_home`` and
+``export_to_copilot_home`` write one where that tool finds it.
 Malformed input raises ``SessionError`` naming the file and line.
 
 A format of your own::
@@ -57,7 +64,9 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
+    from ._copilot_export import export_to_copilot_home
     from ._detect import detect_format
+    from ._gemini_cli_export import export_to_gemini_cli_home
     from ._homes import find_tool_session, list_tool_sessions
     from ._registry import (
         ENTRY_POINT_GROUP,
@@ -77,9 +86,30 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
 def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
     it is first used: importing this package imports none of the format modules)."""
-    from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+    from . import (
+        _atif,
+        _brute,
+        _claude_code,
+        _claude_code_export,
+        _codex,
+        _codex_export,
+        _copilot,
+        _copilot_export,
+        _gemini_cli,
+        _gemini_cli_export,
+        _opencode,
+        _opencode_export,
+        _pi,
+    )
     from . import _provider_lists as _lists
-    from ._homes import CLAUDE_CODE_HOME, CODEX_HOME, PI_HOME
+    from ._homes import (
+        CLAUDE_CODE_HOME,
+        CODEX_HOME,
+        COPILOT_HOME,
+        GEMINI_CLI_HOME,
+        OPENCODE_HOME,
+        PI_HOME,
+    )
     from ._registry import Format, register_format
 
     for builtin in (
@@ -99,6 +129,18 @@ def _register_builtins() -> None:
                _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
         Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
                home=CODEX_HOME),
+        Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
+               _atif.write, ".json", detect=_atif.detect),
+        Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)", _gemini_cli.read,
+               _gemini_cli_export.write, aliases=("gemini",), detect=_gemini_cli.detect,
+               home=GEMINI_CLI_HOME),
+        Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
+               _opencode.read, _opencode_export.write, suffix=".db", detect=_opencode.detect,
+               home=OPENCODE_HOME),
+        Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
+               _copilot.read, _copilot_export.write, aliases=("copilot-cli",),
+               detect=_copilot.detect,
+               home=COPILOT_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
     ):
@@ -125,6 +167,7 @@ def import_session(
     it (``session``). Without it the transcripts are roots inside the one session.
     """
     from ..errors import InvalidArgument, SessionNotFound
+    from ._base import split_selector
     from ._detect import detect_format
     from ._registry import get_format
 
@@ -132,10 +175,12 @@ def import_session(
     if spec is not None and spec.copy:
         return copy_session(src, dest_path, durable=durable)
     source = Path(src)
-    if not source.is_file():
+    if not split_selector(source)[0].is_file():  # FILE#KEY: one session of FILE
         raise SessionNotFound("no such file to import", path=str(source))
     if spec is None:
         spec = get_format(detect_format(source))
+    else:
+        _refuse_another_format(spec.name, source)
     if spec.copy:
         return copy_session(src, dest_path, durable=durable)
     if spec.reader is None:
@@ -173,6 +218,18 @@ def _write_imported(imported: Imported, dest_path: str | os.PathLike[str], *,
     if resolve(dest_path).scheme is not None:  # a database: one transaction
         return Session(create_storage(dest_path, imported.header, entries, durable=durable))
     return _create_streaming(Path(dest_path), imported.header, entries, durable=durable)
+
+
+def _refuse_another_format(fmt: str, source: Path) -> None:
+    """Refuse to read ``source`` as ``fmt`` when another format recognizes it as its own:
+    read so, it would fail halfway or silently lose what only the other format has."""
+    from ._base import input_error
+    from ._detect import claimed_by_other
+
+    other = claimed_by_other(source, fmt)
+    if other is not None:
+        raise input_error(source, None, f"this looks like {other}, not {fmt}: import it as "
+                          f"{other} (`contextree import {other} ...`, or `auto`)")
 
 
 def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEntry], *,
@@ -281,6 +338,8 @@ __all__ = [
     "export_session",
     "export_to_claude_code_home",
     "export_to_codex_home",
+    "export_to_copilot_home",
+    "export_to_gemini_cli_home",
     "find_tool_session",
     "get_format",
     "import_session",
@@ -294,7 +353,9 @@ _LAZY = {
     "._base": ("Imported", "Progress"),
     "._claude_code_export": ("export_to_claude_code_home",),
     "._codex_export": ("export_to_codex_home",),
+    "._copilot_export": ("export_to_copilot_home",),
     "._detect": ("detect_format",),
+    "._gemini_cli_export": ("export_to_gemini_cli_home",),
     "._homes": ("find_tool_session", "list_tool_sessions"),
     "._registry": ("ENTRY_POINT_GROUP", "Format", "FoundSession", "Reader", "SessionHome",
                    "Writer", "get_format", "list_formats", "register_format",

@@ -150,6 +150,17 @@ def find_by_id(key: str, rows: Callable[[], Sequence[_Row]], what: str, where: P
     return found[0].path
 
 
+def split_selector(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
+    """``FILE#KEY`` (one session of a file that holds many, as opencode's database does) as
+    the file and the key; any other path as itself and ``None``. A file whose own name holds
+    a ``#`` is taken as it is."""
+    text = os.fspath(path)
+    base, sep, key = text.rpartition("#")
+    if sep and base and key and "/" not in key and not Path(text).exists():
+        return Path(base), key
+    return Path(text), None
+
+
 def read_json_document(path: Path) -> Any:
     """A whole-file JSON document; a syntax error names the file and the line."""
     try:

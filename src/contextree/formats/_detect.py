@@ -14,7 +14,7 @@ import orjson
 from .._files import open_regular_readonly
 from .._limits import parse_json
 from ..errors import SessionNotFound, UnknownFormat
-from ._base import read_json_document
+from ._base import read_json_document, split_selector
 from ._registry import get_format, list_formats
 
 _HEAD_BYTES = 256 * 1024
@@ -28,7 +28,7 @@ def detect_format(path: Path) -> str:
     """The name of the registered format ``path`` is in; ``UnknownFormat`` if it cannot
     tell."""
     try:
-        with open(open_regular_readonly(path), "rb") as f:
+        with open(open_regular_readonly(split_selector(path)[0]), "rb") as f:
             head = f.read(_HEAD_BYTES)
     except FileNotFoundError:
         raise SessionNotFound("no such file", path=str(path)) from None
@@ -43,13 +43,27 @@ def detect_format(path: Path) -> str:
     if name is None and head.lstrip()[:1] in (b"[", b"{"):
         name = _from_document(read_json_document(path))
     if name is None:
-        name = next((f.name for f in list_formats() if f.detect is not None and f.detect(path)),
-                    None)
+        name = claimed_by_other(path, "")
     if name is None:
         names = ", ".join(f.name for f in list_formats() if f.can_import)
         raise UnknownFormat(f"{path}: cannot tell which format this is; name it instead of "
                             f"auto (one of: {names})")
     return get_format(name).name
+
+
+def claimed_by_other(path: Path, fmt: str) -> str | None:
+    """The name of another registered format whose ``detect`` hook claims ``path`` (these
+    hooks recognize a format by its own signature, not by elimination), or ``None``: an
+    import under an explicit ``fmt`` is refused then, naming the right one."""
+    for other in list_formats():
+        if other.detect is None or other.name == fmt:
+            continue
+        try:
+            if other.detect(path):
+                return other.name
+        except Exception:  # a hook that cannot read the file does not claim it
+            continue
+    return None
 
 
 def _parse(raw: bytes) -> Any:
@@ -67,6 +81,12 @@ def _from_lines(objs: list[Any]) -> str | None:
             raise UnknownFormat("this is already a contextree session file; open it "
                                      "directly instead of importing it")
         return "pi"
+    if isinstance(first.get("projectHash"), str) and isinstance(first.get("sessionId"), str):
+        return "gemini-cli"  # before Claude Code, whose lines carry a `sessionId` too
+    data = first.get("data")
+    if first.get("type") == "session.start" and isinstance(data, dict) \
+            and data.get("producer") == "copilot-agent":
+        return "copilot"
     for obj in dicts:
         kind = obj.get("type")
         if kind in _CODEX_TYPES and "payload" in obj:

@@ -14,11 +14,14 @@ from pathlib import Path
 from ..errors import InvalidArgument
 from . import _claude_code as claude_code
 from . import _codex as codex
+from . import _copilot as copilot
+from . import _gemini_cli as gemini_cli
+from . import _opencode as opencode
 from ._pi import home as pi_home
 from ._registry import FoundSession, Home, SessionHome, get_format, list_formats
 
-__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "PI_HOME", "find_tool_session",
-           "list_tool_sessions"]
+__all__ = ["CLAUDE_CODE_HOME", "CODEX_HOME", "COPILOT_HOME", "GEMINI_CLI_HOME",
+           "OPENCODE_HOME", "PI_HOME", "find_tool_session", "list_tool_sessions"]
 
 CLAUDE_CODE_HOME = SessionHome(
     lambda home: [FoundSession("claude-code", r.id, r.path, r.modified, r.cwd, r.first_prompt)
@@ -39,6 +42,29 @@ PI_HOME = SessionHome(
     pi_home.find_session)
 """pi's sessions (0.73 and 1.x alike): ``~/.pi/agent/sessions/*/*.jsonl`` (or
 ``$PI_CODING_AGENT_DIR``, ``$PI_CODING_AGENT_SESSION_DIR``)."""
+
+
+GEMINI_CLI_HOME = SessionHome(
+    lambda home: [FoundSession("gemini-cli", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in gemini_cli.list_sessions(home)],
+    gemini_cli.find_session)
+"""Gemini CLI's chats: ``~/.gemini/tmp/*/chats/`` (or ``$GEMINI_CLI_HOME/.gemini``)."""
+
+
+OPENCODE_HOME = SessionHome(
+    lambda home: [FoundSession("opencode", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in opencode.list_sessions(home)],
+    opencode.find_session)
+"""opencode's sessions: its database ``$XDG_DATA_HOME/opencode/opencode.db``
+(``~/.local/share/opencode``); each is ``opencode.db#SESSION_ID``."""
+
+
+COPILOT_HOME = SessionHome(
+    lambda home: [FoundSession("copilot", r.id, r.path, r.modified, r.cwd, r.first_prompt)
+                  for r in copilot.list_sessions(home)],
+    copilot.find_session)
+"""Copilot CLI's sessions: ``~/.copilot/session-state/*/events.jsonl`` (or
+``$COPILOT_HOME``)."""
 
 
 def _home(fmt: str) -> SessionHome:

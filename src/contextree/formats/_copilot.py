@@ -1,0 +1,304 @@
+"""GitHub Copilot CLI sessions (``@github/copilot`` 1.0): ``~/.copilot/session-state/<id>/
+events.jsonl``.
+
+Each line is an event ``{"type", "data", "id", "timestamp", "parentId"}``, written in order:
+``session.start`` (session id, version, cwd, model), ``system.message`` (the system prompt as
+sent), ``user.message`` (``content`` as typed, ``transformedContent`` as sent),
+``assistant.message`` (``content``, ``reasoningText``, ``toolRequests``), ``tool.execution_start``
+/ ``tool.execution_complete`` (``result.content``, ``success``), ``session.usage_record`` (the
+usage of the model call whose reply follows), turn, shutdown and resume events, and
+``session.compaction_start`` / ``session.compaction_complete`` (``summaryContent``).
+
+Import makes the messages a chain in file order, but for the system prompt, which the CLI
+writes after the user message of its turn and sends first (it is kept again only where it
+changed): each user message as sent, each reply with its usage, each tool result (an error when
+``success`` is false). An applied compaction becomes a compaction entry where it started (the
+messages after it were kept), followed by the user message the CLI sends in place of the
+history: its text, the user's messages and the summary. Every other event is kept as a custom
+entry, in place, so that nothing is lost and the context holds what the model saw.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._limits import parse_json
+from .._messages import Message, TextPart, ThinkingPart, ToolCall, Usage
+from ..entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
+from ..markers import CompactionSummaryMarker
+from ._base import (
+    Ids,
+    Imported,
+    Json,
+    Progress,
+    file_time,
+    find_by_id,
+    header,
+    imported_metadata,
+    input_error,
+    read_json_lines,
+)
+
+FORMAT = "copilot"
+_SUMMARY_HEAD = ("Some of the conversation history has been summarized to free up context.\n\n"
+                 "You were originally given instructions from a user over one or more turns. "
+                 "Here were the user messages:\n")
+_MESSAGE_EVENTS = {"system.message", "user.message", "assistant.message",
+                   "tool.execution_complete"}
+
+
+def summary_text(user_messages: list[str], summary: str) -> str:
+    """The user message Copilot CLI 1.0 sends in place of a compacted history."""
+    quoted = "".join(f"<user_message>\n{m}\n</user_message>\n" for m in user_messages)
+    return (f"{_SUMMARY_HEAD}{quoted}\nHere is a summary of the prior context:\n<summary>\n"
+            f"{summary}\n</summary>\n")
+
+
+def looks_like_copilot(first: object) -> bool:
+    """Whether the first event of a JSON Lines file starts a Copilot CLI session."""
+    return (isinstance(first, dict) and first.get("type") == "session.start"
+            and isinstance(first.get("data"), dict)
+            and first["data"].get("producer") == "copilot-agent")
+
+
+def detect(path: Path) -> bool:
+    """The ``import auto`` hook: the first line is Copilot's ``session.start``."""
+    with open(path, "rb") as f:
+        line = f.readline(1 << 20)
+    if b'"session.start"' not in line:
+        return False
+    try:
+        return looks_like_copilot(parse_json(line))
+    except ValueError:
+        return False
+
+
+def read(path: Path, progress: Progress | None = None) -> Imported:
+    """Read a Copilot CLI ``events.jsonl`` (see the module notes)."""
+    events: list[tuple[int, Json]] = []
+    for n, obj in read_json_lines(path, progress):
+        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+            raise input_error(path, n, "expected an event: a JSON object with a string `type`")
+        if not events and not looks_like_copilot(obj):
+            raise input_error(path, n, _not_copilot(path))
+        events.append((n, obj))
+    if not events:
+        raise input_error(path, None, "this Copilot CLI session file is empty")
+    applied = {e["data"].get("compactionAttemptId"): e["data"] for _, e in events
+               if e["type"] == "session.compaction_complete"
+               and isinstance(e.get("data"), dict) and e["data"].get("outcome") == "applied"}
+    ids = Ids()
+    entries: list[AnyEntry] = []
+    parent: str | None = None
+    system: tuple[str, str] | None = None  # (entry id, content) of the system prompt in force
+    usage: Usage | None = None
+    users: list[str] = []
+    stamp = file_time(path)
+
+    def add(entry_id: str | None, when: str, msg: Message | None, kind: str, data: Any) -> str:
+        nonlocal parent
+        eid = entry_id if entry_id is not None and ids.claim(entry_id) else ids.new()
+        entries.append(MessageEntry(eid, parent, when, message=msg) if msg is not None
+                       else CustomEntry(eid, parent, when, custom_type=kind, data=data))
+        parent = eid
+        return eid
+
+    for _, event in _system_first(events):
+        kind = str(event["type"])
+        data: Json = event["data"] if isinstance(event.get("data"), dict) else {}
+        when = str(event.get("timestamp") or stamp)
+        eid = event.get("id") if isinstance(event.get("id"), str) else None
+        own = {k: v for k, v in event.items() if k not in ("type", "data", "timestamp")}
+        if kind == "system.message" and isinstance(data.get("content"), str):
+            if system is not None and system[1] == data["content"]:
+                add(eid, when, None, "copilot_" + kind, event)  # the same prompt again
+                continue
+            msg = Message(role="system", content=data["content"])
+            system = (add(eid, when, msg.set_extra(_extra(own, data, {"role", "content"})),
+                          kind, None), data["content"])
+        elif kind == "user.message":
+            sent = data.get("transformedContent", data.get("content"))
+            users.append(str(data.get("content") or ""))
+            msg = Message(role="user", content=str(sent or ""))
+            add(eid, when, msg.set_extra(_extra(own, data, {"transformedContent"})), kind, None)
+        elif kind == "assistant.message":
+            add(eid, when, _assistant(data, usage).set_extra(
+                _extra(own, data, {"content", "reasoningText", "toolRequests", "model"})),
+                kind, None)
+            usage = None
+        elif kind == "tool.execution_complete":
+            add(eid, when, _tool_result(data).set_extra(_extra(own, data, {"toolCallId"})),
+                kind, None)
+        elif kind == "session.usage_record":
+            usage = _usage(data.get("usage"))
+            add(eid, when, None, "copilot_" + kind, event)
+        elif kind == "session.compaction_start" and data.get("compactionAttemptId") in applied:
+            start = add(eid, when, None, "copilot_" + kind, event)
+            done = applied[data["compactionAttemptId"]]
+            summary = str(done.get("summaryContent") or "")
+            comp = CompactionEntry(ids.new(), parent, when, summary="", first_kept_entry_id=start,
+                                   tokens_before=int(done.get("preCompactionTokens") or 0),
+                                   tokens_after=done.get("postCompactionTokens"),
+                                   pinned=[system[0]] if system is not None else None,
+                                   details={"source": FORMAT, "summary": summary,
+                                            "compactionAttemptId": data["compactionAttemptId"]})
+            entries.append(comp)
+            parent = comp.id
+            text = summary_text(users, summary)
+            add(None, when, Message(role="user", content=text).marked(
+                CompactionSummaryMarker(summary=summary, source=FORMAT,
+                                        tokens_before=comp.tokens_before)), kind, None)
+        else:
+            add(eid, when, None, "copilot_" + kind, event)
+    first = events[0][1]
+    begun: Json = first["data"] if isinstance(first.get("data"), dict) else {}
+    where = begun.get("context")
+    cwd = str(where["cwd"]) if isinstance(where, dict) and where.get("cwd") else None
+    meta = {**imported_metadata(FORMAT, path), "copilot": begun,
+            "copilot_workspace": _workspace(path.parent / "workspace.yaml")}
+    hdr = header(str(begun.get("sessionId") or "") or None,
+                 str(begun.get("startTime") or stamp), cwd=cwd, metadata=meta)
+    counts: dict[str, int] = {}
+    for _, e in events:
+        counts[e["type"]] = counts.get(e["type"], 0) + 1
+    return Imported(hdr, entries, report={"events": counts})
+
+
+def _system_first(events: list[tuple[int, Json]]) -> list[tuple[int, Json]]:
+    """The events with each ``system.message`` before the ``user.message`` just before it:
+    the CLI writes the prompt it builds for a turn after the turn's user message, and sends
+    it first."""
+    out = list(events)
+    for i in range(1, len(out)):
+        if out[i][1]["type"] == "system.message" and out[i - 1][1]["type"] == "user.message":
+            out[i - 1], out[i] = out[i], out[i - 1]
+    return out
+
+
+def _extra(own: Json, data: Json, used: set[str]) -> Json:
+    """What a message keeps of its event: the event's own fields and the data not used."""
+    return {"copilot_event": own, "copilot_data": {k: v for k, v in data.items()
+                                                   if k not in used}}
+
+
+def _assistant(data: Json, usage: Usage | None) -> Message:
+    parts: list[Any] = []
+    if isinstance(data.get("reasoningText"), str) and data["reasoningText"]:
+        parts.append(ThinkingPart(thinking=data["reasoningText"]))
+    text = str(data.get("content") or "")
+    calls = [ToolCall(id=str(r.get("toolCallId") or ""), name=str(r.get("name") or ""),
+                      arguments=r["arguments"] if isinstance(r.get("arguments"), dict) else {})
+             .set_extra({k: v for k, v in r.items()
+                         if k not in ("toolCallId", "name", "arguments")})
+             for r in data.get("toolRequests") or () if isinstance(r, dict)]
+    content: str | list[Any] = text
+    if parts:
+        content = [*parts, *([TextPart(text=text)] if text else [])]
+    return Message(role="assistant", content=content, tool_calls=calls or None, usage=usage,
+                   model=str(data["model"]) if data.get("model") else None)
+
+
+def _tool_result(data: Json) -> Message:
+    result: Json = data["result"] if isinstance(data.get("result"), dict) else {}
+    error = data.get("error")
+    text = result.get("content")
+    if text is None and error is not None:
+        text = error.get("message") if isinstance(error, dict) else error
+    return Message(role="tool", content=str(text or ""), tool_call_id=str(
+        data.get("toolCallId") or ""), is_error=data.get("success") is False)
+
+
+def _usage(raw: object) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+
+    def n(key: str) -> int:
+        v = raw.get(key)
+        return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0
+
+    read_, written = n("cacheReadTokens"), n("cacheWriteTokens")
+    cost = raw.get("cost")
+    return Usage(input=max(n("inputTokens") - read_ - written, 0), output=n("outputTokens"),
+                 cache_read=read_, cache_write=written,
+                 total=n("inputTokens") + n("outputTokens"),
+                 cost=float(cost) if isinstance(cost, int | float) else None)
+
+
+def _workspace(path: Path) -> dict[str, str] | None:
+    """``workspace.yaml`` beside the events (flat ``key: value`` lines), or ``None``."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() and not line.startswith((" ", "-", "#")):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _not_copilot(path: Path) -> str:
+    from ._detect import detect_format  # it imports the format table, which imports us
+
+    try:
+        other: str | None = detect_format(path)
+    except Exception:
+        other = None
+    if other is not None and other != FORMAT:
+        return (f"this is not a Copilot CLI session (it does not begin with its "
+                f"`session.start` event); it looks like {other}: import it as {other} "
+                f"(`contextree import {other} ...`, or `auto`)")
+    return ("this is not a Copilot CLI session: its first line is not a `session.start` event "
+            "of producer copilot-agent")
+
+
+# -- where the CLI keeps them ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CopilotSession:
+    """A session found under Copilot CLI's home."""
+
+    id: str
+    path: Path
+    modified: float
+    cwd: str | None
+    first_prompt: str | None
+
+
+def copilot_home(home: str | os.PathLike[str] | None = None) -> Path:
+    """Copilot CLI's folder: ``home`` if given, else ``$COPILOT_HOME`` or ``~/.copilot``."""
+    if home is not None:
+        return Path(home).expanduser()
+    return Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot").expanduser()
+
+
+def list_sessions(home: str | os.PathLike[str] | None = None) -> list[CopilotSession]:
+    """Every session under ``<home>/session-state/``, newest first."""
+    root = copilot_home(home) / "session-state"
+    rows: list[CopilotSession] = []
+    for events in sorted(root.glob("*/events.jsonl")) if root.is_dir() else ():
+        meta = _workspace(events.parent / "workspace.yaml") or {}
+        prompt = None
+        try:
+            for _, obj in read_json_lines(events):
+                if isinstance(obj, dict) and obj.get("type") == "user.message":
+                    data: Json = obj["data"] if isinstance(obj.get("data"), dict) else {}
+                    prompt = str(data.get("content") or "").strip()[:200] or None
+                    break
+        except Exception:
+            prompt = None
+        rows.append(CopilotSession(meta.get("id") or events.parent.name, events,
+                                   events.stat().st_mtime, meta.get("cwd"), prompt))
+    rows.sort(key=lambda r: r.modified, reverse=True)
+    return rows
+
+
+def find_session(key: str, home: str | os.PathLike[str] | None = None) -> Path:
+    """The ``events.jsonl`` of the session whose id is ``key`` or starts with it."""
+    return find_by_id(key, lambda: list_sessions(home), "Copilot CLI session",
+                      copilot_home(home) / "session-state")
