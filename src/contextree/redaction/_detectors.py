@@ -1,0 +1,208 @@
+"""The built-in detectors of secrets with a known shape: provider tokens, private keys, JWTs,
+passwords in URLs.
+
+Every detector finds ``Hit`` spans ``(start, end, kind)`` in a text. They are written to run
+in time linear in the text, whatever it holds:
+
+- each pattern starts with a literal (or a one-character class) and every repetition is
+  bounded and possessive (``{20,250}+``): an attempt at one position reads at most a few
+  hundred characters and never backtracks into them;
+- no pattern ends in a look-ahead over the token's own characters (that would make each
+  failed attempt re-read the rest of a long run); a token longer than its shape is cut at
+  the shape's end instead, which still removes the secret;
+- the two shapes that can span far (a private key block, a JWT) are found by code that
+  reads each character a bounded number of times (``PrivateKeys``, ``Jwts``).
+
+``tests/redaction/test_linear.py`` runs each on pathological input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["BUILTIN", "DB_SCHEMES", "Detector", "Hit", "Jwts", "PrivateKeys", "RegexDetector",
+           "UrlPasswords"]
+
+Hit = tuple[int, int, str]
+"""A secret found in a text: ``text[start:end]`` is the secret, ``kind`` names its shape."""
+
+
+class Detector(Protocol):
+    """Something that finds secrets in a text."""
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Every secret in ``text``, as ``(start, end, kind)``."""
+        ...
+
+
+_B = r"(?<![A-Za-z0-9_])"  # the token does not continue one on its left
+
+
+@dataclass(frozen=True)
+class RegexDetector:
+    """Secrets of one kind matched by one pattern (its group ``group`` is the secret)."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    group: int = 0
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Every match of the pattern."""
+        g = self.group
+        for m in self.pattern.finditer(text):
+            start, end = m.span(g)
+            if end > start:
+                yield start, end, self.kind
+
+
+def _rx(kind: str, pattern: str, group: int = 0, flags: int = 0) -> RegexDetector:
+    return RegexDetector(kind, re.compile(pattern, flags), group)
+
+
+DB_SCHEMES = frozenset((
+    "postgres", "postgresql", "mysql", "mariadb", "mongodb", "mongodb+srv", "redis", "rediss",
+    "amqp", "amqps", "mssql", "sqlserver", "oracle", "cockroachdb", "clickhouse", "jdbc",
+    "postgresql+psycopg", "postgresql+psycopg2", "postgresql+asyncpg", "mysql+pymysql",
+    "neo4j", "couchdb", "cassandra", "memcached", "elasticsearch", "snowflake",
+))
+"""URL schemes of databases and queues: a password in one is a ``db-password``."""
+
+
+class UrlPasswords:
+    """The password of a URL with credentials (``scheme://user:password@host``).
+
+    Only the password is replaced: the user, host and path stay readable. Found from each
+    ``://`` (a literal, so the search is fast); the scheme is read backwards from there.
+    """
+
+    _AFTER = re.compile(r"://([^\s:/?#@\"'<>\\]{0,256}+):([^\s/?#@\"'<>\\]{1,256}+)@")
+    _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}+$")
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Each password between ``user:`` and ``@`` after a scheme."""
+        for m in self._AFTER.finditer(text):
+            start, end = m.span(2)
+            scheme_m = self._SCHEME.search(text, max(0, m.start() - 31), m.start())
+            scheme = scheme_m.group(0).lower() if scheme_m else ""
+            if scheme.startswith("jdbc:"):
+                scheme = scheme[5:]
+            base = scheme.split(":")[-1]
+            kind = "db-password" if base in DB_SCHEMES or base.split("+")[0] in DB_SCHEMES \
+                else "url-password"
+            yield start, end, kind
+
+
+class PrivateKeys:
+    """A private key block, from its ``-----BEGIN ... PRIVATE KEY-----`` line to its END line.
+
+    A block cut short (no END line, as in a truncated tool output) is redacted from the
+    BEGIN line to the end of its base64 body. The END line is looked for once per BEGIN from
+    where the last search stopped, so each character is read a bounded number of times even
+    when a text holds a million BEGIN lines and no END.
+    """
+
+    _BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}+PRIVATE KEY(?: BLOCK)?-----")
+    _END = re.compile(r"-----END[A-Z0-9 ]{0,40}+PRIVATE KEY(?: BLOCK)?-----")
+    _BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,.-]{0,20000}+")
+    MAX_BLOCK = 20000  # the longest body taken for a key (an 8192-bit RSA key is ~6.4 KB)
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Each private key block."""
+        pos = 0
+        end_m: re.Match[str] | None = None
+        end_searched_from = -1
+        while True:
+            begin = self._BEGIN.search(text, pos)
+            if begin is None:
+                return
+            if end_searched_from < 0 or (end_m is not None and end_m.start() < begin.end()):
+                end_m = self._END.search(text, begin.end())
+                end_searched_from = begin.end()
+            if end_m is not None and end_m.start() - begin.end() <= self.MAX_BLOCK:
+                stop = end_m.end()
+            else:
+                body = self._BODY.match(text, begin.end())
+                stop = body.end() if body else begin.end()
+            yield begin.start(), stop, "private-key"
+            pos = max(stop, begin.end())
+
+
+class Jwts:
+    """JSON Web Tokens: ``eyJ<header>.eyJ<payload>.<signature>`` (base64url, both JSON).
+
+    Each run of base64url-and-dot characters that contains ``eyJ`` is split on its dots
+    once, so a text of a million ``eyJ`` without a dot costs one pass, not a million.
+    """
+
+    _RUN = re.compile(r"eyJ[A-Za-z0-9_.=-]*+")
+    _SEGMENT = re.compile(r"[A-Za-z0-9_-]*+")
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Each token whose header and payload both decode as JSON objects by their shape."""
+        for run in self._RUN.finditer(text):
+            s = run.group(0)
+            base = run.start()
+            parts = s.split(".")
+            i = 0
+            offset = 0
+            while i + 1 < len(parts):
+                head, payload = parts[i], parts[i + 1]
+                if (head.startswith("eyJ") and len(head) >= 10 and payload.startswith("eyJ")
+                        and len(payload) >= 10):
+                    length = len(head) + 1 + len(payload)
+                    if i + 2 < len(parts):
+                        length += 1 + len(parts[i + 2])
+                        i += 3
+                    else:
+                        i += 2
+                    yield base + offset, base + offset + length, "jwt"
+                    offset += length + 1
+                    continue
+                offset += len(parts[i]) + 1
+                i += 1
+
+
+_TOKEN_TAIL = r"[A-Za-z0-9_-]"
+
+BUILTIN: tuple[Detector, ...] = (
+    PrivateKeys(),
+    Jwts(),
+    _rx("anthropic-key", _B + r"sk-ant-(?:api|admin|oat|ort)[0-9]{2}-" + _TOKEN_TAIL + r"{20,250}+"),
+    _rx("openai-key", _B + r"sk-(?:proj-|svcacct-|admin-|None-)?" + _TOKEN_TAIL + r"{20,250}+"),
+    _rx("aws-key", _B + r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}"),
+    _rx("gcp-api-key", _B + r"AIza[0-9A-Za-z_-]{35}"),
+    _rx("gcp-oauth-token", _B + r"ya29\.[0-9A-Za-z_-]{20,2048}+"),
+    _rx("gcp-client-secret", _B + r"GOCSPX-[0-9A-Za-z_-]{28}"),
+    _rx("azure-storage-key", r"(?i:AccountKey)=([A-Za-z0-9+/]{86}==)", 1),
+    _rx("azure-sas", r"[?&]sig=([A-Za-z0-9%+/]{30,200}+)", 1),
+    _rx("azure-client-secret", _B + r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}+"),
+    _rx("github-token", _B + r"gh[pousr]_[A-Za-z0-9]{36,251}+"),
+    _rx("github-token", _B + r"github_pat_[A-Za-z0-9_]{22,255}+"),
+    _rx("gitlab-token", _B + r"gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-"
+        + _TOKEN_TAIL + r"{20,64}+"),
+    _rx("slack-token", _B + r"xox[abposre]-[0-9A-Za-z-]{10,250}+"),
+    _rx("slack-webhook", r"hooks\.slack\.com/(?:services|workflows|triggers)/"
+        r"([A-Za-z0-9/_-]{20,200}+)", 1),
+    _rx("stripe-key", _B + r"(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,247}+"),
+    _rx("stripe-key", _B + r"whsec_[A-Za-z0-9]{24,64}+"),
+    _rx("twilio-key", _B + r"(?:AC|SK)[0-9a-f]{32}"),
+    _rx("huggingface-token", _B + r"hf_[A-Za-z0-9]{30,40}+"),
+    _rx("npm-token", _B + r"npm_[A-Za-z0-9]{36}"),
+    _rx("pypi-token", _B + r"pypi-AgE[A-Za-z0-9_-]{40,400}+"),
+    _rx("sendgrid-key", _B + r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    _rx("mailchimp-key", _B + r"[0-9a-f]{32}-us[0-9]{1,2}"),
+    _rx("digitalocean-token", _B + r"do[opr]_v1_[a-f0-9]{64}"),
+    _rx("shopify-token", _B + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    _rx("square-token", _B + r"(?:sq0atp|sq0csp|EAAA)[0-9A-Za-z_-]{22,60}+"),
+    _rx("telegram-token", _B + r"[0-9]{8,10}:AA[0-9A-Za-z_-]{33}"),
+    _rx("discord-webhook", r"discord(?:app)?\.com/api/webhooks/([0-9]{17,20}/[A-Za-z0-9_-]{60,68}+)", 1),
+    _rx("auth-header", r"(?i:\b(?:proxy-)?authorization[\"']?\s{0,4}[:=]\s{0,4}[\"']?"
+        r"(?:bearer|basic|token|digest)\s{1,4})([A-Za-z0-9._~+/=:-]{8,4096}+)", 1),
+    _rx("auth-header", r"(?i:\bbearer\s{1,4})([A-Za-z0-9._~+/-]{20,4096}+=*)", 1),
+    UrlPasswords(),
+)
+"""The built-in detectors of shaped secrets, most specific first (the first to claim a
+character keeps it)."""

@@ -1,0 +1,51 @@
+"""Stable placeholders: the same secret gets the same ``[REDACTED:<kind>:<n>]`` tag.
+
+A ``Placeholders`` book lives as long as the ``Redactor`` that owns it. The first time a
+secret is seen it gets the next number of its kind; every later sighting, in any text, any
+entry, any call, gets the same tag, so a reader can still tell that two redacted values were
+the same value (the same key used twice) without seeing it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PREFIX", "Placeholders", "is_placeholder_text"]
+
+PREFIX = "[REDACTED:"
+"""How every placeholder starts; text that starts so is never redacted again."""
+
+
+class Placeholders:
+    """The tags handed out so far: secret to tag, and how many distinct secrets per kind."""
+
+    __slots__ = ("_counts", "_tags")
+
+    def __init__(self) -> None:
+        self._tags: dict[str, str] = {}
+        self._counts: dict[str, int] = {}
+
+    def tag(self, secret: str, kind: str) -> str:
+        """The tag of ``secret``: the one it already has, else the next number of ``kind``."""
+        tag = self._tags.get(secret)
+        if tag is None:
+            n = self._counts.get(kind, 0) + 1
+            self._counts[kind] = n
+            tag = f"{PREFIX}{kind}:{n}]"
+            self._tags[secret] = tag
+        return tag
+
+    def known(self, secret: str) -> str | None:
+        """The tag ``secret`` was given, or ``None`` if it was never seen."""
+        return self._tags.get(secret)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Distinct secrets per kind so far (a copy)."""
+        return dict(self._counts)
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+
+def is_placeholder_text(value: str) -> bool:
+    """True for a value that is already a placeholder (so a second pass leaves it)."""
+    return value.startswith(PREFIX)
