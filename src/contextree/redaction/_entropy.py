@@ -6,8 +6,9 @@ secret when it mixes upper case, lower case and digits and its Shannon entropy i
 that of random text of its length. Random-looking strings that are not secrets are left:
 
 - hexadecimal of any length (git shas, digests, UUIDs, Twilio-style hex is found by key);
-- a lockfile integrity hash (``sha512-...``, ``sha256-...``) and anything after ``base64,``
-  (a ``data:`` URL);
+- a lockfile integrity hash (``sha512-...``, ``sha256-...``), a labelled hash (go.sum's
+  ``h1:...``, ``sha256:...``), an SSH public key after its type (``ssh-ed25519 AAAA...``),
+  and anything after ``base64,`` (a ``data:`` URL);
 - a blob: a token longer than ``MAX_LENGTH`` (an inline image, a wrapped certificate), or a
   line of a wrapped base64 block (two or more lines of the same length, 60 characters or
   more, one above the other);
@@ -33,6 +34,11 @@ MAX_LENGTH = 512
 _TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{20,}+")
 _HEX = re.compile(r"[0-9a-fA-F-]*+")
 _INTEGRITY = re.compile(r"(?:sha1|sha256|sha384|sha512|md5)-", re.IGNORECASE)
+# what a hash or a public key is written after: go.sum's "h1:", "sha256:", an SSH key type
+_LABELLED = re.compile(r"(?:\b(?:h1|sha1|sha224|sha256|sha384|sha512|md5|blake2b|blake3|"
+                       r"xxh64|crc32|etag):|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp"
+                       r"(?:256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@"
+                       r"openssh\.com)[ \t]+)\Z", re.IGNORECASE)
 _PART = re.compile(r"[A-Za-z0-9+=]+")
 _WORDY = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z]))")
 
@@ -92,7 +98,8 @@ class HighEntropy:
                 prev_len = 0
                 continue
             token = m.group(0)
-            if _INTEGRITY.match(token) or text.endswith("base64,", 0, start):
+            if (_INTEGRITY.match(token) or text.endswith("base64,", 0, start)
+                    or _LABELLED.search(text, max(0, start - 40), start)):
                 prev_len = 0
                 continue
             if _wrapped(text, start, end, prev_len, prev_end):

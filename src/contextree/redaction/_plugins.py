@@ -6,8 +6,9 @@ are, and run here rather than through detect-secrets' line scanner, for two reas
 scanner reads files line by line for a baseline (contextree redacts strings), and several
 patterns have unbounded repetitions (``.+``, ``{70,}``) that Python's ``re`` can take
 quadratic time on. So each pattern runs on RE2 when ``google-re2`` is installed (linear
-time), else on Python's ``re`` one line at a time, over lines cut into windows of
-``WINDOW`` characters: bounded work per window, linear in the text.
+time; the two look-arounds the plugins use are rewritten for it, see ``_REWRITES``), else
+on Python's ``re`` over windows of at most ``WINDOW`` characters (whole lines where they
+fit): bounded work per window, linear in the text.
 
 What the built-in detectors already find better is not duplicated (they run first and keep
 what they find); the plugins add the shapes contextree has no detector for (Artifactory,
@@ -77,20 +78,29 @@ class PluginPattern:
 
 
 def _windows(text: str) -> Iterator[tuple[int, str]]:
-    """``text`` as lines, a long line cut into overlapping windows of ``WINDOW``."""
+    """``text`` in windows of at most ``WINDOW`` characters, each ending at a line end when
+    it holds one (lines are never split), a longer line cut with an overlap of
+    ``_OVERLAP`` so that a secret on a cut is still whole in one window."""
     pos = 0
     n = len(text)
     while pos < n:
-        nl = text.find("\n", pos, pos + WINDOW)
+        if n - pos <= WINDOW:
+            yield pos, text[pos:]
+            return
+        nl = text.rfind("\n", pos, pos + WINDOW)
         if nl >= 0:
             yield pos, text[pos:nl]
             pos = nl + 1
-        elif n - pos <= WINDOW:
-            yield pos, text[pos:]
-            return
         else:
             yield pos, text[pos:pos + WINDOW]
             pos += WINDOW - _OVERLAP
+
+
+# The look-arounds RE2 lacks, as the plugins write them, and what RE2 runs instead: "not
+# followed by a word character" is dropped (a longer token is cut at the shape's end, which
+# still removes the secret), "after a non-word character or at the start of a line" becomes
+# that character or the line start (the plugins that use it capture the secret in a group).
+_REWRITES = (("(?!\\w)", ""), ("(?:(?<=\\W)|(?<=^))", "(?:(?m:^)|\\W)"))
 
 
 def _re2_compile(pattern: re.Pattern[str]) -> Any:
@@ -98,13 +108,16 @@ def _re2_compile(pattern: re.Pattern[str]) -> Any:
         import re2
     except ImportError:
         return None
+    if pattern.flags & re.VERBOSE:
+        return None
     options = re2.Options()
     options.log_errors = False
     options.case_sensitive = not pattern.flags & re.IGNORECASE
-    if pattern.flags & re.VERBOSE:
-        return None
+    source = pattern.pattern
+    for old, new in _REWRITES:
+        source = source.replace(old, new)
     try:
-        return re2.compile(pattern.pattern, options)
+        return re2.compile(source, options)
     except (re2.error, UnicodeEncodeError):
         return None
 
