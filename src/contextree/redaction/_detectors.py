@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from ._placeholders import is_placeholder_value
+
 __all__ = ["BUILTIN", "DB_SCHEMES", "Detector", "Hit", "Jwts", "PrivateKeys", "RegexDetector",
            "UrlPasswords"]
 
@@ -112,7 +114,16 @@ class UrlPasswords:
             base = scheme.split(":")[-1]
             kind = "db-password" if base in DB_SCHEMES or base.split("+")[0] in DB_SCHEMES \
                 else "url-password"
-            yield start, end, kind
+            if _real_password(text[start:end]):
+                yield start, end, kind
+
+
+def _real_password(value: str) -> bool:
+    """False for what documentation writes in a URL's password place (``user:pass@``,
+    ``u:p@``, ``${PASSWORD}``); a real short password (``abc``) is still one."""
+    if len(value) < 4:
+        return value.lower() not in ("p", "pw", "pwd", "x", "xx", "xxx")
+    return not is_placeholder_value(value)
 
 
 class PrivateKeys:

@@ -39,7 +39,9 @@ _LABELLED = re.compile(r"(?:\b(?:h1|sha1|sha224|sha256|sha384|sha512|md5|blake2b
                        r"xxh64|crc32|etag):|(?:ssh-(?:rsa|dss|ed25519|ed448)|ecdsa-sha2-nistp"
                        r"(?:256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@"
                        r"openssh\.com)[ \t]+)\Z", re.IGNORECASE)
-_PART = re.compile(r"[A-Za-z0-9+=]+")
+_UPPER = re.compile(r"[A-Z]")
+_LOWER = re.compile(r"[a-z]")
+_DIGIT = re.compile(r"[0-9]")
 _WORDY = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z]))")
 
 
@@ -57,17 +59,8 @@ def _threshold(n: int) -> float:
 
 def looks_random(token: str) -> bool:
     """True when ``token`` reads as a random secret rather than a word, path or digest."""
-    if _HEX.fullmatch(token):
-        return False
-    upper = lower = digit = 0
-    for c in token:
-        if c.isdigit():
-            digit += 1
-        elif c.isupper():
-            upper += 1
-        elif c.islower():
-            lower += 1
-    if not (upper and lower and digit):
+    if _HEX.fullmatch(token) or not (_UPPER.search(token) and _LOWER.search(token)
+                                     and _DIGIT.search(token)):
         return False
     if entropy(token) < _threshold(len(token)):
         return False
@@ -97,16 +90,14 @@ class HighEntropy:
             if n > MAX_LENGTH:
                 prev_len = 0
                 continue
-            token = m.group(0)
-            if (_INTEGRITY.match(token) or text.endswith("base64,", 0, start)
-                    or _LABELLED.search(text, max(0, start - 40), start)):
-                prev_len = 0
-                continue
             if _wrapped(text, start, end, prev_len, prev_end):
                 prev_len, prev_end = max(n, prev_len), end
                 continue
             prev_len = 0
-            if looks_random(token):
+            token = m.group(0)
+            if looks_random(token) and not (
+                    _INTEGRITY.match(token) or text.endswith("base64,", 0, start)
+                    or _LABELLED.search(text, max(0, start - 40), start)):
                 yield start, end, "high-entropy"
 
 

@@ -16,14 +16,15 @@ in the text.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import re
 from collections.abc import Iterator
 
 from ._detectors import Hit
-from ._placeholders import is_placeholder_text
+from ._placeholders import is_placeholder_value
 
-__all__ = ["Assignments", "is_placeholder_value", "is_secret_key", "kind_of_key"]
+__all__ = ["Assignments", "is_secret_key", "kind_of_key"]
 
 _LAST_WORDS = frozenset((
     "password", "passwd", "pwd", "pass", "passphrase", "passcode", "secret", "secrets", "token",
@@ -38,14 +39,16 @@ _KEY_QUALIFIERS = frozenset((
 ))
 _NOT_AFTER_QUALIFIER = frozenset(("primary", "secondary"))  # primary_key is a DB column
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _MAX_KEY = 64
+_KEY_AFTER = re.compile(r"[A-Za-z0-9_.-]{0,64}+")
+_KEY_BEFORE = re.compile(r"[A-Za-z0-9_.-]{1,64}\Z")
 
 
 def _words(key: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(key)]
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
     """True when a key (a variable, field or flag name) names a secret."""
     words = _words(key)
@@ -71,26 +74,6 @@ def kind_of_key(key: str) -> str:
     if last in ("key", "apikey", "accesskey", "secretkey", "privatekey"):
         return "api-key"
     return "secret"
-
-
-_STOP_VALUES = frozenset((
-    "", "null", "none", "nil", "true", "false", "undefined", "required", "optional", "string",
-    "str", "bytes", "int", "yes", "no", "on", "off", "redacted", "hidden", "masked", "secret",
-    "password", "token", "changeme?", "the", "a", "an", "is", "are", "was", "to", "of", "and",
-    "or", "not", "in", "for", "with", "your", "my", "this", "that", "which", "if", "when",
-    "env", "environ", "getenv", "os", "process", "config", "settings", "self", "args",
-))
-
-
-def is_placeholder_value(value: str) -> bool:
-    """True for a value that holds no secret: a variable reference, a mask, a type name..."""
-    v = value.strip()
-    if len(v) < 4 or v.lower() in _STOP_VALUES or is_placeholder_text(v):
-        return True
-    if v[0] in "$%<{(" or v.startswith(("process.env", "os.environ", "env.", "secrets.",
-                                        "vars.", "!", "@", "&", "*")):
-        return True
-    return len(set(v)) <= 2  # "****", "xxxxxxxx", "...."
 
 
 _STEMS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "dsn", "sessionid",
@@ -121,17 +104,31 @@ _VALUE = re.compile(
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*+")
 
 
-def _is_reference(bare: str, after: str, op: str) -> bool:
-    """True for a bare value that is code, not a secret: a name looked up (``settings.KEY``),
-    a call or subscript (``getpass()``, ``os.environ[...]``), a type (``token: Token``), or
-    the next ``:`` of ``a::b`` or a time."""
+_TYPES = frozenset(("object", "bool", "dict", "list", "float", "any", "tuple", "set", "callable",
+                    "none", "optional", "union", "sequence", "mapping", "iterable", "secretstr",
+                    "number", "boolean", "array", "char", "varchar", "text", "uuid"))
+
+
+def _is_reference(key: str, bare: str, after: str, op: str) -> bool:
+    """True for a bare value that is code or prose, not a secret: a name looked up
+    (``settings.KEY``, ``api_key=api_key``), a call or subscript (``getpass()``,
+    ``os.environ[...]``), a type (``token: Token``, ``token: object``), a path, the next
+    ``:`` of ``a::b`` or a time, or a sentence going on after a colon."""
     if after in ("(", "[", ":"):
+        return True
+    if bare.startswith(("/", "~/", "./", "../")):
         return True
     if _IDENTIFIER.fullmatch(bare) is None:
         return False
-    if "." in bare and not bare.endswith("."):
+    if bare == key or ("." in bare and not bare.endswith(".")):
         return True
-    return op == ":" and bare[0].isupper() and not any(c.isdigit() for c in bare)
+    digits = any(c.isdigit() for c in bare)
+    if "_" in bare and bare.islower() and not digits:
+        return True  # a snake_case name passed on: api_key=api_key_from_env
+    if op != ":":
+        return False
+    return bare.lower() in _TYPES or (bare[0].isupper() and not digits) or (
+        bare.isalpha() and bare.islower() and after == " ")
 
 
 class Assignments:
@@ -140,16 +137,13 @@ class Assignments:
     def find(self, text: str) -> Iterator[Hit]:
         """Each value of a secret-named key (see the module's rule)."""
         pos = 0
-        n = len(text)
         for ks, ke in _keyword_hits(text):
             if ks < pos:
                 continue  # inside the key or value just read
-            low = max(pos, ks - _MAX_KEY)
-            while ks > low and text[ks - 1] in _KEY_CHARS:
-                ks -= 1
-            high = min(n, ke + _MAX_KEY)
-            while ke < high and text[ke] in _KEY_CHARS:
-                ke += 1
+            before = _KEY_BEFORE.search(text, max(pos, ks - _MAX_KEY), ks) if ks else None
+            if before is not None:
+                ks = before.start()
+            ke = _KEY_AFTER.match(text, ke).end()  # type: ignore[union-attr]
             pos = ke
             key = text[ks:ke]
             flag = key.startswith("-")
@@ -167,7 +161,7 @@ class Assignments:
             g = value.lastindex or 0
             start, end = value.span(g)
             secret = text[start:end]
-            if g == 5 and _is_reference(secret, text[end:end + 1], op.group(0).strip()):
+            if g == 5 and _is_reference(key, secret, text[end:end + 1], op.group(0).strip()):
                 pos = max(pos, op.end())
                 continue
             if is_placeholder_value(secret):

@@ -8,7 +8,9 @@ the same value (the same key used twice) without seeing it.
 
 from __future__ import annotations
 
-__all__ = ["PREFIX", "Placeholders", "is_placeholder_text"]
+import re
+
+__all__ = ["PREFIX", "Placeholders", "is_placeholder_text", "is_placeholder_value"]
 
 PREFIX = "[REDACTED:"
 """How every placeholder starts; text that starts so is never redacted again."""
@@ -49,3 +51,28 @@ class Placeholders:
 def is_placeholder_text(value: str) -> bool:
     """True for a value that is already a placeholder (so a second pass leaves it)."""
     return value.startswith(PREFIX)
+
+
+_STOP_VALUES = frozenset((
+    "", "null", "none", "nil", "true", "false", "undefined", "required", "optional", "string",
+    "str", "bytes", "int", "yes", "no", "on", "off", "redacted", "hidden", "masked", "secret",
+    "password", "token", "pass", "passwd", "pwd", "not-needed", "dummy", "placeholder",
+    "example", "sample", "changeme", "the", "a", "an", "is", "are", "was", "to", "of", "and",
+    "or", "not", "in", "for", "with", "your", "my", "this", "that", "which", "if", "when",
+    "env", "environ", "getenv", "os", "process", "config", "settings", "self", "args",
+))
+
+
+# a reference, not a value: $VAR ${VAR} $(cmd) %VAR% <your-key> {{ secrets.X }} (...)
+_REFERENCE = re.compile(r"\$[A-Za-z_{(]|%[A-Za-z_][A-Za-z0-9_]*%$|<[^>]*>$|\{\{|\{[A-Za-z_]|\(")
+
+
+def is_placeholder_value(value: str) -> bool:
+    """True for a value that holds no secret: a variable reference, a mask, a type name..."""
+    v = value.strip()
+    if len(v) < 4 or v.lower() in _STOP_VALUES or is_placeholder_text(v):
+        return True
+    if _REFERENCE.match(v) or v.startswith(("process.env", "os.environ", "env.", "secrets.",
+                                            "vars.")):
+        return True
+    return len(set(v)) <= 2  # "****", "xxxxxxxx", "...."
