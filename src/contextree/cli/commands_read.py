@@ -17,6 +17,7 @@ from .._stats import SessionStats, UsageStats
 from ..entries import MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
+from ..redaction import Redactor
 from ..runtime import is_flat_log, verify_log
 from ..storage import Address
 from ..storage._backends import PostgresBackend
@@ -26,6 +27,7 @@ from .app import command
 from .listing import NAME_WIDTH, scan, utc_stamp, when
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
+from .redacting import PatternsOpt, RedactOpt, make_redactor
 from .render import (
     TipsOnDemand,
     TreeLine,
@@ -217,20 +219,25 @@ def show_command(
                                            "(default: the current leaf).")] = None,
     context: Annotated[bool, typer.Option("--context", help="Show the exact messages the "
                                           "model would see there, with token counts.")] = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the path from the root to an entry, or (--context) what the model sees there."""
+    redactor = make_redactor(redact, patterns, "this output")
     with open_session(file, readonly=True) as session:
         leaf = resolve_entry(session, at) if at is not None else session.leaf_id
         if context:
-            _show_context(session, leaf, as_json)
+            _show_context(session, leaf, as_json, redactor)
         else:
-            _show_path(session, leaf, as_json)
+            _show_path(session, leaf, as_json, redactor)
 
 
-def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
-    path = session.branch(leaf)
-    labels = session.labels()
+def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Redactor) -> None:
+    # only what is printed is redacted (the branch, not the whole file: a big session stays
+    # fast to show)
+    path = [redactor.entry(e) for e in session.branch(leaf)]
+    labels = {k: redactor.text(v) for k, v in session.labels().items()}
     if as_json:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
@@ -260,11 +267,13 @@ def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     return [summary]
 
 
-def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
+def _show_context(session: Session, leaf: str | None, as_json: bool,
+                  redactor: Redactor) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
-    counts = [counter.count_message(m) for m in ctx.messages]
+    counts = [counter.count_message(m) for m in ctx.messages]  # of what the model sees
     total, basis, how = context_size(ctx, counter)
+    shown = [redactor.message(m) for m in ctx.messages]
     model = "/".join(ctx.model) if ctx.model else None
     if as_json:
         emit_json({
@@ -275,7 +284,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
             "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
-                         for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids,
+                         for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids,
                                                              counts, strict=True))],
         })
         return
@@ -283,7 +292,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     if not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
                  "its own before these messages)", "dim")
-    for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
+    for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
     out.line()
     out.fields([

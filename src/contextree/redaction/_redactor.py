@@ -10,18 +10,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
+from .._messages import Message
 from ..entries import Line, from_dict, to_dict
 from ._detectors import BUILTIN, Detector
 from ._entropy import HighEntropy
-from ._keywords import Assignments, is_placeholder_value, is_secret_key, kind_of_key
+from ._keywords import Assignments, is_secret_key, kind_of_key
 from ._patterns import UserPattern, compile_pattern
-from ._placeholders import Placeholders, is_placeholder_text
+from ._placeholders import Placeholders, is_placeholder_text, is_placeholder_value
 from ._plugins import plugin_detectors
 from ._scanner import scan
 
 __all__ = ["Redactor"]
 
 T = TypeVar("T")
+L = TypeVar("L", bound=Line)
 
 # Fields of an entry's line that hold no user content: ids, times, tags, provider names, a
 # thinking signature (opaque and checked by the provider). Everything else is redacted.
@@ -100,7 +102,7 @@ class Redactor:
             return obj
         return self._value(obj, None)  # type: ignore[no-any-return]
 
-    def entry(self, entry: Line) -> Line:
+    def entry(self, entry: L) -> L:
         """A redacted copy of a session line (an entry, or the header).
 
         Every string that holds content is redacted: message text, tool call arguments and
@@ -112,7 +114,13 @@ class Redactor:
         data = to_dict(entry)
         if self._enabled:
             data = self._fields(data)
-        return from_dict(data)
+        return from_dict(data)  # type: ignore[return-value]  # the same type: same tag
+
+    def message(self, message: Message) -> Message:
+        """A redacted copy of one message (what ``entry`` does to a message entry's)."""
+        if not self._enabled:
+            return message
+        return Message.from_dict(self._fields(message.to_dict()))
 
     # -- the walk ------------------------------------------------------------------------
 
