@@ -194,3 +194,16 @@ def test_redacted_lines_are_still_valid_entries(planted) -> None:  # type: ignor
     with Session.open(path, readonly=True) as s:
         for e in s.entries():
             assert encode_line(r.entry(e))
+
+
+def test_exports_into_claude_code_and_codex_homes_are_redacted(planted, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from contextree.formats import export_to_claude_code_home, export_to_codex_home
+    path, secrets = planted
+    with Session.open(path, readonly=True) as s:
+        _, cc = export_to_claude_code_home(s, home=tmp_path / "claude", cwd=str(tmp_path))
+        _, cx = export_to_codex_home(s, home=tmp_path / "codex")
+        _, raw = export_to_codex_home(s, home=tmp_path / "codex-raw", redact=False)
+    for out in (cc, cx):
+        text = out.read_text()
+        assert "[REDACTED:" in text and all(secret not in text for secret in secrets)
+    assert secrets[5] in raw.read_text()
