@@ -98,3 +98,9 @@ def test_a_user_pattern_that_would_backtrack_is_refused_or_linear() -> None:
     else:  # RE2: linear, so it runs
         assert pattern.engine == "re2"
         assert list(pattern.find("a" * 100_000 + "b")) == []
+
+
+def test_user_patterns_take_text_that_is_not_utf8() -> None:
+    r = Redactor(patterns=[r"acme-[0-9a-f]{8}"])
+    text = b"\xff acme-0123abcd \xfe".decode("utf-8", "surrogateescape")
+    assert r.text(text) == "\udcff [REDACTED:custom:1] \udcfe"

@@ -185,3 +185,13 @@ def test_the_stored_session_is_never_changed(tmp_path) -> None:  # type: ignore[
     assert path.read_bytes() == before
     assert any(gh in encode_line(e).decode() for e in s.entries())
     s.close()
+
+
+def test_a_secret_found_by_its_key_is_found_again_where_it_recurs() -> None:
+    r = Redactor()
+    pw = password()
+    assert r.value({"password": pw}) == {"password": "[REDACTED:password:1]"}
+    assert r.text(f"mysql -p{pw} -h db") == "mysql -p[REDACTED:password:1] -h db"
+    # a value that could be a common word is not hunted for everywhere
+    assert r.value({"password": "master"}) == {"password": "[REDACTED:password:2]"}
+    assert r.text("on branch master") == "on branch master"

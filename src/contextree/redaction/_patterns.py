@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import InvalidArgument
 from ._detectors import Hit
 
-__all__ = ["UserPattern", "compile_pattern"]
+__all__ = ["UserPattern", "compile_pattern", "re2_matches"]
 
 try:  # the optional linear-time engine
     import re2 as _re2
@@ -29,6 +29,19 @@ except ImportError:  # pragma: no cover - depends on the environment
 # a repeated group that itself ends in a repetition: (a+)+ (a*)* (a|b+){2,}; the classic
 # shape of exponential backtracking
 _NESTED = re.compile(r"[+*}]\)[+*{]|[+*}]\)\?[+*{]")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def re2_matches(compiled: Any, text: str) -> list[Any]:
+    """The matches of an RE2 pattern in ``text``. RE2 takes UTF-8, which a lone surrogate
+    (an undecodable byte of a tool output, kept by ``surrogateescape``) is not: those are
+    matched as U+FFFD, one character for one, so every span is the same in ``text``."""
+    try:
+        return list(compiled.finditer(text))
+    except UnicodeEncodeError:
+        return list(compiled.finditer(_SURROGATE.sub("\ufffd", text)))
 
 
 class UserPattern:
@@ -44,7 +57,9 @@ class UserPattern:
 
     def find(self, text: str) -> Iterator[Hit]:
         """Each non-empty match (or its ``secret`` group)."""
-        for m in self._compiled.finditer(text):
+        matches = re2_matches(self._compiled, text) if self.engine == "re2" \
+            else self._compiled.finditer(text)
+        for m in matches:
             start, end = m.span(self._group)
             if end > start:
                 yield start, end, self.kind

@@ -9,8 +9,9 @@ the same value (the same key used twice) without seeing it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-__all__ = ["PREFIX", "Placeholders", "is_placeholder_text", "is_placeholder_value"]
+__all__ = ["PREFIX", "KnownSecrets", "Placeholders", "is_placeholder_text", "is_placeholder_value"]
 
 PREFIX = "[REDACTED:"
 """How every placeholder starts; text that starts so is never redacted again."""
@@ -76,3 +77,42 @@ def is_placeholder_value(value: str) -> bool:
                                             "vars.")):
         return True
     return len(set(v)) <= 2  # "****", "xxxxxxxx", "...."
+
+
+
+class KnownSecrets:
+    """Secrets found by their context (a key's value, a URL's password, a user pattern),
+    looked for again as plain text wherever they recur: ``"password": "Tr0ub4dor&3"`` in a
+    tool call, then ``mysql -pTr0ub4dor&3`` in its output.
+
+    Only secrets that cannot be common words are kept (``MIN_LENGTH`` characters or more,
+    with a digit, a symbol or mixed case; a password ``master`` is not looked for in every
+    git log), at most ``LIMIT`` of them, found anywhere (``-pTr0ub4dor&3`` too). Each is a
+    substring search (C speed), so the cost is ``LIMIT`` passes at most.
+    """
+
+    MIN_LENGTH = 8
+    LIMIT = 64
+
+    __slots__ = ("_kinds",)
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, str] = {}
+
+    def add(self, secret: str, kind: str) -> None:
+        """Remember ``secret`` if it is distinctive enough to search for."""
+        if (len(self._kinds) >= self.LIMIT or secret in self._kinds
+                or len(secret) < self.MIN_LENGTH or is_placeholder_text(secret)):
+            return
+        plain = secret.isalpha() and (secret.islower() or secret.isupper())
+        if not plain and "\n" not in secret:
+            self._kinds[secret] = kind
+
+    def find(self, text: str) -> Iterator[tuple[int, int, str]]:
+        """Each occurrence of a remembered secret."""
+        for secret, kind in self._kinds.items():
+            n = len(secret)
+            pos = text.find(secret)
+            while pos >= 0:
+                yield pos, pos + n, kind
+                pos = text.find(secret, pos + n)

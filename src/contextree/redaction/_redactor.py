@@ -16,7 +16,7 @@ from ._detectors import BUILTIN, Detector
 from ._entropy import HighEntropy
 from ._keywords import Assignments, is_secret_key, kind_of_key
 from ._patterns import UserPattern, compile_pattern
-from ._placeholders import Placeholders, is_placeholder_text, is_placeholder_value
+from ._placeholders import KnownSecrets, Placeholders, is_placeholder_text, is_placeholder_value
 from ._plugins import plugin_detectors
 from ._scanner import scan
 
@@ -35,6 +35,11 @@ _STRUCTURAL = frozenset((
 ))
 
 
+# kinds found by their context, not their shape: looked for again wherever they recur
+_BY_CONTEXT = frozenset(("password", "token", "api-key", "secret", "url-password",
+                         "db-password", "custom", "auth-header"))
+
+
 class Redactor:
     """Finds secrets and replaces each with a stable placeholder ``[REDACTED:<kind>:<n>]``.
 
@@ -50,8 +55,9 @@ class Redactor:
         self._enabled = bool(enabled)
         self._user: list[UserPattern] = [compile_pattern(p) for p in patterns]
         self._placeholders = Placeholders()
+        self._known = KnownSecrets()
         self._detectors: Sequence[Detector] = (
-            *BUILTIN, *self._user, Assignments(), *plugin_detectors(detect_secrets),
+            self._known, *BUILTIN, *self._user, Assignments(), *plugin_detectors(detect_secrets),
             HighEntropy(),
         )
 
@@ -79,13 +85,12 @@ class Redactor:
             return s
         out: list[str] = []
         pos = 0
-        tag = self._placeholders.tag
         for start, end, kind in hits:
             secret = s[start:end]
             if is_placeholder_text(secret):
                 continue
             out.append(s[pos:start])
-            out.append(tag(secret, kind))
+            out.append(self._tag(secret, kind))
             pos = end
         out.append(s[pos:])
         return "".join(out)
@@ -122,13 +127,17 @@ class Redactor:
             return message
         return Message.from_dict(self._fields(message.to_dict()))
 
+    def _tag(self, secret: str, kind: str) -> str:
+        if kind in _BY_CONTEXT:
+            self._known.add(secret, kind)
+        return self._placeholders.tag(secret, kind)
+
     # -- the walk ------------------------------------------------------------------------
 
     def _value(self, obj: Any, key: str | None) -> Any:
         if isinstance(obj, str):
             if key is not None and is_secret_key(key) and not is_placeholder_value(obj):
-                return self._placeholders.tag(obj, kind_of_key(key)) \
-                    if not is_placeholder_text(obj) else obj
+                return self._tag(obj, kind_of_key(key)) if not is_placeholder_text(obj) else obj
             return self.text(obj)
         if isinstance(obj, dict):
             return {(self.text(k) if isinstance(k, str) else k): self._value(v, _key(k))
