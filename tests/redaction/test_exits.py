@@ -207,3 +207,15 @@ def test_exports_into_claude_code_and_codex_homes_are_redacted(planted, tmp_path
         text = out.read_text()
         assert "[REDACTED:" in text and all(secret not in text for secret in secrets)
     assert secrets[5] in raw.read_text()
+
+
+def test_tree_redacts_its_lines_unless_raw(planted) -> None:  # type: ignore[no-untyped-def]
+    import json
+    path, secrets = planted
+    shown = run("tree", path, "--all").stdout
+    assert "[REDACTED:" in shown and all(s not in shown for s in secrets)
+    as_json = json.loads(run("tree", path, "--json").stdout)
+    assert all(s not in json.dumps(as_json) for s in secrets)
+    raw = runner.invoke(app, ["tree", str(path), "--all", "--raw"])
+    assert raw.exit_code == 0 and secrets[0] in raw.stdout
+    assert raw.stderr.startswith("not redacted: ")

@@ -128,25 +128,29 @@ def tree_command(
     file: FileArg,
     expand: Annotated[bool, typer.Option("--all", help="Show every entry (no collapsing).")]
     = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the entry tree: branch points, labels, compactions, branch summaries, and the
     current leaf (<- leaf). Entries on the current branch are marked with *."""
+    redactor = make_redactor(redact, patterns, "this output")
     with open_session(file, readonly=True) as session:
         roots = session.tree()
         left = TipsOnDemand(session.storage.outline)
         if as_json:
-            emit_json(_tree_json(session, roots, left))
+            emit_json(_tree_json(session, roots, left, redactor))
             return
         out = Out()
         if not roots:
             out.line("(empty session)")
             return
         for line in tree_lines(roots, expand=expand):
-            _print_tree_line(out, line, left)
+            _print_tree_line(out, line, left, redactor)
 
 
-def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None]) -> None:
+def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None],
+                     redactor: Redactor) -> None:
     """One tree line, never wider than the output: the entry's text gives way first, then
     the notes; the current branch starts at the same column on every line."""
     node = line.node
@@ -161,14 +165,16 @@ def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None]) -
     marker = "* " if node.on_branch else "  "
     tail = ""
     if node.label:
-        tail += f"  [{fit(visible(node.label), LABEL_WIDTH)}]"
+        tail += f"  [{fit(visible(redactor.text(node.label)), LABEL_WIDTH)}]"
     if node.is_leaf:
         tail += "  <- leaf"
     fixed = width_of(marker + line.prefix + eid + "  ")
     if out.width - fixed - width_of(tail + note) < MIN_TEXT:
         note = ""
     room = max(out.width - fixed - width_of(tail + note), 1)
-    text = clip(entry_summary(node.entry, left), room)
+    # the line's text is redacted before it is cut (the summary, not the whole entry: a tree
+    # of a big session stays fast)
+    text = clip(redactor.text(entry_summary(node.entry, left)), room)
     style = "bold" if node.on_branch else None
     out.styled(_fitted([(marker, "green" if node.on_branch else None), (line.prefix, "dim"),
                         (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold"),
@@ -186,8 +192,8 @@ def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, 
     return out
 
 
-def _tree_json(session: Session, roots: list[TreeNode],
-               left: Mapping[str, str | None]) -> dict[str, Any]:
+def _tree_json(session: Session, roots: list[TreeNode], left: Mapping[str, str | None],
+               redactor: Redactor) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     stack = list(reversed(roots))
     while stack:
@@ -197,8 +203,8 @@ def _tree_json(session: Session, roots: list[TreeNode],
             "parent_id": node.entry.parent_id,
             "type": node.entry.type,
             "timestamp": node.entry.timestamp,
-            "summary": entry_summary(node.entry, left),
-            "label": node.label,
+            "summary": redactor.text(entry_summary(node.entry, left)),
+            "label": redactor.text(node.label) if node.label else node.label,
             "on_branch": node.on_branch,
             "is_leaf": node.is_leaf,
             "children": [c.entry.id for c in node.children],
@@ -206,7 +212,8 @@ def _tree_json(session: Session, roots: list[TreeNode],
         if node.entry.id in left:
             entries[-1]["left_from"] = left[node.entry.id]
         stack.extend(reversed(node.children))
-    return {"session_id": session.id, "name": session.name, "leaf_id": session.leaf_id,
+    name = redactor.text(session.name) if session.name else session.name
+    return {"session_id": session.id, "name": name, "leaf_id": session.leaf_id,
             "roots": [r.entry.id for r in roots], "entries": entries}
 
 
