@@ -328,6 +328,78 @@ def _non_secrets(g: Gen, n: int) -> list[tuple[str, list[str]]]:
     return out
 
 
+def held_out(seed: int) -> tuple[list[Doc], list[tuple[str, list[str]]]]:
+    """Contexts and non-secrets written after the detectors were tuned, and never tuned on:
+    how the figures carry over to places the corpus above does not have."""
+    g = Gen(seed + 99)
+    mk = _secret_makers(g)
+    r = g.r
+    docs: list[Doc] = []
+
+    def add(kind: str, template: str) -> None:
+        value, pieces = mk[kind]()
+        docs.append(Doc(template.format(v=value, h=g.host(), w=g.word()), [Planted(kind, pieces)]))
+
+    for _ in range(4):
+        add("aws-secret", 'resource "aws_iam_access_key" "ci" {{}}\naws_secret_key = "{v}"\n')
+        add("db-password", "{w}:5432:{w}:admin:{v}\n")  # ~/.pgpass
+        add("env-password", "machine {h} login deploy password {v}\n")  # ~/.netrc
+        add("json-password", "spring.datasource.password={v}\nspring.datasource.url=jdbc:postgresql://{h}/app\n")
+        add("env-password", "<property name=\"password\" value=\"{v}\"/>")
+        add("env-password", "    environment:\n      MYSQL_PASSWORD: {v}\n")
+        add("github-token", "2026-03-04T10:11:12Z DEBUG git push https://x-access-token:{v}@github.com/acme/{w}.git")
+        add("stripe-key", "settings.py:  STRIPE_KEY = os.getenv('STRIPE_KEY', '{v}')")
+        add("slack-token", "      - name: notify\n        run: curl -d token={v} https://slack.com/api/chat.postMessage")
+        add("openai-key", "openai.AuthenticationError: Error code: 401 - {{'error': {{'message': 'Incorrect API key provided: {v}'}}}}")
+        add("bearer-token", "> GET /v2/items HTTP/1.1\n> Host: {h}\n> Authorization: Bearer {v}\n> Accept: */*")
+        add("aws-secret", "$ aws configure list\n      Name   Value   Type\nsecret_key   {v}   shared-credentials-file")
+        add("jwt", "<input type=\"hidden\" name=\"csrf\" value=\"{v}\">")
+        add("private-key", "Key fingerprint saved.\n{v}")
+    keep: list[tuple[str, list[str]]] = []
+
+    def k(text: str, *pieces: str) -> None:
+        keep.append((text, list(pieces) or [text]))
+
+    for _ in range(6):
+        h = g.s(HEX, 8)
+        k(f"dist/assets/index-{h}.js   142.3 kB │ gzip: 45.1 kB", f"index-{h}.js")
+        cid = g.s(HEX, 64)
+        k(f"CONTAINER ID   {cid[:12]}   postgres:16   Up 2 hours", cid[:12])
+        k(f"require github.com/{g.word()}/x v0.0.0-2024010112{r.randint(1000, 9999)}-{g.s(HEX, 12)}")
+        k(f"npm notice shasum: {g.s(HEX, 40)}")
+        k(f"class=\"css-{g.s('abcdefghijklmnopqrstuvwxyz0123456789', 7)} e1{g.s(HEX, 6)}0\"")
+        k(f"watch?v={g.s(B64URL, 11)}")
+        k(f"Sending build context to Docker daemon  {r.randint(2, 900)}.{r.randint(0, 9)}MB")
+        k(f"at com.acme.{g.word()}.internal.RetryingHttpClientFactoryImpl2.create(RetryingHttpClientFactoryImpl2.java:{r.randint(10, 900)})")
+        k(f"Successfully installed {g.word()}-2.{r.randint(0, 30)}.{r.randint(0, 9)} urllib3-2.2.1")
+        k(f"sha256:{g.s(HEX, 64)}")
+        k(f"X-Request-Id: {uuid.UUID(int=r.getrandbits(128))}")
+        k(f"  \"_resolved\": \"https://registry.npmjs.org/{g.word()}/-/{g.word()}-4.17.21.tgz\"")
+        k(f"git checkout -b feature/{g.word()}-{r.randint(100, 999)}-add-retry-logic")
+        k(f"{g.word()}_{g.word()}_v{r.randint(2, 9)}_migration_{r.randint(10**11, 10**12 - 1)}.py")
+    return docs, keep
+
+
+def score(r: Redactor, docs: list[Doc], keep: list[tuple[str, list[str]]]) -> tuple[float, float, list[str]]:
+    """(% of the docs' secrets removed, % of ``keep`` changed, the misses and changes)."""
+    total = removed = changed = 0
+    notes: list[str] = []
+    for d in docs:
+        out = r.text(d.text)
+        for p in d.secrets:
+            total += 1
+            if any(_survives(piece, out) for piece in p.pieces):
+                notes.append(f"  missed {p.kind}: {out.strip()[:160]!r}")
+            else:
+                removed += 1
+    for text, pieces in keep:
+        out = r.text(text)
+        if not all(piece in out for piece in pieces):
+            changed += 1
+            notes.append(f"  changed: {out.strip()[:160]!r}")
+    return 100 * removed / max(total, 1), 100 * changed / max(len(keep), 1), notes
+
+
 def corpus(seed: int, per_kind: int) -> tuple[list[Doc], list[tuple[str, list[str]]]]:
     """The planted documents (each secret in its context, with non-secrets beside it) and
     the non-secret texts."""
@@ -469,6 +541,11 @@ def main() -> None:
         print("\n".join(lines))
         print(f"  secrets removed: {removed:.1f}% (goal >= 99%)   false positives: {fp:.2f}% "
               "(goal <= 1%)")
+        docs, keep = held_out(args.seed)
+        removed, fp, notes = score(Redactor(detect_secrets=mode), docs, keep)
+        print(f"  held out (written after tuning, not tuned on): {len(docs)} secrets removed: "
+              f"{removed:.1f}%   {len(keep)} non-secrets changed: {fp:.1f}%")
+        print("\n".join(notes[:30]))
     size, n, kinds = own_source()
     print(f"contextree's own source and docs: {size / 1e6:.1f} MB, {n} redactions "
           f"(each a false positive) {dict(kinds)}")
