@@ -40,6 +40,10 @@ PATHOLOGICAL = {
     "q-tilde": "abc1Q~" * (N // 6),
     "wrapped-lines": ("A" * 76 + "\n") * (N // 77),
     "newlines": "\n" * N,
+    "colon-ports": ":1:" * (N // 3),
+    "colon-ports-lines": "a:1:b:c\n" * (N // 8),
+    "netrc-words": "password x " * (N // 11),
+    "xml-values": '"password" value="' * (N // 18),
 }
 
 

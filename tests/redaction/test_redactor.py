@@ -195,3 +195,21 @@ def test_a_secret_found_by_its_key_is_found_again_where_it_recurs() -> None:
     # a value that could be a common word is not hunted for everywhere
     assert r.value({"password": "master"}) == {"password": "[REDACTED:password:2]"}
     assert r.text("on branch master") == "on branch master"
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("machine db.example.com login deploy password {pw}", "machine db.example.com login deploy password "),
+    ("db.internal:5432:app:admin:{pw}", "db.internal:5432:app:admin:"),
+    ('<property name="password" value="{pw}"/>', '<property name="password" value="'),
+    ('<add key="ApiKey" value="{pw}" />', '<add key="ApiKey" value="'),
+])
+def test_config_file_formats(text: str, kept: str) -> None:
+    pw = password()
+    out = Redactor().text(text.format(pw=pw))
+    assert pw not in out and out.startswith(kept + "[REDACTED:")
+
+
+@pytest.mark.parametrize("text", ["the password reset link expired", "12:30:00 build ok",
+                                  "a:1:b:c:d e", "std::vector<int>::iterator"])
+def test_prose_and_code_around_keywords_is_kept(text: str) -> None:
+    assert Redactor().text(text) == text

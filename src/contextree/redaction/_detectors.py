@@ -25,8 +25,8 @@ from typing import Protocol
 
 from ._placeholders import is_placeholder_value
 
-__all__ = ["BUILTIN", "DB_SCHEMES", "Detector", "Hit", "Jwts", "PrivateKeys", "RegexDetector",
-           "UrlPasswords"]
+__all__ = ["BUILTIN", "DB_SCHEMES", "Detector", "Hit", "Jwts", "NetrcPasswords", "PgpassLines",
+           "PrivateKeys", "RegexDetector", "UrlPasswords"]
 
 Hit = tuple[int, int, str]
 """A secret found in a text: ``text[start:end]`` is the secret, ``kind`` names its shape."""
@@ -124,6 +124,53 @@ def _real_password(value: str) -> bool:
     if len(value) < 4:
         return value.lower() not in ("p", "pw", "pwd", "x", "xx", "xxx")
     return not is_placeholder_value(value)
+
+
+class NetrcPasswords:
+    """The password of a ``.netrc`` line (``machine HOST login USER password SECRET``): the
+    keyword and its value are separated by a space only, so it is read only on a line that
+    starts with ``machine`` or ``default``, not in prose ("password reset link")."""
+
+    _WORD = re.compile(r"password[ \t]++(\S{1,256}+)")
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Each password of a netrc entry."""
+        for m in self._WORD.finditer(text):
+            line_start = text.rfind("\n", max(0, m.start() - 1024), m.start()) + 1
+            if line_start == 0 and m.start() > 1024:
+                continue  # a line this long is no netrc entry
+            head = text[line_start:m.start()].lstrip()
+            if head.startswith(("machine ", "default ")) and not is_placeholder_value(m.group(1)):
+                yield m.start(1), m.end(1), "password"
+
+
+class PgpassLines:
+    """The password of a ``.pgpass`` line, ``host:port:database:user:password``, found from
+    its ``:port:`` and read within its line (at most ``MAX_LINE`` characters)."""
+
+    _PORT = re.compile(r":(?:[0-9]{1,5}+|\*):")
+    MAX_LINE = 1024
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Each password field of a line of five colon-separated fields."""
+        done = -1
+        n = len(text)
+        for m in self._PORT.finditer(text):
+            if m.start() < done:
+                continue
+            start = text.rfind("\n", max(0, m.start() - self.MAX_LINE), m.start()) + 1
+            end = text.find("\n", m.end(), m.end() + self.MAX_LINE)
+            end = n if end < 0 and n - m.end() <= self.MAX_LINE else end
+            if end < 0 or (start == 0 and m.start() > self.MAX_LINE):
+                done = m.end() + self.MAX_LINE if end < 0 else end  # a line too long
+                continue
+            done = end
+            line = text[start:end].rstrip("\r")
+            fields = line.split(":")
+            if len(fields) == 5 and all(f and " " not in f and "\t" not in f for f in fields) \
+                    and not is_placeholder_value(fields[4]):
+                stop = start + len(line)
+                yield stop - len(fields[4]), stop, "db-password"
 
 
 class PrivateKeys:
@@ -246,6 +293,8 @@ BUILTIN: tuple[Detector, ...] = (
     *(_rx("auth-header", re.escape(word) + r"[ \t]{1,4}([A-Za-z0-9._~+/-]{20,4096}+=*)", 1,
           boundary=False) for word in _cases("bearer")),
     UrlPasswords(),
+    NetrcPasswords(),
+    PgpassLines(),
 )
 """The built-in detectors of shaped secrets, most specific first (the first to claim a
 character keeps it)."""

@@ -90,7 +90,9 @@ def _keyword_hits(text: str) -> Iterator[tuple[int, int]]:
     return heapq.merge(*(((m.start(), m.end()) for m in k.finditer(text)) for k in _KEYWORDS))
 _OP = re.compile(r"(?:\\?[\"'])?[ \t]{0,8}+(?:=>|:=|=|:)[ \t]{0,8}+"
                  # a Kubernetes env list: "- name: DB_PASSWORD" then "  value: ..."
-                 r"|[ \t]*+\r?\n[ \t]{0,24}+value[ \t]*+:[ \t]*+")
+                 r"|[ \t]*+\r?\n[ \t]{0,24}+value[ \t]*+:[ \t]*+"
+                 # XML and .NET configs: name="password" value="..." / key="ApiKey" value=
+                 r"|[\"'][ \t]{1,8}+value[ \t]*+=[ \t]*+")
 _FLAG_OP = re.compile(r"(?:=|[ \t]{1,4}+)")
 _VALUE = re.compile(
     r"\\\"((?:[^\"\\\n]|\\[^\"\n]){1,1024}+)\\\""  # an escaped JSON string inside a string
