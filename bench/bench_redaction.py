@@ -329,8 +329,10 @@ def _non_secrets(g: Gen, n: int) -> list[tuple[str, list[str]]]:
 
 
 def held_out(seed: int) -> tuple[list[Doc], list[tuple[str, list[str]]]]:
-    """Contexts and non-secrets written after the detectors were tuned, and never tuned on:
-    how the figures carry over to places the corpus above does not have."""
+    """Contexts and non-secrets written after the detectors were tuned on the corpus above:
+    how the figures carry over to places it does not have. Its first run removed 80.4% of
+    its secrets (netrc, .pgpass and XML configs were missed) and changed none of its
+    non-secrets; those three formats then got detectors."""
     g = Gen(seed + 99)
     mk = _secret_makers(g)
     r = g.r
@@ -543,7 +545,8 @@ def main() -> None:
               "(goal <= 1%)")
         docs, keep = held_out(args.seed)
         removed, fp, notes = score(Redactor(detect_secrets=mode), docs, keep)
-        print(f"  held out (written after tuning, not tuned on): {len(docs)} secrets removed: "
+        print(f"  held out (written after tuning; its first run: 80.4% / 0.0%, then its three "
+              f"missed formats got detectors): {len(docs)} secrets removed: "
               f"{removed:.1f}%   {len(keep)} non-secrets changed: {fp:.1f}%")
         print("\n".join(notes[:30]))
     size, n, kinds = own_source()
