@@ -213,3 +213,21 @@ def test_config_file_formats(text: str, kept: str) -> None:
                                   "a:1:b:c:d e", "std::vector<int>::iterator"])
 def test_prose_and_code_around_keywords_is_kept(text: str) -> None:
     assert Redactor().text(text) == text
+
+
+def test_ids_that_look_random_are_kept_where_they_are_ids() -> None:
+    call = "toolu_01" + "A09q90qw90lq917835lq9X"  # an Anthropic tool-use id: random-looking
+    other = "call_" + "Zq8Kx2LmN9pR4sT7vW1yB3dF"
+    entry = from_dict({"type": "compaction", "id": "c0ffee01", "parent_id": None,
+                       "timestamp": "2026-01-01T00:00:00.000Z", "summary": "s",
+                       "first_kept_entry_id": None, "tokens_before": 1,
+                       "cleared": {other: f"cleared {call}"},
+                       "retained_tail": [{"role": "assistant", "content": "",
+                                          "tool_calls": [{"id": call, "name": "x", "arguments": {}}]},
+                                         {"role": "tool", "tool_call_id": call, "content": "ok"}]})
+    red = Redactor().entry(entry)
+    assert isinstance(red, CompactionEntry) and red.cleared is not None
+    assert list(red.cleared) == [other]
+    assert red.retained_tail is not None
+    assert red.retained_tail[0].tool_calls[0].id == call  # type: ignore[index]
+    assert red.retained_tail[1].tool_call_id == call

@@ -158,6 +158,8 @@ class Redactor:
         for k, v in data.items():
             if k in _STRUCTURAL or (image and k == "data"):
                 out[k] = v
+            elif k == "cleared" and isinstance(v, dict):  # entry ids -> placeholder text
+                out[k] = {eid: self._value(text, None) for eid, text in v.items()}
             elif isinstance(v, dict):
                 out[k] = self._fields(v) if _is_part(v) else self._value(v, k)
             elif isinstance(v, list):
