@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         formats,
         markers,
         models,
+        redaction,
         retention,
         runtime,
         storage,
@@ -89,7 +90,7 @@ __all__ = [
     "truncate",
 ]
 
-_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "retention",
+_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "redaction", "retention",
            "runtime", "storage", "tokens", "tools")
 _LAZY = {
     "._context": ("SessionContext", "build_context"),

@@ -104,6 +104,10 @@ COMMANDS: dict[str, Lazy] = {
     "import": Lazy("commands_interop", "Read another agent's session (or a provider message "
                    "list) into a new session."),
     "export": Lazy("commands_interop", "Write a session in another format."),
+    "redact": Lazy("commands_redact", "Write a redacted copy of a session: every entry of "
+                   "every branch, with the same ids and tree, each secret replaced by a "
+                   "placeholder such as [REDACTED:aws-key:1]; the session itself is not "
+                   "changed."),
     "chat": Lazy("chat", "Chat with a model in this directory: streamed replies, tools that "
                  "ask first, the session tree underneath (/help inside lists the commands)."),
 }

@@ -19,10 +19,13 @@ from ..formats import (
     import_session,
     list_formats,
     list_tool_sessions,
+    redacted_copy,
 )
 from ..formats._base import split_selector
+from ..redaction import Redactor
 from .app import Command, command
 from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
+from .redacting import PatternsOpt, RedactOpt, found_line, make_redactor
 from .sessions import (
     STDOUT,
     address_of,
@@ -237,18 +240,23 @@ def export_command(
         "--format-version", help="The version of the format to write, for a format that "
         "has several: pi 1 (pi 1.x, the default) or 0.73 (the old "
         "@mariozechner/pi-coding-agent).")] = None,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a session in another format. pi and contextree keep the whole tree (every
     branch); the other formats hold the current branch only: the context the model sees at
-    the leaf (or at --at)."""
+    the leaf (or at --at). Secrets are redacted unless --no-redact."""
     spec = get_format(fmt)
     if not spec.can_export:
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
-    with open_session(file, readonly=True) as session:
-        entry = resolve_entry(session, at) if at is not None else None
+    redactor = make_redactor(redact, patterns, "the export")
+    with open_session(file, readonly=True) as stored:
+        entry = resolve_entry(stored, at) if at is not None else None
+        # the one place the export is redacted: every format's writer reads this copy
+        session = redacted_copy(stored, redactor)
         if output is None and not address_of(file).is_file:
             raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
         stem = Path(file).name.removesuffix(".jsonl")
@@ -256,18 +264,29 @@ def export_command(
         check_output(target, force=force, inputs=[file])
         if target == STDOUT:
             emit_bytes(_export_bytes(spec, session, entry, format_version))
+            _note_found(redactor)
             return
         if spec.copy and address_of(target).is_file:
             with replacing(Path(target)) as path:
-                export_session(spec.name, session, path, at=entry)
+                export_session(spec.name, session, path, at=entry, redact=False)
             written = target
         else:
             written = str(export_session(spec.name, session, target, at=entry,
-                                         overwrite=force, version=format_version))
+                                         overwrite=force, version=format_version,
+                                         redact=False))
     if as_json:
-        emit_json({"source": file, "format": spec.name, "path": written, "at": entry})
+        emit_json({"source": file, "format": spec.name, "path": written, "at": entry,
+                   "redacted": redactor.found if redactor.enabled else None})
         return
-    Out().line(f"exported {file} ({spec.name}) -> {written}")
+    note = f"; {found_line(redactor)}" if redactor.enabled else ""
+    Out().line(f"exported {file} ({spec.name}) -> {written}{note}")
+
+
+def _note_found(redactor: Redactor) -> None:
+    """What was redacted, on stderr when stdout is the export itself (nothing when nothing
+    was found: a clean run says nothing on stderr)."""
+    if redactor.enabled and redactor.found:
+        typer.echo(found_line(redactor), err=True)
 
 
 def _export_bytes(spec: Format, session: Session, at: str | None,
