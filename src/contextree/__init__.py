@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         storage,
         tokens,
         tools,
+        view,
     )
     from ._context import SessionContext, build_context
     from ._messages import (
@@ -89,7 +90,7 @@ __all__ = [
 ]
 
 _LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "runtime",
-           "storage", "tokens", "tools")
+           "storage", "tokens", "tools", "view")
 _LAZY = {
     "._context": ("SessionContext", "build_context"),
     "._messages": ("ImagePart", "Message", "TextPart", "ThinkingPart", "ToolCall",

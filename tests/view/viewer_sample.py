@@ -75,7 +75,7 @@ def sample_session(path: Path) -> dict[str, str]:
         ids["passed"] = s.append_message(Message.user("They pass now. Tidy up."))
         ids["compaction"] = s.append_compaction(
             summary="The user asked to fix `add()` in calc.py; it subtracted. Fixed, tests "
-                    "pass.", first_kept_entry_id=ids["passed"], tokens_before=5400,
+                    "pass.", first_kept_entry_id=ids["env"], tokens_before=5400,
             tokens_after=900, cleared={ids["env_result"]: "[env output cleared]"},
             details={"stages": ["tool_results", "digest"], "dropped": 9})
         ids["tip"] = s.append_message(Message.assistant(

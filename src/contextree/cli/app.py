@@ -92,6 +92,9 @@ COMMANDS: dict[str, Lazy] = {
     "import": Lazy("commands_interop", "Read another agent's session (or a provider message "
                    "list) into a new session."),
     "export": Lazy("commands_interop", "Write a session in another format."),
+    "view": Lazy("commands_view", "Show a session as one self-contained HTML page (the tree, "
+                 "the messages, what the model saw at each entry, compaction receipts, "
+                 "search, tokens and cost), redacted; or serve it on 127.0.0.1 with --serve."),
     "chat": Lazy("chat", "Chat with a model in this directory: streamed replies, tools that "
                  "ask first, the session tree underneath (/help inside lists the commands)."),
 }

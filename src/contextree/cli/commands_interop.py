@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar
 
 import typer
 
+from .._files import atomic_write
 from .._session import Session
 from ..entries import encode_line
 from ..errors import InvalidArgument, SessionNotFound
@@ -21,7 +22,7 @@ from ..formats import (
     list_tool_sessions,
 )
 from .app import Command, command
-from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
+from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar, warn
 from .sessions import (
     STDOUT,
     address_of,
@@ -181,10 +182,15 @@ def export_command(
                                                "<file>.<format>.<ext> beside FILE; for the "
                                                "contextree format also a postgresql:// URL)."
                                                )] = None,
-    at: Annotated[str | None, typer.Option("--at", help="Export the branch that ends at "
-                                           "this entry (default: the current leaf); pi "
-                                           "resumes there; contextree copies the file as "
-                                           "it is.")] = None,
+    at: Annotated[str | None, typer.Option("--at", "--branch", help="Export the branch "
+                                           "that ends at this entry (default: the current "
+                                           "leaf); pi resumes there; contextree copies the "
+                                           "file as it is.")] = None,
+    whole: Annotated[bool, typer.Option("--all", help="markdown, html: the whole tree, every "
+                                        "branch, instead of one branch.")] = False,
+    no_redact: Annotated[bool, typer.Option("--no-redact", help="markdown, html: write "
+                                            "secrets as they are stored (the output says "
+                                            "it is not redacted).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT (never FILE itself).")] = False,
     as_json: JsonOpt = False,
@@ -197,8 +203,20 @@ def export_command(
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
+    readable = spec.name in READABLE
+    if (whole or no_redact) and not readable:
+        raise UsageProblem(f"--all and --no-redact are for the readable formats "
+                           f"({', '.join(READABLE)}); {spec.name} "
+                           + ("keeps the whole tree anyway" if spec.name in ("pi", "contextree")
+                              else "holds one branch"))
+    if whole and at is not None:
+        raise UsageProblem("--all exports every branch; --branch picks one: give one of them")
     with open_session(file, readonly=True) as session:
         entry = resolve_entry(session, at) if at is not None else None
+        if readable:
+            _export_readable(spec, session, file, output, entry, whole=whole,
+                             redact=not no_redact, force=force, as_json=as_json)
+            return
         if output is None and not address_of(file).is_file:
             raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
         stem = Path(file).name.removesuffix(".jsonl")
@@ -218,6 +236,41 @@ def export_command(
         emit_json({"source": file, "format": spec.name, "path": written, "at": entry})
         return
     Out().line(f"exported {file} ({spec.name}) -> {written}")
+
+
+READABLE = ("markdown", "html")
+"""The formats for people: one branch or the tree, redacted unless --no-redact."""
+
+
+def _export_readable(spec: Format, session: Session, file: str, output: str | None,
+                     at: str | None, *, whole: bool, redact: bool, force: bool,
+                     as_json: bool) -> None:
+    """``export markdown|html``: a readable copy, redacted by default, that says so."""
+    from ..view import read_view, redaction_notice
+    from ..view._export import html_export, markdown_export
+
+    if output is None and not address_of(file).is_file:
+        raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
+    stem = Path(file).name.removesuffix(".jsonl")
+    target = output or str(Path(file).with_name(f"{stem}{spec.suffix}"))
+    check_output(target, force=force, inputs=[file])
+    view = read_view(session, redact=redact)
+    k = view.index[at] if at is not None else None
+    render = markdown_export if spec.name == "markdown" else html_export
+    data = render(view, at=k, whole=whole).encode()
+    notice = redaction_notice(view)
+    if target == STDOUT:
+        emit_bytes(data)
+        if not redact:
+            warn(notice)
+        return
+    atomic_write(Path(target), data)
+    if as_json:
+        emit_json({"source": file, "format": spec.name, "path": target, "at": at,
+                   "all": whole, "redacted": redact, "found": view.data["redaction"]["found"]})
+        return
+    Out().line(f"exported {file} ({spec.name}{', every branch' if whole else ''}) -> {target}")
+    Out().line(notice)
 
 
 def _export_bytes(spec: Format, session: Session, at: str | None) -> bytes:

@@ -18,6 +18,8 @@ claude-code        yes     yes     Claude Code ``~/.claude/projects/*/*.jsonl``
 codex              yes     yes     Codex CLI ``~/.codex/sessions/**/rollout-*.jsonl``
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
+markdown           no      yes     one branch as readable Markdown, redacted (for an issue)
+html               no      yes     one branch as a static HTML page, redacted, no script
 =================  ======  ======  ==========================================================
 
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
@@ -78,6 +80,7 @@ def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
     it is first used: importing this package imports none of the format modules)."""
     from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
+    from . import _readable
     from . import _provider_lists as _lists
     from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
     from ._registry import Format, register_format
@@ -100,6 +103,11 @@ def _register_builtins() -> None:
                home=CODEX_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
+        Format("markdown", "readable Markdown of one branch (--all: the tree), redacted, for "
+               "an issue or a pull request", writer=_readable.write_markdown, suffix=".md",
+               aliases=("md",)),
+        Format("html", "a readable static HTML page of one branch (--all: the tree), "
+               "redacted, no script", writer=_readable.write_html, suffix=".html"),
     ):
         register_format(builtin)
 

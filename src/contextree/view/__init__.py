@@ -74,7 +74,9 @@ def redaction_notice(view: SessionView) -> str:
     if not found:
         return "Redacted: no secret was found (secrets would show as [REDACTED:kind:n])."
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(found.items()))
-    return f"Redacted: {sum(found.values())} secrets replaced by [REDACTED:kind:n] ({kinds})."
+    n = sum(found.values())
+    return (f"Redacted: {n} secret{'' if n == 1 else 's'} replaced by [REDACTED:kind:n] "
+            f"({kinds}).")
 
 
 def view_html(session: Session | SessionView, *, redact: bool = True) -> str:

@@ -138,7 +138,8 @@ def _notice(d: dict[str, Any]) -> str:
     if not found:
         return "Redacted: no secret was found."
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(found.items()))
-    return f"Redacted: {sum(found.values())} secrets replaced ({kinds})."
+    n = sum(found.values())
+    return f"Redacted: {n} secret{'' if n == 1 else 's'} replaced ({kinds})."
 
 
 @cache

@@ -462,6 +462,7 @@
     ctx.items.slice(0, 2000).forEach(function (x) {
       var c = el("div", "ctx");
       c.setAttribute("data-role", x.m.r);
+      c.setAttribute("data-entry", x.k >= 0 ? E[x.k].id : "");
       var head = el("div", "mh");
       add(head, el("b", null, x.m.r), x.why ? el("span", "why", x.why === "entry" ? "from an entry" : x.why) : null, x.k >= 0 ? el("span", null, short(E[x.k].id)) : null);
       if (x.k >= 0) head.appendChild(btn("show", function () { side.classList.remove("open"); if (state.path.indexOf(x.k) < 0) select(lastLeaf(x.k), x.k); else jump(x.k); }));
