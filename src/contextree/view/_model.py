@@ -234,9 +234,9 @@ def _compaction_view(view: SessionView, k: int) -> dict[str, Any]:
         frame.pop()  # stand-ins for results still to come: the page pairs what follows
     in_context = {view.index[e] for e in ctx.entry_ids if e is not None and e in view.index}
     before = [i for i in path_ks[:-1] if _speaks(view.entries[i])]
-    kept = [i for i in before if i in in_context]
     cleared = {view.index[eid]: text for eid, text in (comp.cleared or {}).items()
                if eid in view.index}
+    kept = [i for i in before if i in in_context and i not in cleared]
     folded = [i for i in before if i not in in_context and i not in cleared]
     details = comp.details if isinstance(comp.details, dict) else {}
     receipt = {

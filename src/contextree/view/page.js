@@ -163,11 +163,11 @@
     if (open) fill(); else d.addEventListener("toggle", fill);
     return d;
   }
-  function parts(box, r, asCode) {
+  function parts(box, r, asCode, unfolded) {
     (r.c || []).forEach(function (p) {
       if (p.k === "text") {
         if (asCode) {
-          if (isLong(p.s)) box.appendChild(folded(firstLine(p.s, 100) + "  (" + p.s.split("\n").length + " lines)", function () { return codeBlock(p.s, "text"); }));
+          if (isLong(p.s) && !unfolded) box.appendChild(folded(firstLine(p.s, 100) + "  (" + p.s.split("\n").length + " lines)", function () { return codeBlock(p.s, "text"); }));
           else box.appendChild(codeBlock(p.s, "text"));
         } else box.appendChild(markdown(p.s));
       } else if (p.k === "think") {
@@ -197,7 +197,7 @@
     else box.appendChild(codeBlock(args, "json"));
     if (res) {
       var txt = textOf(res);
-      box.appendChild(folded("result" + (isLong(txt) ? " (" + txt.split("\n").length + " lines)" : ""), function () { var b = el("div"); parts(b, res, true); return b; }, !isLong(txt)));
+      box.appendChild(folded("result" + (isLong(txt) ? " (" + txt.split("\n").length + " lines)" : ""), function () { var b = el("div"); parts(b, res, true, true); return b; }, !isLong(txt)));
       box.setAttribute("data-result", res.id);
     }
     return box;
