@@ -43,8 +43,9 @@ _CUSTOM_DATA_CHARS = 2000  # how much of a custom entry's data is shown
 
 @dataclass
 class SessionView:
-    """A session as the viewer shows it: ``data`` is what the page reads (JSON-ready);
-    ``entries`` are the redacted entries in file order, for the readable exports."""
+    """A session as the viewer shows it: ``data`` is what the page reads (JSON-ready, every
+    text in it redacted); ``entries`` are the entries as stored, in file order (their ids and
+    shape only are read from them: texts come from ``data``)."""
 
     data: dict[str, Any]
     entries: list[AnyEntry] = field(repr=False)
@@ -71,12 +72,12 @@ class SessionView:
 
 
 def build_view(session: Session, redactor: Redactor, *, location: str | None = None) -> SessionView:
-    """Read ``session`` whole into a ``SessionView``, every entry passed through
-    ``redactor`` first (the stored session is not changed)."""
-    entries = [redactor.entry(e) for e in session.entries()]
+    """Read ``session`` whole into a ``SessionView``, every text it shows passed through
+    ``redactor`` (the stored session is not changed)."""
+    entries = list(session.entries())
     index = {e.id: k for k, e in enumerate(entries)}
     parents = [index.get(e.parent_id, -1) if e.parent_id is not None else -1 for e in entries]
-    records = [_record(e, index) for e in entries]
+    records = [_redacted(_record(e, index), redactor) for e in entries]
     labels = {index[eid]: redactor.text(label) for eid, label in session.labels().items()
               if eid in index}
     leaf = index.get(session.leaf_id, -1) if session.leaf_id is not None else -1
@@ -94,10 +95,46 @@ def build_view(session: Session, redactor: Redactor, *, location: str | None = N
         "labels": {str(k): v for k, v in labels.items()},
         "leaf": leaf,
     })
-    view.data["compactions"] = {str(k): _compaction_view(view, k)
+    view.data["compactions"] = {str(k): _redacted_compaction(_compaction_view(view, k), redactor)
                                 for k, e in enumerate(entries) if isinstance(e, CompactionEntry)}
     view.data["redaction"] = {"enabled": redactor.enabled, "found": dict(redactor.found)}
     return view
+
+
+# -- redaction: every text the page shows, once ------------------------------------------
+
+def _redacted(rec: dict[str, Any], r: Redactor) -> dict[str, Any]:
+    """``rec`` (an entry or message record) with every text it shows passed through ``r``:
+    its parts, tool calls, summary, names, where a cut result was saved. Ids, numbers and
+    image data are left as they are (the page's structure; an image is not text)."""
+    if not r.enabled:
+        return rec
+    for part in rec.get("c", ()):
+        if "s" in part:
+            part["s"] = r.text(part["s"])
+    for call in rec.get("tc", ()):
+        call["name"], call["args"] = r.text(call["name"]), r.text(call["args"])
+    for key in ("s", "n", "m"):
+        if isinstance(rec.get(key), str):
+            rec[key] = r.text(rec[key])
+    if rec.get("cut") and rec["cut"].get("saved"):
+        rec["cut"]["saved"] = r.text(rec["cut"]["saved"])
+    return rec
+
+
+def _redacted_compaction(comp: dict[str, Any], r: Redactor) -> dict[str, Any]:
+    """A compaction's frame and receipt with their texts passed through ``r``."""
+    if not r.enabled:
+        return comp
+    for item in comp["frame"]:
+        if "msg" in item:
+            _redacted(item["msg"], r)
+    comp["cleared"] = {k: r.text(v) for k, v in comp["cleared"].items()}
+    rc = comp["receipt"]
+    rc["cleared"] = dict(comp["cleared"])
+    rc["summary"], rc["details"] = r.text(rc["summary"]), r.text(rc["details"])
+    rc["spills"] = [r.text(p) for p in rc["spills"]]
+    return comp
 
 
 # -- one entry ----------------------------------------------------------------------------

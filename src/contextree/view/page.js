@@ -4,7 +4,9 @@
 // parsed as HTML. Only the selected branch's messages are in the document, a window of them
 // at a time.
 (function () {
+  var T0 = performance.now();
   var D = JSON.parse(document.getElementById("ct-data").textContent);
+  var T_PARSE = performance.now() - T0;
   var E = D.entries, P = D.parents, N = E.length;
   var LABELS = D.labels || {}, COMP = D.compactions || {};
   var WINDOW = 60, MAXWIN = 300;
@@ -469,7 +471,7 @@
       c.appendChild(head);
       var b = el("div", "mb");
       parts(b, x.m, x.m.r === "tool");
-      (x.m.tc || []).forEach(function (t) { b.appendChild(el("div", "small", "calls " + t.name + " " + firstLine(t.args, 120))); });
+      (x.m.tc || []).forEach(function (t) { b.appendChild(el("div", "small", "calls " + t.name + " " + firstLine(t.args.replace(/\s+/g, " "), 160))); });
       c.appendChild(b);
       frag.appendChild(c);
     });
@@ -528,5 +530,6 @@
   document.addEventListener("keydown", function (ev) { if (ev.key === "Escape") side.classList.remove("open"); });
 
   if (state.leaf >= 0) select(state.leaf);
+  document.body.setAttribute("data-ready-ms", String(Math.round(performance.now())));
   document.body.setAttribute("data-ready", "1");
 })();
