@@ -510,7 +510,8 @@ def test_detect_refuses_contextree_files_and_unknown_ones(session: Session,
 
 def test_registry() -> None:
     assert {f.name for f in list_formats()} == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
-                            "claude-code", "codex", "contextree"}
+                            "claude-code", "codex", "contextree", "markdown", "html"}
+    assert not get_format("md").can_import and get_format("md").name == "markdown"
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
     with pytest.raises(UnknownFormat, match="unknown format 'nope'"):
