@@ -29,7 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "view"))
 sys.path.insert(0, str(ROOT / "bench"))

@@ -15,13 +15,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
 
 from contextree import Session
 from contextree.formats import export_session
 from contextree.view import ViewServer, export_html, export_markdown, read_view, view_html
 from contextree.view._page import script_json
 from helpers import cli
-from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_cli_errors_say_what_to_do(sample: tuple[Path, dict[str, str]], args: li
 
 
 def test_cli_export_markdown_and_html(sample: tuple[Path, dict[str, str]]) -> None:
-    path, ids = sample
+    path, _ = sample
     r = cli("export", "markdown", path, "--all")
     assert r.returncode == 0, r.stderr
     out = path.with_name("calc.md")

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from viewer_browser import browser, open_page, why_no_browser
+from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
 
 from contextree import Session
 from contextree.view import write_view
-from viewer_browser import browser, open_page, why_no_browser
-from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
 
 pytestmark = pytest.mark.skipif(why_no_browser() is not None, reason=why_no_browser() or "")
 
@@ -50,7 +50,7 @@ def _clean(watch: Any) -> None:
 
 def test_the_tree_folds_a_branch_point_of_retries(chromium: Any, sample: Any,
                                                   shots: Path) -> None:
-    path, ids, page_file, _ = sample
+    _, _, page_file, _ = sample
     with open_page(chromium, page_file) as (page, watch):
         page.screenshot(path=str(shots / "main.png"))
         toggle = page.locator(".others-toggle")
@@ -78,7 +78,7 @@ def test_what_the_model_saw_is_build_context(chromium: Any, sample: Any, shots: 
     path, ids, _, raw_file = sample
     with Session.open(path) as s, open_page(chromium, raw_file) as (page, watch):
         for key in ("tip", "compaction", "chosen", "diagnosis", "result", "read"):
-            on_branch = page.locator(f"#msgs [data-k] >> nth=0").count()
+            on_branch = page.locator("#msgs [data-k] >> nth=0").count()
             assert on_branch
             entry = page.locator(f"#msgs .msg:has(.mh span:text-is('{ids[key][:8]}'))")
             if entry.count() == 0:  # on another branch, or a result paired with its call

@@ -14,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from viewer_browser import browser, open_page  # noqa: E402
-from viewer_sample import sample_session  # noqa: E402
+from viewer_browser import browser, open_page
+from viewer_sample import sample_session
 
-from contextree import Session  # noqa: E402
-from contextree.view import write_view  # noqa: E402
+from contextree import Session
+from contextree.view import write_view
 
 
 def take(out: Path) -> Path:

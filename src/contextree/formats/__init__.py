@@ -79,8 +79,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
 def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
     it is first used: importing this package imports none of the format modules)."""
-    from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi
-    from . import _readable
+    from . import _brute, _claude_code, _claude_code_export, _codex, _codex_export, _pi, _readable
     from . import _provider_lists as _lists
     from ._homes import CLAUDE_CODE_HOME, CODEX_HOME
     from ._registry import Format, register_format

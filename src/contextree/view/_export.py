@@ -21,7 +21,7 @@ from .._text import first_line
 from ._model import SessionView, text_of
 from ._page import _hash
 
-__all__ = ["markdown_export", "html_export", "outline"]
+__all__ = ["html_export", "markdown_export", "outline"]
 
 _LONG_LINES = 30
 _BACKTICKS = re.compile(r"`+")
@@ -146,7 +146,7 @@ def _notice(d: dict[str, Any]) -> str:
 def _renderer() -> Any:
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark", {"html": False, "highlight": _highlight})
+    md: Any = MarkdownIt("commonmark", {"html": False, "highlight": _highlight})
     default = md.renderer.rules.get("link_open")
 
     def link_open(tokens: Any, idx: int, options: Any, env: Any) -> str:
