@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
-
 from .._files import atomic_write
 from .._public import publish
 from .._session import Session
@@ -29,6 +27,7 @@ from ._page import page_html
 from ._serve import ViewServer
 
 __all__ = [
+    "Redact",
     "SessionView",
     "ViewServer",
     "export_html",
@@ -40,27 +39,16 @@ __all__ = [
 ]
 
 
-class _Verbatim:
-    """What stands in for a ``Redactor`` when redaction is off: everything as it is."""
-
-    enabled = False
-    found: dict[str, int] = {}
-
-    def text(self, s: str) -> str:
-        return s
-
-    def value(self, obj: Any) -> Any:
-        return obj
-
-    def entry(self, entry: Any) -> Any:
-        return entry
+Redact = bool | Redactor
+"""What the functions here take as ``redact``: ``True`` (the default redactor), ``False`` (as
+stored; the output says so) or a ``Redactor`` of your own (patterns, its ``found`` counts)."""
 
 
-def read_view(session: Session, *, redact: bool = True,
+def read_view(session: Session, *, redact: Redact = True,
               location: str | None = None) -> SessionView:
     """The whole session as the viewer and the exports show it, redacted unless
     ``redact=False``."""
-    redactor: Any = Redactor() if redact else _Verbatim()
+    redactor = redact if isinstance(redact, Redactor) else Redactor(enabled=bool(redact))
     return build_view(session, redactor, location=location)
 
 
@@ -79,7 +67,7 @@ def redaction_notice(view: SessionView) -> str:
             f"({kinds}).")
 
 
-def view_html(session: Session | SessionView, *, redact: bool = True) -> str:
+def view_html(session: Session | SessionView, *, redact: Redact = True) -> str:
     """The viewer page of ``session``: one HTML file with everything inline."""
     view = session if isinstance(session, SessionView) else read_view(session, redact=redact)
     s = view.data["session"]
@@ -89,32 +77,33 @@ def view_html(session: Session | SessionView, *, redact: bool = True) -> str:
 
 
 def write_view(session: Session | SessionView, path: str | os.PathLike[str], *,
-               redact: bool = True) -> Path:
+               redact: Redact = True) -> Path:
     """Write the viewer page of ``session`` to ``path`` (atomically); returns the path."""
     target = Path(path)
     atomic_write(target, view_html(session, redact=redact).encode())
     return target
 
 
-def _view_at(session: Session, at: str | None, redact: bool) -> tuple[SessionView, int | None]:
+def _view_at(session: Session, at: str | None, redact: Redact) -> tuple[SessionView, int | None]:
     view = read_view(session, redact=redact)
     return view, (view.index[session.resolve(at)] if at is not None else None)
 
 
 def export_markdown(session: Session, *, at: str | None = None, whole: bool = False,
-                    redact: bool = True) -> str:
+                    redact: Redact = True, notice: bool = True) -> str:
     """The branch ending at ``at`` (id, prefix or label; default: the current leaf), or
-    with ``whole`` the entire tree, as Markdown to paste into an issue or a pull request."""
+    with ``whole`` the entire tree, as Markdown to paste into an issue or a pull request.
+    ``notice`` puts the line that says how it was redacted under the title."""
     view, k = _view_at(session, at, redact)
-    return markdown_export(view, at=k, whole=whole)
+    return markdown_export(view, at=k, whole=whole, notice=notice)
 
 
 def export_html(session: Session, *, at: str | None = None, whole: bool = False,
-                redact: bool = True) -> str:
+                redact: Redact = True, notice: bool = True) -> str:
     """The branch ending at ``at`` (or with ``whole`` the entire tree) as a static HTML page
-    without any script."""
+    without any script (``notice`` as for ``export_markdown``)."""
     view, k = _view_at(session, at, redact)
-    return html_export(view, at=k, whole=whole)
+    return html_export(view, at=k, whole=whole, notice=notice)
 
 
 publish(globals())

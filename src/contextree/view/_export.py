@@ -83,13 +83,15 @@ def _who(rec: dict[str, Any]) -> str:
     return str(rec["t"]).replace("_", " ")
 
 
-def markdown_export(view: SessionView, *, at: int | None = None, whole: bool = False) -> str:
-    """The branch ending at ``at`` (or the whole tree) as Markdown."""
+def markdown_export(view: SessionView, *, at: int | None = None, whole: bool = False,
+                    notice: bool = True) -> str:
+    """The branch ending at ``at`` (or the whole tree) as Markdown; ``notice``: with the line
+    that says how it was redacted."""
     d = view.data
     s = d["session"]
     out = [f"# {s['name'] or 'Session ' + s['id']}", "",
            f"Session `{s['id']}`, {'the whole tree' if whole else 'one branch'}, "
-           f"exported by contextree. {_notice(d)}", ""]
+           f"exported by contextree.{' ' + _notice(d) if notice else ''}", ""]
     labels = d["labels"]
     for k, depth, heading in outline(view, at, whole):
         rec = d["entries"][k]
@@ -189,9 +191,11 @@ def _style() -> str:
             ".branch{border-left:3px solid #2a62c9;padding-left:8px;font-weight:600}" + pyg)
 
 
-def html_export(view: SessionView, *, at: int | None = None, whole: bool = False) -> str:
+def html_export(view: SessionView, *, at: int | None = None, whole: bool = False,
+                notice: bool = True) -> str:
     """The branch ending at ``at`` (or the whole tree) as a static page: no script, every
-    text escaped, a policy that allows only its own style and ``data:`` images."""
+    text escaped, a policy that allows only its own style and ``data:`` images (``notice``
+    as for ``markdown_export``)."""
     md = _renderer()
     esc = html.escape
     d = view.data
@@ -199,7 +203,7 @@ def html_export(view: SessionView, *, at: int | None = None, whole: bool = False
     style = _style()
     csp = f"default-src 'none'; style-src {_hash(style)}; img-src data:; base-uri 'none'; form-action 'none'"
     title = s["name"] or f"Session {s['id']}"
-    notice = _notice(d)
+    said = _notice(d) if notice else ""
     out = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{esc(csp)}\">",
            "<meta name=\"referrer\" content=\"no-referrer\">",
@@ -207,7 +211,7 @@ def html_export(view: SessionView, *, at: int | None = None, whole: bool = False
            f"<h1>{esc(title)}</h1>",
            f"<p class=\"note{'' if d['redaction']['enabled'] else ' off'}\">session "
            f"<code>{esc(s['id'])}</code>, {'the whole tree' if whole else 'one branch'}. "
-           f"{esc(notice)}</p>"]
+           f"{esc(said)}</p>"]
     labels = d["labels"]
     for k, depth, heading in outline(view, at, whole):
         rec = d["entries"][k]
