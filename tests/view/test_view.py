@@ -222,3 +222,39 @@ def test_cli_view_serve_prints_a_url_that_works(sample: tuple[Path, dict[str, st
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+@pytest.mark.postgres
+def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg")
+    from conformance import fresh_schema_url
+    from helpers import as_url, require_postgres
+
+    conninfo, drop = fresh_schema_url(require_postgres())
+    try:
+        url = as_url(conninfo)
+        assert cli("db", "init", url).returncode == 0
+        source = tmp_path / "calc.jsonl"
+        sample_session(source)
+        with Session.open(source) as stored, Session.create(url) as s:
+            for entry in stored.entries():
+                s.append(entry)
+            target = s.location
+        out = tmp_path / "pg.html"
+        r = cli("view", target, "-o", out)
+        assert r.returncode == 0, r.stderr
+        page = out.read_text()
+        assert "calc fix" in page and SECRET not in page and "Attempt 7:" in page
+
+        def render(t: str) -> str:
+            with Session.open(t) as session:
+                return view_html(session)
+
+        server = ViewServer([target], render).start()
+        try:
+            status, served = _get(server.url)
+            assert status == 200 and "Attempt 7:" in served and SECRET not in served
+        finally:
+            server.close()
+    finally:
+        drop()
