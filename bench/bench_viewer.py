@@ -10,9 +10,10 @@ once; then, each ``--repeat`` times:
   ``list(session.entries())``), what any view of the whole file pays;
 - ``contextree view``'s work: open, redact, build the view (the context at each
   compaction, the receipts) and write the one HTML file (``write_view``);
-- in Debian's chromium (headless, Playwright): from ``goto`` to the page being interactive
-  (its script has run: the tree, the selected branch's first messages and the chart are in
-  the document), and in the page: unfolding and folding a branch point's other branches,
+- in Debian's chromium (headless, Playwright): the time to the page being interactive (its
+  script has run: the tree, the selected branch's first messages and the chart are in the
+  document), by the page's clock from the navigation's start and by the wall clock from
+  opening a new tab; and in the page: unfolding and folding a branch point's other branches,
   switching to another branch, and a search over every entry (``performance.now()`` around
   the handler; the DOM work is synchronous).
 
@@ -93,6 +94,7 @@ def main() -> None:
             print(f"browser figures skipped: {reason}")
             return
         ready: list[float] = []
+        in_page: list[float] = []
         inpage: dict[str, list[list[float]]] = {k: [] for k in
                                                 ("unfold", "fold", "switch", "search")}
         with browser() as b:
@@ -100,11 +102,13 @@ def main() -> None:
                 t = time.perf_counter()
                 with open_page(b, page_file) as (page, watch):
                     ready.append(time.perf_counter() - t)
+                    in_page.append(float(page.get_attribute("body", "data-ready-ms")) / 1000)
                     for what in inpage:
                         inpage[what].append(page.evaluate(_IN_PAGE, [what]))
                     assert not watch.requests and not watch.dialogs, watch
-        print(f"interactive in chromium (goto to the script done): {_median(ready):.2f} s; "
-              f"target <= 2 s: {verdict(_median(ready) <= 2.0)}")
+        print(f"interactive in chromium: {_median(in_page):.2f} s from the navigation's start "
+              f"to the script done (the page's clock); {_median(ready):.2f} s from a new "
+              f"browser tab; target <= 2 s: {verdict(_median(ready) <= 2.0)}")
         for what, runs in inpage.items():
             handler = _median([r[0] for r in runs])
             painted = _median([r[1] for r in runs])
