@@ -126,7 +126,7 @@ def big_session(path: Path, *, entries: int = 50_000, branches: int = 20) -> int
         s.append_message(Message.user("Refactor the parser. " + "Context line. " * 20))
         n = 1
         for i in range(0, trunk - 1, 4):
-            a = s.append_message(Message.assistant(
+            s.append_message(Message.assistant(
                 f"Step {i}: reading `mod{i}.py`.", tool_calls=[ToolCall(
                     id=f"t{i}", name="read", arguments={"path": f"mod{i}.py"})],
                 usage=_usage(i % 7), model="gpt-5-mini", provider="openai"))
@@ -134,7 +134,7 @@ def big_session(path: Path, *, entries: int = 50_000, branches: int = 20) -> int
                                           name="read"))
             s.append_message(Message.assistant(f"mod{i}.py: **fine**; next.", usage=_usage(1),
                                                model="gpt-5-mini", provider="openai"))
-            s.append_message(Message.user(f"continue {i}"))
+            a = s.append_message(Message.user(f"continue {i}"))
             n += 4
             if len(points) < branches - 1 and i % max(4, (trunk // branches) // 4 * 4) == 0:
                 points.append(a)
