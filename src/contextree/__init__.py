@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         formats,
         markers,
         models,
+        redaction,
         runtime,
         storage,
         tokens,
@@ -89,8 +90,8 @@ __all__ = [
     "truncate",
 ]
 
-_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "runtime",
-           "storage", "tokens", "tools", "view")
+_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "redaction",
+           "runtime", "storage", "tokens", "tools", "view")
 _LAZY = {
     "._context": ("SessionContext", "build_context"),
     "._messages": ("ImagePart", "Message", "TextPart", "ThinkingPart", "ToolCall",

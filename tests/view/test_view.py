@@ -120,7 +120,7 @@ def test_the_readable_formats_are_in_the_format_table(sample: tuple[Path, dict[s
     with Session.open(path) as s:
         md = export_session("markdown", s, tmp_path / "out.md")
         page = export_session("html", s, tmp_path / "out.html")
-    assert md.read_text().startswith("# calc fix")
+    assert md.read_text().startswith("# calc fix") and SECRET not in md.read_text()
     text = page.read_text()
     assert "<script" not in text and "script-src" not in text
     assert "default-src &#x27;none&#x27;" in text
@@ -133,12 +133,13 @@ def test_cli_view_writes_one_file_beside_the_session(sample: tuple[Path, dict[st
     r = cli("view", path)
     assert r.returncode == 0, r.stderr
     page = path.with_suffix(".html")
-    assert f"wrote {page}" in r.stdout and "Redacted: 1 secret" in r.stdout
+    assert f"wrote {page}" in r.stdout and "redacted 1 secret (aws-key 1)" in r.stdout
     assert SECRET not in page.read_text()
     again = cli("view", path)
     assert again.returncode != 0 and "--force" in again.stderr
     raw = cli("view", path, "--no-redact", "--force", "-o", path.with_name("raw.html"))
-    assert raw.returncode == 0 and "NOT REDACTED" in raw.stderr
+    assert raw.returncode == 0 and "not redacted" in raw.stderr
+    assert "NOT REDACTED" in path.with_name("raw.html").read_text()
     assert SECRET in path.with_name("raw.html").read_text()
 
 
@@ -148,7 +149,8 @@ def test_cli_view_writes_one_file_beside_the_session(sample: tuple[Path, dict[st
     (["view", "{a}", "--serve", "-o", "{dir}/x.html"], "give one"),
     (["view", "{dir}/missing.jsonl"], "missing.jsonl"),
     (["export", "pi", "{a}", "--all"], "keeps the whole tree anyway"),
-    (["export", "openai", "{a}", "--no-redact"], "readable formats"),
+    (["export", "openai", "{a}", "--all"], "holds one branch"),
+    (["view", "{a}", "--no-redact", "--redact-pattern", "x"], "contradict"),
     (["export", "markdown", "{a}", "--all", "--branch", "diagnosis"], "give one of them"),
     (["export", "markdown", "{a}", "--branch", "nosuchentry"], "no entry"),
 ])
@@ -166,13 +168,15 @@ def test_cli_export_markdown_and_html(sample: tuple[Path, dict[str, str]]) -> No
     r = cli("export", "markdown", path, "--all")
     assert r.returncode == 0, r.stderr
     out = path.with_name("calc.md")
-    assert f"-> {out}" in r.stdout and "Redacted" in r.stdout
+    assert f"-> {out}; redacted 1 secret" in r.stdout and "Redacted: 1 secret" in out.read_text()
     assert f"Attempt {RETRIES - 1}:" in out.read_text() and "Attempt 0:" in out.read_text()
     one = cli("export", "html", path, "--branch", "diagnosis", "-o", "-")
     assert one.returncode == 0 and "Found it" in one.stdout and "Now run" not in one.stdout
     assert SECRET not in one.stdout
     raw = cli("export", "md", path, "--no-redact", "-o", "-")
-    assert SECRET in raw.stdout and "NOT REDACTED" in raw.stderr
+    assert SECRET in raw.stdout and "NOT REDACTED" in raw.stdout and "not redacted" in raw.stderr
+    custom = cli("export", "md", path, "--redact-pattern", r"Attempt \d+", "-o", "-")
+    assert "Attempt 3" not in custom.stdout and "[REDACTED:custom:" in custom.stdout
 
 
 def _get(url: str) -> tuple[int, str]:

@@ -92,6 +92,10 @@ COMMANDS: dict[str, Lazy] = {
     "import": Lazy("commands_interop", "Read another agent's session (or a provider message "
                    "list) into a new session."),
     "export": Lazy("commands_interop", "Write a session in another format."),
+    "redact": Lazy("commands_redact", "Write a redacted copy of a session: every entry of "
+                   "every branch, with the same ids and tree, each secret replaced by a "
+                   "placeholder such as [REDACTED:aws-key:1]; the session itself is not "
+                   "changed."),
     "view": Lazy("commands_view", "Show a session as one self-contained HTML page (the tree, "
                  "the messages, what the model saw at each entry, compaction receipts, "
                  "search, tokens and cost), redacted; or serve it on 127.0.0.1 with --serve."),

@@ -20,9 +20,12 @@ from ..formats import (
     import_session,
     list_formats,
     list_tool_sessions,
+    redacted_copy,
 )
+from ..redaction import Redactor
 from .app import Command, command
-from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar, warn
+from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
+from .redacting import PatternsOpt, RedactOpt, found_line, make_redactor
 from .sessions import (
     STDOUT,
     address_of,
@@ -188,35 +191,36 @@ def export_command(
                                            "file as it is.")] = None,
     whole: Annotated[bool, typer.Option("--all", help="markdown, html: the whole tree, every "
                                         "branch, instead of one branch.")] = False,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="markdown, html: write "
-                                            "secrets as they are stored (the output says "
-                                            "it is not redacted).")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT (never FILE itself).")] = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write a session in another format. pi and contextree keep the whole tree (every
     branch); the other formats hold the current branch only: the context the model sees at
-    the leaf (or at --at)."""
+    the leaf (or at --at). Secrets are redacted unless --no-redact."""
     spec = get_format(fmt)
     if not spec.can_export:
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
-    readable = spec.name in READABLE
-    if (whole or no_redact) and not readable:
-        raise UsageProblem(f"--all and --no-redact are for the readable formats "
-                           f"({', '.join(READABLE)}); {spec.name} "
-                           + ("keeps the whole tree anyway" if spec.name in ("pi", "contextree")
-                              else "holds one branch"))
+    if whole and spec.name not in READABLE:
+        raise UsageProblem(f"--all is for the readable formats ({', '.join(READABLE)}); "
+                           f"{spec.name} " + ("keeps the whole tree anyway"
+                                              if spec.name in ("pi", "contextree")
+                                              else "holds one branch (pick it with --at)"))
     if whole and at is not None:
         raise UsageProblem("--all exports every branch; --branch picks one: give one of them")
-    with open_session(file, readonly=True) as session:
-        entry = resolve_entry(session, at) if at is not None else None
-        if readable:
-            _export_readable(spec, session, file, output, entry, whole=whole,
-                             redact=not no_redact, force=force, as_json=as_json)
+    redactor = make_redactor(redact, patterns, "the export")
+    with open_session(file, readonly=True) as stored:
+        entry = resolve_entry(stored, at) if at is not None else None
+        if spec.name in READABLE:
+            _export_readable(spec, stored, file, output, entry, whole=whole,
+                             redactor=redactor, force=force, as_json=as_json)
             return
+        # the one place the export is redacted: every format's writer reads this copy
+        session = redacted_copy(stored, redactor)
         if output is None and not address_of(file).is_file:
             raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
         stem = Path(file).name.removesuffix(".jsonl")
@@ -224,29 +228,40 @@ def export_command(
         check_output(target, force=force, inputs=[file])
         if target == STDOUT:
             emit_bytes(_export_bytes(spec, session, entry))
+            _note_found(redactor)
             return
         if spec.copy and address_of(target).is_file:
             with replacing(Path(target)) as path:
-                export_session(spec.name, session, path, at=entry)
+                export_session(spec.name, session, path, at=entry, redact=False)
             written = target
         else:
             written = str(export_session(spec.name, session, target, at=entry,
-                                         overwrite=force))
+                                         overwrite=force, redact=False))
     if as_json:
-        emit_json({"source": file, "format": spec.name, "path": written, "at": entry})
+        emit_json({"source": file, "format": spec.name, "path": written, "at": entry,
+                   "redacted": redactor.found if redactor.enabled else None})
         return
-    Out().line(f"exported {file} ({spec.name}) -> {written}")
+    note = f"; {found_line(redactor)}" if redactor.enabled else ""
+    Out().line(f"exported {file} ({spec.name}) -> {written}{note}")
+
+
+def _note_found(redactor: Redactor) -> None:
+    """What was redacted, on stderr when stdout is the export itself (nothing when nothing
+    was found: a clean run says nothing on stderr)."""
+    if redactor.enabled and redactor.found:
+        typer.echo(found_line(redactor), err=True)
 
 
 READABLE = ("markdown", "html")
 """The formats for people: one branch or the tree, redacted unless --no-redact."""
 
 
-def _export_readable(spec: Format, session: Session, file: str, output: str | None,
-                     at: str | None, *, whole: bool, redact: bool, force: bool,
+def _export_readable(spec: Format, stored: Session, file: str, output: str | None,
+                     at: str | None, *, whole: bool, redactor: Redactor, force: bool,
                      as_json: bool) -> None:
-    """``export markdown|html``: a readable copy, redacted by default, that says so."""
-    from ..view import read_view, redaction_notice
+    """``export markdown|html``: a readable copy of one branch or the tree, redacted by
+    ``redactor``; the copy itself says whether it is redacted."""
+    from ..view import read_view
     from ..view._export import html_export, markdown_export
 
     if output is None and not address_of(file).is_file:
@@ -254,23 +269,22 @@ def _export_readable(spec: Format, session: Session, file: str, output: str | No
     stem = Path(file).name.removesuffix(".jsonl")
     target = output or str(Path(file).with_name(f"{stem}{spec.suffix}"))
     check_output(target, force=force, inputs=[file])
-    view = read_view(session, redact=redact)
+    view = read_view(stored, redact=redactor)
     k = view.index[at] if at is not None else None
     render = markdown_export if spec.name == "markdown" else html_export
     data = render(view, at=k, whole=whole).encode()
-    notice = redaction_notice(view)
     if target == STDOUT:
         emit_bytes(data)
-        if not redact:
-            warn(notice)
+        _note_found(redactor)
         return
     atomic_write(Path(target), data)
     if as_json:
         emit_json({"source": file, "format": spec.name, "path": target, "at": at,
-                   "all": whole, "redacted": redact, "found": view.data["redaction"]["found"]})
+                   "all": whole, "redacted": redactor.found if redactor.enabled else None})
         return
-    Out().line(f"exported {file} ({spec.name}{', every branch' if whole else ''}) -> {target}")
-    Out().line(notice)
+    note = f"; {found_line(redactor)}" if redactor.enabled else ""
+    Out().line(f"exported {file} ({spec.name}{', every branch' if whole else ''}) -> "
+               f"{target}{note}")
 
 
 def _export_bytes(spec: Format, session: Session, at: str | None) -> bytes:

@@ -17,6 +17,7 @@ from .._stats import SessionStats, UsageStats
 from ..entries import MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
+from ..redaction import Redactor
 from ..runtime import is_flat_log, verify_log
 from ..storage import Address
 from ..storage._backends import PostgresBackend
@@ -26,6 +27,7 @@ from .app import command
 from .listing import NAME_WIDTH, scan, utc_stamp, when
 from .listing import rows as listing_rows
 from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
+from .redacting import PatternsOpt, RedactOpt, make_redactor
 from .render import (
     TipsOnDemand,
     TreeLine,
@@ -126,25 +128,29 @@ def tree_command(
     file: FileArg,
     expand: Annotated[bool, typer.Option("--all", help="Show every entry (no collapsing).")]
     = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the entry tree: branch points, labels, compactions, branch summaries, and the
     current leaf (<- leaf). Entries on the current branch are marked with *."""
+    redactor = make_redactor(redact, patterns, "this output")
     with open_session(file, readonly=True) as session:
         roots = session.tree()
         left = TipsOnDemand(session.storage.outline)
         if as_json:
-            emit_json(_tree_json(session, roots, left))
+            emit_json(_tree_json(session, roots, left, redactor))
             return
         out = Out()
         if not roots:
             out.line("(empty session)")
             return
         for line in tree_lines(roots, expand=expand):
-            _print_tree_line(out, line, left)
+            _print_tree_line(out, line, left, redactor)
 
 
-def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None]) -> None:
+def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None],
+                     redactor: Redactor) -> None:
     """One tree line, never wider than the output: the entry's text gives way first, then
     the notes; the current branch starts at the same column on every line."""
     node = line.node
@@ -159,14 +165,16 @@ def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None]) -
     marker = "* " if node.on_branch else "  "
     tail = ""
     if node.label:
-        tail += f"  [{fit(visible(node.label), LABEL_WIDTH)}]"
+        tail += f"  [{fit(visible(redactor.text(node.label)), LABEL_WIDTH)}]"
     if node.is_leaf:
         tail += "  <- leaf"
     fixed = width_of(marker + line.prefix + eid + "  ")
     if out.width - fixed - width_of(tail + note) < MIN_TEXT:
         note = ""
     room = max(out.width - fixed - width_of(tail + note), 1)
-    text = clip(entry_summary(node.entry, left), room)
+    # the line's text is redacted before it is cut (the summary, not the whole entry: a tree
+    # of a big session stays fast)
+    text = clip(redactor.text(entry_summary(node.entry, left)), room)
     style = "bold" if node.on_branch else None
     out.styled(_fitted([(marker, "green" if node.on_branch else None), (line.prefix, "dim"),
                         (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold"),
@@ -184,8 +192,8 @@ def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, 
     return out
 
 
-def _tree_json(session: Session, roots: list[TreeNode],
-               left: Mapping[str, str | None]) -> dict[str, Any]:
+def _tree_json(session: Session, roots: list[TreeNode], left: Mapping[str, str | None],
+               redactor: Redactor) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
     stack = list(reversed(roots))
     while stack:
@@ -195,8 +203,8 @@ def _tree_json(session: Session, roots: list[TreeNode],
             "parent_id": node.entry.parent_id,
             "type": node.entry.type,
             "timestamp": node.entry.timestamp,
-            "summary": entry_summary(node.entry, left),
-            "label": node.label,
+            "summary": redactor.text(entry_summary(node.entry, left)),
+            "label": redactor.text(node.label) if node.label else node.label,
             "on_branch": node.on_branch,
             "is_leaf": node.is_leaf,
             "children": [c.entry.id for c in node.children],
@@ -204,7 +212,8 @@ def _tree_json(session: Session, roots: list[TreeNode],
         if node.entry.id in left:
             entries[-1]["left_from"] = left[node.entry.id]
         stack.extend(reversed(node.children))
-    return {"session_id": session.id, "name": session.name, "leaf_id": session.leaf_id,
+    name = redactor.text(session.name) if session.name else session.name
+    return {"session_id": session.id, "name": name, "leaf_id": session.leaf_id,
             "roots": [r.entry.id for r in roots], "entries": entries}
 
 
@@ -217,20 +226,25 @@ def show_command(
                                            "(default: the current leaf).")] = None,
     context: Annotated[bool, typer.Option("--context", help="Show the exact messages the "
                                           "model would see there, with token counts.")] = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the path from the root to an entry, or (--context) what the model sees there."""
+    redactor = make_redactor(redact, patterns, "this output")
     with open_session(file, readonly=True) as session:
         leaf = resolve_entry(session, at) if at is not None else session.leaf_id
         if context:
-            _show_context(session, leaf, as_json)
+            _show_context(session, leaf, as_json, redactor)
         else:
-            _show_path(session, leaf, as_json)
+            _show_path(session, leaf, as_json, redactor)
 
 
-def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
-    path = session.branch(leaf)
-    labels = session.labels()
+def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Redactor) -> None:
+    # only what is printed is redacted (the branch, not the whole file: a big session stays
+    # fast to show)
+    path = [redactor.entry(e) for e in session.branch(leaf)]
+    labels = {k: redactor.text(v) for k, v in session.labels().items()}
     if as_json:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
@@ -260,11 +274,13 @@ def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     return [summary]
 
 
-def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
+def _show_context(session: Session, leaf: str | None, as_json: bool,
+                  redactor: Redactor) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
-    counts = [counter.count_message(m) for m in ctx.messages]
+    counts = [counter.count_message(m) for m in ctx.messages]  # of what the model sees
     total, basis, how = context_size(ctx, counter)
+    shown = [redactor.message(m) for m in ctx.messages]
     model = "/".join(ctx.model) if ctx.model else None
     if as_json:
         emit_json({
@@ -275,7 +291,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
             "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
-                         for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids,
+                         for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids,
                                                              counts, strict=True))],
         })
         return
@@ -283,7 +299,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     if not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
                  "its own before these messages)", "dim")
-    for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
+    for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
     out.line()
     out.fields([

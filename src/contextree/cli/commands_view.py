@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from .._files import atomic_write
+from ..redaction import Redactor
 from .app import command
-from .output import Out, UsageProblem, warn
+from .output import Out, UsageProblem
+from .redacting import PatternsOpt, RedactOpt, found_line, make_redactor
 from .sessions import address_of, check_output, open_session
 
 
-def _page(target: str, redact: bool) -> tuple[str, str]:
-    """The viewer page of ``target`` and the line that says how it was redacted."""
-    from ..view import read_view, redaction_notice, view_html
+def _page(target: str, redactor: Redactor) -> str:
+    """The viewer page of ``target``, redacted by ``redactor``."""
+    from ..view import read_view, view_html
 
     with open_session(target, readonly=True) as session:
-        view = read_view(session, redact=redact, location=target)
-    return view_html(view), redaction_notice(view)
+        return view_html(read_view(session, redact=redactor, location=target))
 
 
 @command("view")
@@ -37,20 +39,23 @@ def view_command(
                                                "browser.")] = False,
     port: Annotated[int, typer.Option("--port", help="--serve: the port (default: a free "
                                       "one).")] = 0,
-    no_redact: Annotated[bool, typer.Option("--no-redact", help="Show secrets as they are "
-                                            "stored (the page says it is not redacted).")]
-    = False,
+    redact: RedactOpt = True,
+    patterns: PatternsOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at the "
                                         "output path.")] = False,
 ) -> None:
     """Show a session as one self-contained HTML page (the tree, the messages, what the model
     saw at each entry, compaction receipts, search, tokens and cost), redacted; or serve it
     on 127.0.0.1 with --serve."""
-    redact = not no_redact
+    if serve and output is not None:
+        raise UsageProblem("--serve serves the page; -o writes it to a file: give one")
+    make_redactor(redact, patterns, "the page")  # checks the patterns; says so when off
+
+    def redactor() -> Redactor:  # one per page: a secret keeps one tag within a page
+        return Redactor(patterns or (), enabled=redact)
+
     if serve:
-        if output is not None:
-            raise UsageProblem("--serve serves the page; -o writes it to a file: give one")
-        _serve(targets, redact, port, open_browser)
+        _serve(targets, redactor, port, open_browser)
         return
     if output is not None and len(targets) > 1:
         raise UsageProblem("-o names one file: give one session, or leave -o out to write "
@@ -61,35 +66,29 @@ def view_command(
                                "--serve)")
         out = output or str(Path(target).with_suffix(".html"))
         check_output(out, force=force, inputs=[target])
-        page, notice = _page(target, redact)
+        r = redactor()
+        page = _page(target, r)
         atomic_write(Path(out), page.encode())
-        Out().line(f"wrote {out} ({len(page.encode()) // 1024} KiB, one file, works offline)")
-        _notice(notice, redact)
+        note = f"; {found_line(r)}" if redact else "; not redacted"
+        Out().line(f"wrote {out} ({len(page.encode()) // 1024} KiB, one file, works "
+                   f"offline){note}")
         if open_browser:
             import webbrowser
 
             webbrowser.open(Path(out).resolve().as_uri())
 
 
-def _notice(notice: str, redact: bool) -> None:
-    if redact:
-        Out().line(notice)
-    else:
-        warn(notice)
-
-
-def _serve(targets: list[str], redact: bool, port: int, open_browser: bool) -> None:
+def _serve(targets: list[str], redactor: Callable[[], Redactor], port: int,
+           open_browser: bool) -> None:
     """Serve ``targets`` until Ctrl-C; each is checked once before the server starts."""
     from ..view import ViewServer
 
     for target in targets:  # a bad target fails now, not on the first request
         with open_session(target, readonly=True):
             pass
-    server = ViewServer(targets, lambda t: _page(t, redact)[0], port=port)
+    server = ViewServer(targets, lambda t: _page(t, redactor()), port=port)
     Out().line(f"serving {len(targets)} session{'s' if len(targets) > 1 else ''} at "
                f"{server.url} (127.0.0.1 only; Ctrl-C stops)")
-    _notice("redacted: secrets show as [REDACTED:kind:n]" if redact else
-            "NOT REDACTED: --no-redact was given; the pages may contain secrets", redact)
     if open_browser:
         import webbrowser
 

@@ -22,6 +22,8 @@ markdown           no      yes     one branch as readable Markdown, redacted (fo
 html               no      yes     one branch as a static HTML page, redacted, no script
 =================  ======  ======  ==========================================================
 
+Every export is redacted unless ``redact=False``: the writer reads ``redacted_copy(session,
+redactor)``, the session with each secret replaced by a placeholder (docs/redaction.md).
 Exports other than ``pi`` write the context the model sees at the leaf (or at ``at``);
 ``export_to_claude_code_home`` and ``export_to_codex_home`` write one where that tool finds it.
 Malformed input raises ``SessionError`` naming the file and line.
@@ -56,11 +58,13 @@ from ._registry import register_builtins
 if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY names
     from .._session import Session
     from ..entries import AnyEntry, SessionHeader
+    from ..redaction import Redactor
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
     from ._detect import detect_format
     from ._homes import find_tool_session, list_tool_sessions
+    from ._redacted import redacted_copy
     from ._registry import (
         ENTRY_POINT_GROUP,
         Format,
@@ -213,27 +217,37 @@ def export_session(
     *,
     at: str | None = None,
     overwrite: bool = False,
+    redact: bool | Redactor = True,
 ) -> Path:
     """Write ``session`` to ``out_path`` in format ``fmt``; returns the path written.
 
     ``at`` picks the entry whose context is exported (default: the current leaf); for ``pi``
     it is the entry pi resumes at. The file is replaced atomically; an existing file is an
     ``exists`` error unless ``overwrite``.
+
+    Secrets are redacted (``[REDACTED:aws-key:1]``, see docs/redaction.md) in every format
+    unless ``redact=False``; pass a ``Redactor`` for your own patterns or to read its
+    ``found`` counts afterwards. The writer only sees the redacted copy; ``session`` is only
+    read.
     """
     from .._files import atomic_write
     from ..errors import EntryNotFound, InvalidArgument, SessionExists
     from ..storage import create_storage
+    from ._redacted import as_redactor, redacted_copy
     from ._registry import get_format
 
     spec = get_format(fmt)
-    if spec.copy:
-        create_storage(out_path, session.header, list(session.entries())).close()
-        return Path(out_path)
+    redactor = as_redactor(redact)
     writer = spec.writer
-    if writer is None:
+    if writer is None and not spec.copy:
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if at is not None and at not in session:
         raise EntryNotFound(f"no entry {at!r} in this session", path=session.location)
+    session = redacted_copy(session, redactor)  # the one place: no writer sees a secret
+    if spec.copy:
+        create_storage(out_path, session.header, list(session.entries())).close()
+        return Path(out_path)
+    assert writer is not None
     data = writer(session, at)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -265,6 +279,7 @@ __all__ = [
     "import_session",
     "list_formats",
     "list_tool_sessions",
+    "redacted_copy",
     "register_format",
     "unregister_format",
 ]
@@ -275,6 +290,7 @@ _LAZY = {
     "._codex_export": ("export_to_codex_home",),
     "._detect": ("detect_format",),
     "._homes": ("find_tool_session", "list_tool_sessions"),
+    "._redacted": ("redacted_copy",),
     "._registry": ("ENTRY_POINT_GROUP", "Format", "FoundSession", "Reader", "SessionHome",
                    "Writer", "get_format", "list_formats", "register_format",
                    "unregister_format"),

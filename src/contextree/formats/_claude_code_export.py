@@ -39,8 +39,10 @@ from .._session import Session
 from ..entries import CompactionEntry, MessageEntry, UnknownEntry, now
 from ..errors import SessionExists
 from ..markers import CompactionSummaryMarker, Kind
+from ..redaction import Redactor
 from ._base import Json, dump_lines
 from ._claude_code import EXTRA_KEY, claude_home
+from ._redacted import as_redactor, redacted_copy
 
 __all__ = ["TESTED_VERSION", "export_to_claude_code_home", "project_folder", "records", "session_uuid",
            "write"]
@@ -70,10 +72,13 @@ def write(session: Session, at: str | None = None) -> bytes:
 
 def export_to_claude_code_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    cwd: str | None = None, session_id: str | None = None,
-                   at: str | None = None, overwrite: bool = False) -> tuple[str, Path]:
+                   at: str | None = None, overwrite: bool = False,
+                   redact: bool | Redactor = True) -> tuple[str, Path]:
     """Write the export where ``claude --resume <id>`` (run in ``cwd``) finds it; returns
     ``(session id, path)``. ``home`` is Claude Code's config dir (default
-    ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``); ``cwd`` defaults to the session's."""
+    ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``); ``cwd`` defaults to the session's. Secrets
+    are redacted unless ``redact=False``, as in ``export_session``."""
+    session = redacted_copy(session, as_redactor(redact))  # like export_session: redacted
     where = cwd or session.header.cwd or os.getcwd()
     sid = session_id or session_uuid(session, at)
     path = claude_home(home) / project_folder(where) / f"{sid}.jsonl"

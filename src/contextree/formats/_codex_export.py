@@ -36,9 +36,11 @@ from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, Unk
 from .._session import Session
 from ..entries import now
 from ..errors import SessionExists
+from ..redaction import Redactor
 from ._base import Json, dump_lines, iso_to_ms
 from ._claude_code_export import is_responses_item
 from ._codex import CUSTOM_TOOL, codex_home
+from ._redacted import as_redactor, redacted_copy
 
 __all__ = ["TESTED_VERSION", "export_to_codex_home", "items", "lines", "thread_uuid", "write"]
 
@@ -65,13 +67,15 @@ def write(session: Session, at: str | None = None) -> bytes:
 def export_to_codex_home(session: Session, *, home: str | os.PathLike[str] | None = None,
                    thread_id: str | None = None, at: str | None = None,
                    model_provider: str | None = None,
-                   overwrite: bool = False) -> tuple[str, Path]:
+                   overwrite: bool = False,
+                   redact: bool | Redactor = True) -> tuple[str, Path]:
     """Write the rollout under ``<home>/sessions`` (default ``$CODEX_HOME`` or ``~/.codex``)
     so that ``codex exec resume <id>`` finds it; returns ``(thread id, path)``.
 
     Codex resumes a thread with the model provider its rollout names, which must be
     configured: ``model_provider`` defaults to the one ``<home>/config.toml`` selects, else
-    ``openai``."""
+    ``openai``. Secrets are redacted unless ``redact=False``, as in ``export_session``."""
+    session = redacted_copy(session, as_redactor(redact))  # like export_session: redacted
     stamp = datetime.now(UTC)
     provider = model_provider or configured_provider(codex_home(home)) or "openai"
     tid = thread_id or thread_uuid(session, at, stamp_ms=int(stamp.timestamp() * 1000))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from .._files import atomic_write
 from .._public import publish
 from .._session import Session
