@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from .._context import build_context
 from .._messages import ImagePart, Message, TextPart, ThinkingPart
 from .._pricing import cost_of
@@ -97,12 +99,13 @@ def build_view(session: Session, redactor: Redactor, *, location: str | None = N
     })
     view.data["compactions"] = {str(k): _compaction_view(view, k)
                                 for k, e in enumerate(entries) if isinstance(e, CompactionEntry)}
-    slots: list[Slot] = []
-    for rec in records:
-        _text_slots(rec, slots)
-    for comp in view.data["compactions"].values():
-        _compaction_slots(comp, slots)
-    redact_slots(slots, redactor)
+    if redactor.enabled:
+        slots: list[Slot] = []
+        for rec in records:
+            _text_slots(rec, slots)
+        for comp in view.data["compactions"].values():
+            _compaction_slots(comp, slots)
+        redact_slots(slots, redactor)
     view.data["redaction"] = {"enabled": redactor.enabled, "found": dict(redactor.found)}
     return view
 
@@ -280,10 +283,14 @@ def _is_base64(s: str) -> bool:
 
 
 def _json(value: Any, indent: int | None = None) -> str:
-    try:
-        return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    try:  # orjson: the arguments of 10,000 calls in milliseconds, where json takes a second
+        return orjson.dumps(value, default=str, option=orjson.OPT_INDENT_2 if indent else 0
+                            ).decode()
     except (TypeError, ValueError):
-        return str(value)
+        try:
+            return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return str(value)
 
 
 # -- compactions: the context the model saw, and a receipt -------------------------------
