@@ -112,8 +112,8 @@ def test_the_error_tree_lives_in_errors_not_in_the_root() -> None:
 
 
 def test_the_layers_are_attributes_of_the_root_but_not_exported() -> None:
-    layers = {"compaction", "entries", "errors", "formats", "markers", "models", "redaction", "retention",
-              "runtime", "storage", "tokens", "tools"}
+    layers = {"compaction", "entries", "errors", "formats", "markers", "models", "redaction",
+              "retention", "runtime", "storage", "tokens", "tools", "view"}
     for name in layers:
         assert isinstance(getattr(ct, name), types.ModuleType), name
         assert name not in ct.__all__

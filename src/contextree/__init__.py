@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         storage,
         tokens,
         tools,
+        view,
     )
     from ._context import SessionContext, build_context
     from ._messages import (
@@ -90,8 +91,8 @@ __all__ = [
     "truncate",
 ]
 
-_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "redaction", "retention",
-           "runtime", "storage", "tokens", "tools")
+_LAYERS = ("compaction", "entries", "errors", "formats", "markers", "models", "redaction",
+           "retention", "runtime", "storage", "tokens", "tools", "view")
 _LAZY = {
     "._context": ("SessionContext", "build_context"),
     "._messages": ("ImagePart", "Message", "TextPart", "ThinkingPart", "ToolCall",

@@ -545,7 +545,8 @@ NEW_FORMATS = {"atif", "gemini-cli", "opencode", "copilot"}  # issue 25
 
 def test_registry() -> None:
     assert {f.name for f in list_formats()} == {"brute", "pi", "openai-chat", "openai-responses", "anthropic",
-                            "claude-code", "codex", "contextree"} | NEW_FORMATS
+                            "claude-code", "codex", "contextree", "markdown", "html"} | NEW_FORMATS
+    assert not get_format("md").can_import and get_format("md").name == "markdown"
     assert get_format("OpenAI_Chat").name == "openai-chat"
     assert get_format("claude").name == "claude-code"
     with pytest.raises(UnknownFormat, match="unknown format 'nope'"):

@@ -104,7 +104,7 @@ def test_a_registered_format_imports_exports_and_is_detected(lines: Format,
 
 def test_unknown_formats_list_the_registered_ones(lines: Format, tmp_path: Path) -> None:
     with pytest.raises(UnknownFormat, match=r"unknown format 'nope'; choose one of: brute, .*"
-                                            r"contextree, lines \(or auto for import\)"):
+                                            r"contextree, markdown, html, lines \(or auto for import\)"):
         get_format("nope")
     with ct.Session.create(tmp_path / "s.jsonl") as s, pytest.raises(UnknownFormat):
         export_session("nope", s, tmp_path / "x")

@@ -108,6 +108,9 @@ COMMANDS: dict[str, Lazy] = {
                    "every branch, with the same ids and tree, each secret replaced by a "
                    "placeholder such as [REDACTED:aws-key:1]; the session itself is not "
                    "changed."),
+    "view": Lazy("commands_view", "Show a session as one self-contained HTML page (the tree, "
+                 "the messages, what the model saw at each entry, compaction receipts, "
+                 "search, tokens and cost), redacted; or serve it on 127.0.0.1 with --serve."),
     "chat": Lazy("chat", "Chat with a model in this directory: streamed replies, tools that "
                  "ask first, the session tree underneath (/help inside lists the commands)."),
 }

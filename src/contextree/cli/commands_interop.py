@@ -7,6 +7,7 @@ from typing import Annotated, Any, ClassVar
 
 import typer
 
+from .._files import atomic_write
 from .._session import Session
 from ..entries import encode_line
 from ..errors import InvalidArgument, SessionNotFound
@@ -230,10 +231,12 @@ def export_command(
                                                "<file>.<format>.<ext> beside FILE; for the "
                                                "contextree format also a postgresql:// URL)."
                                                )] = None,
-    at: Annotated[str | None, typer.Option("--at", help="Export the branch that ends at "
-                                           "this entry (default: the current leaf); pi "
-                                           "resumes there; contextree copies the file as "
-                                           "it is.")] = None,
+    at: Annotated[str | None, typer.Option("--at", "--branch", help="Export the branch "
+                                           "that ends at this entry (default: the current "
+                                           "leaf); pi resumes there; contextree copies the "
+                                           "file as it is.")] = None,
+    whole: Annotated[bool, typer.Option("--all", help="markdown, html: the whole tree, every "
+                                        "branch, instead of one branch.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at "
                                         "OUTPUT (never FILE itself).")] = False,
     format_version: Annotated[str | None, typer.Option(
@@ -252,9 +255,20 @@ def export_command(
         raise InvalidArgument(f"format {spec.name!r} can be imported, not exported")
     if as_json and output == STDOUT:
         raise UsageProblem("--json and -o - both write to stdout; use one of them")
+    if whole and spec.name not in READABLE:
+        raise UsageProblem(f"--all is for the readable formats ({', '.join(READABLE)}); "
+                           f"{spec.name} " + ("keeps the whole tree anyway"
+                                              if spec.name in ("pi", "contextree")
+                                              else "holds one branch (pick it with --at)"))
+    if whole and at is not None:
+        raise UsageProblem("--all exports every branch; --branch picks one: give one of them")
     redactor = make_redactor(redact, patterns, "the export")
     with open_session(file, readonly=True) as stored:
         entry = resolve_entry(stored, at) if at is not None else None
+        if spec.name in READABLE:
+            _export_readable(spec, stored, file, output, entry, whole=whole,
+                             redactor=redactor, force=force, as_json=as_json)
+            return
         # the one place the export is redacted: every format's writer reads this copy
         session = redacted_copy(stored, redactor)
         if output is None and not address_of(file).is_file:
@@ -287,6 +301,41 @@ def _note_found(redactor: Redactor) -> None:
     was found: a clean run says nothing on stderr)."""
     if redactor.enabled and redactor.found:
         typer.echo(found_line(redactor), err=True)
+
+
+READABLE = ("markdown", "html")
+"""The formats for people: one branch or the tree, redacted unless --no-redact."""
+
+
+def _export_readable(spec: Format, stored: Session, file: str, output: str | None,
+                     at: str | None, *, whole: bool, redactor: Redactor, force: bool,
+                     as_json: bool) -> None:
+    """``export markdown|html``: a readable copy of one branch or the tree, redacted by
+    ``redactor``; the copy itself says whether it is redacted."""
+    from ..view import read_view
+    from ..view._export import html_export, markdown_export
+
+    if output is None and not address_of(file).is_file:
+        raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")
+    stem = Path(file).name.removesuffix(".jsonl")
+    target = output or str(Path(file).with_name(f"{stem}{spec.suffix}"))
+    check_output(target, force=force, inputs=[file])
+    view = read_view(stored, redact=redactor)
+    k = view.index[at] if at is not None else None
+    render = markdown_export if spec.name == "markdown" else html_export
+    data = render(view, at=k, whole=whole).encode()
+    if target == STDOUT:
+        emit_bytes(data)
+        _note_found(redactor)
+        return
+    atomic_write(Path(target), data)
+    if as_json:
+        emit_json({"source": file, "format": spec.name, "path": target, "at": at,
+                   "all": whole, "redacted": redactor.found if redactor.enabled else None})
+        return
+    note = f"; {found_line(redactor)}" if redactor.enabled else ""
+    Out().line(f"exported {file} ({spec.name}{', every branch' if whole else ''}) -> "
+               f"{target}{note}")
 
 
 def _export_bytes(spec: Format, session: Session, at: str | None,

@@ -24,6 +24,8 @@ atif               yes     yes     ATIF trajectories (Harbor RFC 0001), v1.0-v1.
                                    written
 contextree         yes     yes     another contextree store: a JSONL file or a
                                    ``postgresql://host/db#SESSION_ID`` URL, copied losslessly
+markdown           no      yes     one branch as readable Markdown, redacted (for an issue)
+html               no      yes     one branch as a static HTML page, redacted, no script
 =================  ======  ======  ==========================================================
 
 Every export is redacted unless ``redact=False``: the writer reads ``redacted_copy(session,
@@ -104,6 +106,7 @@ def _register_builtins() -> None:
         _opencode,
         _opencode_export,
         _pi,
+        _readable,
     )
     from . import _provider_lists as _lists
     from ._homes import (
@@ -147,6 +150,11 @@ def _register_builtins() -> None:
                home=COPILOT_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
+        Format("markdown", "readable Markdown of one branch (--all: the tree), redacted, for "
+               "an issue or a pull request", writer=_readable.write_markdown, suffix=".md",
+               aliases=("md",)),
+        Format("html", "a readable static HTML page of one branch (--all: the tree), "
+               "redacted, no script", writer=_readable.write_html, suffix=".html"),
     ):
         register_format(builtin)
 

@@ -1,0 +1,123 @@
+"""The viewer on a big session: writing the page, and the page in headless chromium.
+
+    python bench/bench_viewer.py [--entries 50000] [--branches 20] [--repeat 3]
+
+A session of ``--entries`` entries on ``--branches`` branches (tool calls and results,
+replies, usage on every model call; the same generator the viewer's tests use) is written
+once; then, each ``--repeat`` times:
+
+- the baseline: opening the session and reading every entry (``Session.open`` +
+  ``list(session.entries())``), what any view of the whole file pays;
+- ``contextree view``'s work: open, redact, build the view (the context at each
+  compaction, the receipts) and write the one HTML file (``write_view``);
+- in Debian's chromium (headless, Playwright): the time to the page being interactive (its
+  script has run: the tree, the selected branch's first messages and the chart are in the
+  document), by the page's clock from the navigation's start and by the wall clock from
+  opening a new tab; and in the page: unfolding and folding a branch point's other branches,
+  switching to another branch, and a search over every entry (``performance.now()`` around
+  the handler; the DOM work is synchronous).
+
+Targets (issue 23): the HTML written in <= 3 s, interactive in <= 2 s, fold/unfold in
+<= 100 ms. The figures are medians; on a shared machine treat them as upper bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "view"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_sessions import verdict  # noqa: E402
+from viewer_browser import browser, open_page, why_no_browser  # noqa: E402
+from viewer_sample import big_session  # noqa: E402
+
+from contextree import Session  # noqa: E402
+from contextree.view import write_view  # noqa: E402
+
+_IN_PAGE = """async ([what]) => {
+  const t0 = performance.now();
+  if (what === 'unfold' || what === 'fold') document.querySelector('.others-toggle').click();
+  else if (what === 'switch') {
+    const pick = document.getElementById('branch-pick');
+    pick.selectedIndex = (pick.selectedIndex + 1) % pick.options.length;
+    pick.dispatchEvent(new Event('change'));
+  } else if (what === 'search') {
+    const q = document.getElementById('q'); q.value = 'alternative 7';
+    q.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter'}));
+  }
+  const t1 = performance.now();
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));  // layout + paint
+  return [t1 - t0, performance.now() - t0];
+}"""
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=50_000)
+    ap.add_argument("--branches", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-viewer-") as tmp:
+        path = Path(tmp) / "big.jsonl"
+        n = big_session(path, entries=args.entries, branches=args.branches)
+        size = path.stat().st_size
+        print(f"session: {n} entries, {args.branches} branches, {size / 2**20:.1f} MiB")
+        read, write = [], []
+        page_file = Path(tmp) / "big.html"
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            with Session.open(path) as s:
+                list(s.entries())
+            read.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            with Session.open(path) as s:
+                write_view(s, page_file)
+            write.append(time.perf_counter() - t)
+        html_mb = page_file.stat().st_size / 2**20
+        print(f"open + read every entry (baseline): {_median(read):.2f} s")
+        print(f"write the HTML ({html_mb:.1f} MiB): {_median(write):.2f} s = "
+              f"{_median(write) / _median(read):.1f}x the baseline; target <= 3 s: "
+              f"{verdict(_median(write) <= 3.0)}")
+        reason = why_no_browser()
+        if reason:
+            print(f"browser figures skipped: {reason}")
+            return
+        ready: list[float] = []
+        in_page: list[float] = []
+        inpage: dict[str, list[list[float]]] = {k: [] for k in
+                                                ("unfold", "fold", "switch", "search")}
+        with browser() as b:
+            for _ in range(args.repeat):
+                t = time.perf_counter()
+                with open_page(b, page_file) as (page, watch):
+                    ready.append(time.perf_counter() - t)
+                    in_page.append(float(page.get_attribute("body", "data-ready-ms")) / 1000)
+                    for what in inpage:
+                        inpage[what].append(page.evaluate(_IN_PAGE, [what]))
+                    assert not watch.requests and not watch.dialogs, watch
+        print(f"interactive in chromium: {_median(in_page):.2f} s from the navigation's start "
+              f"to the script done (the page's clock); {_median(ready):.2f} s from a new "
+              f"browser tab; target <= 2 s: {verdict(_median(ready) <= 2.0)}")
+        for what, runs in inpage.items():
+            handler = _median([r[0] for r in runs])
+            painted = _median([r[1] for r in runs])
+            target = " target <= 100 ms: " + verdict(painted <= 100) if what in (
+                "unfold", "fold") else ""
+            print(f"{what}: {handler:.1f} ms in the handler, {painted:.1f} ms to the next "
+                  f"frame;{target}")
+
+
+
+if __name__ == "__main__":
+    main()
