@@ -21,7 +21,7 @@ from ..runtime import is_flat_log, verify_log
 from ..storage import Address
 from ..storage._backends import PostgresBackend
 from ..storage._jsonl import load
-from ..tokens import EstimateCounter, count_context
+from ..tokens import EstimateCounter
 from .app import command
 from .listing import NAME_WIDTH, scan, utc_stamp, when
 from .listing import rows as listing_rows
@@ -304,22 +304,19 @@ def context_size(ctx: SessionContext, counter: EstimateCounter) -> tuple[int, st
     """The tokens the next request sends from this context, how that was found (``reported``,
     ``compaction`` or ``estimate``), and those words for a person.
 
-    The provider's last reported usage comes first. Right after a compaction there is none
-    yet: the compaction entry's own count (which includes what the provider reported beyond
+    The one count (``SessionContext.measure``). The provider's last reported usage comes
+    first. Right after a compaction there is none yet: the compaction entry's own count (which includes what the provider reported beyond
     the estimate, such as tool definitions) plus estimates of what came after it, so the
     figure `compact` printed is the one shown here.
     """
-    anchor = ctx.usage_anchor
-    if anchor is not None:
-        total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
-        return total, "reported", (f"provider-reported at message [{anchor}] plus estimates "
-                                   "after it")
-    comp = ctx.compaction
-    if comp is not None and comp.tokens_after is not None:
-        after = counter.count_messages(ctx.messages[ctx.fresh_from:])
-        return (comp.tokens_after + after, "compaction",
-                f"counted by compaction {short_id(comp.id)} plus estimates after it")
-    return counter.count_messages(ctx.messages), "estimate", "estimated"
+    count = ctx.measure(counter)
+    if count.basis == "reported":
+        return count.tokens, "reported", (f"provider-reported at message [{count.anchor}] "
+                                          "plus estimates after it")
+    if count.basis == "compaction" and ctx.compaction is not None:
+        return (count.tokens, "compaction",
+                f"counted by compaction {short_id(ctx.compaction.id)} plus estimates after it")
+    return count.tokens, "estimate", "estimated"
 
 
 def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -> None:

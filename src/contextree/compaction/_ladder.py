@@ -81,6 +81,7 @@ class CompactionResult:
     dropped: list[str] = field(default_factory=list)
     summarized: list[str] = field(default_factory=list)
     reason: str = ""
+    note: str = ""
     entry: CompactionEntry | None = None
     branch: list[AnyEntry] = field(default_factory=list, repr=False)
     projectors: Mapping[str, Projector] | None = field(default=None, repr=False)
@@ -120,6 +121,7 @@ class CompactionResult:
             "entry_id": self.entry_id,
             "reached_target": self.reached_target,
             "reason": self.reason,
+            "note": self.note,
         }
 
 
@@ -206,6 +208,7 @@ def plan_compaction(
                               "messages) is empty")
     started = time.perf_counter()
     branch: list[AnyEntry]
+    carry = True
     if isinstance(source[0], Message):
         messages = [m for m in source if isinstance(m, Message)]
         if len(messages) != len(source):
@@ -214,13 +217,14 @@ def plan_compaction(
         chain = branch_of(messages)
         branch = chain.entries
         # ``fresh_from`` counts list positions; the state wants context positions.
+        carry = fresh_from is not None  # else where the compacted view ends is unknown
         start = fresh_start(messages) if fresh_from is None else fresh_from
         fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
     else:
         branch = [e for e in source if not isinstance(e, Message)]
     ladder = ladder or default_ladder()
     state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
-                            fresh_from=fresh_from, fold=ladder.settings())
+                            fresh_from=fresh_from, fold=ladder.settings(), carry=carry)
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
                               branch=branch, projectors=projectors)
     if state.tokens_before <= policy.target:
@@ -233,6 +237,10 @@ def plan_compaction(
         state.policy = CompactionPolicy(max(1, int(state.tokens_before / policy.compact_at)),
                                         policy.compact_at, policy.compact_to)
         result.target = state.policy.target
+        result.note = (f"forced: the context ({state.tokens_before} tokens) is already under "
+                       f"the target of {policy.target}, so it aims at {result.target} "
+                       f"(compact_to / compact_at = {policy.compact_to:g} / "
+                       f"{policy.compact_at:g} of its size)")
     plan = _climb(ladder, state, result)
     if plan is None:
         if not result.reason:

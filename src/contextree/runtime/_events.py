@@ -279,7 +279,8 @@ class CompactedPayload(EventPayload):
     """A compaction was applied: the context went from ``tokens_before`` to
     ``tokens_after`` tokens (aiming at ``target``) through ``stages``; the entries whose
     results were ``cleared`` stay in view as placeholders, ``dropped`` ones left the
-    context, and ``summarized`` ones are folded into ``summary``, entry ``entry_id``."""
+    context, and ``summarized`` ones are folded into ``summary``, entry ``entry_id``;
+    ``note`` says when a forced run aimed below the target."""
 
     event: Literal[Event.COMPACTED] = Event.COMPACTED
     tokens_before: int
@@ -293,6 +294,7 @@ class CompactedPayload(EventPayload):
     entry_id: str | None
     reached_target: bool
     reason: str
+    note: str = ""
 
     @classmethod
     def of(cls, result: CompactionResult) -> CompactedPayload:
@@ -302,7 +304,7 @@ class CompactedPayload(EventPayload):
                    cleared=list(result.cleared), dropped=list(result.dropped),
                    summarized=list(result.summarized), summary=result.summary,
                    entry_id=result.entry_id, reached_target=result.reached_target,
-                   reason=result.reason)
+                   reason=result.reason, note=result.note)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
