@@ -30,6 +30,7 @@ from .entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    CompactionReceipt,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -470,6 +471,7 @@ class Session:
         details: Any = None,
         usage: Usage | None = None,
         from_hook: bool = False,
+        receipt: CompactionReceipt | None = None,
         expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
         """Record a compaction: from here on the model sees ``summary`` and the kept entries.
@@ -501,6 +503,7 @@ class Session:
             details=details,
             usage=usage,
             from_hook=from_hook,
+            receipt=receipt,
             expected_leaf=expected_leaf,
         )
 
@@ -827,6 +830,7 @@ class Session:
             pinned=planned.pinned,
             details=planned.details,
             usage=planned.usage,
+            receipt=planned.receipt,
             expected_leaf=expected_leaf,
         )
         stored = self.get_entry(entry_id)

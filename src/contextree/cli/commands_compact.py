@@ -20,6 +20,7 @@ from ..tokens import EstimateCounter
 from .app import command
 from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import Out, UsageProblem, emit_json, short_id, stderr_is_terminal
+from .render import receipt_lines
 from .sessions import open_session
 
 FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
@@ -116,6 +117,8 @@ def _report(out: Out, result: CompactionResult, dry_run: bool, window: int) -> N
     out.line(f"{result.tokens_before} -> {result.tokens_after} tokens: {_counts(result)}")
     if not result.reached_target:
         out.line(f"missed the target of {result.target} tokens: {result.reason}")
+    for text in receipt_lines(result.receipt):
+        out.line(text)
     if dry_run:
         out.line("dry run: nothing was written")
     else:

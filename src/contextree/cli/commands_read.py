@@ -14,7 +14,7 @@ from .._context import SessionContext
 from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
-from ..entries import MessageEntry, to_dict
+from ..entries import CompactionEntry, MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..runtime import is_flat_log, verify_log
@@ -32,6 +32,7 @@ from .render import (
     entry_summary,
     message_body,
     message_title,
+    receipt_lines,
     summary_line,
     tree_lines,
 )
@@ -253,11 +254,12 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
 
 def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     summary = entry_summary(entry, left)
+    receipt = receipt_lines(entry.receipt) if isinstance(entry, CompactionEntry) else []
     full = getattr(entry, "summary", None)
     if isinstance(full, str) and full:
         head = summary.removesuffix(summary_line(full)).rstrip()
-        return [head, *full.split("\n")]
-    return [summary]
+        return [head, *receipt, *full.split("\n")]
+    return [summary, *receipt]
 
 
 def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
@@ -271,6 +273,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
             "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
             "active_tools": ctx.active_tools,
             "compaction_id": ctx.compaction.id if ctx.compaction else None,
+            "receipt": (ctx.compaction.receipt.to_dict() if ctx.compaction is not None
+                        and ctx.compaction.receipt is not None else None),
             "total_tokens": total, "total_is_estimate": basis != "reported",
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
@@ -294,6 +298,9 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
         ("tools", ", ".join(ctx.active_tools) if ctx.active_tools is not None else "-"),
         ("compaction", short_id(ctx.compaction.id) if ctx.compaction else "none"),
     ])
+    if ctx.compaction is not None:
+        for text in receipt_lines(ctx.compaction.receipt):
+            out.line(text)
 
 
 def _has_system_prompt(ctx: SessionContext) -> bool:

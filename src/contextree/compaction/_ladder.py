@@ -17,7 +17,7 @@ from typing import Any
 
 from .._context import Projector, SessionContext, build_context
 from .._messages import Message
-from ..entries import AnyEntry, CompactionEntry, new_id, now
+from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, new_id, now
 from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
@@ -92,6 +92,12 @@ class CompactionResult:
         return self.tokens_after <= self.target
 
     @property
+    def receipt(self) -> CompactionReceipt | None:
+        """What the compaction does to each entry (``CompactionEntry.receipt``), or
+        ``None`` when nothing was planned."""
+        return self.entry.receipt if self.entry is not None else None
+
+    @property
     def applied(self) -> list[str]:
         """The names of the stages whose plans were taken, in order."""
         return [s.name for s in self.stages if s.applied]
@@ -122,6 +128,7 @@ class CompactionResult:
             "reached_target": self.reached_target,
             "reason": self.reason,
             "note": self.note,
+            "receipt": self.receipt.to_dict() if self.receipt is not None else None,
         }
 
 
@@ -257,7 +264,7 @@ def plan_compaction(
         # The summary's state: the next compaction merges it instead of reading the text.
         details["digest"] = plan.digest.to_json()
     result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
-                                   details=details)
+                                   details=details, receipt=_receipt(state, plan, result))
     return result
 
 
@@ -315,3 +322,24 @@ def _describe(state: CompactionState, plan: Plan, result: CompactionResult) -> N
                       and (state.base is None or i != state.base.id)]
     result.summarized = list(plan.summarized)
     result.summary = plan.summary
+
+
+def _receipt(state: CompactionState, plan: Plan, result: CompactionResult
+             ) -> CompactionReceipt:
+    """What the plan does to each entry of the branch, as the entry records it."""
+    view = list(dict.fromkeys(i for i in state.render(plan).entry_ids
+                              if i is not None and i in state.index))
+    cleared = set(plan.cleared)
+    folded = set(plan.summarized)
+    in_view = set(view)
+    pinned = [p for p in plan.pinned if state.index.get(p, len(state.branch)) < plan.first_kept
+              and p in in_view]
+    identifiers: list[str] = []
+    if plan.digest is not None and plan.summary:
+        identifiers = [i for i in plan.digest.pinned_identifiers() if i in plan.summary]
+    return CompactionReceipt(
+        kept=[i for i in view if i not in cleared],
+        folded=list(result.summarized),
+        cleared=[i for i in view if i in cleared],
+        dropped=[i for i in result.dropped if i not in folded],
+        pinned=pinned, identifiers=identifiers)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from .._context import Projector, SessionContext, build_context, latest_compaction, summary_message
 from .._messages import Message, Usage
-from ..entries import AnyEntry, CompactionEntry, MessageEntry
+from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, MessageEntry
 from ..tokens import TokenCounter
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
@@ -168,7 +168,8 @@ class CompactionState:
         self.reports.append((note, error))
 
     def entry_for(self, plan: Plan, entry_id: str = _CANDIDATE_ID, timestamp: str = "", *,
-                  tokens_after: int | None = None, details: Any = None) -> CompactionEntry:
+                  tokens_after: int | None = None, details: Any = None,
+                  receipt: CompactionReceipt | None = None) -> CompactionEntry:
         """The compaction entry that would describe ``plan`` (a child of the branch's tip)."""
         first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
         kept_from = plan.first_kept
@@ -186,6 +187,7 @@ class CompactionState:
             tokens_after=tokens_after,
             details=details,
             usage=plan.usage,
+            receipt=receipt,
         )
 
     def render(self, plan: Plan) -> SessionContext:

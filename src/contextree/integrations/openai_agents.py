@@ -636,7 +636,7 @@ class ContextreeSession(CompactionOptions):
                     tokens_after=c.tokens_after, retained_tail=c.retained_tail,
                     cleared={k: v for k, v in (c.cleared or {}).items() if k != e.id},
                     pinned=[p for p in (c.pinned or ()) if p != e.id], details=c.details,
-                    usage=c.usage, from_hook=c.from_hook)
+                    usage=c.usage, from_hook=c.from_hook, receipt=c.receipt)
         return _loads(popped) if popped is not None else None
 
     def _entry_items(self, e: BranchSummaryEntry | CustomMessageEntry) -> list[Item]:

@@ -31,6 +31,7 @@ from ...entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    CompactionReceipt,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -266,6 +267,7 @@ def _compaction_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> Compa
         details=d.pop("details", None),
         usage=_usage_from_ext(ext.get("usage")),
         from_hook=bool(d.pop("fromHook", False)),
+        receipt=CompactionReceipt.from_dict(ext["receipt"]) if "receipt" in ext else None,
     )
 
 

@@ -164,6 +164,8 @@ def _compaction_to_pi(entry: CompactionEntry) -> Json:
         ext["pinned"] = list(entry.pinned)
     if entry.usage is not None:
         ext["usage"] = _usage_dict(entry.usage)
+    if entry.receipt is not None:
+        ext["receipt"] = entry.receipt.to_dict()
     if ext:
         out[EXT] = ext
     return out
