@@ -361,7 +361,7 @@ def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
     ])
     out.line()
     names = ["messages", "user", "assistant", "tool", "system", "billed tokens", "input",
-             "output", "cache read", "cache write", "cost", "compactions"]
+             "output", "cache read", "cache write", "cache hits", "cost", "compactions"]
     table = [[n, _stat(s.branch, n), _stat(s.file, n)] for n in names]
     out.table(["", "current branch", "whole file"], table, right=(1, 2))
     models = sorted(set(s.file.by_model))
@@ -388,6 +388,8 @@ def _stat(u: UsageStats, name: str) -> str:
         "output": str(u.usage.output),
         "cache read": str(u.usage.cache_read),
         "cache write": str(u.usage.cache_write),
+        "cache hits": (f"{u.cache_hit_share:.0%} of prompt" if u.cache_hit_share is not None
+                       else "-"),
         "cost": u.cost_text,
         "compactions": str(u.compactions),
     }
