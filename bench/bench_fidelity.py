@@ -80,6 +80,17 @@ KINDS = [
 ]
 KIND_LABEL = dict(KINDS)
 
+# Factory's probe categories (their evaluation of compaction on production sessions), and
+# the kinds of planted fact that probe each: can the agent still recall what it was told,
+# retrace the artifact trail (files changed, errors met and fixed, ids it used), continue
+# (what is left to do, what "it" refers to), and keep to what was decided.
+CATEGORIES = [
+    ("recall", ("task", "rule", "correction", "user_fact")),
+    ("artifact trail", ("file", "error_resolved", "error_open", "tool_id")),
+    ("continuation", ("todo", "back_ref")),
+    ("decisions", ("decision",)),
+]
+
 
 @dataclass
 class Fact:
@@ -1166,8 +1177,9 @@ def agent_loop(plan: Plan, window: int, with_model: bool) -> LoopRun:
             agent.start(t.user)
         dt = time.perf_counter() - t0
     ratios = [p["tokens_after"] / p["target"] for p in events if p.get("target")]
-    used = Counter(STAGE_ABBR.get(x["name"], x["name"]) for p in events
-                   for x in p.get("stages", ()) if x.get("applied"))
+    reports = [x if isinstance(x, dict) else vars(x) for p in events
+               for x in p.get("stages", ())]  # StageReport objects, or their dicts
+    used = Counter(STAGE_ABBR.get(x["name"], x["name"]) for x in reports if x.get("applied"))
     bad = sum(not pairing_ok(c)[0] for c in model.calls)
     last = model.calls[-1]
     return LoopRun("with scripted summarizer" if with_model else "no model",
@@ -1308,8 +1320,22 @@ def main(argv: list[str] | None = None) -> int:
              f"kept {pct(k, n)} (target >= {int(want * 100)}%) [{per}]")
     for lr in loops:
         k, n = lr.score.total
-        line(k >= 20, f"agent loop ({lr.label}): {k}/{n} facts in the final call after "
-             f"{lr.compactions} compactions (target >= 20/22)")
+        line(k >= 21, f"agent loop ({lr.label}): {k}/{n} facts in the final call after "
+             f"{lr.compactions} compactions (target >= 21/22)")
+    # per probe category, default ladder without a model: every one-shot run (all sizes,
+    # ratios, usage scales, id styles and vocabularies) and the loop's final call
+    for cat, kinds in CATEGORIES:
+        k = n = 0
+        for scen, r in all_runs:
+            if r.label == "default" or scen.endswith(":default"):
+                flags = [f for kind in kinds for f in r.score.kept.get(kind, [])]
+                k, n = k + sum(flags), n + len(flags)
+        flags = [f for kind in kinds for f in loops[0].score.kept.get(kind, [])]
+        lk, ln = sum(flags), len(flags)
+        goal = cat in ("recall", "artifact trail")
+        line((n > 0 and k / n >= 0.95) if goal else None,
+             f"probes, {cat} (no model): {pct(k, n)} of one-shot runs, {lk}/{ln} in the "
+             f"loop{' (target >= 95%)' if goal else ''}")
     for cfg in ("default", "default+LLM"):
         rt_k = rt_n = 0
         worst = []

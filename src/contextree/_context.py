@@ -28,12 +28,12 @@ from .entries import (
 )
 from .markers import (
     BranchSummaryMarker,
+    ClearedToolResultMarker,
     CompactionSummaryMarker,
     CustomMessageMarker,
     InterruptedMarker,
-    Kind,
 )
-from .tokens import usage_anchor
+from .tokens import ContextCount, TokenCounter, measure_context, usage_anchor
 
 # A projector turns a custom entry into messages: (entry, index in context entries, entries).
 Projector = Callable[[CustomEntry, int, Sequence[AnyEntry]], Sequence[Message]]
@@ -66,6 +66,18 @@ class SessionContext:
         """The index of the assistant message whose reported usage describes this very
         context (see :func:`contextree.tokens.usage_anchor`), or ``None``."""
         return usage_anchor(self.messages, self.fresh_from)
+
+    def measure(self, counter: TokenCounter, *, fresh_from: int | None = None,
+                estimate: bool = False, carry: bool = True) -> ContextCount:
+        """The one count of this context (:func:`contextree.tokens.measure_context`): the
+        reported usage, else the latest compaction's count carried on, else the estimate.
+        ``fresh_from`` overrides ``self.fresh_from``."""
+        comp = self.compaction
+        compacted = comp.tokens_after if comp is not None else None
+        return measure_context(self.messages, counter,
+                               fresh_from=self.fresh_from if fresh_from is None else fresh_from,
+                               compacted=compacted if carry else None, estimate=estimate,
+                               carry=carry)
 
 
 def latest_compaction(path: Sequence[AnyEntry]) -> int | None:
@@ -117,6 +129,7 @@ def build_context(
     ctx.compaction = comp
     cleared = (comp.cleared or {}) if comp is not None else {}
     edits = context_edits(entries)
+    tokens_after = comp.tokens_after if comp is not None else None
     raw: list[tuple[Message, str | None]] = []
     if comp is not None and not (comp.id in edits and edits[comp.id].content is None):
         if comp.summary and not tail_renders_summary(comp):
@@ -131,7 +144,8 @@ def build_context(
             if edit is not None:
                 m = _edited(m, edit)
             if entry.id in cleared and m.role == "tool":
-                m = m.marked(Kind.CLEARED_TOOL_RESULT, content=cleared[entry.id])
+                m = m.marked(ClearedToolResultMarker(tokens_after=tokens_after),
+                             content=cleared[entry.id])
             raw.append((m, entry.id))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
@@ -151,7 +165,8 @@ def summary_message(comp: CompactionEntry) -> Message:
     the raw summary, so a list of messages can be compacted again without reading text."""
     digest = comp.details.get("digest") if isinstance(comp.details, dict) else None
     mark = CompactionSummaryMarker(  # the digest: its state, for compacting the list again
-        entry_id=comp.id, tokens_before=comp.tokens_before, summary=comp.summary,
+        entry_id=comp.id, tokens_before=comp.tokens_before, tokens_after=comp.tokens_after,
+        summary=comp.summary,
         digest=digest if isinstance(digest, dict) else None)
     return Message(role="system", content=SUMMARY_PREFIX + comp.summary, meta=mark.to_meta())
 

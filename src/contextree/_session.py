@@ -30,6 +30,7 @@ from .entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    CompactionReceipt,
     ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
@@ -471,6 +472,7 @@ class Session:
         details: Any = None,
         usage: Usage | None = None,
         from_hook: bool = False,
+        receipt: CompactionReceipt | None = None,
         expected_leaf: ExpectedLeaf = UNSET,
     ) -> str:
         """Record a compaction: from here on the model sees ``summary`` and the kept entries.
@@ -502,6 +504,7 @@ class Session:
             details=details,
             usage=usage,
             from_hook=from_hook,
+            receipt=receipt,
             expected_leaf=expected_leaf,
         )
 
@@ -842,6 +845,7 @@ class Session:
             pinned=planned.pinned,
             details=planned.details,
             usage=planned.usage,
+            receipt=planned.receipt,
             expected_leaf=expected_leaf,
         )
         stored = self.get_entry(entry_id)

@@ -101,6 +101,15 @@ class UsageStats(_Priced):
         """The seed's name for ``cost``: None when a call's price is unknown."""
         return self.cost
 
+    @property
+    def cache_hit_share(self) -> float | None:
+        """The share of prompt tokens the provider read from its cache (billed at the cache
+        rate): ``cache_read / (input + cache_read + cache_write)``; None without prompt
+        tokens."""
+        u = self.usage
+        prompt = u.input + u.cache_read + u.cache_write
+        return u.cache_read / prompt if prompt else None
+
     def model_cost_text(self, model: str) -> str:
         """The cost of ``model``'s calls for people."""
         return cost_text(self.by_model[model].cost or 0.0,
@@ -120,6 +129,7 @@ class UsageStats(_Priced):
             "by_model": {k: _priced_dict(v, self.unpriced_by_model.get(k, 0))
                          for k, v in self.by_model.items()},
             "compactions": self.compactions,
+            "cache_hit_share": self.cache_hit_share,
         }
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "AnyEntry",
     "BranchSummaryEntry",
     "CompactionEntry",
+    "CompactionReceipt",
     "ContextEditEntry",
     "CustomEntry",
     "CustomMessageEntry",
@@ -142,6 +143,41 @@ class ActiveToolsChangeEntry(Entry, tag="active_tools_change", kw_only=True):
     active_tool_names: list[str]
 
 
+class CompactionReceipt(msgspec.Struct, kw_only=True, omit_defaults=False,
+                        forbid_unknown_fields=False):
+    """What one compaction did, entry by entry, as data (``CompactionEntry.receipt``).
+
+    ``kept``: the entries of the view it made that are shown as they were written;
+    ``folded``: entries whose content went into the summary; ``cleared``: tool results in
+    view shown as a placeholder; ``dropped``: entries that left the view without being
+    folded (nothing of them is in the summary); ``pinned``: entries from before the kept
+    range kept in view all the same (the system prompt, the current task);
+    ``identifiers``: the identifiers (shas, ids, paths) the summary copies verbatim. Entry
+    ids, in branch order.
+    """
+
+    kept: list[str] = msgspec.field(default_factory=list)
+    folded: list[str] = msgspec.field(default_factory=list)
+    cleared: list[str] = msgspec.field(default_factory=list)
+    dropped: list[str] = msgspec.field(default_factory=list)
+    pinned: list[str] = msgspec.field(default_factory=list)
+    identifiers: list[str] = msgspec.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """The receipt as plain JSON-ready data (every list, empty ones too)."""
+        return {"kept": list(self.kept), "folded": list(self.folded),
+                "cleared": list(self.cleared), "dropped": list(self.dropped),
+                "pinned": list(self.pinned), "identifiers": list(self.identifiers)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CompactionReceipt | None:
+        """The receipt in ``data`` (as ``to_dict`` wrote it), or ``None`` when it is not one."""
+        try:
+            return msgspec.convert(data, cls)
+        except msgspec.ValidationError:
+            return None
+
+
 class CompactionEntry(Entry, tag="compaction", kw_only=True):
     """What the model sees from here on, in place of the history before it.
 
@@ -152,7 +188,9 @@ class CompactionEntry(Entry, tag="compaction", kw_only=True):
     before stay in the file: compaction changes the view, never the history. A
     ``retained_tail`` message marked as the compaction summary of this very ``summary`` (an
     imported compaction, kept the way the other tool sent it) stands in for the summary
-    message, which is then not added a second time.
+    message, which is then not added a second time. ``receipt``
+    says what the compaction did to each entry (``CompactionReceipt``; ``None`` for one
+    written elsewhere or by an older version).
     """
 
     summary: str
@@ -165,6 +203,7 @@ class CompactionEntry(Entry, tag="compaction", kw_only=True):
     details: Any = None
     usage: Usage | None = None
     from_hook: bool = False
+    receipt: CompactionReceipt | None = None
 
 
 class BranchSummaryEntry(Entry, tag="branch_summary", kw_only=True):

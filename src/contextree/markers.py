@@ -126,13 +126,16 @@ class Marker(msgspec.Struct, kw_only=True, omit_defaults=True, frozen=True):
 
 class CompactionSummaryMarker(Marker, kw_only=True, frozen=True):
     """A compaction summary: the entry it renders (``entry_id``), the tokens the context
-    held before (``tokens_before``), the raw ``summary`` and the ``digest`` state, so a list
-    of messages can be compacted again without reading text; ``source`` names the tool an
-    imported summary came from (``"codex"``, ``"claude-code"``)."""
+    held before and after (``tokens_before``, ``tokens_after``: the compaction's count of
+    the view it made, which token counts carry on from), the raw ``summary`` and the
+    ``digest`` state, so a list of messages can be compacted again without reading text;
+    ``source`` names the tool an imported summary came from (``"codex"``,
+    ``"claude-code"``)."""
 
     kind: ClassVar[Kind] = Kind.COMPACTION_SUMMARY
     entry_id: str | None = None
     tokens_before: int | None = None
+    tokens_after: int | None = None
     summary: str | None = None
     digest: dict[str, Any] | None = None
     source: str | None = None
@@ -146,9 +149,12 @@ class BranchSummaryMarker(Marker, kw_only=True, frozen=True):
 
 
 class ClearedToolResultMarker(Marker, kw_only=True, frozen=True):
-    """A tool result whose content compaction replaced by a placeholder."""
+    """A tool result whose content compaction replaced by a placeholder; ``tokens_after`` is
+    that compaction's count of the view it made (token counts carry on from it when the
+    compaction has no summary to carry it)."""
 
     kind: ClassVar[Kind] = Kind.CLEARED_TOOL_RESULT
+    tokens_after: int | None = None
 
 
 class InterruptedMarker(Marker, kw_only=True, frozen=True):

@@ -13,20 +13,23 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from contextree._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, UnknownPart
 from contextree.errors import ContextreeError, missing_extra
-from contextree.markers import COMPACTED
+from contextree.markers import COMPACTED, ClearedToolResultMarker, CompactionSummaryMarker
 
 __all__ = [
+    "ContextCount",
     "EstimateCounter",
     "TiktokenCounter",
     "TokenCounter",
     "count_context",
     "fresh_start",
+    "measure_context",
     "usage_anchor",
     "usage_scale",
 ]
@@ -253,22 +256,103 @@ def usage_anchor(messages: Sequence[Message], fresh_from: int | None = None) -> 
     return None
 
 
-def count_context(
-    messages: Sequence[Message], counter: TokenCounter, *, fresh_from: int | None = None
-) -> int:
-    """Tokens the next request will send.
+@dataclass(frozen=True)
+class ContextCount:
+    """The one count of a context (:func:`measure_context`): the tokens the next request
+    sends, the plain estimate of the same messages, and what the count rests on.
 
-    Anchored on :func:`usage_anchor`: the prompt and output the provider reported for that
-    call plus an estimate of the messages after it. With no anchor, the estimate of all
-    messages.
+    ``basis`` is ``"reported"`` (the provider's usage at message ``anchor`` plus estimates
+    after it), ``"compaction"`` (the latest compaction's own count of the view it made, which
+    carries the provider scale, plus estimates after it) or ``"estimate"``. ``scale`` is
+    ``tokens / estimate``: the ratio the planner multiplies its estimates by.
     """
-    anchor = usage_anchor(messages, fresh_from)
-    if anchor is None:
-        return counter.count_messages(messages)
-    usage = messages[anchor].usage
-    assert usage is not None  # checked by usage_anchor
-    reported = usage.input + usage.cache_read + usage.cache_write + usage.output
-    return reported + counter.count_messages(messages[anchor + 1 :])
+
+    tokens: int
+    estimate: int | None
+    basis: str
+    anchor: int | None = None
+
+    @property
+    def scale(self) -> float:
+        """How much the count differs from the plain estimate (see :func:`usage_scale`);
+        ``1.0`` when the estimate was not asked for."""
+        return usage_scale(self.tokens, self.estimate or 0)
+
+
+def _carried(messages: Sequence[Message], start: int) -> int | None:
+    """The compaction's count of the view it made (``tokens_after``), as the markers before
+    ``start`` carry it: the last compaction summary's, else (a compaction without a summary)
+    the last cleared tool result's; ``None`` when none carries one."""
+    cleared: int | None = None
+    for i in range(min(start, len(messages)) - 1, -1, -1):
+        if messages[i].kind not in COMPACTED:
+            continue
+        mark = messages[i].marker
+        if isinstance(mark, CompactionSummaryMarker):
+            return mark.tokens_after
+        if cleared is None and isinstance(mark, ClearedToolResultMarker):
+            cleared = mark.tokens_after
+    return cleared
+
+
+def measure_context(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    fresh_from: int | None = None,
+    compacted: int | None = None,
+    estimate: bool = False,
+    carry: bool = True,
+) -> ContextCount:
+    """The tokens the next request will send: the ONE count behind every decision to
+    compact (the planner, ``show --context``, ``compact``, the runtime trigger and the
+    integrations), before and after a compaction.
+
+    1. Anchored on :func:`usage_anchor`: the prompt and output the provider reported for that
+       call plus an estimate of the messages after it.
+    2. Else, after a compaction (messages before ``fresh_from`` are the view it made): the
+       count the compaction recorded for that view (``compacted``, else the ``tokens_after``
+       its markers carry) plus an estimate of what came after, just as
+       reported usage counts everything up to its message.
+       The compaction counted its view with the provider scale, so the scale is carried
+       across it.
+    3. Else the estimate of all messages.
+
+    ``carry=False`` skips step 2: where the compacted view ends is not known (a list whose
+    ``fresh_from`` nobody recorded may have grown since). ``estimate``: also estimate every message (``ContextCount.estimate``, for the scale);
+    an anchored count otherwise estimates only the messages after its anchor.
+    """
+    start = fresh_start(messages) if fresh_from is None else fresh_from
+    anchor = usage_anchor(messages, start)
+    if anchor is not None:
+        usage = messages[anchor].usage
+        assert usage is not None  # checked by usage_anchor
+        reported = usage.input + usage.cache_read + usage.cache_write + usage.output
+        after = counter.count_messages(messages[anchor + 1 :])
+        total = counter.count_messages(messages) if estimate else None
+        return ContextCount(reported + after, total, "reported", anchor)
+    start = min(start, len(messages))
+    if start > 0 and carry:
+        if compacted is None:
+            compacted = _carried(messages, start)
+        if compacted is not None:
+            after = counter.count_messages(messages[start:])
+            total = counter.count_messages(messages) if estimate else None
+            return ContextCount(compacted + after, total, "compaction")
+    total = counter.count_messages(messages)
+    return ContextCount(total, total, "estimate")
+
+
+def count_context(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    *,
+    fresh_from: int | None = None,
+    compacted: int | None = None,
+) -> int:
+    """Tokens the next request will send: ``measure_context(...).tokens``."""
+    return measure_context(messages, counter, fresh_from=fresh_from,
+                           compacted=compacted).tokens
 
 
 def usage_scale(reported: int, estimate: int) -> float:

@@ -294,7 +294,31 @@ def test_compact_dry_run_then_for_real(tmp_path: Path, monkeypatch: pytest.Monke
     with Session.open(path, readonly=True) as s:
         leaf = s.get_entry(s.leaf_id or "")
         assert isinstance(leaf, CompactionEntry) and leaf.cleared
-    assert "already under the target" in run("compact", path, "--window", "8000").stdout
+    assert "under the trigger of 5600 tokens" in run("compact", path, "--window", "8000").stdout
+
+
+def test_compact_at_decides_when_and_force_says_what_it_aims_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--compact-at is the trigger (the one count against it); --force compacts below it
+    toward --compact-to, and says so when the context is already under that target."""
+    monkeypatch.delenv("CONTEXTREE_MODEL", raising=False)
+    path = tmp_path / "c.jsonl"
+    big_session(path)
+    tokens = run_json("compact", path, "--window", "8000", "--dry-run", "--force")[
+        "tokens_before"]
+    window = int(tokens / 0.8)  # the context fills 80% of it
+    late = run_json("compact", path, "--window", str(window), "--compact-at", "0.9",
+                    "--dry-run")
+    assert late["entry_id"] is None and "under the trigger" in late["reason"]
+    early = run_json("compact", path, "--window", str(window), "--compact-at", "0.75",
+                     "--dry-run")
+    assert early["tokens_after"] < early["tokens_before"] == tokens
+    assert early["target"] == int(window * 0.4) and not early["note"]
+    forced = run_json("compact", path, "--window", str(window), "--compact-at", "0.9",
+                      "--dry-run", "--force")
+    assert forced["target"] == int(window * 0.4) and not forced["note"]
+    under = run("compact", path, "--window", str(tokens * 4), "--dry-run", "--force").stdout
+    assert "forced: the context" in under and "already under the target" in under
 
 
 def test_compact_rejects_an_unknown_model_provider(tmp_path: Path) -> None:

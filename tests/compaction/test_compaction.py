@@ -585,7 +585,7 @@ def test_summarize_sends_a_structured_prompt_and_marks_the_summary() -> None:
     assert isinstance(entry, CompactionEntry)
     assert summary.role == "system" and summary.meta == {
         "kind": "compaction_summary", "entry_id": r.entry_id, "tokens_before": r.tokens_before,
-        "summary": r.summary, "digest": entry.details["digest"]}  # the raw summary and state
+        "tokens_after": r.tokens_after, "summary": r.summary, "digest": entry.details["digest"]}  # the raw summary and state
     # the model's summary, and what the user typed verbatim around it
     assert "## Summary written by the summarizer\n## Objective\nRefactor modules 0-5." \
         in r.summary
@@ -1030,13 +1030,18 @@ def test_usage_from_before_a_compaction_is_not_used() -> None:
     c = Convo(s)
     for t in range(4):
         c.turn(f"Task {t}")
-    c.step("checked", usage=Usage(input=900_000, output=10))  # a huge, stale report
+    c.step("checked", usage=Usage(input=900_000, output=10))  # a huge report
     r = s.compact(1_200_000, compact_to=0.5)
     assert r.tokens_before > 900_000 and r.entry_id is not None
     estimate = tokens(context(s).messages)
     assert estimate < 20_000
     again = s.compact(1_200_000, dry_run=True, force=True)
-    assert again.tokens_before == estimate  # the stale report no longer counts
+    # the report itself no longer counts, but its scale does: the count carries on from
+    # the compaction's own count of the view it made, not from the plain estimate
+    assert again.tokens_before == r.tokens_after != estimate
+    c.user("Between")
+    between = s.compact(1_200_000, dry_run=True, force=True)
+    assert between.tokens_before == r.tokens_after + tokens([Message.user("Between")])
     c.user("New question")
     c.step("Answer", usage=Usage(input=50_000, cache_read=5_000, output=20))
     c.user("And another")

@@ -78,7 +78,8 @@ class AnthropicServer(FakeServer):
         for tool in body.get("tools") or []:
             if not tool.get("name") or not isinstance(tool.get("input_schema"), dict):
                 return f"tools: invalid tool {tool!r}"
-        return _check_messages(messages)
+        problem = _check_cache_control(body)
+        return problem or _check_messages(messages)
 
 
 def _check_messages(messages: list[dict[str, Any]]) -> str | None:
@@ -108,6 +109,119 @@ def _check_messages(messages: list[dict[str, Any]]) -> str | None:
             return f"messages.{i}: unexpected `tool_use_id` in `tool_result` blocks: {results}"
         expected = {b["id"] for b in blocks if b.get("type") == "tool_use"}
     return None
+
+
+MAX_BREAKPOINTS = 4
+LOOKBACK = 20  # blocks before a breakpoint the API checks for an earlier cache entry
+
+
+def blocks_of(body: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
+    """The request as the cache sees it, in its order (tools, system, then each message's
+    blocks): each block without its ``cache_control``, and whether it carried one."""
+    out: list[tuple[dict[str, Any], bool]] = []
+
+    def add(block: dict[str, Any], where: str) -> None:
+        marked = "cache_control" in block
+        out.append(({"at": where, **{k: v for k, v in block.items() if k != "cache_control"}},
+                    marked))
+
+    for tool in body.get("tools") or []:
+        add(tool, "tools")
+    system = body.get("system")
+    for block in ([{"type": "text", "text": system}] if isinstance(system, str) else
+                  system or []):
+        add(block, "system")
+    for i, m in enumerate(body.get("messages") or []):
+        content = m.get("content")
+        for block in ([{"type": "text", "text": content}] if isinstance(content, str)
+                      else content or []):
+            add(block, f"{m.get('role')}{i}")
+    return out
+
+
+def _check_cache_control(body: dict[str, Any]) -> str | None:
+    """At most four breakpoints, each ``{"type": "ephemeral"}`` (with an optional ``ttl``),
+    never on a thinking block."""
+    count = 0
+    raw: list[dict[str, Any]] = [*(body.get("tools") or [])]
+    system = body.get("system")
+    if isinstance(system, list):
+        raw += system
+    for m in body.get("messages") or []:
+        if isinstance(m.get("content"), list):
+            raw += m["content"]
+    for b in raw:
+        cc = b.get("cache_control")
+        if cc is None:
+            continue
+        count += 1
+        if not isinstance(cc, dict) or cc.get("type") != "ephemeral" or keys_outside(
+                cc, {"type", "ttl"}):
+            return f"cache_control: Input should be {{'type': 'ephemeral'}}, got {cc!r}"
+        if b.get("type") in ("thinking", "redacted_thinking"):
+            return "cache_control cannot be set for thinking blocks"
+    if count > MAX_BREAKPOINTS:
+        return (f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
+                f"Found {count}.")
+    return None
+
+
+class PromptCache:
+    """Anthropic's prompt caching as documented, for a fake server: the prefix up to each
+    ``cache_control`` breakpoint is written to the cache; a later request reads the longest
+    cached prefix that ends at most ``LOOKBACK`` blocks before one of its breakpoints.
+    Tokens are about four characters of each block's JSON."""
+
+    def __init__(self) -> None:
+        self.entries: set[str] = set()
+
+    def usage(self, body: dict[str, Any]) -> tuple[int, int, int]:
+        """``(input, cache_read, cache_write)`` tokens of the request ``body``, recording its
+        breakpoints' prefixes."""
+        import hashlib
+
+        blocks = blocks_of(body)
+        sizes = [len(json.dumps(b, sort_keys=True)) // 4 + 1 for b, _ in blocks]
+        keys: list[str] = []
+        h = hashlib.sha256()
+        for b, _ in blocks:
+            h.update(json.dumps(b, sort_keys=True).encode())
+            keys.append(h.hexdigest())
+        marks = [i for i, (_, marked) in enumerate(blocks) if marked]
+        read_end = 0  # blocks read from the cache
+        for p in marks:
+            for i in range(p, max(-1, p - LOOKBACK - 1), -1):
+                if keys[i] in self.entries:
+                    read_end = max(read_end, i + 1)
+                    break
+        write_end = max(marks, default=-1) + 1
+        for p in marks:
+            self.entries.add(keys[p])
+        read = sum(sizes[:read_end])
+        write = sum(sizes[read_end:write_end]) if write_end > read_end else 0
+        return sum(sizes) - read - write, read, write
+
+
+class CachingAnthropicServer(AnthropicServer):
+    """An ``AnthropicServer`` whose replies report the cached prefix tokens (``PromptCache``)
+    in their usage, as the Messages API does: ``input_tokens`` excludes cache reads and
+    writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = PromptCache()
+        self.usages: list[tuple[int, int, int]] = []
+
+    def _answer(self, req: Recorded) -> Reply | SSE:
+        reply = super()._answer(req)
+        if isinstance(reply, Reply) and reply.status == 200 and isinstance(reply.body, dict) \
+                and isinstance(req.body, dict):
+            inp, read, write = self.cache.usage(req.body)
+            self.usages.append((inp, read, write))
+            usage = {**reply.body.get("usage", {}), "input_tokens": inp,
+                     "cache_read_input_tokens": read, "cache_creation_input_tokens": write}
+            reply = Reply(reply.status, {**reply.body, "usage": usage}, reply.headers)
+        return reply
 
 
 def _leading_results(blocks: list[dict[str, Any]]) -> list[str]:

@@ -525,10 +525,11 @@ def test_run_compaction_needs_a_window_and_respects_the_trigger() -> None:
 
 def test_pop_after_compaction_keeps_the_compacted_view() -> None:
     async def main() -> None:
-        s = ContextreeSession("chat", window=3_000)
+        s = ContextreeSession("chat")  # no window yet: add_items does not compact
         for i in range(30):
             await s.add_items([{"role": "user", "content": f"{i} " + "word " * 100}])
             await s.add_items([{"role": "assistant", "content": f"answer {i}"}])
+        s.window = 3_000
         await s.run_compaction()
         assert s.session.find(CompactionEntry)
         before = await s.get_items()

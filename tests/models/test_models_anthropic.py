@@ -45,7 +45,9 @@ def server(an: AnthropicServer) -> AnthropicServer:
 
 @pytest.fixture
 def model(server: AnthropicServer) -> AnthropicMessages:
-    return AnthropicMessages("claude-test", base_url=server.url, api_key="sk-ant-test")
+    # the wire shapes without cache breakpoints (test_cache_breakpoints has those)
+    return AnthropicMessages("claude-test", base_url=server.url, api_key="sk-ant-test",
+                             prompt_cache=False)
 
 
 def test_is_a_model(model: AnthropicMessages) -> None:
@@ -105,7 +107,8 @@ def test_system_messages_concatenated_in_order(
 
 
 def test_system_option_goes_first(server: AnthropicServer) -> None:
-    m = AnthropicMessages("c", base_url=server.url, api_key="k", system="Base rules.")
+    m = AnthropicMessages("c", base_url=server.url, api_key="k", system="Base rules.",
+                          prompt_cache=False)
     server.reply(message(text("ok")))
     m.complete([Message.system("Session notes."), Message.user("x")])
     assert server.bodies[0]["system"] == "Base rules.\n\nSession notes."

@@ -55,7 +55,7 @@ from ..runtime import (
     agent,
 )
 from ..runtime._env import Env
-from ..tokens import EstimateCounter, count_context
+from ..tokens import EstimateCounter
 from ..tools import ToolKind, make_tools
 from .app import cli_words, command, os_error
 from .model_options import BaseUrlOpt, ModelOpt, make_model
@@ -390,7 +390,7 @@ class Chat:
 
     def context(self, _: str) -> None:
         ctx = self.session.build_context()
-        tokens = count_context(ctx.messages, EstimateCounter(), fresh_from=ctx.fresh_from)
+        tokens = ctx.measure(EstimateCounter()).tokens
         self.screen.line(f"system: {shorten(first_line(self.system), 90)}")
         for i, m in enumerate(ctx.messages):
             self.screen.line(f"[{i}] {shorten(message_summary(m), 100)}")

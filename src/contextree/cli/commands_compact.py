@@ -15,12 +15,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..compaction import CompactionResult
+from ..compaction import CompactionPolicy, CompactionResult
 from ..tokens import EstimateCounter
 from .app import command
-from .commands_read import context_size
 from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import Out, UsageProblem, emit_json, short_id, stderr_is_terminal
+from .render import receipt_lines
 from .sessions import open_session
 
 FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
@@ -40,8 +40,10 @@ def compact_command(
                                               "fraction of the window.")] = 0.4,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show each stage's before and "
                                           "after; write nothing.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Compact even when under the "
-                                        "target.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Compact even when under "
+                                        "--compact-at (and, when already under the target, "
+                                        "aim at --compact-to / --compact-at of the context's "
+                                        "size, as the report says).")] = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -52,12 +54,18 @@ def compact_command(
     summary is written by --model, else by the offline digest."""
     check_policy(window, compact_at, compact_to)
     summarizer = make_model(model, base_url)
+    policy = CompactionPolicy(window, compact_at, compact_to)
     with open_session(file, readonly=dry_run) as session, _busy("compacting"):
-        result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
-                                 model=summarizer, dry_run=dry_run, force=force)
-        if result.entry_id is not None:  # as `show --context` will count it from now on
-            measured, _, _ = context_size(session.build_context(), EstimateCounter())
-            result.tokens_after = measured
+        # The one count (as `show --context` and the runtime trigger count): below the
+        # trigger, nothing is due unless forced.
+        tokens = session.build_context().measure(EstimateCounter()).tokens
+        if tokens < policy.trigger and not force:
+            result = CompactionResult(tokens, tokens, policy.target,
+                                      reason=f"under the trigger of {policy.trigger} tokens "
+                                      f"(--compact-at {compact_at:g} of the window)")
+        else:
+            result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
+                                     model=summarizer, dry_run=dry_run, force=force)
     if as_json:
         emit_json({**result.payload(), "dry_run": dry_run, "reason": result.reason,
                    "reached_target": result.reached_target})
@@ -93,19 +101,24 @@ def _busy(what: str) -> Iterator[None]:
 def _report(out: Out, result: CompactionResult, dry_run: bool, window: int) -> None:
     out.line(f"context: {result.tokens_before} tokens; target {result.target} "
              f"(window {window})")
+    if result.note:
+        out.line(result.note)
     if result.stages:
         out.table(["stage", "before", "after", "applied", "note"],
                   [[s.name, str(s.tokens_before), str(s.tokens_after),
                     "yes" if s.applied else "no", s.note] for s in result.stages],
                   right=(1, 2))
     if result.entry is None:
+        due = result.reason == "already under the target" or result.reason.startswith(
+            "under the trigger")
         out.line(f"nothing to do: {result.reason or 'no stage could make it smaller'}"
-                 + ("" if result.reason != "already under the target"
-                    else " (--force compacts anyway)"))
+                 + (" (--force compacts anyway)" if due else ""))
         return
     out.line(f"{result.tokens_before} -> {result.tokens_after} tokens: {_counts(result)}")
     if not result.reached_target:
         out.line(f"missed the target of {result.target} tokens: {result.reason}")
+    for text in receipt_lines(result.receipt):
+        out.line(text)
     if dry_run:
         out.line("dry run: nothing was written")
     else:

@@ -15,13 +15,13 @@ from .._context import SessionContext
 from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
-from ..entries import MessageEntry, to_dict
+from ..entries import CompactionEntry, MessageEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..redaction import Redactor
 from ..runtime import is_flat_log, verify_log
 from ..storage._jsonl import load
-from ..tokens import EstimateCounter, count_context
+from ..tokens import EstimateCounter
 from .app import command
 from .output import Out, clip, emit_json, human_size, progress_bar, short_id
 from .redacting import PatternsOpt, RedactOpt, make_redactor
@@ -31,6 +31,7 @@ from .render import (
     entry_summary,
     message_body,
     message_title,
+    receipt_lines,
     summary_line,
     tree_lines,
 )
@@ -198,11 +199,12 @@ def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Reda
 
 def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     summary = entry_summary(entry, left)
+    receipt = receipt_lines(entry.receipt) if isinstance(entry, CompactionEntry) else []
     full = getattr(entry, "summary", None)
     if isinstance(full, str) and full:
         head = summary.removesuffix(summary_line(full)).rstrip()
-        return [head, *full.split("\n")]
-    return [summary]
+        return [head, *receipt, *full.split("\n")]
+    return [summary, *receipt]
 
 
 def _show_context(session: Session, leaf: str | None, as_json: bool,
@@ -218,6 +220,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
             "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
             "active_tools": ctx.active_tools,
             "compaction_id": ctx.compaction.id if ctx.compaction else None,
+            "receipt": (ctx.compaction.receipt.to_dict() if ctx.compaction is not None
+                        and ctx.compaction.receipt is not None else None),
             "total_tokens": total, "total_is_estimate": basis != "reported",
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
@@ -241,6 +245,9 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
         ("tools", ", ".join(ctx.active_tools) if ctx.active_tools is not None else "-"),
         ("compaction", short_id(ctx.compaction.id) if ctx.compaction else "none"),
     ])
+    if ctx.compaction is not None:
+        for text in receipt_lines(ctx.compaction.receipt):
+            out.line(text)
 
 
 def _has_system_prompt(ctx: SessionContext) -> bool:
@@ -251,22 +258,19 @@ def context_size(ctx: SessionContext, counter: EstimateCounter) -> tuple[int, st
     """The tokens the next request sends from this context, how that was found (``reported``,
     ``compaction`` or ``estimate``), and those words for a person.
 
-    The provider's last reported usage comes first. Right after a compaction there is none
-    yet: the compaction entry's own count (which includes what the provider reported beyond
+    The one count (``SessionContext.measure``). The provider's last reported usage comes
+    first. Right after a compaction there is none yet: the compaction entry's own count (which includes what the provider reported beyond
     the estimate, such as tool definitions) plus estimates of what came after it, so the
     figure `compact` printed is the one shown here.
     """
-    anchor = ctx.usage_anchor
-    if anchor is not None:
-        total = count_context(ctx.messages, counter, fresh_from=ctx.fresh_from)
-        return total, "reported", (f"provider-reported at message [{anchor}] plus estimates "
-                                   "after it")
-    comp = ctx.compaction
-    if comp is not None and comp.tokens_after is not None:
-        after = counter.count_messages(ctx.messages[ctx.fresh_from:])
-        return (comp.tokens_after + after, "compaction",
-                f"counted by compaction {short_id(comp.id)} plus estimates after it")
-    return counter.count_messages(ctx.messages), "estimate", "estimated"
+    count = ctx.measure(counter)
+    if count.basis == "reported":
+        return count.tokens, "reported", (f"provider-reported at message [{count.anchor}] "
+                                          "plus estimates after it")
+    if count.basis == "compaction" and ctx.compaction is not None:
+        return (count.tokens, "compaction",
+                f"counted by compaction {short_id(ctx.compaction.id)} plus estimates after it")
+    return count.tokens, "estimate", "estimated"
 
 
 def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -> None:
@@ -324,7 +328,7 @@ def _print_stats(out: Out, s: SessionStats, size: int | None, expand: bool = Fal
     ])
     out.line()
     names = ["messages", "user", "assistant", "tool", "system", "billed tokens", "input",
-             "output", "cache read", "cache write", "cost", "compactions"]
+             "output", "cache read", "cache write", "cache hits", "cost", "compactions"]
     table = [[n, _stat(s.branch, n), _stat(s.file, n)] for n in names]
     out.table(["", "current branch", "whole file"], table, right=(1, 2))
     models = sorted(set(s.file.by_model))
@@ -356,6 +360,8 @@ def _stat(u: UsageStats, name: str) -> str:
         "output": str(u.usage.output),
         "cache read": str(u.usage.cache_read),
         "cache write": str(u.usage.cache_write),
+        "cache hits": (f"{u.cache_hit_share:.0%} of prompt" if u.cache_hit_share is not None
+                       else "-"),
         "cost": u.cost_text,
         "compactions": str(u.compactions),
     }

@@ -18,6 +18,7 @@ from ..entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    CompactionReceipt,
     ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
@@ -40,6 +41,37 @@ ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingL
                 SessionInfoEntry, ActiveToolsChangeEntry, ContextEditEntry)
 ALWAYS_SHOWN_TYPES = frozenset(cls.__struct_config__.tag for cls in ALWAYS_SHOWN)
 _BOOKKEEPING_TYPES = frozenset({"label", "session_info", "leaf"})
+
+
+# -- compaction receipts -------------------------------------------------------------------
+
+_RECEIPT_SHOWN = 12  # entry ids listed per kind before "and N more"
+
+
+def receipt_lines(receipt: CompactionReceipt | None) -> list[str]:
+    """A compaction's receipt for a person: how many entries it kept, folded, cleared,
+    dropped and pinned, which ones (the first few of each), and the identifiers the summary
+    copies."""
+    if receipt is None:
+        return ["receipt: none recorded (a compaction written elsewhere or by an older "
+                "version)"]
+    kinds = (("kept", receipt.kept), ("folded", receipt.folded),
+             ("cleared", receipt.cleared), ("dropped", receipt.dropped),
+             ("pinned", receipt.pinned))
+    out = ["receipt: " + ", ".join(f"{len(ids)} {name}" for name, ids in kinds)
+           + f", {len(receipt.identifiers)} identifiers pinned"]
+    for name, ids in kinds:
+        if ids:
+            out.append(f"  {name}: {_listed([short_id(i) for i in ids])}")
+    if receipt.identifiers:
+        out.append(f"  identifiers: {_listed(receipt.identifiers)}")
+    return out
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = " ".join(items[:_RECEIPT_SHOWN])
+    more = len(items) - _RECEIPT_SHOWN
+    return shown + (f" and {more} more" if more > 0 else "")
 
 
 # -- one-line summaries --------------------------------------------------------------------

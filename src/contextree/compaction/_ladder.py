@@ -17,7 +17,7 @@ from typing import Any
 
 from .._context import Projector, SessionContext, build_context
 from .._messages import Message
-from ..entries import AnyEntry, CompactionEntry, new_id, now
+from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, new_id, now
 from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
@@ -81,6 +81,7 @@ class CompactionResult:
     dropped: list[str] = field(default_factory=list)
     summarized: list[str] = field(default_factory=list)
     reason: str = ""
+    note: str = ""
     entry: CompactionEntry | None = None
     branch: list[AnyEntry] = field(default_factory=list, repr=False)
     projectors: Mapping[str, Projector] | None = field(default=None, repr=False)
@@ -89,6 +90,12 @@ class CompactionResult:
     def reached_target(self) -> bool:
         """True when the context is at or under the target."""
         return self.tokens_after <= self.target
+
+    @property
+    def receipt(self) -> CompactionReceipt | None:
+        """What the compaction does to each entry (``CompactionEntry.receipt``), or
+        ``None`` when nothing was planned."""
+        return self.entry.receipt if self.entry is not None else None
 
     @property
     def applied(self) -> list[str]:
@@ -120,6 +127,8 @@ class CompactionResult:
             "entry_id": self.entry_id,
             "reached_target": self.reached_target,
             "reason": self.reason,
+            "note": self.note,
+            "receipt": self.receipt.to_dict() if self.receipt is not None else None,
         }
 
 
@@ -206,6 +215,7 @@ def plan_compaction(
                               "messages) is empty")
     started = time.perf_counter()
     branch: list[AnyEntry]
+    carry = True
     if isinstance(source[0], Message):
         messages = [m for m in source if isinstance(m, Message)]
         if len(messages) != len(source):
@@ -214,13 +224,14 @@ def plan_compaction(
         chain = branch_of(messages)
         branch = chain.entries
         # ``fresh_from`` counts list positions; the state wants context positions.
+        carry = fresh_from is not None  # else where the compacted view ends is unknown
         start = fresh_start(messages) if fresh_from is None else fresh_from
         fresh_from = chain.context_index(build_context(branch, projectors=projectors), start)
     else:
         branch = [e for e in source if not isinstance(e, Message)]
     ladder = ladder or default_ladder()
     state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
-                            fresh_from=fresh_from, fold=ladder.settings())
+                            fresh_from=fresh_from, fold=ladder.settings(), carry=carry)
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
                               branch=branch, projectors=projectors)
     if state.tokens_before <= policy.target:
@@ -233,6 +244,10 @@ def plan_compaction(
         state.policy = CompactionPolicy(max(1, int(state.tokens_before / policy.compact_at)),
                                         policy.compact_at, policy.compact_to)
         result.target = state.policy.target
+        result.note = (f"forced: the context ({state.tokens_before} tokens) is already under "
+                       f"the target of {policy.target}, so it aims at {result.target} "
+                       f"(compact_to / compact_at = {policy.compact_to:g} / "
+                       f"{policy.compact_at:g} of its size)")
     plan = _climb(ladder, state, result)
     if plan is None:
         if not result.reason:
@@ -249,7 +264,7 @@ def plan_compaction(
         # The summary's state: the next compaction merges it instead of reading the text.
         details["digest"] = plan.digest.to_json()
     result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
-                                   details=details)
+                                   details=details, receipt=_receipt(state, plan, result))
     return result
 
 
@@ -307,3 +322,24 @@ def _describe(state: CompactionState, plan: Plan, result: CompactionResult) -> N
                       and (state.base is None or i != state.base.id)]
     result.summarized = list(plan.summarized)
     result.summary = plan.summary
+
+
+def _receipt(state: CompactionState, plan: Plan, result: CompactionResult
+             ) -> CompactionReceipt:
+    """What the plan does to each entry of the branch, as the entry records it."""
+    view = list(dict.fromkeys(i for i in state.render(plan).entry_ids
+                              if i is not None and i in state.index))
+    cleared = set(plan.cleared)
+    folded = set(plan.summarized)
+    in_view = set(view)
+    pinned = [p for p in plan.pinned if state.index.get(p, len(state.branch)) < plan.first_kept
+              and p in in_view]
+    identifiers: list[str] = []
+    if plan.digest is not None and plan.summary:
+        identifiers = [i for i in plan.digest.pinned_identifiers() if i in plan.summary]
+    return CompactionReceipt(
+        kept=[i for i in view if i not in cleared],
+        folded=list(result.summarized),
+        cleared=[i for i in view if i in cleared],
+        dropped=[i for i in result.dropped if i not in folded],
+        pinned=pinned, identifiers=identifiers)

@@ -58,6 +58,8 @@ def branch_of(messages: Sequence[Message]) -> MessageBranch:
             entry = CompactionEntry(eid, parent, "", summary=summary,
                                     first_kept_entry_id=entries[0].id if entries else None,
                                     tokens_before=tokens_before,
+                                    tokens_after=mark.tokens_after if isinstance(
+                                        mark, CompactionSummaryMarker) else None,
                                     details={"digest": digest} if digest is not None else None)
         else:
             entry = MessageEntry(eid, parent, "", message=m)

@@ -21,8 +21,8 @@ from .._context import (
     summary_of,
 )
 from .._messages import Message, Usage
-from ..entries import AnyEntry, CompactionEntry, MessageEntry
-from ..tokens import TokenCounter, count_context, usage_scale
+from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, MessageEntry
+from ..tokens import TokenCounter
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
 from ._policy import CompactionPolicy
@@ -99,11 +99,14 @@ class CompactionState:
     ``fresh_from`` overrides where reported usage starts to count in the branch's current
     context (an index into ``build_context(branch).messages``); by default the context
     says (usage from before the latest compaction on the branch does not count).
+    ``carry=False``: the latest compaction's own count does not carry on (a message list
+    whose ``fresh_from`` nobody recorded, so where its compacted view ends is unknown).
     """
 
     def __init__(self, branch: Sequence[AnyEntry], policy: CompactionPolicy,
                  counter: TokenCounter, projectors: Mapping[str, Projector] | None = None,
-                 *, fresh_from: int | None = None, fold: FoldSettings | None = None) -> None:
+                 *, fresh_from: int | None = None, fold: FoldSettings | None = None,
+                 carry: bool = True) -> None:
         self.branch = list(branch)
         self.fold = fold or FoldSettings()
         self.reports: list[tuple[str, str | None]] = []  # (note, error) of the running stage
@@ -131,20 +134,20 @@ class CompactionState:
             self.base = base
         self.initial_plan = self._initial_plan(ci)
         initial = self.render(self.initial_plan)
-        # What the model sees now, counted as every counter counts it (anchored on usage
-        # reported since the latest compaction). Without a compaction on the branch the
-        # initial view is that context; with one, it is built as it stands.
+        # Without a compaction on the branch the initial view is what the model sees now;
+        # with one, it is built as it stands.
         current = initial if self.base is None else build_context(self.branch,
                                                                    projectors=projectors)
         if fresh_from is None:
             fresh_from = 0 if self.base is None else current.fresh_from
-        estimate = self.estimate(current.messages)
-        self.tokens_before = count_context(current.messages, _Cached(self),
-                                           fresh_from=fresh_from)
-        # Every estimate is scaled by the ratio of what the provider reported to the
-        # estimate of the same context (higher or lower), so plans are counted the way the
-        # provider will count them.
-        self.scale = usage_scale(self.tokens_before, estimate)
+        # What the model sees now, counted by the one count (reported usage since the latest
+        # compaction, else that compaction's own count carried on, else the estimate).
+        # Every estimate is then scaled by the ratio of that count to the estimate of the
+        # same context (higher or lower), so plans are counted the way the provider will.
+        measured = current.measure(_Cached(self), fresh_from=fresh_from, estimate=True,
+                                   carry=carry)
+        self.tokens_before = measured.tokens
+        self.scale = measured.scale
         self.initial_ids = [i for i in initial.entry_ids if i is not None]
 
     def _initial_plan(self, ci: int | None) -> Plan:
@@ -180,7 +183,8 @@ class CompactionState:
         self.reports.append((note, error))
 
     def entry_for(self, plan: Plan, entry_id: str = _CANDIDATE_ID, timestamp: str = "", *,
-                  tokens_after: int | None = None, details: Any = None) -> CompactionEntry:
+                  tokens_after: int | None = None, details: Any = None,
+                  receipt: CompactionReceipt | None = None) -> CompactionEntry:
         """The compaction entry that would describe ``plan`` (a child of the branch's tip)."""
         first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
         kept_from = plan.first_kept
@@ -198,6 +202,7 @@ class CompactionState:
             tokens_after=tokens_after,
             details=details,
             usage=plan.usage,
+            receipt=receipt,
         )
 
     def render(self, plan: Plan) -> SessionContext:

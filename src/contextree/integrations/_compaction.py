@@ -36,11 +36,13 @@ class CompactionOptions:
         self.ladder = ladder
         self.counter = counter or EstimateCounter()
 
-    def _compaction_due(self, tokens: int, failed_at: int | None = None) -> bool:
-        """True when a context of ``tokens`` should be compacted: there is a window, the
-        trigger is reached, and (``failed_at``: the size at which the ladder last could not
-        reach the target) it has grown by a tenth of the window since."""
-        window = self.window
+    def _compaction_due(self, tokens: int, failed_at: int | None = None,
+                        window: int | None = None) -> bool:
+        """True when a context of ``tokens`` should be compacted: there is a window
+        (``window``, else the integration's), the trigger is reached, and (``failed_at``: the
+        size at which the ladder last could not reach the target) it has grown by a tenth of
+        the window since."""
+        window = window or self.window
         if window is None or tokens < int(window * self.compact_at):
             return False
         return failed_at is None or tokens >= failed_at + window // 10

@@ -8,9 +8,10 @@ PostgreSQL. What it adds to the SDK's own stores:
   reasoning ``encrypted_content`` and summaries), next to a contextree ``Message`` that says
   the same thing, so contextree's compaction, stats and tools understand the conversation.
   The items of one model response form one assistant message (thinking, text, tool calls).
-- **Compaction is an entry.** ``run_compaction`` (which the ``Runner`` calls after each turn)
-  runs contextree's ladder once the context reaches ``compact_at`` of ``window`` and appends
-  a compaction entry; nothing is cleared and re-added. ``get_items`` then returns the
+- **Compaction is an entry.** ``add_items`` runs contextree's ladder once the context
+  reaches ``compact_at`` of ``window``, whatever the model API (the ``Runner`` calls
+  ``run_compaction`` only for Responses models, and not after a turn with a tool call), and
+  appends a compaction entry; nothing is cleared and re-added. ``get_items`` then returns the
   compacted view; the full history stays in the session.
 - **The view is always valid input.** No ``function_call_output`` without its call, no
   reasoning item without the item that followed it; a call the conversation moved past
@@ -424,6 +425,7 @@ class ContextreeSession(CompactionOptions):
         self._cache: dict[str, tuple[_Stored, ...]] = {}
         self._v: _View | None = None
         self._usage_seen: object = None  # the SDK's usage record of the last call recorded
+        self._failed_at: int | None = None  # the size at which the ladder last fell short
 
     @property
     def window(self) -> int | None:
@@ -500,16 +502,10 @@ class ContextreeSession(CompactionOptions):
     def compact(self, *, force: bool = False, window: int | None = None
                 ) -> CompactionResult | None:
         """Run the compaction ladder now (see ``run_compaction``); ``None`` when the context
-        is under the trigger (and not ``force``) or there is no window."""
-        window = window or self.window
+        is under the trigger (and not ``force``), calls at its end still wait for their
+        outputs, or there is no window."""
         with self.lock:
-            if window is None or self.session.leaf_id is None:
-                return None
-            if not force and self._current().tokens < int(window * self.compact_at):
-                return None
-            result = self._compact(self.session, self.model, window=window, force=force)
-            self.last_compaction = result
-            return result
+            return self._compact_if_due(force, window)
 
     def close(self) -> None:
         with self.lock:
@@ -584,6 +580,32 @@ class ContextreeSession(CompactionOptions):
         if view is not None and view.extend(appended, self.counter):
             view.leaf = self.session.leaf_id
             self._v = view
+        self._compact_if_due()
+
+    def _compact_if_due(self, force: bool = False, window: int | None = None
+                        ) -> CompactionResult | None:
+        """Run the ladder when the view has reached the trigger (or ``force``), after a run
+        that could not reach the target only once it has grown by a tenth of the window.
+        ``add_items`` calls it: the Runner calls ``run_compaction`` only for a Responses
+        model's turn without local tool output, so a Chat Completions model (vLLM, Ollama)
+        or a turn with a tool call would never compact otherwise. Calls still open at the
+        end of the view wait for their outputs first."""
+        window = window or self.window
+        if window is None or self.session.leaf_id is None:
+            return None
+        view = self._current()
+        if not force and (view.pending
+                          or not self._compaction_due(view.tokens, self._failed_at, window)):
+            return None
+        result = self._compact(self.session, self.model, window=window, force=force)
+        if result is None:
+            return None
+        self.last_compaction = result
+        if result.entry_id is None:
+            self._failed_at = result.tokens_before
+        else:
+            self._failed_at = None if result.reached_target else result.tokens_after
+        return result
 
     def _pop(self) -> Item | None:
         s = self.session
@@ -618,7 +640,7 @@ class ContextreeSession(CompactionOptions):
                     tokens_after=c.tokens_after, retained_tail=c.retained_tail,
                     cleared={k: v for k, v in (c.cleared or {}).items() if k != e.id},
                     pinned=[p for p in (c.pinned or ()) if p != e.id], details=c.details,
-                    usage=c.usage, from_hook=c.from_hook)
+                    usage=c.usage, from_hook=c.from_hook, receipt=c.receipt)
         return _loads(popped) if popped is not None else None
 
     def _entry_items(self, e: BranchSummaryEntry | CustomMessageEntry) -> list[Item]:

@@ -18,6 +18,7 @@ from contextree.models._stream import AnthropicAssembler, Assembler
 from contextree.models._wire_anthropic import (
     SYSTEM_SEPARATOR,
     assistant_from_anthropic,
+    cache_breakpoints,
     to_anthropic,
     tools_to_anthropic,
     usage_from_anthropic,
@@ -36,7 +37,9 @@ class AnthropicMessages(SdkModel):
     request; per-call options override them. Options the installed SDK does not name are sent
     in ``extra_body``. A ``system`` option is put before the text of the system messages. The
     API key comes from ``api_key`` or ``ANTHROPIC_API_KEY`` (else the SDK's own discovery); a
-    local ``base_url`` needs none. The SDK does not retry (``max_retries=0``): failures raise
+    local ``base_url`` needs none. ``prompt_cache`` (on by default) places ``cache_control``
+    breakpoints (``cache_breakpoints``) so that the prefix a request shares with the one
+    before it is read from the provider's cache, at the cache rate. The SDK does not retry (``max_retries=0``): failures raise
     ``ModelError`` saying whether to retry.
     """
 
@@ -58,9 +61,11 @@ class AnthropicMessages(SdkModel):
         async_client: anthropic.AsyncAnthropic | None = None,
         max_tokens: int = 4096,
         provider: str = "anthropic",
+        prompt_cache: bool = True,
         **default_options: Any,
     ) -> None:
         self.max_tokens = max_tokens
+        self.prompt_cache = prompt_cache
         super().__init__(model, base_url=base_url, api_key=api_key, client=client,
                          async_client=async_client, provider=provider,
                          default_options=default_options)
@@ -84,7 +89,7 @@ class AnthropicMessages(SdkModel):
         if tools:
             request["tools"] = tools_to_anthropic(tools)
         request.update(opts)
-        return request
+        return cache_breakpoints(request) if self.prompt_cache else request
 
     def _assembler(self) -> Assembler:
         return AnthropicAssembler()

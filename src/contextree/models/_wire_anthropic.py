@@ -108,17 +108,20 @@ def usage_from_anthropic(usage: Mapping[str, Any] | None) -> Usage:
 def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
     """``(system, messages)`` for the Messages API (see the module notes).
 
-    Tool-call ids a provider reused are made unique in the request (Anthropic rejects
-    duplicate ``tool_use`` ids), and a conversation that does not start with a user message
+    The system prompts come first in ``system``, then the system messages contextree made
+    (a compaction summary), so a compaction leaves the start of the request as it was (a
+    prompt cache keeps holding it). Tool-call ids a provider reused are made unique in the
+    request (Anthropic rejects duplicate ``tool_use`` ids), and a conversation that does not start with a user message
     (a branch with only a summary before the assistant's turn) gets a short one first.
     """
     system: list[str] = []
+    made: list[str] = []  # system messages contextree made (a compaction summary): last
     out: list[Json] = []
     results: list[Json] | None = None  # tool_result blocks of the user turn being built
     for msg in unique_call_ids(messages):
         if msg.role == "system":
             if msg.text:
-                system.append(msg.text)
+                (system if msg.kind is None else made).append(msg.text)
             continue
         if msg.role == "tool":
             if results is None:
@@ -132,7 +135,41 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
             out.append(wire)
     if out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": CONTINUING})
+    system += made
     return (SYSTEM_SEPARATOR.join(system) if system else None), out
+
+
+CACHE_CONTROL: Json = {"type": "ephemeral"}
+_UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def cache_breakpoints(request: Json) -> Json:
+    """``request`` (the keyword arguments of ``messages.create``) with ``cache_control``
+    breakpoints where a request extends the one before it: the last tool, the end of the
+    system prompt, and the last block of the last message. Between compactions each request
+    starts with the previous one's bytes, so the provider reads all of that from its cache
+    and writes only what is new (a breakpoint a request does not reach costs nothing).
+    Blocks that already carry a ``cache_control`` are left as they are."""
+    out = dict(request)
+    tools = out.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[-1], dict):
+        out["tools"] = [*tools[:-1], {"cache_control": CACHE_CONTROL, **tools[-1]}]
+    system = out.get("system")
+    if isinstance(system, str) and system:
+        out["system"] = [{"type": "text", "text": system, "cache_control": CACHE_CONTROL}]
+    elif isinstance(system, list) and system and isinstance(system[-1], dict):
+        out["system"] = [*system[:-1], {"cache_control": CACHE_CONTROL, **system[-1]}]
+    messages = out.get("messages")
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        last = dict(messages[-1])
+        content = last.get("content")
+        if isinstance(content, str) and content:
+            content = [{"type": "text", "text": content}]
+        if isinstance(content, list) and content and isinstance(content[-1], dict) \
+                and content[-1].get("type") not in _UNCACHEABLE:
+            last["content"] = [*content[:-1], {"cache_control": CACHE_CONTROL, **content[-1]}]
+            out["messages"] = [*messages[:-1], last]
+    return out
 
 
 def _image_block(part: ImagePart) -> Json | None:

@@ -279,7 +279,9 @@ class CompactedPayload(EventPayload):
     """A compaction was applied: the context went from ``tokens_before`` to
     ``tokens_after`` tokens (aiming at ``target``) through ``stages``; the entries whose
     results were ``cleared`` stay in view as placeholders, ``dropped`` ones left the
-    context, and ``summarized`` ones are folded into ``summary``, entry ``entry_id``."""
+    context, and ``summarized`` ones are folded into ``summary``, entry ``entry_id``;
+    ``note`` says when a forced run aimed below the target; ``receipt`` is what it did to
+    each entry (``CompactionReceipt.to_dict()``)."""
 
     event: Literal[Event.COMPACTED] = Event.COMPACTED
     tokens_before: int
@@ -293,6 +295,8 @@ class CompactedPayload(EventPayload):
     entry_id: str | None
     reached_target: bool
     reason: str
+    note: str = ""
+    receipt: dict[str, list[str]] | None = None
 
     @classmethod
     def of(cls, result: CompactionResult) -> CompactedPayload:
@@ -302,7 +306,8 @@ class CompactedPayload(EventPayload):
                    cleared=list(result.cleared), dropped=list(result.dropped),
                    summarized=list(result.summarized), summary=result.summary,
                    entry_id=result.entry_id, reached_target=result.reached_target,
-                   reason=result.reason)
+                   reason=result.reason, note=result.note,
+                   receipt=result.receipt.to_dict() if result.receipt is not None else None)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

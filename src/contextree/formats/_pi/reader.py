@@ -31,6 +31,7 @@ from ...entries import (
     AnyEntry,
     BranchSummaryEntry,
     CompactionEntry,
+    CompactionReceipt,
     ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
@@ -312,6 +313,7 @@ def _compaction_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> Compa
         details=d.pop("details", None),
         usage=_summary_usage(d, ext),
         from_hook=_from_hook(d),
+        receipt=CompactionReceipt.from_dict(ext["receipt"]) if "receipt" in ext else None,
     )
 
 

@@ -215,7 +215,9 @@ def _compaction_to_pi(entry: CompactionEntry) -> Json:
         ext["cleared"] = dict(entry.cleared)
     if entry.pinned:
         ext["pinned"] = list(entry.pinned)
-    _summary_usage(out, ext, entry.usage)
+    if entry.receipt is not None:
+        ext["receipt"] = entry.receipt.to_dict()
+    _summary_usage(out, ext, entry.usage)  # which also puts ``ext`` in place
     return out
 
 

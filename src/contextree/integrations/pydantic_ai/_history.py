@@ -39,7 +39,7 @@ from ...compaction import CompactionLadder, CompactionPolicy
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
 from ...models._base import Model
-from ...tokens import TokenCounter, count_context
+from ...tokens import TokenCounter
 from .._compaction import CompactionOptions
 from . import _mapping as mp
 from ._store import ContextreeConversationStore
@@ -168,7 +168,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
             return messages
         ws = self._sync(conversation_id or "", messages)
         ctx = ws.session.build_context()
-        tokens = count_context(ctx.messages, self.counter, fresh_from=ctx.fresh_from)
+        tokens = ctx.measure(self.counter).tokens
         result = (self._compact(ws.session, self.summarizer)
                   if self._compaction_due(tokens, ws.failed_at) else None)
         if result is not None:
