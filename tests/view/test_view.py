@@ -284,3 +284,27 @@ def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     assert [untagged(b["s"]) for b in boxes] == [untagged(one_by_one.text(t)) for t in texts]
     assert SECRET not in "".join(b["s"] for b in boxes)
     assert boxes[10]["s"].split()[1] == boxes[5000]["s"].split()[1]  # one secret, one tag
+
+
+def test_a_compaction_receipt_is_the_one_the_compaction_recorded(tmp_path: Path) -> None:
+    # Session.compact writes a receipt (kept, folded, cleared, dropped, identifiers); the
+    # viewer shows that one, not a guess from the path.
+    import contextree as ct
+
+    path = tmp_path / "s.jsonl"
+    with Session.create(path) as s:
+        for i in range(12):
+            s.append_message(ct.Message.user(f"step {i}: fix commit a1b2c3d{i}"))
+            s.append_message(ct.Message.assistant(f"done with step {i} " + "x" * 400))
+        result = s.compact(3000, force=True)
+        assert result is not None and result.receipt is not None
+        recorded = result.receipt
+    with Session.open(path, readonly=True) as s:
+        view = read_view(s, redact=False)
+    (comp,) = view.data["compactions"].values()
+    rc = comp["receipt"]
+    ids = [e.id for e in view.entries]
+    assert rc["recorded"] is True
+    assert [ids[k] for k in rc["folded"]] == recorded.folded
+    assert [ids[k] for k in rc["kept"]] == recorded.kept
+    assert rc["identifiers"] == recorded.identifiers

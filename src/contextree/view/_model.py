@@ -144,6 +144,7 @@ def _compaction_slots(comp: dict[str, Any], out: list[Slot]) -> None:
     out += [(rc["cleared"], k) for k in rc["cleared"]]
     out += [(rc, "summary"), (rc, "details")]
     out += [(rc["spills"], i) for i in range(len(rc["spills"]))]
+    out += [(rc["identifiers"], i) for i in range(len(rc["identifiers"]))]
 
 
 def redact_slots(slots: list[Slot], r: Redactor) -> None:
@@ -320,6 +321,15 @@ def _compaction_view(view: SessionView, k: int) -> dict[str, Any]:
                if eid in view.index}
     kept = [i for i in before if i in in_context and i not in cleared]
     folded = [i for i in before if i not in in_context and i not in cleared]
+    dropped: list[int] = []
+    identifiers: list[str] = []
+    recorded = comp.receipt
+    if recorded is not None:  # what the compaction itself wrote down wins over a guess
+        def ks(ids: list[str]) -> list[int]:
+            return [view.index[e] for e in ids if e in view.index]
+
+        kept, folded, dropped = ks(recorded.kept), ks(recorded.folded), ks(recorded.dropped)
+        identifiers = list(recorded.identifiers)
     details = comp.details if isinstance(comp.details, dict) else {}
     receipt = {
         "tokens_before": comp.tokens_before,
@@ -332,10 +342,13 @@ def _compaction_view(view: SessionView, k: int) -> dict[str, Any]:
         "retained_tail": len(comp.retained_tail or ()),
         "cleared": {str(i): t for i, t in cleared.items()},
         "folded": folded,
+        "dropped": dropped,
+        "identifiers": identifiers,
+        "recorded": recorded is not None,
         "stages": [str(s) for s in details.get("stages", ())] if isinstance(
             details.get("stages"), list) else [],
         "details": shorten(_json({k2: v for k2, v in details.items() if k2 != "digest"}), 2000),
-        "spills": _spills(view.entries[i] for i in folded + list(cleared)),
+        "spills": _spills(view.entries[i] for i in folded + dropped + list(cleared)),
     }
     return {"frame": frame, "cleared": {str(i): t for i, t in cleared.items()},
             "receipt": receipt}

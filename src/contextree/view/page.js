@@ -499,6 +499,8 @@
     row("kept verbatim", entryList(rc.kept, "entries (from " + (rc.first_kept >= 0 ? short(E[rc.first_kept].id) : "after the compaction") + (rc.pinned.length ? ", " + rc.pinned.length + " pinned" : "") + ")"));
     if (rc.retained_tail) row("retained tail", rc.retained_tail + " messages copied into the compaction entry");
     row("folded into the summary", entryList(rc.folded, "entries"));
+    if (rc.dropped.length) row("dropped", entryList(rc.dropped, "entries left out of view (nothing of them in the summary)"));
+    if (rc.identifiers.length) row("identifiers kept verbatim", rc.identifiers.join(", "));
     var cl = Object.keys(rc.cleared).map(Number);
     row("cleared", entryList(cl, "tool results replaced by a placeholder"));
     row("where the originals are", "every entry above is still in this session, unchanged (a compaction never rewrites history): open it with the tree" + (rc.spills.length ? "; the full text of cut tool results: " + rc.spills.join(", ") : ""));
