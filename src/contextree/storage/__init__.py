@@ -35,6 +35,8 @@ from ._catalog_dir import DirectoryCatalog
 from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
 from ._memory import MemoryCatalog, MemoryStorage
 from ._repair import RepairReport, repair
+from ._search import search
+from ._search_text import SearchFilters, SearchHit, SearchResults
 
 if TYPE_CHECKING:
     from .postgres import PostgresCatalog, PostgresStorage  # noqa: F401 (loaded on use)
@@ -63,6 +65,9 @@ __all__ = [
     "Outline",
     "Query",
     "RepairReport",
+    "SearchFilters",
+    "SearchHit",
+    "SearchResults",
     "SessionInfo",
     "Storage",
     "StorageHealth",
@@ -79,6 +84,7 @@ __all__ = [
     "register_backend",
     "repair",
     "resolve",
+    "search",
 ]
 
 publish(globals())

@@ -17,6 +17,7 @@ from ._base import Storage, check_session_id
 from ._catalog import CatalogListing, Query, SessionInfo, Unlisted, file_name_for, filtered, pick
 from ._describe import describe, session_files
 from ._jsonl import JsonlStorage
+from ._search_text import SearchFilters, SearchResults
 
 __all__ = ["DirectoryCatalog"]
 
@@ -27,12 +28,16 @@ class DirectoryCatalog:
     """The sessions under ``root`` (see the module's docstring).
 
     ``describe`` reads one file's ``SessionInfo``; a cache of them (the search index) can
-    stand in for it, as long as it answers what the file holds now.
+    stand in for it, as long as it answers what the file holds now. Without a ``describer``
+    a listing uses the one kept in the search index's file (``_listing_cache``: a file is
+    read again only when its stat changed), unless ``cache`` is false.
     """
 
-    def __init__(self, root: str | Path, *, describer: Describer | None = None) -> None:
+    def __init__(self, root: str | Path, *, describer: Describer | None = None,
+                 cache: bool = True) -> None:
         self.root = Path(root)
         self._describe: Describer = describer or describe
+        self._cache = cache and describer is None
 
     @property
     def where(self) -> str:
@@ -47,13 +52,34 @@ class DirectoryCatalog:
         listing = CatalogListing()
         if not self.root.is_dir():
             raise SessionNotFound("no such directory", path=self.where)
-        for path in session_files(self.root, listing.unlisted):
-            found = self._describe(path)
-            if isinstance(found, SessionInfo):
-                listing.sessions.append(found)
-            else:
-                listing.unlisted.append(found)
+        cache = None
+        if self._cache:
+            from ._listing_cache import ListingCache
+
+            cache = ListingCache.open(self.root)
+        describer = cache.describe if cache is not None else self._describe
+        try:
+            for path in session_files(self.root, listing.unlisted):
+                found = describer(path)
+                if isinstance(found, SessionInfo):
+                    listing.sessions.append(found)
+                else:
+                    listing.unlisted.append(found)
+        finally:
+            if cache is not None:
+                cache.save()
         return listing
+
+    def search(self, query: str, filters: SearchFilters | None = None, *,
+               limit: int | None = 20, fts: bool = False,
+               refresh: bool = True) -> SearchResults:
+        """The entries of these sessions whose text matches ``query``, through the search
+        index beside them (refreshed first unless ``refresh`` is false); see
+        ``contextree.search``."""
+        from ._search_index import search_directory
+
+        return search_directory(self.root, query, filters, limit=limit, fts=fts,
+                                refresh=refresh)
 
     def list(self, query: Query | None = None, *, limit: int | None = None) -> CatalogListing:
         """Sessions matching ``query``, newest activity first, and what was passed over."""
