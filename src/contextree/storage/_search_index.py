@@ -57,6 +57,7 @@ from ._search_text import (
     SearchResults,
     Terms,
     entry_text,
+    parse_line,
     parse_query,
     snippet,
 )
@@ -521,20 +522,6 @@ class SearchIndex:
         entries.clear()
         texts.clear()
 
-    # -- listing -----------------------------------------------------------------------
-    def session_infos(self) -> dict[int, SessionInfo]:
-        """What the index knows of each session file, by file id."""
-        out: dict[int, SessionInfo] = {}
-        for row in self.con.execute(
-                "SELECT id, path, session_id, name, created, last_activity, entries, size, "
-                "cwd, parent_session, metadata FROM files WHERE problem IS NULL "
-                "AND session_id IS NOT NULL"):
-            out[row[0]] = SessionInfo(
-                id=row[2], target=row[1], name=row[3], created=row[4],
-                last_activity=row[5], entries=row[6], size=row[7], cwd=row[8],
-                parent_session=row[9], metadata=_loads(row[10]))
-        return out
-
     # -- search ------------------------------------------------------------------------
     def search(self, query: str, filters: SearchFilters | None = None, *,
                limit: int | None = 20, fts: bool = False) -> list[SearchHit]:
@@ -657,7 +644,7 @@ class _Session:
             raw = self._file.read(length)
         except OSError:
             return None
-        obj = _parse(raw)
+        obj = parse_line(raw)
         if not isinstance(obj, dict) or obj.get("id") != eid:
             return None
         found = entry_text(obj)
@@ -739,7 +726,7 @@ class _FileState:
 
     def header(self, raw: bytes) -> bool:
         """Read the header line; False when it is not a session header."""
-        obj = _parse(raw)
+        obj = parse_line(raw)
         if not isinstance(obj, dict) or obj.get("type") != "session" \
                 or not isinstance(obj.get("id"), str) \
                 or not isinstance(obj.get("created_at"), str):
@@ -758,7 +745,7 @@ class _FileState:
     def entry(self, raw: bytes, offset: int,
               rowid: int) -> tuple[tuple[Any, ...], str | None] | None:
         """One entry line: its ``entries`` row and its text (``None`` for a bad line)."""
-        obj = _parse(raw)
+        obj = parse_line(raw)
         if not isinstance(obj, dict):
             return None
         eid = obj.get("id")
@@ -815,18 +802,6 @@ def _stamp(stamp: str) -> str:
     if len(stamp) == 24 and stamp.endswith("Z"):
         return stamp  # as entries write it
     return utc_stamp(stamp)
-
-
-def _parse(raw: bytes) -> Any:
-    """A line's JSON value, or ``None``; bytes that are not UTF-8 are read as U+FFFD."""
-    try:
-        return parse_json(raw)
-    except JSONError:
-        pass
-    try:
-        return parse_json(raw.decode("utf-8", "replace"))
-    except JSONError:
-        return None
 
 
 def _crc_at(f: BinaryIO, start: int, length: int, limit: int) -> int:

@@ -23,7 +23,9 @@ from typing import Any
 
 import orjson
 
-__all__ = ["SearchFilters", "SearchHit", "SearchResults", "Terms", "entry_text", "parse_query",
+from .._limits import JSONError, parse_json
+
+__all__ = ["SearchFilters", "SearchHit", "SearchResults", "Terms", "entry_text", "parse_line", "parse_query",
            "snippet"]
 
 MAX_TEXT = 8 << 20  # characters of one entry that are indexed (a bigger one is cut)
@@ -145,6 +147,21 @@ def entry_text(obj: Any) -> tuple[str, str | None, str] | None:
     return None
 
 
+def parse_line(raw: bytes | str) -> Any:
+    """A session line's JSON value, or ``None``; bytes that are not UTF-8 are read as
+    U+FFFD (a damaged line still has its other words found)."""
+    try:
+        return parse_json(raw)
+    except JSONError:
+        pass
+    if isinstance(raw, str):
+        return None
+    try:
+        return parse_json(raw.decode("utf-8", "replace"))
+    except JSONError:
+        return None
+
+
 def _content_text(content: Any) -> list[str]:
     if isinstance(content, str):
         return [content]
@@ -160,10 +177,13 @@ def _content_text(content: Any) -> list[str]:
 
 
 def _plain(value: Any) -> str:
-    """Tool-call arguments as text: string values as they are (a shell command reads as
-    itself), anything else as compact JSON."""
-    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-        return "\n".join(value.values())
+    """Tool-call arguments as text: the values of an object, a string as it is (a shell
+    command reads as itself), anything else as compact JSON (as PostgreSQL reads them)."""
+    items = value.values() if isinstance(value, dict) else [value]
+    return "\n".join(v if isinstance(v, str) else _json(v) for v in items)
+
+
+def _json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
     except TypeError:

@@ -1,0 +1,191 @@
+"""Search in PostgreSQL: the entries whose text matches a query, across every session.
+
+Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
+statement that stores it (``_schema``, version 3), so the index is current when the append
+commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
+index's meaning (a word matches as a prefix, a quoted phrase as those words in a row); where
+``pg_trgm`` is installed, a term of three characters or more is also found inside a word
+(``CONNREF`` finds ``ECONNREFUSED``), through the trigram index on ``search_text``. Hits come
+newest first (the order in which the database stored them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ...errors import InvalidArgument
+from .._search_index import hidden_by_compaction
+from .._search_text import (
+    SearchFilters,
+    SearchHit,
+    SearchResults,
+    Terms,
+    entry_text,
+    parse_line,
+    parse_query,
+    snippet,
+)
+from ._codec import decode_header
+from ._connection import describe, short_lived
+from ._driver import Connection, Target
+from ._errors import mapped
+from ._schema import require_schema
+from ._tables import ENTRIES, SESSIONS
+
+__all__ = ["search_database"]
+
+PAGE = 200  # candidates fetched at a time
+MIN_TRIGRAM = 3  # a term shorter than this cannot use the trigram index
+TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"
+
+
+def tsquery(terms: Terms) -> str:
+    """``terms`` as ``to_tsquery('simple', ...)`` text: each phrase's words joined by
+    ``<->``, the last one a prefix (``:*``) unless the phrase was quoted, all required."""
+    parts = []
+    for words, quoted in zip(terms.phrases, terms.quoted, strict=True):
+        lexemes = [f"'{w}'" for w in words]
+        if not quoted:
+            lexemes[-1] += ":*"
+        parts.append("(" + " <-> ".join(lexemes) + ")")
+    return " & ".join(parts)
+
+
+def search_database(target: Target, target_of: Callable[[str], str], query: str,
+                    filters: SearchFilters | None = None, *, limit: int | None = 20,
+                    fts: bool = False) -> SearchResults:
+    """The entries of the database at ``target`` whose text matches ``query`` (see the
+    module's docstring); ``target_of`` names a session's target (``URL#ID``)."""
+    if fts:
+        raise InvalidArgument("FTS5 syntax is for a directory's index; PostgreSQL searches "
+                              "the words as they are: leave --fts off")
+    filters = filters or SearchFilters()
+    terms = parse_query(query) if isinstance(query, str) else parse_query("")
+    if terms.empty:
+        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
+                              "(letters or digits)")
+    notes: list[str] = []
+    with mapped("could not search"), short_lived(target) as conn:
+        require_schema(conn)
+        trigrams = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                [TRIGRAM_INDEX]).fetchone()
+        inside = [w for w, q in zip(terms.phrases, terms.quoted, strict=True)
+                  if not q and all(len(x) >= MIN_TRIGRAM for x in w)]
+        use_trigrams = bool(trigrams and trigrams[0]) and len(inside) == len(terms.phrases)
+        if not (trigrams and trigrams[0]):
+            notes.append("pg_trgm is not installed in this database: terms are found as "
+                         "whole words or their starts only")
+        condition = "e.search @@ to_tsquery('simple', %s)"
+        args: list[Any] = [tsquery(terms)]
+        if use_trigrams:
+            likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
+            condition = f"({condition} OR ({likes}))"
+            args += ["%" + "%".join(words) + "%" for words in inside]
+        pattern = _pattern(terms, inside=use_trigrams)
+        hits = _collect(conn, condition, args, filters, limit, pattern, target_of)
+    return SearchResults(hits, notes=notes)
+
+
+def _pattern(terms: Terms, *, inside: bool) -> re.Pattern[str]:
+    if not inside:
+        return terms.pattern()
+    body = "|".join(r"[\W_]*".join(re.escape(w) for w in words) for words in terms.phrases)
+    return re.compile(body, re.IGNORECASE)
+
+
+def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchFilters,
+             limit: int | None, pattern: re.Pattern[str],
+             target_of: Callable[[str], str]) -> list[SearchHit]:
+    sessions: dict[str, _DbSession | None] = {}
+    hits: list[SearchHit] = []
+    where = describe(conn)
+    with conn.transaction(), conn.cursor(name="contextree_search") as cur:
+        cur.itersize = PAGE
+        cur.execute(f"SELECT e.session_id, e.id, e.line FROM {ENTRIES} e WHERE {condition} "
+                    "ORDER BY e.seq DESC", args)
+        for session_id, eid, line in cur:
+            obj = parse_line(line)
+            found = entry_text(obj)
+            if found is None:
+                continue
+            role, tool, text = found
+            stamp = obj.get("timestamp") if isinstance(obj, dict) else None
+            stamp = stamp if isinstance(stamp, str) else ""
+            if not filters.matches_entry(role, tool, stamp):
+                continue
+            if session_id not in sessions:
+                sessions[session_id] = _session(conn, session_id, filters, where)
+            session = sessions[session_id]
+            if session is None:
+                continue
+            on_branch, compacted = session.place(eid)
+            if filters.on_branch and not on_branch:
+                continue
+            shown, marks = snippet(text, pattern)
+            hits.append(SearchHit(session_id=session_id, target=target_of(session_id),
+                                  entry_id=eid, role=role, timestamp=stamp, snippet=shown,
+                                  marks=marks, on_branch=on_branch, compacted=compacted,
+                                  tool=tool, session_name=session.name))
+            if limit is not None and len(hits) >= limit:
+                break
+    return hits
+
+
+class _DbSession:
+    """A session of the hits: its name, current branch and compaction boundary."""
+
+    def __init__(self, name: str | None, branch: list[str],
+                 compactions: dict[str, Any]) -> None:
+        self.name = name
+        self.on = set(branch)
+        self.hidden = hidden_by_compaction(branch, compactions)
+
+    def place(self, eid: str) -> tuple[bool, bool]:
+        """Whether ``eid`` is on the current branch, and whether compaction hid it."""
+        return eid in self.on, eid in self.hidden
+
+
+_BRANCH = f"""WITH RECURSIVE p(id, parent, depth) AS (
+    SELECT e.id, e.parent_id, 1 FROM {ENTRIES} e
+    WHERE e.session_id = %(s)s AND e.id = %(leaf)s
+    UNION ALL
+    SELECT e.id, e.parent_id, p.depth + 1 FROM p
+    JOIN {ENTRIES} e ON e.session_id = %(s)s AND e.id = p.parent
+    WHERE p.depth <= %(count)s
+) SELECT id FROM p ORDER BY depth DESC"""
+
+
+def _session(conn: Connection, session_id: str, filters: SearchFilters,
+             where: str) -> _DbSession | None:
+    row = conn.execute(f"SELECT header, name, leaf_id, entry_count FROM {SESSIONS} "
+                       "WHERE id = %s", [session_id]).fetchone()
+    if row is None:
+        return None
+    header = decode_header(row[0], where)
+    if not filters.matches_cwd(header.cwd):
+        return None
+    if filters.model is not None:
+        model = orjson.dumps(filters.model).decode()
+        like = [f'%"model":{model}%', f'%"model_id":{model}%']
+        found = conn.execute(
+            f"SELECT 1 FROM {ENTRIES} WHERE session_id = %s AND type IN "
+            "('message', 'model_change') AND (line LIKE %s OR line LIKE %s) LIMIT 1",
+            [session_id, *like]).fetchone()
+        if found is None:
+            return None
+    branch = [r[0] for r in conn.execute(_BRANCH, {"s": session_id, "leaf": row[2],
+                                                   "count": row[3]})] if row[2] else []
+    compactions: dict[str, Any] = {}
+    for eid, line in conn.execute(f"SELECT id, line FROM {ENTRIES} WHERE session_id = %s "
+                                  "AND type = 'compaction'", [session_id]):
+        obj = parse_line(line)
+        if isinstance(obj, dict):
+            pinned = obj.get("pinned")
+            compactions[eid] = [obj.get("first_kept_entry_id"),
+                                pinned if isinstance(pinned, list) else None,
+                                obj.get("retained_tail") is not None]
+    return _DbSession(row[1], branch, compactions)
