@@ -262,3 +262,19 @@ def test_a_directory_catalog_searches_through_its_method(project: Path) -> None:
     catalog = open_catalog(project)
     hits = catalog.search("weather", SearchFilters(role="user"))  # type: ignore[attr-defined]
     assert _texts(hits) == ["the weather is nice today"]
+
+
+def test_a_refresh_of_named_files_reads_only_those(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        with _session(tmp_path, name) as s:
+            s.append_message(Message.user(f"first {name}"))
+    with SearchIndex.open(tmp_path) as index:
+        index.refresh()
+        for name in ("a", "b"):
+            with Session.open(tmp_path / f"{name}.jsonl") as s:
+                s.append_message(Message.user(f"second {name}"))
+        assert index.refresh(files=[tmp_path / "a.jsonl"]).files == 1
+        assert _texts(index.search("second")) == ["second a"]
+        (tmp_path / "a.jsonl").unlink()
+        assert index.refresh(files=[tmp_path / "a.jsonl"]).dropped == 1
+        assert _texts(index.search("first")) == ["first b"]

@@ -52,7 +52,7 @@ def search_command(
                                              "is, without reading what changed.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
-    """Find the entries whose text matches QUERY in the sessions under WHERE, best first.
+    """Find the entries whose text matches QUERY in the sessions under WHERE, newest first.
 
     Each word is matched as the start of a word (a sha prefix finds the sha), an identifier
     such as test_parse_header as itself, and "words in quotes" as a phrase. Every hit shows

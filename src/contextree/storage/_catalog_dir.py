@@ -15,7 +15,7 @@ from ..entries import AnyEntry, SessionHeader
 from ..errors import SessionNotFound
 from ._base import Storage, check_session_id
 from ._catalog import CatalogListing, Query, SessionInfo, Unlisted, file_name_for, filtered, pick
-from ._describe import describe, session_files
+from ._describe import describe, session_files, session_stats
 from ._jsonl import JsonlStorage
 from ._search_text import SearchFilters, SearchResults
 
@@ -57,17 +57,23 @@ class DirectoryCatalog:
             from ._listing_cache import ListingCache
 
             cache = ListingCache.open(self.root)
-        describer = cache.describe if cache is not None else self._describe
-        try:
+        if cache is None:
             for path in session_files(self.root, listing.unlisted):
-                found = describer(path)
+                found = self._describe(path)
+                if isinstance(found, SessionInfo):
+                    listing.sessions.append(found)
+                else:
+                    listing.unlisted.append(found)
+            return listing
+        try:
+            for name, st in session_stats(self.root, listing.unlisted):
+                found = cache.describe(name, st)
                 if isinstance(found, SessionInfo):
                     listing.sessions.append(found)
                 else:
                     listing.unlisted.append(found)
         finally:
-            if cache is not None:
-                cache.save()
+            cache.save()
         return listing
 
     def search(self, query: str, filters: SearchFilters | None = None, *,

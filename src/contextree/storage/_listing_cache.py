@@ -22,8 +22,9 @@ from ._describe import describe
 
 __all__ = ["ListingCache"]
 
-_COLUMNS = ("path", "dev", "ino", "size", "mtime_ns", "info")
-_Key = tuple[int, int, int, int]
+_COLUMNS = ("path", "dev", "ino", "size", "mtime_ns", "id", "name", "created", "last_activity",
+            "entries", "entries_exact", "bytes", "cwd", "parent_session", "metadata",
+            "name_exact")
 
 
 class ListingCache:
@@ -31,9 +32,8 @@ class ListingCache:
 
     def __init__(self, con: sqlite3.Connection) -> None:
         self.con = con
-        self.rows: dict[str, tuple[_Key, str]] = {
-            row[0]: ((row[1], row[2], row[3], row[4]), row[5])
-            for row in con.execute("SELECT path, dev, ino, size, mtime_ns, info FROM listing")}
+        self.rows: dict[str, tuple[Any, ...]] = {
+            row[0]: row for row in con.execute(f"SELECT {', '.join(_COLUMNS)} FROM listing")}
         self.fresh: list[tuple[Any, ...]] = []
         self.seen: set[str] = set()
 
@@ -54,23 +54,26 @@ class ListingCache:
                 con.close()
             return None
 
-    def describe(self, path: Path) -> SessionInfo | Unlisted:
-        """``describe(path)``, from the cache when the file did not change since."""
-        name = str(path)
-        self.seen.add(name)
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            return describe(path)
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        row = self.rows.get(name)
-        if row is not None and row[0] == key:
-            info = _info(name, row[1])
-            if info is not None:
-                return info
-        found = describe(path)
+    def describe(self, path: str, st: os.stat_result) -> SessionInfo | Unlisted:
+        """``describe(path)``, from the cache when the file's ``lstat`` (``st``, from the
+        walk) is what it was when it was last described."""
+        self.seen.add(path)
+        row = self.rows.get(path)
+        if row is not None and row[1:5] == (st.st_dev, st.st_ino, st.st_size,
+                                            st.st_mtime_ns):
+            metadata = _metadata(row[14])
+            if metadata is not False:
+                return SessionInfo(row[5], path, row[6], row[7], row[8], row[9],
+                                   bool(row[10]), row[11], row[12], row[13], metadata,
+                                   bool(row[15]))
+        found = describe(Path(path))
         if isinstance(found, SessionInfo) and found.size == st.st_size:
-            self.fresh.append((name, *key, _encode(found)))
+            self.fresh.append((path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                               found.id, found.name, found.created, found.last_activity,
+                               found.entries, found.entries_exact, found.size, found.cwd,
+                               found.parent_session,
+                               None if found.metadata is None else _json(found.metadata),
+                               found.name_exact))
         return found
 
     def save(self) -> None:
@@ -81,8 +84,9 @@ class ListingCache:
             if self.fresh or gone:
                 self.con.execute("BEGIN IMMEDIATE")
                 try:
-                    self.con.executemany("INSERT OR REPLACE INTO listing VALUES "
-                                         "(?, ?, ?, ?, ?, ?)", self.fresh)
+                    marks = ", ".join("?" * len(_COLUMNS))
+                    self.con.executemany(f"INSERT OR REPLACE INTO listing VALUES ({marks})",
+                                         self.fresh)
                     self.con.executemany("DELETE FROM listing WHERE path = ?",
                                          [(p,) for p in gone])
                     self.con.execute("COMMIT")
@@ -96,25 +100,18 @@ class ListingCache:
             self.con.close()
 
 
-_FIELDS = ("id", "name", "created", "last_activity", "entries", "entries_exact", "size",
-           "cwd", "parent_session", "metadata", "name_exact")
-
-
-def _encode(info: SessionInfo) -> str:
+def _json(value: Any) -> str:
     import orjson
 
-    return orjson.dumps([getattr(info, f) for f in _FIELDS]).decode()
+    return orjson.dumps(value).decode()
 
 
-def _info(path: str, text: str) -> SessionInfo | None:
+def _metadata(text: str | None) -> dict[str, Any] | None | bool:
+    """The header's metadata, ``None``, or ``False`` when the cached text is unreadable."""
+    if text is None:
+        return None
     try:
-        values = parse_json(text)
+        value = parse_json(text)
     except JSONError:
-        return None
-    if not isinstance(values, list) or len(values) != len(_FIELDS):
-        return None
-    fields = dict(zip(_FIELDS, values, strict=True))
-    try:
-        return SessionInfo(target=path, **fields)
-    except TypeError:
-        return None
+        return False
+    return value if isinstance(value, dict) else False

@@ -33,7 +33,7 @@ def search(where: str | os.PathLike[str] | Catalog, query: str, *, role: str | N
            model: str | None = None, tool: str | None = None, on_branch: bool = False,
            limit: int | None = 20, fts: bool = False, refresh: bool = True) -> SearchResults:
     """The entries of the sessions at ``where`` (a directory, a ``postgresql://`` URL, any
-    catalog) whose text matches ``query``, best first, at most ``limit``.
+    catalog) whose text matches ``query``, newest first, at most ``limit``.
 
     The query's words are taken literally: each matches a word that starts with it, and a
     ``"quoted phrase"`` those words in a row; an identifier (``test_parse_header``) matches

@@ -38,8 +38,9 @@ import contextlib
 import errno
 import os
 import sqlite3
+import stat
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -50,7 +51,7 @@ from .._files import open_regular_readonly
 from .._limits import JSONError, parse_json
 from ..errors import InvalidArgument
 from ._catalog import NOT_A_SESSION, SessionInfo, Unlisted
-from ._describe import session_files, utc_stamp
+from ._describe import session_files, session_stats, utc_stamp
 from ._search_text import (
     SearchFilters,
     SearchHit,
@@ -96,7 +97,9 @@ _SCHEMA = (
     "tokenize='unicode61 remove_diacritics 2')",
     """CREATE TABLE listing (
         path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER,
-        info TEXT NOT NULL)""",
+        id TEXT NOT NULL, name TEXT, created TEXT, last_activity TEXT, entries INTEGER,
+        entries_exact INTEGER, bytes INTEGER, cwd TEXT, parent_session TEXT, metadata TEXT,
+        name_exact INTEGER)""",
 )
 
 
@@ -155,6 +158,7 @@ def _prepare(con: sqlite3.Connection, temporary: bool) -> None:
         if str(mode).lower() != "wal":
             con.execute("PRAGMA journal_mode = WAL")  # readers never wait for a refresh
     con.execute("PRAGMA synchronous = OFF")  # a cache: a crash is a rebuild, not a loss
+    con.execute("PRAGMA cache_size = -32768")  # 32 MB of pages: bounded, and big merges
     row = con.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
     if row is not None:
         version = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
@@ -195,6 +199,7 @@ class SearchIndex:
         self.con = con
         self.temporary = temporary
         self.notes = notes
+        self._next_rowid = 1
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> SearchIndex:
@@ -286,25 +291,35 @@ class SearchIndex:
         return total
 
     # -- refresh -----------------------------------------------------------------------
-    def refresh(self, progress: ProgressFn | None = None) -> IndexReport:
-        """Bring the index up to the files under the directory (see the module's docstring).
-        When another process holds the write lock, nothing is done and a note says so."""
+    def refresh(self, progress: ProgressFn | None = None, *,
+                files: Iterable[str | os.PathLike[str]] | None = None) -> IndexReport:
+        """Bring the index up to the files under the directory (see the module's docstring);
+        ``files``: only those (a caller that knows what changed skips the walk of every
+        file). When another process holds the write lock, nothing is done and a note says
+        so."""
         report = IndexReport()
-        found: list[tuple[Path, os.stat_result]] = []
-        for path in session_files(self.root, report.unlisted):
-            try:
-                found.append((path, os.stat(path, follow_symlinks=False)))
-            except OSError as e:
-                report.unlisted.append(Unlisted(str(path), f"cannot be read ({e.strerror})"))
-        known = {row[1]: row for row in self.con.execute(
-            "SELECT id, path, dev, ino, size, mtime_ns, indexed_bytes, head_crc, tail_crc, "
-            "problem FROM files")}
-        work = [(p, st, known.get(str(p))) for p, st in found]
-        work = [(p, st, row) for p, st, row in work
-                if row is None or (row[2], row[3], row[4], row[5])
-                != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)]
-        seen = {str(p) for p, _ in found}
-        gone = [row[0] for path, row in known.items() if path not in seen]
+        found = (list(session_stats(self.root, report.unlisted)) if files is None
+                 else _stats_of(files))
+        columns = ("SELECT id, path, dev, ino, size, mtime_ns, indexed_bytes, head_crc, "
+                   "tail_crc, problem FROM files")
+        if files is None:
+            known = {row[1]: row for row in self.con.execute(columns)}
+        else:
+            known = {}
+            for name in {os.fspath(f) for f in files}:
+                row = self.con.execute(columns + " WHERE path = ?", [name]).fetchone()
+                if row is not None:
+                    known[name] = row
+        work = []
+        for name, st in found:
+            row = known.get(name)
+            if row is None or row[2:6] != (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+                work.append((Path(name), st, row))
+        work.sort(key=lambda w: w[1].st_mtime_ns)  # oldest first: row ids follow time
+        seen = {name for name, _ in found}
+        asked = None if files is None else {os.fspath(f) for f in files}
+        gone = [row[0] for path, row in known.items()
+                if path not in seen and (asked is None or path in asked)]
         if not work and not gone:
             self._collect_problems(report)
             return report
@@ -328,10 +343,10 @@ class SearchIndex:
                 if progress is not None:
                     progress(min(done, total), total)
                 if since_commit >= COMMIT_BYTES:
-                    self.con.execute("COMMIT")
+                    self._commit()
                     self._begin(wait=True)
                     since_commit = 0
-            self.con.execute("COMMIT")
+            self._commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 self.con.execute("ROLLBACK")
@@ -346,12 +361,21 @@ class SearchIndex:
             report.unlisted.append(Unlisted(path, problem))
 
     def _begin(self, wait: bool = False) -> None:
+        """Take the write lock (``_Locked`` if another process has it, unless ``wait``),
+        and read the next entry row id: row ids are never reused (see the module's
+        docstring), so the counter lives in the index, written back by ``_commit``."""
         try:
             self.con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as e:
             if _is_locked(e) and not wait:
                 raise _Locked() from None
             raise
+        self._next_rowid = int(self._meta("next_rowid"))
+
+    def _commit(self) -> None:
+        self.con.execute("UPDATE meta SET value = ? WHERE key = 'next_rowid'",
+                         [str(self._next_rowid)])
+        self.con.execute("COMMIT")
 
     def _drop_files(self, ids: list[int]) -> None:
         for fid in ids:
@@ -381,7 +405,7 @@ class SearchIndex:
             self.con.execute("DELETE FROM files")
             self.con.execute("INSERT INTO texts(texts) VALUES ('delete-all')")
             self.con.execute("UPDATE meta SET value = '0' WHERE key = 'dead'")
-            self.con.execute("COMMIT")
+            self._commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 self.con.execute("ROLLBACK")
@@ -426,6 +450,7 @@ class SearchIndex:
                          [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, problem, fid])
 
     def _fresh_row(self, path: Path, row: tuple[Any, ...] | None) -> int:
+        """A new ``files`` row for ``path`` (its old one and its entries forgotten)."""
         if row is not None:
             self._forget_entries(row[0])
             self.con.execute("DELETE FROM files WHERE id = ?", [row[0]])
@@ -484,7 +509,7 @@ class SearchIndex:
         offset = start
         entries: list[tuple[Any, ...]] = []
         texts: list[tuple[int, str]] = []
-        next_rowid = int(self._meta("next_rowid"))
+        next_rowid = self._next_rowid
         for raw in f:
             if not raw.endswith(b"\n"):
                 break  # being written: indexed once it is complete
@@ -502,23 +527,21 @@ class SearchIndex:
                         texts.append((next_rowid, found[1]))
                     next_rowid += 1
                     if len(entries) >= FLUSH_ROWS:
-                        self._flush(entries, texts, next_rowid)
+                        self._flush(entries, texts)
             offset += length
         if offset == 0 and s.session_id is None:
             s.problem = NOT_A_SESSION  # empty, or one line being written
-        self._flush(entries, texts, next_rowid)
+        self._flush(entries, texts)
+        self._next_rowid = next_rowid
         s.indexed = offset
         return offset - start
 
-    def _flush(self, entries: list[tuple[Any, ...]], texts: list[tuple[int, str]],
-               next_rowid: int) -> None:
+    def _flush(self, entries: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
         if entries:
             self.con.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                  entries)
         if texts:
             self.con.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", texts)
-        self.con.execute("UPDATE meta SET value = ? WHERE key = 'next_rowid'",
-                         [str(next_rowid)])
         entries.clear()
         texts.clear()
 
@@ -526,7 +549,11 @@ class SearchIndex:
     def search(self, query: str, filters: SearchFilters | None = None, *,
                limit: int | None = 20, fts: bool = False) -> list[SearchHit]:
         """The entries whose text matches ``query`` (words taken literally, or FTS5 syntax
-        with ``fts``), best match first, that pass ``filters``."""
+        with ``fts``) that pass ``filters``, newest first: in the order they were indexed,
+        which is the order they were written (files are indexed oldest first, and what is
+        appended later comes after). FTS5 walks its matches in that order and stops at
+        ``limit``, so a common word costs no more than a rare one (ranking by relevance
+        would score every match first)."""
         filters = filters or SearchFilters()
         terms, expression = _expression(query, fts)
         pattern = terms.pattern()
@@ -542,7 +569,7 @@ class SearchIndex:
         if filters.until is not None:
             sql.append("AND e.ts <= ?")
             args.append(filters.until)
-        sql.append("ORDER BY texts.rank")
+        sql.append("ORDER BY texts.rowid DESC")  # newest first, and stops at the limit
         try:
             cursor = self.con.execute(" ".join(sql), args)
         except sqlite3.OperationalError as e:
@@ -796,6 +823,19 @@ class _FileState:
         found = entry_text(obj)
         role, tool, text = found if found else (None, None, None)
         return (rowid, self.fid, eid, parent, offset, len(raw), role, tool, ts), text
+
+
+def _stats_of(files: Iterable[str | os.PathLike[str]]) -> list[tuple[str, os.stat_result]]:
+    """The regular files among ``files``, with their ``lstat``."""
+    out = []
+    for f in files:
+        try:
+            st = os.lstat(f)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((os.fspath(f), st))
+    return out
 
 
 def _stamp(stamp: str) -> str:

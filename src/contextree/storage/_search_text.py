@@ -65,7 +65,7 @@ class SearchHit:
 
 
 class SearchResults(list[SearchHit]):
-    """The hits of a search, best first, with what the search has to say besides:
+    """The hits of a search, newest first, with what the search has to say besides:
     ``notes`` (the index was rebuilt, bypassed or temporary...) and ``unlisted`` (files
     under the directory that are not sessions or could not be read)."""
 
