@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from contextree import Message, Session
-from contextree.tools import session_search_tool
 from contextree.cli import app
+from contextree.tools import session_search_tool
 from helpers import one_line_error, run, run_json, runner
 
 

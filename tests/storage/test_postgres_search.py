@@ -11,17 +11,17 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-import contextree as ct  # noqa: E402
-from conformance import fresh_schema_url  # noqa: E402
-from contextree import Message, Session, ToolCall  # noqa: E402
-from contextree.entries import SessionHeader, encode_line, now  # noqa: E402
-from contextree.errors import InvalidArgument  # noqa: E402
-from contextree.storage import open_catalog  # noqa: E402
-from contextree.storage import postgres as pg  # noqa: E402
-from contextree.storage.postgres._schema import MIGRATIONS  # noqa: E402
-from contextree.storage.postgres._search import tsquery  # noqa: E402
-from contextree.storage._search_text import parse_query  # noqa: E402
-from helpers import as_url, require_postgres  # noqa: E402
+import contextree as ct
+from conformance import fresh_schema_url
+from contextree import Message, Session, ToolCall
+from contextree.entries import SessionHeader, encode_line, now
+from contextree.errors import InvalidArgument
+from contextree.storage import open_catalog
+from contextree.storage import postgres as pg
+from contextree.storage._search_text import parse_query
+from contextree.storage.postgres._schema import MIGRATIONS
+from contextree.storage.postgres._search import tsquery
+from helpers import as_url, require_postgres
 
 pytestmark = pytest.mark.postgres
 

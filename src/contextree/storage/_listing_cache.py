@@ -106,7 +106,7 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _metadata(text: str | None) -> dict[str, Any] | None | bool:
+def _metadata(text: str | None) -> dict[str, Any] | bool | None:
     """The header's metadata, ``None``, or ``False`` when the cached text is unreadable."""
     if text is None:
         return None

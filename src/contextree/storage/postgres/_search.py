@@ -100,26 +100,37 @@ def _pattern(terms: Terms, *, inside: bool) -> re.Pattern[str]:
 def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchFilters,
              limit: int | None, pattern: re.Pattern[str],
              target_of: Callable[[str], str]) -> list[SearchHit]:
+    """Hits a page of candidates at a time (newest first, ``seq`` below the last page's),
+    each page's sessions read in three queries whatever their number."""
     sessions: dict[str, _DbSession | None] = {}
     hits: list[SearchHit] = []
     where = describe(conn)
-    with conn.transaction(), conn.cursor(name="contextree_search") as cur:
-        cur.itersize = PAGE
-        cur.execute(f"SELECT e.session_id, e.id, e.line FROM {ENTRIES} e WHERE {condition} "
-                    "ORDER BY e.seq DESC", args)
-        for session_id, eid, line in cur:
+    page = max(PAGE, 2 * (limit or 0))
+    below: int | None = None
+    while True:
+        bound = "" if below is None else " AND e.seq < %s"
+        rows = conn.execute(
+            f"SELECT e.session_id, e.id, e.line, e.seq FROM {ENTRIES} e WHERE {condition}"
+            f"{bound} ORDER BY e.seq DESC LIMIT %s",
+            [*args, *([] if below is None else [below]), page]).fetchall()
+        if not rows:
+            return hits
+        below = rows[-1][3]
+        candidates = []
+        for session_id, eid, line, _ in rows:
             obj = parse_line(line)
             found = entry_text(obj)
             if found is None:
                 continue
-            role, tool, text = found
             stamp = obj.get("timestamp") if isinstance(obj, dict) else None
             stamp = stamp if isinstance(stamp, str) else ""
-            if not filters.matches_entry(role, tool, stamp):
-                continue
-            if session_id not in sessions:
-                sessions[session_id] = _session(conn, session_id, filters, where)
-            session = sessions[session_id]
+            if filters.matches_entry(found[0], found[1], stamp):
+                candidates.append((session_id, eid, stamp, found))
+        missing = {c[0] for c in candidates} - set(sessions)
+        if missing:
+            sessions.update(_sessions(conn, sorted(missing), filters, where))
+        for session_id, eid, stamp, (role, tool, text) in candidates:
+            session = sessions.get(session_id)
             if session is None:
                 continue
             on_branch, compacted = session.place(eid)
@@ -131,8 +142,9 @@ def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchF
                                   marks=marks, on_branch=on_branch, compacted=compacted,
                                   tool=tool, session_name=session.name))
             if limit is not None and len(hits) >= limit:
-                break
-    return hits
+                return hits
+        if len(rows) < page:
+            return hits
 
 
 class _DbSession:
@@ -149,43 +161,51 @@ class _DbSession:
         return eid in self.on, eid in self.hidden
 
 
-_BRANCH = f"""WITH RECURSIVE p(id, parent, depth) AS (
-    SELECT e.id, e.parent_id, 1 FROM {ENTRIES} e
-    WHERE e.session_id = %(s)s AND e.id = %(leaf)s
+_BRANCHES = f"""WITH RECURSIVE p(session_id, id, parent, depth) AS (
+    SELECT e.session_id, e.id, e.parent_id, 1 FROM {SESSIONS} s
+    JOIN {ENTRIES} e ON e.session_id = s.id AND e.id = s.leaf_id
+    WHERE s.id = ANY(%(ids)s)
     UNION ALL
-    SELECT e.id, e.parent_id, p.depth + 1 FROM p
-    JOIN {ENTRIES} e ON e.session_id = %(s)s AND e.id = p.parent
-    WHERE p.depth <= %(count)s
-) SELECT id FROM p ORDER BY depth DESC"""
+    SELECT e.session_id, e.id, e.parent_id, p.depth + 1 FROM p
+    JOIN {ENTRIES} e ON e.session_id = p.session_id AND e.id = p.parent
+    WHERE p.depth <= %(most)s
+) SELECT session_id, id FROM p ORDER BY session_id, depth DESC"""
 
 
-def _session(conn: Connection, session_id: str, filters: SearchFilters,
-             where: str) -> _DbSession | None:
-    row = conn.execute(f"SELECT header, name, leaf_id, entry_count FROM {SESSIONS} "
-                       "WHERE id = %s", [session_id]).fetchone()
-    if row is None:
-        return None
-    header = decode_header(row[0], where)
-    if not filters.matches_cwd(header.cwd):
-        return None
-    if filters.model is not None:
+def _sessions(conn: Connection, ids: list[str], filters: SearchFilters,
+              where: str) -> dict[str, _DbSession | None]:
+    """The sessions ``ids`` (``None`` for one the filters leave out): their rows, current
+    branches and compactions, in three queries."""
+    out: dict[str, _DbSession | None] = dict.fromkeys(ids)
+    rows = conn.execute(f"SELECT id, header, name, entry_count FROM {SESSIONS} "
+                        "WHERE id = ANY(%s)", [ids]).fetchall()
+    kept: dict[str, tuple[str | None, int]] = {}
+    for session_id, head, name, count in rows:
+        if filters.matches_cwd(decode_header(head, where).cwd):
+            kept[session_id] = (name, int(count))
+    if filters.model is not None and kept:
         model = orjson.dumps(filters.model).decode()
-        like = [f'%"model":{model}%', f'%"model_id":{model}%']
         found = conn.execute(
-            f"SELECT 1 FROM {ENTRIES} WHERE session_id = %s AND type IN "
-            "('message', 'model_change') AND (line LIKE %s OR line LIKE %s) LIMIT 1",
-            [session_id, *like]).fetchone()
-        if found is None:
-            return None
-    branch = [r[0] for r in conn.execute(_BRANCH, {"s": session_id, "leaf": row[2],
-                                                   "count": row[3]})] if row[2] else []
-    compactions: dict[str, Any] = {}
-    for eid, line in conn.execute(f"SELECT id, line FROM {ENTRIES} WHERE session_id = %s "
-                                  "AND type = 'compaction'", [session_id]):
+            f"SELECT DISTINCT session_id FROM {ENTRIES} WHERE session_id = ANY(%s) AND type "
+            "IN ('message', 'model_change') AND (line LIKE %s OR line LIKE %s)",
+            [list(kept), f'%"model":{model}%', f'%"model_id":{model}%']).fetchall()
+        kept = {r[0]: kept[r[0]] for r in found}
+    if not kept:
+        return out
+    branches: dict[str, list[str]] = {i: [] for i in kept}
+    most = max(count for _, count in kept.values())
+    for session_id, eid in conn.execute(_BRANCHES, {"ids": list(kept), "most": most}):
+        branches[session_id].append(eid)
+    compactions: dict[str, dict[str, Any]] = {i: {} for i in kept}
+    for session_id, eid, line in conn.execute(
+            f"SELECT session_id, id, line FROM {ENTRIES} WHERE session_id = ANY(%s) "
+            "AND type = 'compaction'", [list(kept)]):
         obj = parse_line(line)
         if isinstance(obj, dict):
             pinned = obj.get("pinned")
-            compactions[eid] = [obj.get("first_kept_entry_id"),
-                                pinned if isinstance(pinned, list) else None,
-                                obj.get("retained_tail") is not None]
-    return _DbSession(row[1], branch, compactions)
+            compactions[session_id][eid] = [obj.get("first_kept_entry_id"),
+                                            pinned if isinstance(pinned, list) else None,
+                                            obj.get("retained_tail") is not None]
+    for session_id, (name, _) in kept.items():
+        out[session_id] = _DbSession(name, branches[session_id], compactions[session_id])
+    return out
