@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -147,6 +148,8 @@ def bench_directory(root: Path, sessions: int, megabytes: float) -> None:
     report = index.refresh()
     build = time.perf_counter() - started
     stats = index.stats()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak RSS of this process so far (generation, ls, build): {rss:.0f} MB")
     print(f"index build: {report.read_bytes / 1e6:.0f} MB in {build:.1f} s = "
           f"{report.read_bytes / 1e6 / build:.1f} MB/s (a plain read of the files: "
           f"{total / 1e6 / plain_read:.0f} MB/s); index {stats['bytes'] / 1e6:.0f} MB "
@@ -172,7 +175,7 @@ def bench_directory(root: Path, sessions: int, megabytes: float) -> None:
                            ("--no-refresh", False)):
         times = []
         for query in QUERIES:
-            times += timed(lambda q=query: search_directory(root, q, refresh=refresh), 5)  # type: ignore[misc]
+            times += timed(lambda q=query, r=refresh: search_directory(root, q, refresh=r), 5)  # type: ignore[misc]
         print(f"search ({len(QUERIES)} queries x 5, {label}): p50 "
               f"{ms(statistics.median(times))}, p95 {ms(p95(times))}")
     if shutil.which("grep"):

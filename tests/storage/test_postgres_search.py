@@ -156,3 +156,14 @@ def test_queries_become_tsqueries_without_operators_from_the_user() -> None:
     assert tsquery(parse_query('test_parse_header "a b" x')) == (
         "('test' <-> 'parse' <-> 'header':*) & ('a' <-> 'b') & ('x':*)")
     assert tsquery(parse_query("it's & | ! (x)")) == "('it' <-> 's':*) & ('x':*)"
+
+
+def test_the_search_command_takes_a_database_url(url: str) -> None:
+    from helpers import run, run_json
+
+    with Session.create(url) as s:
+        eid = s.append_message(Message.user("fleet wide words"))
+    rows = run_json("search", "fleet", url)
+    assert [r["entry_id"] for r in rows] == [eid] and rows[0]["url"] == f"{url}#{s.id}"
+    assert "nothing to build" in run("index", url).stdout
+    assert run("search", "fleet", url, "--fts", code=2).stderr.startswith("error: ")

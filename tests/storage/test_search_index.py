@@ -278,3 +278,30 @@ def test_a_refresh_of_named_files_reads_only_those(tmp_path: Path) -> None:
         (tmp_path / "a.jsonl").unlink()
         assert index.refresh(files=[tmp_path / "a.jsonl"]).dropped == 1
         assert _texts(index.search("first")) == ["first b"]
+
+
+def test_a_listing_reads_again_only_the_files_that_changed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.storage import DirectoryCatalog
+    from contextree.storage import _listing_cache
+
+    for name in ("a", "b"):
+        with Session.create(tmp_path / f"{name}.jsonl", metadata={"k": name}) as s:
+            s.append_message(Message.user("hello"))
+    catalog = DirectoryCatalog(tmp_path)
+    first = catalog.list().sessions
+    read: list[Path] = []
+    plain = _listing_cache.describe
+    monkeypatch.setattr(_listing_cache, "describe", lambda p: read.append(p) or plain(p))
+    assert catalog.list().sessions == first and read == []  # all from the cache
+    with Session.open(tmp_path / "a.jsonl") as s:
+        s.set_name("renamed")
+    again = {i.target: i for i in catalog.list().sessions}
+    assert read == [tmp_path / "a.jsonl"]
+    assert again[str(tmp_path / "a.jsonl")].name == "renamed"
+    assert again[str(tmp_path / "b.jsonl")].metadata == {"k": "b"}
+    assert DirectoryCatalog(tmp_path, cache=False).list().sessions == catalog.list().sessions
+    index_path(tmp_path).write_bytes(b"garbage")  # an unusable cache: files are read
+    for suffix in ("-wal", "-shm"):
+        Path(f"{index_path(tmp_path)}{suffix}").unlink(missing_ok=True)
+    assert len(catalog.list().sessions) == 2

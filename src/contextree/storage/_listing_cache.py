@@ -61,8 +61,8 @@ class ListingCache:
         row = self.rows.get(path)
         if row is not None and row[1:5] == (st.st_dev, st.st_ino, st.st_size,
                                             st.st_mtime_ns):
-            metadata = _metadata(row[14])
-            if metadata is not False:
+            ok, metadata = _metadata(row[14])
+            if ok:
                 return SessionInfo(row[5], path, row[6], row[7], row[8], row[9],
                                    bool(row[10]), row[11], row[12], row[13], metadata,
                                    bool(row[15]))
@@ -106,12 +106,12 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _metadata(text: str | None) -> dict[str, Any] | bool | None:
-    """The header's metadata, ``None``, or ``False`` when the cached text is unreadable."""
+def _metadata(text: str | None) -> tuple[bool, dict[str, Any] | None]:
+    """Whether the cached metadata reads back, and the header's metadata (or ``None``)."""
     if text is None:
-        return None
+        return True, None
     try:
         value = parse_json(text)
     except JSONError:
-        return False
-    return value if isinstance(value, dict) else False
+        return False, None
+    return (True, value) if isinstance(value, dict) else (False, None)

@@ -262,6 +262,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"CREATE TRIGGER {ENTRIES}_search BEFORE INSERT ON {ENTRIES} FOR EACH ROW "
         f"EXECUTE FUNCTION {ENTRIES}_fill_search()",
         f"CREATE INDEX {ENTRIES}_search_idx ON {ENTRIES} USING gin (search)",
+        # newest first: a common word's hits are read backwards from here, to the limit
+        f"CREATE INDEX {ENTRIES}_newest_idx ON {ENTRIES} (seq)",
         _TRIGRAMS,
         _APPEND.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
             "entry_count = entry_count + 1, updated_at = now()",

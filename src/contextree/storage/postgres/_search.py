@@ -3,10 +3,11 @@
 Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
 statement that stores it (``_schema``, version 3), so the index is current when the append
 commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
-index's meaning (a word matches as a prefix, a quoted phrase as those words in a row); where
-``pg_trgm`` is installed, a term of three characters or more is also found inside a word
-(``CONNREF`` finds ``ECONNREFUSED``), through the trigram index on ``search_text``. Hits come
-newest first (the order in which the database stored them).
+index's meaning (a word matches as a prefix, a quoted phrase as those words in a row). Where
+``pg_trgm`` is installed and the words find fewer hits than asked for, terms of three
+characters or more are also looked for inside words (``CONNREF`` finds ``ECONNREFUSED``),
+through the trigram index on ``search_text``. Hits come newest first, in the order the
+database stored them (an index on ``seq`` lets a common word stop at the limit).
 """
 
 from __future__ import annotations
@@ -79,14 +80,18 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
         if not (trigrams and trigrams[0]):
             notes.append("pg_trgm is not installed in this database: terms are found as "
                          "whole words or their starts only")
-        condition = "e.search @@ to_tsquery('simple', %s)"
-        args: list[Any] = [tsquery(terms)]
-        if use_trigrams:
+        query_args: list[Any] = [tsquery(terms)]
+        words = "e.search @@ to_tsquery('simple', %s)"
+        hits = _collect(conn, words, query_args, filters, limit,
+                        terms.pattern(), target_of)
+        if use_trigrams and (limit is None or len(hits) < limit):
+            # Few whole-word hits: look inside words too (the trigram index), for the rest.
             likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
-            condition = f"({condition} OR ({likes}))"
-            args += ["%" + "%".join(words) + "%" for words in inside]
-        pattern = _pattern(terms, inside=use_trigrams)
-        hits = _collect(conn, condition, args, filters, limit, pattern, target_of)
+            more = _collect(conn, f"{likes} AND NOT ({words})",
+                            ["%" + "%".join(w) + "%" for w in inside] + query_args, filters,
+                            None if limit is None else limit - len(hits),
+                            _pattern(terms, inside=True), target_of)
+            hits = sorted(hits + more, key=lambda h: h.timestamp, reverse=True)
     return SearchResults(hits, notes=notes)
 
 
