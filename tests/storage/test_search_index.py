@@ -305,3 +305,20 @@ def test_a_listing_reads_again_only_the_files_that_changed(
     for suffix in ("-wal", "-shm"):
         Path(f"{index_path(tmp_path)}{suffix}").unlink(missing_ok=True)
     assert len(catalog.list().sessions) == 2
+
+
+def test_an_index_with_more_dead_rows_than_live_ones_is_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.storage import _search_index
+
+    monkeypatch.setattr(_search_index, "MIN_DEAD", 1)
+    with _session(tmp_path) as s:
+        s.append_message(Message.user("first words"))
+    ct.search(tmp_path, "words")
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"first", b"other"))  # rewritten: rows die
+    with SearchIndex.open(tmp_path) as index:
+        report = index.refresh()
+        assert any("rebuilt" in n for n in report.notes)
+        assert index._meta("dead") == "0"
+        assert _texts(index.search("words")) == ["other words"]

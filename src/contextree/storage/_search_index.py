@@ -392,9 +392,11 @@ class SearchIndex:
 
     def _maybe_rebuild(self, progress: ProgressFn | None, report: IndexReport) -> None:
         dead = int(self._meta("dead"))
+        if dead < MIN_DEAD:
+            return  # the common case, without counting the live rows
         live = self.con.execute("SELECT count(*) FROM entries WHERE role IS NOT NULL"
                                 ).fetchone()[0]
-        if dead < MIN_DEAD or dead < live * REBUILD_RATIO:
+        if dead < live * REBUILD_RATIO:
             return
         try:
             self._begin()
