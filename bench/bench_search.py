@@ -178,6 +178,10 @@ def bench_directory(root: Path, sessions: int, megabytes: float) -> None:
             times += timed(lambda q=query, r=refresh: search_directory(root, q, refresh=r), 5)  # type: ignore[misc]
         print(f"search ({len(QUERIES)} queries x 5, {label}): p50 "
               f"{ms(statistics.median(times))}, p95 {ms(p95(times))}")
+    prefixes = [min(timed(lambda q=q: search_directory(root, q, refresh=False), 3))  # type: ignore[misc]
+                for q in ("sock*", "conf*", "3f9a*")]
+    print(f"  prefix queries (sock*, conf*, 3f9a*: every word that starts so is merged): "
+          f"{', '.join(ms(t) for t in prefixes)}")
     if shutil.which("grep"):
         grep = timed(lambda: subprocess.run(["grep", "-rl", "--exclude-dir=.contextree",
                                              "ECONNREFUSED", str(root)],
@@ -290,6 +294,7 @@ def main() -> None:
                         help="where to generate the sessions (default: a temporary folder)")
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="bench-search-"))
+    root.mkdir(parents=True, exist_ok=True)
     try:
         bench_directory(root, args.sessions, args.megabytes)
     finally:

@@ -153,9 +153,9 @@ def _old_entry() -> object:
 
 
 def test_queries_become_tsqueries_without_operators_from_the_user() -> None:
-    assert tsquery(parse_query('test_parse_header "a b" x')) == (
-        "('test' <-> 'parse' <-> 'header':*) & ('a' <-> 'b') & ('x':*)")
-    assert tsquery(parse_query("it's & | ! (x)")) == "('it' <-> 's':*) & ('x':*)"
+    assert tsquery(parse_query('test_parse_header "a b" x* 3f9a2')) == (
+        "('test' <-> 'parse' <-> 'header') & ('a' <-> 'b') & ('x':*) & ('3f9a2':*)")
+    assert tsquery(parse_query("it's & | ! (x)")) == "('it' <-> 's') & ('x')"
 
 
 def test_the_search_command_takes_a_database_url(url: str) -> None:

@@ -26,8 +26,8 @@ WhereArg = Annotated[str, typer.Argument(metavar="WHERE", help="A directory (loo
 
 @command("search")
 def search_command(
-    query: Annotated[str, typer.Argument(metavar="QUERY", help="Words to find (each as the "
-                                         "start of a word; \"a phrase\" in quotes).")],
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="Words to find (whole words; "
+                                         "word* for a start; \"a phrase\" in quotes).")],
     where: WhereArg = ".",
     role: Annotated[str | None, typer.Option("--role", help="Only entries of this role: "
                                              "user, assistant, tool, system, compaction, "
@@ -54,8 +54,9 @@ def search_command(
 ) -> None:
     """Find the entries whose text matches QUERY in the sessions under WHERE, newest first.
 
-    Each word is matched as the start of a word (a sha prefix finds the sha), an identifier
-    such as test_parse_header as itself, and "words in quotes" as a phrase. Every hit shows
+    Each word is matched as a whole word (word* as the start of one; a sha's first digits
+    find the sha), an identifier such as test_parse_header as itself, and "words in quotes"
+    as a phrase. Every hit shows
     its session, entry id, role, time and a snippet, and says whether the entry is on the
     current branch (off-branch history and entries compaction took out of the model's view
     are found too, and marked). A directory's index is refreshed first."""

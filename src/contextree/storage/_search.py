@@ -35,9 +35,9 @@ def search(where: str | os.PathLike[str] | Catalog, query: str, *, role: str | N
     """The entries of the sessions at ``where`` (a directory, a ``postgresql://`` URL, any
     catalog) whose text matches ``query``, newest first, at most ``limit``.
 
-    The query's words are taken literally: each matches a word that starts with it, and a
-    ``"quoted phrase"`` those words in a row; an identifier (``test_parse_header``) matches
-    as the phrase of its parts. ``fts=True`` takes SQLite FTS5 syntax instead (``AND``,
+    The query's words are taken literally: each matches a whole word (``word*`` and a sha's
+    first digits match its start), and a ``"quoted phrase"`` those words in a row; an
+    identifier (``test_parse_header``) matches as the phrase of its parts. ``fts=True`` takes SQLite FTS5 syntax instead (``AND``,
     ``OR``, ``NOT``, ``NEAR``...; a directory only). The filters: ``role`` (``user``,
     ``assistant``, ``tool``, ``compaction``...), ``since``/``until`` (ISO times, on the
     entry), ``cwd`` (sessions run there or below), ``model`` (a model that answered in

@@ -18,10 +18,12 @@ deleted at any time and is rebuilt). SQLite from the standard library, with FTS5
 
 The tokenizer is ``unicode61``: words of letters and digits, case folded, accents removed.
 An identifier is matched as a phrase of its parts (the query is split the same way), so
-``test_parse_header`` finds exactly that identifier and ``parse`` finds it too; a term matches
-as a prefix (``"3f9a2"*``), which finds a sha by its first digits. A trigram tokenizer would
-also find the middle of a word, at three times the size and a slower build, with no ranking
-of whole words; prefix indexes would only speed up one- or two-letter prefixes.
+``test_parse_header`` finds exactly that identifier and ``parse`` finds it too. Terms match
+whole words, which FTS5 reads newest first and stops at the limit; ``word*`` and a sha's
+first digits match as prefixes (``"3f9a2"*``), which merge every word that starts so. A
+trigram tokenizer would also find the middle of a word, at three times the size and a slower
+build, with every query a merge; prefix indexes would only speed up one- or two-letter
+prefixes.
 
 Refreshing is incremental: a file whose (device, inode, size, mtime) did not change is not
 read; one that only grew is read from ``indexed_bytes`` (only complete lines: a line being

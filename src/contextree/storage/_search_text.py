@@ -7,11 +7,13 @@ terms and a hit the same fields wherever the sessions are kept.
 - ``entry_text``: the role, tool and text of one entry's JSON object: a message's text and
   thinking parts, its tool calls (name and arguments), a tool result; a compaction's or
   branch summary's summary; an application message's content. Other entries have none.
-- ``parse_query``: the user's words, taken literally: each word is a term matched as the
-  start of a word in the text (so a sha prefix or the start of an identifier finds it), and
-  a ``"quoted phrase"`` matches those words in that order. Punctuation inside a term splits
-  it the way the text is split (``test_parse_header`` is the phrase test, parse, header), so
-  an identifier matches itself and its parts match it too.
+- ``parse_query``: the user's words, taken literally: each word is a term matched as a whole
+  word, ``word*`` as the start of one, and a term that looks like the start of a hex id (a
+  sha prefix) as a start too; a ``"quoted phrase"`` matches those words in that order.
+  Punctuation inside a term splits it the way the text is split (``test_parse_header`` is
+  the phrase test, parse, header), so an identifier matches itself and its parts match it
+  too. Whole words keep a search fast: FTS5 reads a word's matches newest first and stops at
+  the limit, where a prefix merges the matches of every word that starts with it.
 - ``snippet``: a window of the text around the first match, with the matched spans.
 """
 
@@ -192,12 +194,13 @@ def _json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Terms:
-    """A query taken literally: each item is a phrase of words (one word: a plain term).
-    A plain term matches a word that starts with it; a phrase of several words, written in
-    quotes, matches those words in a row (its last word as a prefix, unless quoted)."""
+    """A query taken literally: each item of ``phrases`` is a phrase of words (one word: a
+    plain term), all of them required; ``prefix`` says, for each, whether its last word is
+    matched as the start of a word (a term written with a trailing ``*``, or one that looks
+    like the start of a hex id: a sha prefix) rather than whole."""
 
     phrases: tuple[tuple[str, ...], ...]
-    quoted: tuple[bool, ...]
+    prefix: tuple[bool, ...]
 
     @property
     def empty(self) -> bool:
@@ -208,34 +211,37 @@ class Terms:
         """The query in SQLite FTS5 syntax: every phrase quoted (nothing the user typed is
         read as an operator), all of them required."""
         parts = []
-        for words, quoted in zip(self.phrases, self.quoted, strict=True):
+        for words, prefix in zip(self.phrases, self.prefix, strict=True):
             phrase = '"' + " ".join(words) + '"'
-            parts.append(phrase if quoted else phrase + " *")
+            parts.append(phrase + " *" if prefix else phrase)
         return " AND ".join(parts)
 
     def pattern(self) -> re.Pattern[str]:
         """A regular expression that finds each phrase in text (for snippets and scans)."""
         alternatives = []
-        for words, quoted in zip(self.phrases, self.quoted, strict=True):
+        for words, prefix in zip(self.phrases, self.prefix, strict=True):
             body = r"[\W_]+".join(re.escape(w) for w in words)
-            alternatives.append(r"(?<![^\W_])" + body + (r"(?![^\W_])" if quoted else ""))
+            alternatives.append(r"(?<![^\W_])" + body + ("" if prefix else r"(?![^\W_])"))
         return re.compile("|".join(alternatives) or r"(?!)", re.IGNORECASE)
 
     def found_in(self, text: str) -> bool:
         """Whether every phrase occurs in ``text`` (the scan of a catalog with no index)."""
-        for words, quoted in zip(self.phrases, self.quoted, strict=True):
-            single = Terms((words,), (quoted,))
-            if single.pattern().search(text) is None:
+        for words, prefix in zip(self.phrases, self.prefix, strict=True):
+            if Terms((words,), (prefix,)).pattern().search(text) is None:
                 return False
         return True
+
+
+_HEX_START = re.compile(r"[0-9a-f]{4,}")
 
 
 def parse_query(query: str) -> Terms:
     """The user's words as terms and ``"phrases"`` (see the module's docstring); an
     unbalanced quote runs to the end. Every character that is not a letter or a digit
-    separates words, as it does in the text."""
+    separates words, as it does in the text; ``word*`` is a prefix, and so is a term that
+    looks like the start of a hex id (four hex digits or more, a digit among them)."""
     phrases: list[tuple[str, ...]] = []
-    quoted: list[bool] = []
+    prefix: list[bool] = []
     for i, piece in enumerate(query.split('"')):
         inside = i % 2 == 1
         chunks = [piece] if inside else piece.split()
@@ -243,8 +249,10 @@ def parse_query(query: str) -> Terms:
             words = tuple(w.casefold() for w in _WORD.findall(chunk))
             if words:
                 phrases.append(words)
-                quoted.append(inside)
-    return Terms(tuple(phrases), tuple(quoted))
+                hexlike = (len(words) == 1 and _HEX_START.fullmatch(words[0]) is not None
+                           and any(c.isdigit() for c in words[0]))
+                prefix.append(not inside and (chunk.endswith("*") or hexlike))
+    return Terms(tuple(phrases), tuple(prefix))
 
 
 def snippet(text: str, pattern: re.Pattern[str],

@@ -31,7 +31,7 @@ def session_search_tool(where: str | os.PathLike[str] | Catalog) -> Tool:
     def session_search(query: str, role: Role | None = None, since: str | None = None,
                        until: str | None = None, tool: str | None = None,
                        on_branch: bool = False, max_results: int = 10) -> ToolResult:
-        """Search past sessions for entries whose text matches the query: words match the start of words (a sha prefix finds the sha), identifiers like test_parse_header match as themselves, "quoted words" match a phrase. Each hit gives session id, entry id, role, time, whether it is on the session's current branch, and a snippet.
+        """Search past sessions for entries whose text matches the query: words match whole words (word* matches their start; a sha prefix finds the sha), identifiers like test_parse_header match as themselves, "quoted words" match a phrase. Each hit gives session id, entry id, role, time, whether it is on the session's current branch, and a snippet.
 
         Args:
             query: The words to find.

@@ -3,7 +3,8 @@
 Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
 statement that stores it (``_schema``, version 3), so the index is current when the append
 commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
-index's meaning (a word matches as a prefix, a quoted phrase as those words in a row). Where
+index's meaning (a whole word, ``word*`` or a sha's start as a prefix, a quoted phrase as
+those words in a row). Where
 ``pg_trgm`` is installed and the words find fewer hits than asked for, terms of three
 characters or more are also looked for inside words (``CONNREF`` finds ``ECONNREFUSED``),
 through the trigram index on ``search_text``. Hits come newest first, in the order the
@@ -46,11 +47,11 @@ TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"
 
 def tsquery(terms: Terms) -> str:
     """``terms`` as ``to_tsquery('simple', ...)`` text: each phrase's words joined by
-    ``<->``, the last one a prefix (``:*``) unless the phrase was quoted, all required."""
+    ``<->``, the last one a prefix (``:*``) where the term is one, all required."""
     parts = []
-    for words, quoted in zip(terms.phrases, terms.quoted, strict=True):
+    for words, prefix in zip(terms.phrases, terms.prefix, strict=True):
         lexemes = [f"'{w}'" for w in words]
-        if not quoted:
+        if prefix:
             lexemes[-1] += ":*"
         parts.append("(" + " <-> ".join(lexemes) + ")")
     return " & ".join(parts)
@@ -74,8 +75,7 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
         require_schema(conn)
         trigrams = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
                                 [TRIGRAM_INDEX]).fetchone()
-        inside = [w for w, q in zip(terms.phrases, terms.quoted, strict=True)
-                  if not q and all(len(x) >= MIN_TRIGRAM for x in w)]
+        inside = [w for w in terms.phrases if all(len(x) >= MIN_TRIGRAM for x in w)]
         use_trigrams = bool(trigrams and trigrams[0]) and len(inside) == len(terms.phrases)
         if not (trigrams and trigrams[0]):
             notes.append("pg_trgm is not installed in this database: terms are found as "
