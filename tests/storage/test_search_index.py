@@ -323,3 +323,18 @@ def test_an_index_with_more_dead_rows_than_live_ones_is_rebuilt(
         assert any("rebuilt" in n for n in report.notes)
         assert index._meta("dead") == "0"
         assert _texts(index.search("words")) == ["other words"]
+
+
+def test_a_sqlite_without_fts5_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from contextree.storage import _search_index
+
+    class NoFts5:
+        def execute(self, sql: str, *args: object) -> None:
+            raise sqlite3.OperationalError("no such module: fts5")
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(_search_index.sqlite3, "connect", lambda *a, **k: NoFts5())
+    with pytest.raises(InvalidArgument, match="no FTS5 full-text search"):
+        _search_index.require_fts5()
