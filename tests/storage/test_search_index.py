@@ -338,3 +338,20 @@ def test_a_sqlite_without_fts5_is_a_clear_error(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(_search_index.sqlite3, "connect", lambda *a, **k: NoFts5())
     with pytest.raises(InvalidArgument, match="no FTS5 full-text search"):
         _search_index.require_fts5()
+
+
+@pytest.mark.timeout(60)
+def test_an_index_path_that_is_a_fifo_or_a_link_is_never_opened(project: Path) -> None:
+    from contextree.storage import DirectoryCatalog
+
+    folder = project / INDEX_DIR
+    folder.mkdir()
+    os.mkfifo(folder / "index.sqlite")
+    found = ct.search(project, "weather")
+    assert _texts(found) == ["the weather is nice today"]
+    assert any("temporary" in n for n in found.notes)
+    assert len(DirectoryCatalog(project).list().sessions) == 2
+    (folder / "index.sqlite").unlink()
+    (folder / "index.sqlite").symlink_to(project / "elsewhere.sqlite")
+    assert _texts(ct.search(project, "weather")) == ["the weather is nice today"]
+    assert not (project / "elsewhere.sqlite").exists()

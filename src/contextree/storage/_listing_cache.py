@@ -40,12 +40,13 @@ class ListingCache:
     @classmethod
     def open(cls, root: Path) -> ListingCache | None:
         """The cache beside the sessions under ``root``, or ``None`` when it is unusable."""
-        from ._search_index import _connect, _prepare, index_path
+        from ._search_index import _connect, _prepare, _require_plain_file, index_path
 
         path = index_path(root)
         con: sqlite3.Connection | None = None
         try:
             path.parent.mkdir(exist_ok=True)
+            _require_plain_file(path)
             con = _connect(str(path))
             _prepare(con, temporary=False)
             return cls(con)

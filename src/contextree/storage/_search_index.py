@@ -184,6 +184,17 @@ def _prepare(con: sqlite3.Connection, temporary: bool) -> None:
     return None
 
 
+def _require_plain_file(path: Path) -> None:
+    """Refuse (``OSError``) an index path that is a FIFO, a device, a folder or a link:
+    SQLite would follow or block on it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "the index path is not a regular file", str(path))
+
+
 def remove_index(path: Path) -> None:
     """Delete an index file and SQLite's files beside it (``-wal``, ``-shm``)."""
     for suffix in ("", "-wal", "-shm"):
@@ -214,6 +225,7 @@ class SearchIndex:
         for attempt in range(2):
             try:
                 path.parent.mkdir(exist_ok=True)
+                _require_plain_file(path)
                 con = _connect(str(path))
             except (OSError, sqlite3.Error) as e:
                 reason = getattr(e, "strerror", None) or str(e)
