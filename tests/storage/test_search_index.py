@@ -355,3 +355,12 @@ def test_an_index_path_that_is_a_fifo_or_a_link_is_never_opened(project: Path) -
     (folder / "index.sqlite").symlink_to(project / "elsewhere.sqlite")
     assert _texts(ct.search(project, "weather")) == ["the weather is nice today"]
     assert not (project / "elsewhere.sqlite").exists()
+
+
+def test_a_file_name_that_is_not_utf8_is_indexed_and_opened(tmp_path: Path) -> None:
+    name = os.fsdecode(b"bad\xff.jsonl")
+    with Session.create(tmp_path / name) as s:
+        s.append_message(Message.user("undecodable name words"))
+    for _ in range(2):  # built, then refreshed from the stored rows
+        hits = ct.search(tmp_path, "undecodable")
+        assert [h.target for h in hits] == [str(tmp_path / name)]

@@ -19,6 +19,7 @@ from typing import Any
 from .._limits import JSONError, parse_json
 from ._catalog import SessionInfo, Unlisted
 from ._describe import describe
+from ._search_index import _connect, _prepare, _require_plain_file, db_path, fs_path, index_path
 
 __all__ = ["ListingCache"]
 
@@ -33,15 +34,14 @@ class ListingCache:
     def __init__(self, con: sqlite3.Connection) -> None:
         self.con = con
         self.rows: dict[str, tuple[Any, ...]] = {
-            row[0]: row for row in con.execute(f"SELECT {', '.join(_COLUMNS)} FROM listing")}
+            fs_path(row[0]): row
+            for row in con.execute(f"SELECT {', '.join(_COLUMNS)} FROM listing")}
         self.fresh: list[tuple[Any, ...]] = []
         self.seen: set[str] = set()
 
     @classmethod
     def open(cls, root: Path) -> ListingCache | None:
         """The cache beside the sessions under ``root``, or ``None`` when it is unusable."""
-        from ._search_index import _connect, _prepare, _require_plain_file, index_path
-
         path = index_path(root)
         con: sqlite3.Connection | None = None
         try:
@@ -69,7 +69,7 @@ class ListingCache:
                                    bool(row[15]))
         found = describe(Path(path))
         if isinstance(found, SessionInfo) and found.size == st.st_size:
-            self.fresh.append((path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+            self.fresh.append((db_path(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
                                found.id, found.name, found.created, found.last_activity,
                                found.entries, found.entries_exact, found.size, found.cwd,
                                found.parent_session,
@@ -89,7 +89,7 @@ class ListingCache:
                     self.con.executemany(f"INSERT OR REPLACE INTO listing VALUES ({marks})",
                                          self.fresh)
                     self.con.executemany("DELETE FROM listing WHERE path = ?",
-                                         [(p,) for p in gone])
+                                         [(db_path(p),) for p in gone])
                     self.con.execute("COMMIT")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):

@@ -294,7 +294,8 @@ class SearchIndex:
 
     def pending_bytes(self) -> int:
         """About how many bytes of session files a refresh would read now (for a bar)."""
-        known = dict(self.con.execute("SELECT path, indexed_bytes FROM files"))
+        known = {fs_path(p): n for p, n in self.con.execute(
+            "SELECT path, indexed_bytes FROM files")}
         total = 0
         for path in session_files(self.root, []):
             try:
@@ -317,11 +318,12 @@ class SearchIndex:
         columns = ("SELECT id, path, dev, ino, size, mtime_ns, indexed_bytes, head_crc, "
                    "tail_crc, problem FROM files")
         if files is None:
-            known = {row[1]: row for row in self.con.execute(columns)}
+            known = {fs_path(row[1]): row for row in self.con.execute(columns)}
         else:
             known = {}
             for name in {os.fspath(f) for f in files}:
-                row = self.con.execute(columns + " WHERE path = ?", [name]).fetchone()
+                row = self.con.execute(columns + " WHERE path = ?",
+                                       [db_path(name)]).fetchone()
                 if row is not None:
                     known[name] = row
         work = []
@@ -372,7 +374,7 @@ class SearchIndex:
     def _collect_problems(self, report: IndexReport) -> None:
         for path, problem in self.con.execute(
                 "SELECT path, problem FROM files WHERE problem IS NOT NULL"):
-            report.unlisted.append(Unlisted(path, problem))
+            report.unlisted.append(Unlisted(fs_path(path), problem))
 
     def _begin(self, wait: bool = False) -> None:
         """Take the write lock (``_Locked`` if another process has it, unless ``wait``),
@@ -470,7 +472,7 @@ class SearchIndex:
         if row is not None:
             self._forget_entries(row[0])
             self.con.execute("DELETE FROM files WHERE id = ?", [row[0]])
-        cur = self.con.execute("INSERT INTO files (path) VALUES (?)", [str(path)])
+        cur = self.con.execute("INSERT INTO files (path) VALUES (?)", [db_path(str(path))])
         return int(cur.lastrowid or 0)
 
     def _load_state(self, fid: int) -> _FileState | None:
@@ -717,7 +719,7 @@ class _Sessions:
         session = None
         if row is not None and self.filters.matches_cwd(row[7]) and (
                 self.filters.model is None or self.filters.model in (_loads(row[9]) or ())):
-            info = SessionInfo(id=row[1], target=row[0], name=row[2], created=row[3],
+            info = SessionInfo(id=row[1], target=fs_path(row[0]), name=row[2], created=row[3],
                                last_activity=row[4], entries=row[5], size=row[6], cwd=row[7],
                                parent_session=row[8])
             session = _Session(info, _loads(row[10]) or [], _loads(row[11]) or {})
@@ -839,6 +841,21 @@ class _FileState:
         found = entry_text(obj)
         role, tool, text = found if found else (None, None, None)
         return (rowid, self.fid, eid, parent, offset, len(raw), role, tool, ts), text
+
+
+def db_path(path: str) -> str | bytes:
+    """A path as the index stores it: text, or its bytes when the name is not UTF-8 (a
+    file name Python holds with surrogate escapes, which SQLite's text cannot take)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape")
+    return path
+
+
+def fs_path(value: str | bytes) -> str:
+    """A stored path back as Python names the file (``db_path`` undone)."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 def _stats_of(files: Iterable[str | os.PathLike[str]]) -> list[tuple[str, os.stat_result]]:
