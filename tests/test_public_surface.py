@@ -48,6 +48,8 @@ ROOT_NAMES = {
     "make_tools",
     # keeping the context small, and sessions healthy
     "truncate", "Truncation", "TruncationLimits", "OverflowStore", "repair", "RepairReport",
+    # finding what was said, across sessions
+    "search", "SearchHit",
     # the two errors a user catches most; the rest are in contextree.errors
     "ContextreeError", "SessionError",
 }

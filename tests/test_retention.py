@@ -83,7 +83,7 @@ def test_du_splits_session_spills_and_sidecars(tmp_path: Path) -> None:
     assert used.session_bytes == (where / "a.jsonl").stat().st_size
     assert used.spill_bytes == saved.stat().st_size and used.spill_files == 1
     assert used.sidecar_bytes == len("bad line\n")
-    assert report.totals["total"] == used.total
+    assert report.totals["total"] == used.total + report.catalog_bytes  # + the search index
     data = run_json("du", where, "--store", tmp_path / "store")
     assert data["totals"]["spills"] == saved.stat().st_size
     assert data["sessions"][0]["id"] == sid
@@ -117,7 +117,8 @@ def test_prune_deletes_old_sessions_with_their_own_spills_and_keeps_the_rest(
     assert not old_spill.exists()
     assert new_spill is not None and new_spill.exists()
     assert {p.name for p in where.iterdir()} == {"new.jsonl", "named.jsonl",
-                                                 "labeled.jsonl", "notes.txt", "foreign.jsonl"}
+                                                 "labeled.jsonl", "notes.txt", "foreign.jsonl",
+                                                 ".contextree"}  # the listing's cache stays
 
 
 def test_prune_keeps_a_spill_that_a_fork_that_stays_still_names(tmp_path: Path) -> None:

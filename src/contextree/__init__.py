@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from ._truncation import Truncation, TruncationLimits, truncate
     from .errors import ContextreeError, SessionError
     from .runtime import Agent, TurnResult, agent
-    from .storage import RepairReport, repair
+    from .storage import RepairReport, SearchHit, repair, search
     from .tools import Tool, ToolKind, ToolResult, Workspace, make_tools, tool
 
 __version__ = "0.1.0"
@@ -65,6 +65,7 @@ __all__ = [
     "Message",
     "OverflowStore",
     "RepairReport",
+    "SearchHit",
     "Session",
     "SessionContext",
     "SessionError",
@@ -87,6 +88,7 @@ __all__ = [
     "build_context",
     "make_tools",
     "repair",
+    "search",
     "tool",
     "truncate",
 ]
@@ -103,7 +105,7 @@ _LAZY = {
     "._truncation": ("Truncation", "TruncationLimits", "truncate"),
     ".errors": ("ContextreeError", "SessionError"),
     ".runtime": ("Agent", "TurnResult", "agent"),
-    ".storage": ("RepairReport", "repair"),
+    ".storage": ("RepairReport", "SearchHit", "repair", "search"),
     ".tools": ("Tool", "ToolKind", "ToolResult", "Workspace", "make_tools", "tool"),
 }
 

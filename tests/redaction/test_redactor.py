@@ -231,3 +231,14 @@ def test_ids_that_look_random_are_kept_where_they_are_ids() -> None:
     assert red.retained_tail is not None
     assert red.retained_tail[0].tool_calls[0].id == call  # type: ignore[index]
     assert red.retained_tail[1].tool_call_id == call
+
+
+def test_the_overflow_hint_path_of_a_spilled_output_is_not_a_secret() -> None:
+    # The pointer the model follows to a saved output: a long path of words, a uuid and a
+    # timestamp. Redacting it would break the hint (found on the demo's session).
+    from contextree.redaction import Redactor
+
+    hint = ("Full output saved to /tmp/pytest-of-root/pytest-12345/test_jsonl_to_postgres_and"
+            "_back0/demo/overflow/s-6a9001c3-dbca-40cd-aed6-0203ba986aaf/20261202T045655123-"
+            "7e7b39eba1-shell.txt. Read more with the read tool.")
+    assert Redactor().text(hint) == hint

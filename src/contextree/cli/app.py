@@ -65,6 +65,10 @@ COMMANDS: dict[str, Lazy] = {
                  "tree, the stats and the model's context."),
     "ls": Lazy("commands_ls", "List the sessions under WHERE (a directory, a PostgreSQL "
                "database or another catalog), newest activity first."),
+    "search": Lazy("commands_search", "Find the entries whose text matches QUERY in the "
+                   "sessions under WHERE, newest first."),
+    "index": Lazy("commands_search", "Build or refresh the search index of the sessions "
+                  "under WHERE (a directory)."),
     "tree": Lazy("commands_read", "Print the entry tree: branch points, labels, compactions, "
                  "branch summaries, and the current leaf (<- leaf)."),
     "show": Lazy("commands_read", "Show the path from the root to an entry, or (--context) "

@@ -59,16 +59,21 @@ def _threshold(n: int) -> float:
 
 def looks_random(token: str) -> bool:
     """True when ``token`` reads as a random secret rather than a word, path or digest."""
-    if _HEX.fullmatch(token) or not (_UPPER.search(token) and _LOWER.search(token)
-                                     and _DIGIT.search(token)):
+    if _HEX.fullmatch(token) or not _mixed(token):
         return False
     if entropy(token) < _threshold(len(token)):
         return False
-    # split on separators; a path or identifier made of words is not random
+    # split on separators; a path or identifier made of words (and numbers, and stamps such
+    # as 20261202T045655123) is not random
     parts = [p for p in re.split(r"[/_.-]+", token) if p]
     if len(parts) > 1 and max(len(p) for p in parts) < MIN_LENGTH:
-        return any(_random_part(p) for p in parts if len(p) >= 12)
+        return any(_mixed(p) and _random_part(p) for p in parts if len(p) >= 12)
     return _random_part(token)
+
+
+def _mixed(s: str) -> bool:
+    """Upper case, lower case and digits all in ``s``: what random base64 always has."""
+    return bool(_UPPER.search(s) and _LOWER.search(s) and _DIGIT.search(s))
 
 
 def _random_part(part: str) -> bool:

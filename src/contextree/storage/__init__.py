@@ -37,6 +37,8 @@ from ._catalog_dir import DirectoryCatalog
 from ._jsonl import JsonlStorage, TornLineWarning, clean_temp_files
 from ._memory import MemoryCatalog, MemoryStorage
 from ._repair import RepairReport, repair
+from ._search import search
+from ._search_text import SearchFilters, SearchHit, SearchResults
 
 if TYPE_CHECKING:
     from .postgres import PostgresCatalog, PostgresStorage  # noqa: F401 (loaded on use)
@@ -65,6 +67,9 @@ __all__ = [
     "Outline",
     "Query",
     "RepairReport",
+    "SearchFilters",
+    "SearchHit",
+    "SearchResults",
     "SessionInfo",
     "Storage",
     "StorageHealth",
@@ -83,6 +88,7 @@ __all__ = [
     "register_backend",
     "repair",
     "resolve",
+    "search",
 ]
 
 publish(globals())

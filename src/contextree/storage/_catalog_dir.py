@@ -23,8 +23,9 @@ from ._catalog import (
     filter_sessions,
     pick_session,
 )
-from ._describe import describe, session_files
+from ._describe import describe, session_files, session_stats
 from ._jsonl import JsonlStorage
+from ._search_text import SearchFilters, SearchResults
 
 __all__ = ["DirectoryCatalog"]
 
@@ -35,12 +36,16 @@ class DirectoryCatalog:
     """The sessions under ``root`` (see the module's docstring).
 
     ``describe`` reads one file's ``SessionInfo``; a cache of them (the search index) can
-    stand in for it, as long as it answers what the file holds now.
+    stand in for it, as long as it answers what the file holds now. Without a ``describer``
+    a listing uses the one kept in the search index's file (``_listing_cache``: a file is
+    read again only when its stat changed), unless ``cache`` is false.
     """
 
-    def __init__(self, root: str | Path, *, describer: Describer | None = None) -> None:
+    def __init__(self, root: str | Path, *, describer: Describer | None = None,
+                 cache: bool = True) -> None:
         self.root = Path(root)
         self._describe: Describer = describer or describe
+        self._cache = cache and describer is None
 
     @property
     def where(self) -> str:
@@ -55,13 +60,40 @@ class DirectoryCatalog:
         listing = CatalogListing()
         if not self.root.is_dir():
             raise SessionNotFound("no such directory", path=self.where)
-        for path in session_files(self.root, listing.unlisted):
-            found = self._describe(path)
-            if isinstance(found, SessionInfo):
-                listing.sessions.append(found)
-            else:
-                listing.unlisted.append(found)
+        cache = None
+        if self._cache:
+            from ._listing_cache import ListingCache
+
+            cache = ListingCache.open(self.root)
+        if cache is None:
+            for path in session_files(self.root, listing.unlisted):
+                found = self._describe(path)
+                if isinstance(found, SessionInfo):
+                    listing.sessions.append(found)
+                else:
+                    listing.unlisted.append(found)
+            return listing
+        try:
+            for name, st in session_stats(self.root, listing.unlisted):
+                found = cache.describe(name, st)
+                if isinstance(found, SessionInfo):
+                    listing.sessions.append(found)
+                else:
+                    listing.unlisted.append(found)
+        finally:
+            cache.save()
         return listing
+
+    def search(self, query: str, filters: SearchFilters | None = None, *,
+               limit: int | None = 20, fts: bool = False,
+               refresh: bool = True) -> SearchResults:
+        """The entries of these sessions whose text matches ``query``, through the search
+        index beside them (refreshed first unless ``refresh`` is false); see
+        ``contextree.search``."""
+        from ._search_index import search_directory
+
+        return search_directory(self.root, query, filters, limit=limit, fts=fts,
+                                refresh=refresh)
 
     def list(self, query: Query | None = None, *, limit: int | None = None) -> CatalogListing:
         """Sessions matching ``query``, newest activity first, and what was passed over."""

@@ -56,7 +56,14 @@ def session_files(root: Path, unlisted: list[Unlisted]) -> Iterator[Path]:
     skipped, symbolic links not followed). Every other ``*.jsonl`` node, and every folder
     that cannot be read, goes to ``unlisted`` with the reason: nothing is passed over
     silently, and nothing is opened that could block (a FIFO) or lead outside ``root``."""
-    stack = [root]
+    for path, _ in session_stats(root, unlisted):
+        yield Path(path)
+
+
+def session_stats(root: Path, unlisted: list[Unlisted]) -> Iterator[tuple[str, os.stat_result]]:
+    """``session_files`` as path strings, each with the ``lstat`` the walk made of it (a
+    cache of listings compares it with what it saw last, at no further system call)."""
+    stack: list[str | Path] = [root]
     while stack:
         folder = stack.pop()
         try:
@@ -70,16 +77,17 @@ def session_files(root: Path, unlisted: list[Unlisted]) -> Iterator[Path]:
                 continue
             try:
                 if item.is_dir(follow_symlinks=False):
-                    stack.append(Path(item.path))
+                    stack.append(item.path)
                     continue
                 if not item.name.endswith(".jsonl"):
                     continue
-                mode = item.stat(follow_symlinks=False).st_mode
+                st = item.stat(follow_symlinks=False)
+                mode = st.st_mode
             except OSError as e:
                 unlisted.append(Unlisted(item.path, f"cannot be read ({e.strerror})"))
                 continue
             if stat.S_ISREG(mode):
-                yield Path(item.path)
+                yield item.path, st
             elif stat.S_ISLNK(mode):
                 unlisted.append(Unlisted(item.path, "a symbolic link (not followed: open "
                                          "its target where it is)"))

@@ -1,4 +1,5 @@
-"""Built-in tools (``read``, ``write``, ``edit``, ``shell``, ``grep``, ``glob``) and ``@tool``.
+"""Built-in tools (``read``, ``write``, ``edit``, ``shell``, ``grep``, ``glob``) and ``@tool``;
+``session_search_tool(where)`` makes a read-only ``session_search`` over past sessions.
 
 Each tool takes a ``ToolContext`` (workspace, overflow store, session, cwd). Pass one to
 ``Tool.run(arguments, context=...)``, or get tools bound to one with ``make_tools``::
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from contextree.tools._result import ToolResult
     from contextree.tools._schema import schema_for
     from contextree.tools._search import glob, grep
+    from contextree.tools._session_search import session_search_tool
     from contextree.tools._shell import shell
     from contextree.tools._tool import Tool
     from contextree.tools._workspace import Workspace
@@ -59,6 +61,7 @@ __all__ = [
     "protect_process",
     "read",
     "schema_for",
+    "session_search_tool",
     "shell",
     "tool",
     "write",
@@ -75,6 +78,7 @@ _LAZY = {
     "._result": ("ToolResult",),
     "._schema": ("schema_for",),
     "._search": ("glob", "grep"),
+    "._session_search": ("session_search_tool",),
     "._shell": ("shell",),
     "._tool": ("Tool",),
     "._workspace": ("Workspace",),

@@ -8,6 +8,7 @@ from ...entries import AnyEntry, SessionHeader
 from .._base import Storage, check_session_id
 from .._catalog import CatalogListing, Query, SessionInfo, filter_sessions, pick_session
 from .._describe import utc_stamp
+from .._search_text import SearchFilters, SearchResults
 from ._connection import redact, split_session_url
 from ._driver import Target
 from ._listing import SessionSummary, delete_session, list_sessions
@@ -39,7 +40,7 @@ class PostgresCatalog:
         return SessionInfo(id=row.id, target=self.target(row.id), name=row.name,
                            created=utc_stamp(h.created_at),
                            last_activity=utc_stamp(row.last_activity or h.created_at),
-                           entries=row.entry_count, size=None, cwd=h.cwd,
+                           entries=row.entry_count, size=row.size, cwd=h.cwd,
                            parent_session=h.parent_session, metadata=h.metadata)
 
     def list(self, query: Query | None = None, *, limit: int | None = None) -> CatalogListing:
@@ -49,6 +50,17 @@ class PostgresCatalog:
         return CatalogListing(filter_sessions(infos, query, limit,
                                        lambda i: PostgresStorage.open(self._target, i.id,
                                                                       readonly=True)))
+
+    def search(self, query: str, filters: SearchFilters | None = None, *,
+               limit: int | None = 20, fts: bool = False,
+               refresh: bool = True) -> SearchResults:
+        """The entries whose text matches ``query``, through the database's full-text
+        search (kept current by every append: ``refresh`` has nothing to do); see
+        ``contextree.search``."""
+        from ._search import search_database
+
+        return search_database(self._target, self.target, query, filters, limit=limit,
+                               fts=fts)
 
     def get(self, ref: str) -> SessionInfo:
         """The session with id ``ref`` (or the one whose id starts with it): one query."""

@@ -33,6 +33,7 @@ class SessionSummary:
     leaf_id: str | None
     header: SessionHeader
     last_activity: str = ""
+    size: int | None = None  # the session's bytes as JSON lines (header included)
 
 
 def list_sessions(target: Target, *, limit: int | None = None,
@@ -50,7 +51,7 @@ def list_sessions(target: Target, *, limit: int | None = None,
         rows = conn.execute(
             f"SELECT s.id, s.name, s.created_at, s.updated_at, s.entry_count, s.leaf_id, "
             f"s.header, (SELECT e.line::json ->> 'timestamp' FROM {ENTRIES} e "
-            f"WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1) "
+            f"WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1), s.bytes "
             f"FROM {SESSIONS} s {where_id}ORDER BY s.updated_at DESC, s.id LIMIT %s", params
         ).fetchall()
         where = describe(conn)
@@ -59,7 +60,8 @@ def list_sessions(target: Target, *, limit: int | None = None,
         header = decode_header(r[6], where)
         summaries.append(SessionSummary(
             id=r[0], name=r[1], created_at=r[2], updated_at=r[3], entry_count=int(r[4]),
-            leaf_id=r[5], header=header, last_activity=r[7] or header.created_at))
+            leaf_id=r[5], header=header, last_activity=r[7] or header.created_at,
+            size=int(r[8])))
     return summaries
 
 

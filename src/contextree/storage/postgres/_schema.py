@@ -9,6 +9,14 @@
   ``type``, and ``line``: the entry's JSON line exactly as ``encode_line`` wrote it, so every
   entry (an unknown type or field included) reads back unchanged.
 - ``contextree_append(...)``: one append as one statement (see ``PostgresStorage``).
+
+Version 3 adds search and sizes: ``contextree_sessions.bytes`` (the session's JSON lines, as
+a file would hold them, kept by the append and by ``create``), and on each entry its
+``search_text`` (what ``contextree_entry_text`` reads from the line: the same text as
+``_search_text.entry_text``) and ``search`` (its ``tsvector``, words of letters and digits as
+the directory index splits them), filled by a trigger in the statement that inserts the entry,
+so in the append's own transaction. ``search`` has a GIN index; ``search_text`` a trigram one
+(``pg_trgm``) when the extension can be created, so a term is found inside a word too.
 """
 
 from __future__ import annotations
@@ -19,18 +27,21 @@ from ._driver import Connection, Target
 from ._errors import mapped
 from ._tables import (
     APPEND_FUNCTION,
+    CONTENT_TEXT_FUNCTION,
     ENTRIES,
     ENTRY_ID_KEY,
+    ENTRY_TEXT_FUNCTION,
     NO_SCHEMA,
     PARENT_KEY,
     SCHEMA_VERSIONS,
+    SEARCH_VECTOR_FUNCTION,
     SESSIONS,
     TARGET_KEY,
 )
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # One append = one statement = one transaction (unless inside a batch) and one round trip;
 # the session row stays locked only while the server runs this, not while a client thinks.
@@ -104,6 +115,91 @@ BEGIN
 END
 $fn$"""
 
+# Version 3: the searchable text of an entry, as ``_search_text.entry_text`` reads it.
+_TEXT_OF = rf"""CREATE OR REPLACE FUNCTION {ENTRY_TEXT_FUNCTION}(j jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+DECLARE m jsonb; out text;
+BEGIN
+    IF j->>'type' = 'message' THEN
+        m := j->'message';
+        out := concat_ws(E'\n', {CONTENT_TEXT_FUNCTION}(m->'content'),
+            (SELECT string_agg(concat_ws(E'\n', t->>'name',
+                    (SELECT string_agg(v, E'\n') FROM jsonb_each_text(
+                        CASE WHEN jsonb_typeof(t->'arguments') = 'object'
+                             THEN t->'arguments' ELSE '{{}}'::jsonb END) AS a(k, v))),
+                    E'\n')
+             FROM jsonb_array_elements(CASE WHEN jsonb_typeof(m->'tool_calls') = 'array'
+                                            THEN m->'tool_calls' ELSE '[]'::jsonb END) t));
+    ELSIF j->>'type' IN ('compaction', 'branch_summary') THEN
+        out := j->>'summary';
+    ELSIF j->>'type' = 'custom_message' THEN
+        out := {CONTENT_TEXT_FUNCTION}(j->'content');
+    END IF;
+    RETURN nullif(out, '');
+END
+$fn$"""
+_ENTRY_TEXT = rf"""CREATE OR REPLACE FUNCTION {ENTRY_TEXT_FUNCTION}(p_line text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $fn$
+BEGIN
+    IF strpos(p_line, '\u') = 0 THEN
+        RETURN {ENTRY_TEXT_FUNCTION}(p_line::jsonb);
+    END IF;
+    -- jsonb refuses NUL and lone surrogates: such lines (rare: text is written as UTF-8,
+    -- only control characters escaped) are read in a block that turns an error into no
+    -- text, so that an append never fails for its text
+    BEGIN
+        RETURN {ENTRY_TEXT_FUNCTION}(replace(p_line, '\u0000', ' ')::jsonb);
+    EXCEPTION WHEN others THEN
+        RETURN NULL;
+    END;
+END
+$fn$"""
+_CONTENT_TEXT = f"""CREATE OR REPLACE FUNCTION {CONTENT_TEXT_FUNCTION}(p_content jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT CASE jsonb_typeof(p_content)
+        WHEN 'string' THEN p_content #>> '{{}}'
+        WHEN 'array' THEN (SELECT string_agg(coalesce(p->>'text', p->>'thinking'), E'\\n')
+                           FROM jsonb_array_elements(p_content) p
+                           WHERE jsonb_typeof(p) = 'object'
+                             AND (p ? 'text' OR p ? 'thinking'))
+    END
+$fn$"""
+_SEARCH_VECTOR = f"""CREATE OR REPLACE FUNCTION {SEARCH_VECTOR_FUNCTION}(p_text text)
+RETURNS tsvector LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT to_tsvector('simple', regexp_replace(coalesce(p_text, ''), '[^[:alnum:]]+', ' ',
+                                                'g'))
+$fn$"""
+_FILL_SEARCH = f"""CREATE OR REPLACE FUNCTION {ENTRIES}_fill_search() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    NEW.search_text := {ENTRY_TEXT_FUNCTION}(NEW.line);
+    IF NEW.search_text IS NOT NULL THEN
+        NEW.search := {SEARCH_VECTOR_FUNCTION}(NEW.search_text);
+    END IF;
+    RETURN NEW;
+END
+$fn$"""
+# pg_trgm, where it can be had: a database without it still searches whole words.
+_TRIGRAMS = f"""DO $do$
+DECLARE v_schema name;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
+        BEGIN
+            CREATE EXTENSION pg_trgm SCHEMA public;
+        EXCEPTION WHEN others THEN
+            RAISE NOTICE 'pg_trgm is unavailable (%): search finds whole words only',
+                SQLERRM;
+        END;
+    END IF;
+    SELECT n.nspname INTO v_schema FROM pg_extension x
+    JOIN pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_trgm';
+    IF FOUND THEN
+        EXECUTE format('CREATE INDEX {ENTRIES}_trgm_idx ON {ENTRIES} '
+                       'USING gin (search_text %I.gin_trgm_ops)', v_schema);
+    END IF;
+END
+$do$"""
+
 # Each migration takes the schema from the version before it to its own number.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -148,6 +244,31 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"DROP FUNCTION IF EXISTS {APPEND_FUNCTION}(text, text, text, text, boolean, text, "
         "text, text, boolean, text, boolean, text, text, boolean, float8)",
         _APPEND,
+    ),
+    3: (
+        f"ALTER TABLE {SESSIONS} ADD COLUMN bytes bigint NOT NULL DEFAULT 0",
+        f"""UPDATE {SESSIONS} s SET bytes = octet_length(s.header) + 1 + coalesce(
+            (SELECT sum(octet_length(e.line) + 1) FROM {ENTRIES} e
+             WHERE e.session_id = s.id), 0)""",
+        _CONTENT_TEXT,
+        _TEXT_OF,
+        _ENTRY_TEXT,
+        _SEARCH_VECTOR,
+        f"ALTER TABLE {ENTRIES} ADD COLUMN search_text text, ADD COLUMN search tsvector",
+        f"""UPDATE {ENTRIES} SET search_text = {ENTRY_TEXT_FUNCTION}(line)""",
+        f"UPDATE {ENTRIES} SET search = {SEARCH_VECTOR_FUNCTION}(search_text) "
+        "WHERE search_text IS NOT NULL",
+        _FILL_SEARCH,
+        f"CREATE TRIGGER {ENTRIES}_search BEFORE INSERT ON {ENTRIES} FOR EACH ROW "
+        f"EXECUTE FUNCTION {ENTRIES}_fill_search()",
+        f"CREATE INDEX {ENTRIES}_search_idx ON {ENTRIES} USING gin (search)",
+        # newest first: a common word's hits are read backwards from here, to the limit
+        f"CREATE INDEX {ENTRIES}_newest_idx ON {ENTRIES} (seq)",
+        _TRIGRAMS,
+        _APPEND.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
+            "entry_count = entry_count + 1, updated_at = now()",
+            "entry_count = entry_count + 1, updated_at = now(),\n"
+            "        bytes = bytes + octet_length(v_line) + 1"),
     ),
 }
 _MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema

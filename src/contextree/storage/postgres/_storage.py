@@ -206,12 +206,15 @@ class PostgresStorage:
                 with conn.transaction():
                     if not durable:
                         conn.execute("SET LOCAL synchronous_commit = off")
+                    rows = [entry_row(header.id, entry) for entry in batch]
+                    head = line_text(header)
+                    size = sum(len(r[5].encode()) + 1 for r in rows) + len(head.encode()) + 1
                     cur = conn.execute(
                         f"INSERT INTO {SESSIONS} (id, header, created_at, name, leaf_id, "
-                        "entry_count) VALUES (%s, %s, %s, %s, %s, %s) "
+                        "entry_count, bytes) VALUES (%s, %s, %s, %s, %s, %s, %s) "
                         "ON CONFLICT (id) DO NOTHING",
-                        [header.id, line_text(header), created_at(header), index.name,
-                         index.leaf_id, len(batch)],
+                        [header.id, head, created_at(header), index.name,
+                         index.leaf_id, len(batch), size],
                     )
                     if cur.rowcount != 1:
                         raise SessionExists(f"a session with id {header.id!r} is "
@@ -222,8 +225,8 @@ class PostgresStorage:
                             f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
                             "line) FROM STDIN"
                         ) as copy:
-                            for entry in batch:
-                                copy.write_row(entry_row(header.id, entry))
+                            for row in rows:
+                                copy.write_row(row)
         except BaseException:
             db.close()
             raise

@@ -7,6 +7,9 @@ SESSIONS = "contextree_sessions"
 ENTRIES = "contextree_entries"
 SCHEMA_VERSIONS = "contextree_schema_version"
 APPEND_FUNCTION = "contextree_append"
+ENTRY_TEXT_FUNCTION = "contextree_entry_text"  # an entry line's searchable text
+CONTENT_TEXT_FUNCTION = "contextree_content_text"  # a message content's text and thinking
+SEARCH_VECTOR_FUNCTION = "contextree_search_vector"  # that text's tsvector
 
 ENTRY_ID_KEY = f"{ENTRIES}_pkey"  # (session_id, id): duplicate ids are impossible
 SESSION_ID_KEY = f"{SESSIONS}_pkey"

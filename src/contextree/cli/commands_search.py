@@ -1,0 +1,176 @@
+"""``contextree search`` and ``contextree index``: find entries by what was said in them.
+
+A directory is searched through the index beside it (``<WHERE>/.contextree/index.sqlite``,
+refreshed before each search); a PostgreSQL database through its own full-text search.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..storage import CatalogListing, SearchHit, SearchResults
+from .app import command
+from .catalogs import open_catalog_of
+from .commands_ls import report_unlisted
+from .output import Out, count_option, emit_json, human_size, progress_bar, warn
+from .terminal import visible
+
+DEFAULT_LIMIT = 20
+WhereArg = Annotated[str, typer.Argument(metavar="WHERE", help="A directory (looked through "
+                                         "recursively), a postgresql:// URL, or any catalog "
+                                         "URL.")]
+
+
+@command("search")
+def search_command(
+    query: Annotated[str, typer.Argument(metavar="QUERY", help="Words to find (whole words; "
+                                         "word* for a start; \"a phrase\" in quotes).")],
+    where: WhereArg = ".",
+    role: Annotated[str | None, typer.Option("--role", help="Only entries of this role: "
+                                             "user, assistant, tool, system, compaction, "
+                                             "branch_summary, custom.")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only entries written since "
+                                              "this time (ISO, UTC).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only entries written before "
+                                              "this time (ISO, UTC).")] = None,
+    cwd: Annotated[str | None, typer.Option("--cwd", help="Only sessions run in this "
+                                            "directory or below it.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only sessions a model of "
+                                              "this id answered in.")] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only entries that call or "
+                                             "answer this tool.")] = None,
+    on_branch: Annotated[bool, typer.Option("--on-branch", help="Only entries on their "
+                                            "session's current branch.")] = False,
+    limit: Annotated[str | None, typer.Option("--limit", metavar="N", help="At most this "
+                                              f"many hits (default {DEFAULT_LIMIT}).")] = None,
+    fts: Annotated[bool, typer.Option("--fts", help="Read QUERY as SQLite FTS5 syntax (AND, "
+                                      "OR, NOT, NEAR, prefix*) instead of literally.")] = False,
+    no_refresh: Annotated[bool, typer.Option("--no-refresh", help="Search the index as it "
+                                             "is, without reading what changed.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Find the entries whose text matches QUERY in the sessions under WHERE, newest first.
+
+    Each word is matched as a whole word (word* as the start of one; a sha's first digits
+    find the sha), an identifier such as test_parse_header as itself, and "words in quotes"
+    as a phrase. Every hit shows
+    its session, entry id, role, time and a snippet, and says whether the entry is on the
+    current branch (off-branch history and entries compaction took out of the model's view
+    are found too, and marked). A directory's index is refreshed first."""
+    from ..storage import search
+    from ..storage._describe import utc_stamp
+
+    catalog, is_dir = open_catalog_of(where)
+    found = search(catalog, query, role=role, since=utc_stamp(since) if since else None,
+                   until=utc_stamp(until) if until else None, cwd=cwd, model=model,
+                   tool=tool, on_branch=on_branch,
+                   limit=count_option(limit) or DEFAULT_LIMIT, fts=fts,
+                   refresh=not no_refresh)
+    _report(found)
+    if as_json:
+        emit_json([_json_row(h, is_dir) for h in found])
+        return
+    _print(found, catalog.where, is_dir, query)
+
+
+def _report(found: SearchResults) -> None:
+    for note in found.notes:
+        warn(note)
+    report_unlisted(CatalogListing(unlisted=found.unlisted))
+
+
+def _json_row(hit: SearchHit, is_dir: bool) -> dict[str, object]:
+    row = hit.to_dict()
+    row["path" if is_dir else "url"] = hit.target
+    return row
+
+
+def _print(hits: list[SearchHit], where: str, is_dir: bool, query: str) -> None:
+    out = Out()
+    if not hits:
+        out.line(f"no entries match {query!r} {'under' if is_dir else 'in'} {where}")
+        return
+    for hit in hits:
+        place = _shown_target(hit.target, where, is_dir)
+        state = "on branch" if hit.on_branch else "off branch"
+        if hit.compacted:
+            state += ", compacted"
+        who = hit.role + (f" {hit.tool}" if hit.tool else "")
+        out.styled([(place, "bold"), (f"  {hit.entry_id}  ", "cyan"), (who, None),
+                    (f"  {hit.timestamp}  ", "dim"),
+                    (f"[{state}]", "green" if hit.on_branch and not hit.compacted
+                     else "yellow")])
+        out.styled(_marked(hit, out.rich))
+
+
+def _shown_target(target: str, where: str, is_dir: bool) -> str:
+    if not is_dir:
+        return target
+    try:
+        return str(Path(target).relative_to(where))
+    except ValueError:
+        return target
+
+
+def _marked(hit: SearchHit, rich: bool) -> list[tuple[str, str | None]]:
+    """The snippet in pieces, the matches styled (on a terminal) or between ``[[ ]]``.
+    Each piece is made visible on its own, so an escape in the text cannot reach the
+    terminal and the marks stay where the matches are."""
+    pieces: list[tuple[str, str | None]] = [("    ", None)]
+    at = 0
+    for start, end in hit.marks:
+        if start < at:
+            continue
+        pieces.append((visible(hit.snippet[at:start]), None))
+        match = visible(hit.snippet[start:end])
+        pieces.append((match, "bold reverse") if rich else (f"[[{match}]]", None))
+        at = end
+    pieces.append((visible(hit.snippet[at:]), None))
+    return pieces
+
+
+@command("index")
+def index_command(
+    where: WhereArg = ".",
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Delete the index and build it "
+                                          "again from the sessions.")] = False,
+) -> None:
+    """Build or refresh the search index of the sessions under WHERE (a directory).
+
+    The index is <WHERE>/.contextree/index.sqlite, a cache of the sessions (never their
+    truth: delete it at any time). Only what changed is read: a session that grew is read
+    from where the index stopped. `contextree search` refreshes it too; this command is for
+    building a big one ahead, with a progress bar. A PostgreSQL database keeps its index
+    current with every append: nothing to do there."""
+    import time
+
+    from ..storage._search_index import SearchIndex, index_path, remove_index
+
+    catalog, is_dir = open_catalog_of(where)
+    out = Out()
+    if not is_dir:
+        out.line(f"{catalog.where} keeps its search index current with every append "
+                 "(nothing to build)")
+        return
+    root = Path(catalog.where)
+    if rebuild:
+        remove_index(index_path(root))
+    started = time.perf_counter()
+    with SearchIndex.open(root) as index:
+        for note in index.notes:
+            warn(note)
+        total = index.pending_bytes()
+        with progress_bar(f"indexing {root}", total) as progress:
+            report = index.refresh(progress)
+        stats = index.stats()
+    for note in report.notes:
+        warn(note)
+    report_unlisted(CatalogListing(unlisted=report.unlisted))
+    took = time.perf_counter() - started
+    out.line(f"indexed {report.files} changed session files ({human_size(report.read_bytes)} "
+             f"read in {took:.2f} s); dropped {report.dropped}; the index holds "
+             f"{stats['sessions']} sessions, {stats['texts']} texts "
+             f"({human_size(stats['bytes'])})" + (" [temporary]" if index.temporary else ""))

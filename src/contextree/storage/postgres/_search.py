@@ -1,0 +1,216 @@
+"""Search in PostgreSQL: the entries whose text matches a query, across every session.
+
+Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
+statement that stores it (``_schema``, version 3), so the index is current when the append
+commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
+index's meaning (a whole word, ``word*`` or a sha's start as a prefix, a quoted phrase as
+those words in a row). Where
+``pg_trgm`` is installed and the words find fewer hits than asked for, terms of three
+characters or more are also looked for inside words (``CONNREF`` finds ``ECONNREFUSED``),
+through the trigram index on ``search_text``. Hits come newest first, in the order the
+database stored them (an index on ``seq`` lets a common word stop at the limit).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ...errors import InvalidArgument
+from .._search_index import hidden_by_compaction
+from .._search_text import (
+    SearchFilters,
+    SearchHit,
+    SearchResults,
+    Terms,
+    entry_text,
+    parse_line,
+    parse_query,
+    snippet,
+)
+from ._codec import decode_header
+from ._connection import describe, short_lived
+from ._driver import Connection, Target
+from ._errors import mapped
+from ._schema import require_schema
+from ._tables import ENTRIES, SESSIONS
+
+__all__ = ["search_database"]
+
+PAGE = 200  # candidates fetched at a time
+MIN_TRIGRAM = 3  # a term shorter than this cannot use the trigram index
+TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"
+
+
+def tsquery(terms: Terms) -> str:
+    """``terms`` as ``to_tsquery('simple', ...)`` text: each phrase's words joined by
+    ``<->``, the last one a prefix (``:*``) where the term is one, all required."""
+    parts = []
+    for words, prefix in zip(terms.phrases, terms.prefix, strict=True):
+        lexemes = [f"'{w}'" for w in words]
+        if prefix:
+            lexemes[-1] += ":*"
+        parts.append("(" + " <-> ".join(lexemes) + ")")
+    return " & ".join(parts)
+
+
+def search_database(target: Target, target_of: Callable[[str], str], query: str,
+                    filters: SearchFilters | None = None, *, limit: int | None = 20,
+                    fts: bool = False) -> SearchResults:
+    """The entries of the database at ``target`` whose text matches ``query`` (see the
+    module's docstring); ``target_of`` names a session's target (``URL#ID``)."""
+    if fts:
+        raise InvalidArgument("FTS5 syntax is for a directory's index; PostgreSQL searches "
+                              "the words as they are: leave --fts off")
+    filters = filters or SearchFilters()
+    terms = parse_query(query) if isinstance(query, str) else parse_query("")
+    if terms.empty:
+        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
+                              "(letters or digits)")
+    notes: list[str] = []
+    with mapped("could not search"), short_lived(target) as conn:
+        require_schema(conn)
+        trigrams = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                [TRIGRAM_INDEX]).fetchone()
+        inside = [w for w in terms.phrases if all(len(x) >= MIN_TRIGRAM for x in w)]
+        use_trigrams = bool(trigrams and trigrams[0]) and len(inside) == len(terms.phrases)
+        if not (trigrams and trigrams[0]):
+            notes.append("pg_trgm is not installed in this database: terms are found as "
+                         "whole words or their starts only")
+        query_args: list[Any] = [tsquery(terms)]
+        words = "e.search @@ to_tsquery('simple', %s)"
+        hits = _collect(conn, words, query_args, filters, limit,
+                        terms.pattern(), target_of)
+        if use_trigrams and (limit is None or len(hits) < limit):
+            # Few whole-word hits: look inside words too (the trigram index), for the rest.
+            likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
+            more = _collect(conn, f"{likes} AND NOT ({words})",
+                            ["%" + "%".join(w) + "%" for w in inside] + query_args, filters,
+                            None if limit is None else limit - len(hits),
+                            _pattern(terms, inside=True), target_of)
+            hits = sorted(hits + more, key=lambda h: h.timestamp, reverse=True)
+    return SearchResults(hits, notes=notes)
+
+
+def _pattern(terms: Terms, *, inside: bool) -> re.Pattern[str]:
+    if not inside:
+        return terms.pattern()
+    body = "|".join(r"[\W_]*".join(re.escape(w) for w in words) for words in terms.phrases)
+    return re.compile(body, re.IGNORECASE)
+
+
+def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchFilters,
+             limit: int | None, pattern: re.Pattern[str],
+             target_of: Callable[[str], str]) -> list[SearchHit]:
+    """Hits a page of candidates at a time (newest first, ``seq`` below the last page's),
+    each page's sessions read in three queries whatever their number."""
+    sessions: dict[str, _DbSession | None] = {}
+    hits: list[SearchHit] = []
+    where = describe(conn)
+    page = max(PAGE, 2 * (limit or 0))
+    below: int | None = None
+    while True:
+        bound = "" if below is None else " AND e.seq < %s"
+        rows = conn.execute(
+            f"SELECT e.session_id, e.id, e.line, e.seq FROM {ENTRIES} e WHERE {condition}"
+            f"{bound} ORDER BY e.seq DESC LIMIT %s",
+            [*args, *([] if below is None else [below]), page]).fetchall()
+        if not rows:
+            return hits
+        below = rows[-1][3]
+        candidates = []
+        for session_id, eid, line, _ in rows:
+            obj = parse_line(line)
+            found = entry_text(obj)
+            if found is None:
+                continue
+            stamp = obj.get("timestamp") if isinstance(obj, dict) else None
+            stamp = stamp if isinstance(stamp, str) else ""
+            if filters.matches_entry(found[0], found[1], stamp):
+                candidates.append((session_id, eid, stamp, found))
+        missing = {c[0] for c in candidates} - set(sessions)
+        if missing:
+            sessions.update(_sessions(conn, sorted(missing), filters, where))
+        for session_id, eid, stamp, (role, tool, text) in candidates:
+            session = sessions.get(session_id)
+            if session is None:
+                continue
+            on_branch, compacted = session.place(eid)
+            if filters.on_branch and not on_branch:
+                continue
+            shown, marks = snippet(text, pattern)
+            hits.append(SearchHit(session_id=session_id, target=target_of(session_id),
+                                  entry_id=eid, role=role, timestamp=stamp, snippet=shown,
+                                  marks=marks, on_branch=on_branch, compacted=compacted,
+                                  tool=tool, session_name=session.name))
+            if limit is not None and len(hits) >= limit:
+                return hits
+        if len(rows) < page:
+            return hits
+
+
+class _DbSession:
+    """A session of the hits: its name, current branch and compaction boundary."""
+
+    def __init__(self, name: str | None, branch: list[str],
+                 compactions: dict[str, Any]) -> None:
+        self.name = name
+        self.on = set(branch)
+        self.hidden = hidden_by_compaction(branch, compactions)
+
+    def place(self, eid: str) -> tuple[bool, bool]:
+        """Whether ``eid`` is on the current branch, and whether compaction hid it."""
+        return eid in self.on, eid in self.hidden
+
+
+_BRANCHES = f"""WITH RECURSIVE p(session_id, id, parent, depth) AS (
+    SELECT e.session_id, e.id, e.parent_id, 1 FROM {SESSIONS} s
+    JOIN {ENTRIES} e ON e.session_id = s.id AND e.id = s.leaf_id
+    WHERE s.id = ANY(%(ids)s)
+    UNION ALL
+    SELECT e.session_id, e.id, e.parent_id, p.depth + 1 FROM p
+    JOIN {ENTRIES} e ON e.session_id = p.session_id AND e.id = p.parent
+    WHERE p.depth <= %(most)s
+) SELECT session_id, id FROM p ORDER BY session_id, depth DESC"""
+
+
+def _sessions(conn: Connection, ids: list[str], filters: SearchFilters,
+              where: str) -> dict[str, _DbSession | None]:
+    """The sessions ``ids`` (``None`` for one the filters leave out): their rows, current
+    branches and compactions, in three queries."""
+    out: dict[str, _DbSession | None] = dict.fromkeys(ids)
+    rows = conn.execute(f"SELECT id, header, name, entry_count FROM {SESSIONS} "
+                        "WHERE id = ANY(%s)", [ids]).fetchall()
+    kept: dict[str, tuple[str | None, int]] = {}
+    for session_id, head, name, count in rows:
+        if filters.matches_cwd(decode_header(head, where).cwd):
+            kept[session_id] = (name, int(count))
+    if filters.model is not None and kept:
+        model = orjson.dumps(filters.model).decode()
+        found = conn.execute(
+            f"SELECT DISTINCT session_id FROM {ENTRIES} WHERE session_id = ANY(%s) AND type "
+            "IN ('message', 'model_change') AND (line LIKE %s OR line LIKE %s)",
+            [list(kept), f'%"model":{model}%', f'%"model_id":{model}%']).fetchall()
+        kept = {r[0]: kept[r[0]] for r in found}
+    if not kept:
+        return out
+    branches: dict[str, list[str]] = {i: [] for i in kept}
+    most = max(count for _, count in kept.values())
+    for session_id, eid in conn.execute(_BRANCHES, {"ids": list(kept), "most": most}):
+        branches[session_id].append(eid)
+    compactions: dict[str, dict[str, Any]] = {i: {} for i in kept}
+    for session_id, eid, line in conn.execute(
+            f"SELECT session_id, id, line FROM {ENTRIES} WHERE session_id = ANY(%s) "
+            "AND type = 'compaction'", [list(kept)]):
+        obj = parse_line(line)
+        if isinstance(obj, dict):
+            pinned = obj.get("pinned")
+            compactions[session_id][eid] = [obj.get("first_kept_entry_id"),
+                                            pinned if isinstance(pinned, list) else None,
+                                            obj.get("retained_tail") is not None]
+    for session_id, (name, _) in kept.items():
+        out[session_id] = _DbSession(name, branches[session_id], compactions[session_id])
+    return out
