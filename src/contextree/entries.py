@@ -1,14 +1,16 @@
 """Entries: the typed lines of a session file, one change of conversation state each.
 
 A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
-through ``parent_id``. The eleven entry types are those of the AgentCore.jl session tree; a
-line of a type this version does not know is kept as an ``UnknownEntry`` and written back
+through ``parent_id``. Eleven entry types are those of the AgentCore.jl session tree; the
+twelfth, ``RequestEntry``, records what a model call sent besides the messages. A line of a
+type this version does not know is kept as an ``UnknownEntry`` and written back
 unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEntry``'s
 ``type`` may be any string, so comparing ``e.type`` cannot narrow the union for a type checker.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -51,6 +53,7 @@ __all__ = [
     "LineError",
     "MessageEntry",
     "ModelChangeEntry",
+    "RequestEntry",
     "SessionHeader",
     "SessionInfoEntry",
     "ThinkingLevelChangeEntry",
@@ -61,6 +64,7 @@ __all__ = [
     "line_problem",
     "new_id",
     "now",
+    "request_digest",
     "to_dict",
 ]
 
@@ -217,6 +221,35 @@ class LeafEntry(Entry, tag="leaf", kw_only=True):
     target_id: str | None
 
 
+class RequestEntry(Entry, tag="request", kw_only=True):
+    """What the model calls from here on send besides the messages: the system prompt, the
+    tools with their schemas, and the request parameters (temperature, max tokens, reasoning
+    effort, response format...), as given to the adapter.
+
+    ``sha256`` is ``request_digest`` of the three: a turn whose request has the digest of
+    the one in force appends nothing, so an unchanged prompt costs nothing per turn. A
+    request equal to an earlier one on the same branch is written as ``same_as`` (that
+    entry's id) with the content left out. ``stream``: the calls were streamed (the body
+    then asks for a stream). ``system`` is the text of the leading system messages; the
+    messages themselves come from the branch.
+    """
+
+    sha256: str
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    params: dict[str, Any] | None = None
+    stream: bool = False
+    same_as: str | None = None
+
+
+def request_digest(system: str | None, tools: list[dict[str, Any]] | None,
+                   params: dict[str, Any] | None, stream: bool = False) -> str:
+    """The sha256 (hex) of a request's content, the same whatever order the keys of a
+    schema or of the parameters were given in (the order of the tools counts)."""
+    data = {"system": system, "tools": tools or [], "params": params or {}, "stream": stream}
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 class UnknownEntry:
     """A line whose ``type`` this version does not know: kept and written back unchanged."""
 
@@ -250,6 +283,7 @@ KnownEntry = (
     | LabelEntry
     | SessionInfoEntry
     | LeafEntry
+    | RequestEntry
 )
 AnyEntry = KnownEntry | UnknownEntry
 Line = SessionHeader | AnyEntry
@@ -268,6 +302,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
         LabelEntry,
         SessionInfoEntry,
         LeafEntry,
+        RequestEntry,
     )
 }
 
@@ -363,6 +398,13 @@ def _compaction(line: CompactionEntry) -> str | None:
     return _extras(line.usage, 1) if line.usage is not None else None
 
 
+def _request(line: RequestEntry) -> str | None:
+    for value in (line.tools, line.params):
+        if value is not None and (p := data_problem(value, 1)):
+            return p
+    return None
+
+
 def _nothing(line: Any) -> None:
     return None
 
@@ -380,6 +422,7 @@ _FIELDS: dict[type[Any], Callable[[Any], str | None]] = {
     LabelEntry: _nothing,
     SessionInfoEntry: _nothing,
     LeafEntry: _nothing,
+    RequestEntry: _request,
 }
 
 

@@ -8,13 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 import typer
 
 from .._context import SessionContext
 from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
-from ..entries import MessageEntry, to_dict
+from .._text import first_line
+from ..entries import MessageEntry, RequestEntry, to_dict
+from ..models._wire_body import WIRE_APIS
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..runtime import is_flat_log, verify_log
@@ -32,6 +35,8 @@ from .render import (
     entry_summary,
     message_body,
     message_title,
+    request_summary,
+    shown_prompt,
     summary_line,
     tree_lines,
 )
@@ -215,24 +220,52 @@ def show_command(
     file: FileArg,
     at: Annotated[str | None, typer.Option("--at", help="Entry id, id prefix or label "
                                            "(default: the current leaf).")] = None,
-    context: Annotated[bool, typer.Option("--context", help="Show the exact messages the "
-                                          "model would see there, with token counts.")] = False,
+    context: Annotated[bool, typer.Option("--context", help="Show the exact request the "
+                                          "model would get there: system prompt, tools and "
+                                          "messages, with token counts.")] = False,
+    wire: Annotated[str | None, typer.Option(
+        "--wire", metavar="API", show_default=False,
+        help="With --context: print the request body that would be sent, for openai (Chat "
+        "Completions), anthropic (Messages) or responses (OpenAI Responses).")] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Print recorded system prompts as they "
+                                      "are, secrets included (default: redacted).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the path from the root to an entry, or (--context) what the model sees there."""
+    if wire is not None and not context:
+        raise UsageProblem("--wire prints the request body of a context: add --context")
+    if wire is not None and wire not in WIRE_APIS:
+        raise UsageProblem(f"--wire {wire!r}: choose one of {', '.join(WIRE_APIS)}")
     with open_session(file, readonly=True) as session:
         leaf = resolve_entry(session, at) if at is not None else session.leaf_id
-        if context:
-            _show_context(session, leaf, as_json)
+        if wire is not None:
+            _show_wire(session, leaf, wire, raw)
+        elif context:
+            _show_context(session, leaf, as_json, raw)
         else:
-            _show_path(session, leaf, as_json)
+            _show_path(session, leaf, as_json, raw)
 
 
-def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
+def _show_wire(session: Session, leaf: str | None, api: str, raw: bool) -> None:
+    """The request body a call at ``leaf`` would send, as the SDK would write it."""
+    from ..models._wire_body import request_body
+
+    ctx = session.build_context(leaf)
+    if ctx.system is not None:
+        ctx.system = shown_prompt(ctx.system, raw=raw)
+    model = ctx.model[1] if ctx.model else "unknown-model"
+    body = request_body(api, model, ctx.request_messages(), ctx.tools or (), ctx.params,
+                        stream=ctx.stream)
+    out = typer.get_binary_stream("stdout")
+    out.write(body + b"\n")
+    out.flush()
+
+
+def _show_path(session: Session, leaf: str | None, as_json: bool, raw: bool = False) -> None:
     path = session.branch(leaf)
     labels = session.labels()
     if as_json:
-        emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
+        emit_json([{**_entry_json(e, raw), "label": labels.get(e.id)} for e in path])
         return
     out = Out()
     left = TipsOnDemand(session.storage.outline)
@@ -241,6 +274,8 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
         if isinstance(entry, MessageEntry):
             head = message_title(entry.message)
             body = message_body(entry.message)
+        elif isinstance(entry, RequestEntry):
+            head, body = entry.type, _request_body(entry, raw)
         else:
             head, body = entry.type, _entry_body(entry, left)
         out.styled([(f"#{i} ", "dim"), (entry.id, "cyan"), (f"  {head}", "bold"),
@@ -249,6 +284,34 @@ def _show_path(session: Session, leaf: str | None, as_json: bool) -> None:
             out.line("    " + text)
     if not path:
         out.line("(empty: the leaf is before the first entry)")
+
+
+def _entry_json(entry: Any, raw: bool) -> dict[str, Any]:
+    data = to_dict(entry)
+    if isinstance(entry, RequestEntry) and entry.system is not None:
+        data["system"] = shown_prompt(entry.system, raw=raw)
+    return data
+
+
+def _request_body(entry: RequestEntry, raw: bool) -> list[str]:
+    """A request entry in full, but for the tool schemas (elided, and marked so)."""
+    lines = [request_summary(entry)]
+    if entry.system is not None:
+        lines.append("system prompt:")
+        lines += ["  " + line for line in shown_prompt(entry.system, raw=raw).split("\n")]
+    lines += _tool_lines(entry.tools)
+    if entry.params:
+        lines.append("parameters: " + orjson.dumps(entry.params).decode())
+    return lines
+
+
+def _tool_lines(tools: list[dict[str, Any]] | None) -> list[str]:
+    lines = []
+    for tool in tools or ():
+        schema = orjson.dumps(tool.get("parameters") or {})
+        lines.append(f"tool {tool.get('name')}: {first_line(str(tool.get('description') or ''))}"
+                     f"  [schema elided: {len(schema):,} bytes; --json or --wire prints it]")
+    return lines
 
 
 def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
@@ -260,12 +323,14 @@ def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
     return [summary]
 
 
-def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
+def _show_context(session: Session, leaf: str | None, as_json: bool,
+                  raw: bool = False) -> None:
     ctx = session.build_context(leaf)
     counter = EstimateCounter()
     counts = [counter.count_message(m) for m in ctx.messages]
     total, basis, how = context_size(ctx, counter)
     model = "/".join(ctx.model) if ctx.model else None
+    system = shown_prompt(ctx.system, raw=raw) if ctx.system is not None else None
     if as_json:
         emit_json({
             "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
@@ -274,17 +339,33 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
             "total_tokens": total, "total_is_estimate": basis != "reported",
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
+            "request_id": ctx.request_id, "system": system, "tools": ctx.tools,
+            "params": ctx.params, "stream": ctx.stream,
             "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
                          for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids,
                                                              counts, strict=True))],
         })
         return
     out = Out()
-    if not _has_system_prompt(ctx):
+    # The provider's order: Anthropic builds the prompt from the tools, the system prompt,
+    # then the messages; a Chat Completions body holds the messages (the system prompt
+    # first), then the tools.
+    tools_first = ctx.model is not None and ctx.model[0] == "anthropic"
+    if tools_first:
+        _print_tools(out, ctx)
+    if system is not None:
+        out.styled([("[system] ", "bold magenta"),
+                    (f"recorded in entry {ctx.request_id}  ~"
+                     f"{counter.count_message(Message.system(system))} tokens", "dim")])
+        for text in system.split("\n"):
+            out.line("    " + text)
+    elif not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
                  "its own before these messages)", "dim")
     for i, (m, eid, n) in enumerate(zip(ctx.messages, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
+    if not tools_first:
+        _print_tools(out, ctx)
     out.line()
     out.fields([
         ("messages", str(len(ctx.messages))),
@@ -296,8 +377,18 @@ def _show_context(session: Session, leaf: str | None, as_json: bool) -> None:
     ])
 
 
+def _print_tools(out: Out, ctx: SessionContext) -> None:
+    if not ctx.tools:
+        return
+    out.styled([("[tools] ", "bold magenta"),
+                (f"{len(ctx.tools)} recorded in entry {ctx.request_id}", "dim")])
+    for text in _tool_lines(ctx.tools):
+        out.line("    " + text)
+
+
 def _has_system_prompt(ctx: SessionContext) -> bool:
-    return any(m.role == "system" and m.kind is None for m in ctx.messages)
+    return ctx.system is not None or any(m.role == "system" and m.kind is None
+                                         for m in ctx.messages)
 
 
 def context_size(ctx: SessionContext, counter: EstimateCounter) -> tuple[int, str, str]:

@@ -24,6 +24,7 @@ from ..entries import (
     LeafEntry,
     MessageEntry,
     ModelChangeEntry,
+    RequestEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     UnknownEntry,
@@ -36,7 +37,7 @@ KEEP_ENDS = 2  # entries shown at each end of a collapsed run
 MIN_COLLAPSE = 3  # shorter runs are shown in full
 MAX_LEVEL = 4  # side-branch levels drawn with guides; deeper ones say their level instead
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
-                SessionInfoEntry, ActiveToolsChangeEntry)
+                SessionInfoEntry, ActiveToolsChangeEntry, RequestEntry)
 ALWAYS_SHOWN_TYPES = frozenset(cls.__struct_config__.tag for cls in ALWAYS_SHOWN)
 _BOOKKEEPING_TYPES = frozenset({"label", "session_info", "leaf"})
 
@@ -72,6 +73,8 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
         return f"thinking -> {entry.thinking_level}"
     if isinstance(entry, ActiveToolsChangeEntry):
         return f"tools -> {', '.join(entry.active_tool_names) or '(none)'}"
+    if isinstance(entry, RequestEntry):
+        return request_summary(entry)
     if isinstance(entry, CustomMessageEntry):
         return f"custom message {entry.custom_type}: {summary_line(entry.text)}"
     if isinstance(entry, CustomEntry):
@@ -87,6 +90,40 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
     if isinstance(entry, UnknownEntry):
         return f"{entry.type} (an entry type this version does not know)"
     return entry.type
+
+
+def request_summary(entry: RequestEntry) -> str:
+    """A request entry in one line: what the system prompt, tools and parameters are."""
+    if entry.same_as is not None:
+        return f"request: the same as {short_id(entry.same_as)} [sha256 {entry.sha256[:12]}]"
+    pieces = []
+    if entry.system is not None:
+        pieces.append(f"system prompt of {len(entry.system):,} characters")
+    if entry.tools:
+        names = ", ".join(str(t.get("name")) for t in entry.tools)
+        pieces.append(f"{len(entry.tools)} tools ({names})")
+    if entry.params:
+        pieces.append(", ".join(f"{k}={_param_preview(v)}" for k, v in entry.params.items()))
+    if entry.stream:
+        pieces.append("streamed")
+    return f"request: {'; '.join(pieces) or 'nothing besides the messages'} " \
+           f"[sha256 {entry.sha256[:12]}]"
+
+
+def _param_preview(value: object) -> str:
+    return shorten(orjson.dumps(value).decode(), ARGS_PREVIEW)
+
+
+def shown_prompt(text: str, *, raw: bool = False) -> str:
+    """A recorded system prompt as ``show`` prints it: secrets redacted unless ``raw``.
+
+    MERGE (redaction): the one call site for ``contextree.redaction.Redactor``; wire it as
+    ``return text if raw else Redactor().text(text)``. Until then the text is returned as it
+    is recorded.
+    """
+    if raw:
+        return text
+    return text
 
 
 def message_summary(m: Message) -> str:

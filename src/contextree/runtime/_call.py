@@ -36,7 +36,7 @@ from ..models._stream import (
     stream_reply,
 )
 from ..tokens import EstimateCounter, TokenCounter, count_context
-from ._env import Env
+from ._env import Env, SentRequest
 from ._events import (
     Event,
     InterruptedPayload,
@@ -90,6 +90,8 @@ class ModelCall:
             return env
         specs: list[ToolSpec] = [t.spec() if hasattr(t, "spec") else t for t in env.tools]
         options = env.metadata.get("model_options", {})
+        env.request_sent(SentRequest.of(self.model, env.messages, specs, options,
+                                        stream=self._streams()))
         env.emit(ModelStartPayload(
             event=Event.MODEL_START, model=self.model.name, iteration=env.iteration,
             tokens=count_context(env.messages, self.counter, fresh_from=env.fresh_from),
@@ -103,6 +105,12 @@ class ModelCall:
         return env
 
     # -- the call --------------------------------------------------------------------------
+    def _streams(self) -> bool:
+        """Whether the call asks for a streamed reply (the body then says ``stream``)."""
+        if self.loop is not None and _is_async_only(self.model):
+            return False
+        return self.stream and callable(getattr(self.model, "stream", None))
+
     def _open(self, messages: Sequence[Message], specs: Sequence[ToolSpec],
               options: dict[str, Any]) -> ReplyStream:
         """The reply's stream (called in the helper thread)."""
