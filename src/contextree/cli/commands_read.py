@@ -17,7 +17,6 @@ from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
 from .._text import first_line
 from ..entries import MessageEntry, RequestEntry, to_dict
-from ..models._wire_body import WIRE_APIS
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..runtime import is_flat_log, verify_log
@@ -232,6 +231,8 @@ def show_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Show the path from the root to an entry, or (--context) what the model sees there."""
+    from ..models._wire_body import WIRE_APIS  # on use: the models are not for every command
+
     if wire is not None and not context:
         raise UsageProblem("--wire prints the request body of a context: add --context")
     if wire is not None and wire not in WIRE_APIS:
