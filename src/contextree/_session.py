@@ -26,6 +26,7 @@ from ._files import storable_path
 from ._messages import Message, Usage
 from ._stats import SessionStats, compute_stats
 from .entries import (
+    CALLS_TYPE,
     ActiveToolsChangeEntry,
     AnyEntry,
     BranchSummaryEntry,
@@ -850,6 +851,10 @@ class Session:
         result = plan_compaction(self.branch(), policy, ladder or default_ladder(model),
                                  counter, force=force, projectors=self.projectors)
         planned = result.entry
+        if planned is None and result.calls and not dry_run:
+            # No compaction, but the summarizer was called (and billed): say so.
+            self.append_custom(CALLS_TYPE, {"calls": [c.to_dict() for c in result.calls]},
+                               expected_leaf=expected_leaf)
         if dry_run or planned is None:
             return result
         entry_id = self.append_compaction(

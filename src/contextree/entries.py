@@ -37,11 +37,13 @@ from ._messages import (
 from .errors import CorruptLine, InvalidEntry, SessionError
 
 __all__ = [
+    "CALLS_TYPE",
     "ENTRY_TYPES",
     "FORMAT_VERSION",
     "ActiveToolsChangeEntry",
     "AnyEntry",
     "BranchSummaryEntry",
+    "CallRecord",
     "CompactionEntry",
     "CustomEntry",
     "CustomMessageEntry",
@@ -240,6 +242,29 @@ class RequestEntry(Entry, tag="request", kw_only=True):
     params: dict[str, Any] | None = None
     stream: bool = False
     same_as: str | None = None
+
+
+CALLS_TYPE = "contextree.calls"
+"""The ``custom_type`` of a custom entry that records model calls no message stands for
+(``{"calls": [CallRecord...]}``): a summarizer's calls when no compaction was written, a
+call interrupted before anything of its reply arrived. The statistics count them."""
+
+
+class CallRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One model call that no assistant message records: who answered (``provider``,
+    ``model``), what it used (``usage``; ``estimated`` when the provider reported none and
+    the input was counted here), and how it ended (``outcome``: ``"summary"``,
+    ``"summary_rejected"``, ``"summarizer_failed"``, ``"interrupted"``)."""
+
+    provider: str | None = None
+    model: str | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+    estimated: bool = False
+    outcome: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data (as stored in an entry)."""
+        return to_builtins(self)  # type: ignore[no-any-return]
 
 
 def request_digest(system: str | None, tools: list[dict[str, Any]] | None,

@@ -425,16 +425,55 @@ def _print_message(out: Out, i: int, m: Message, eid: str | None, tokens: int) -
 # -- stats ---------------------------------------------------------------------------------
 
 @command("stats")
-def stats_command(file: FileArg, as_json: JsonOpt = False) -> None:
+def stats_command(
+    file: FileArg,
+    by_model: Annotated[bool, typer.Option("--by-model", help="Only the model calls of the "
+                                           "whole file, per model, with their total.")]
+    = False,
+    as_json: JsonOpt = False,
+) -> None:
     """Messages, billed tokens and cost for the current branch and the whole file."""
     storage = open_storage_of(file, readonly=True)
     with Session.open(storage) as session:
         stats = session.stats()
         size = storage.health().size
+    if by_model:
+        _print_by_model(stats, as_json)
+        return
     if as_json:
         emit_json(stats.to_dict())
         return
     _print_stats(Out(), stats, size)
+
+
+def _print_by_model(s: SessionStats, as_json: bool) -> None:
+    """Every call of the file under its model (replies, summarizer calls, interrupted
+    calls), and the total they add up to."""
+    f = s.file
+    if as_json:
+        emit_json({"by_model": f.to_dict()["by_model"],
+                   "total": {**f.to_dict()["usage"], "calls": f.calls,
+                             "estimated_calls": f.estimated, "cost_known": f.cost_known,
+                             "unpriced_calls": f.unpriced}})
+        return
+    out = Out()
+    rows = [_model_row(k, f.calls_by_model.get(k, 0), f.estimated_by_model.get(k, 0),
+                       f.by_model[k], f.model_cost_text(k)) for k in sorted(f.by_model)]
+    rows.append(_model_row("total", f.calls, f.estimated, f.usage, f.cost_text))
+    out.table(["model", "calls", "input", "output", "cache read", "cache write", "cost"],
+              rows, right=(1, 2, 3, 4, 5, 6))
+    if f.estimated:
+        out.line(f"~ {f.estimated} call(s) interrupted before the provider reported usage: "
+                 "their tokens are estimated", "dim")
+    if s.prices_hint:
+        out.line(f"costs unknown: {s.prices_hint}")
+
+
+def _model_row(name: str, calls: int, estimated: int, u: Any, cost: str) -> list[str]:
+    mark = "~" if estimated else ""
+    return [name, str(calls) + (f" ({estimated} estimated)" if estimated else ""),
+            mark + str(u.input), mark + str(u.output), str(u.cache_read), str(u.cache_write),
+            cost]
 
 
 def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
@@ -455,9 +494,10 @@ def _print_stats(out: Out, s: SessionStats, size: int | None) -> None:
     models = sorted(set(s.file.by_model))
     if models:
         out.line()
-        out.table(["model", "input", "output", "cost"],
-                  [[k, str(s.file.by_model[k].input), str(s.file.by_model[k].output),
-                    s.file.model_cost_text(k)] for k in models], right=(1, 2, 3))
+        out.table(["model", "calls", "input", "output", "cost"],
+                  [[k, str(s.file.calls_by_model.get(k, 0)), str(s.file.by_model[k].input),
+                    str(s.file.by_model[k].output), s.file.model_cost_text(k)]
+                   for k in models], right=(1, 2, 3, 4))
     if len(s.branches) > 1:
         out.line()
         out.table(["branch tip", "label", "messages", "cost"],

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from .._context import Projector, SessionContext, build_context, latest_compaction, summary_message
 from .._messages import Message, Usage
-from ..entries import AnyEntry, CompactionEntry, MessageEntry
+from ..entries import AnyEntry, CallRecord, CompactionEntry, MessageEntry
 from ..tokens import TokenCounter, count_context, usage_scale
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
@@ -100,6 +100,7 @@ class CompactionState:
         self.branch = list(branch)
         self.fold = fold or FoldSettings()
         self.reports: list[tuple[str, str | None]] = []  # (note, error) of the running stage
+        self.calls: list[CallRecord] = []  # every summarizer call made while planning
         self.projectors = dict(projectors) if projectors else None
         self.policy = policy
         self.counter = counter

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 from .._messages import Message, Usage
 from .._session import Session
-from ..entries import request_digest
+from ..entries import CallRecord, request_digest
 from ..models._base import Model, ToolSpec, request_params, tool_spec
 from ..tokens import usage_anchor
 from ..tools._tool import Tool
@@ -43,6 +43,8 @@ Listener = Callable[[Message], "str | None"]
 """A persistence listener: stores the message, returns its entry id (None: no ids)."""
 ReplaceListener = Callable[[Sequence[Message]], None]
 RequestListener = Callable[["SentRequest"], None]
+CallListener = Callable[[CallRecord], None]
+"""A listener told of a model call no message records (``Env.on_call``)."""
 """A listener told what a model call sends besides the messages (``Env.on_request``)."""
 Sink = Callable[[Payload], None]
 """Where an env sends every event after the handlers (the stream being read)."""
@@ -115,6 +117,7 @@ class Env:
         self._added: list[Listener] = []
         self._replaced: list[ReplaceListener] = []
         self._requested: list[RequestListener] = []
+        self._calls: list[CallListener] = []
 
     # -- the conversation --------------------------------------------------------------------
     @property
@@ -230,6 +233,18 @@ class Env:
         """Say a model call is about to send ``request`` (``ModelCall`` does)."""
         for listener in self._requested:
             listener(request)
+
+    def on_call(self, listener: CallListener) -> None:
+        """Call ``listener(record)`` for every model call that no message records (one
+        interrupted before anything of its reply arrived); ``SessionTree`` stores it."""
+        self._calls.append(listener)
+
+    def call_made(self, record: CallRecord) -> None:
+        """Count a model call that no message records: its usage goes to the turn's and
+        every ``on_call`` listener is told."""
+        self.count(record.usage, record.usage.cost)
+        for listener in self._calls:
+            listener(record)
 
     def _change(self) -> None:
         self._snapshot = None

@@ -9,7 +9,7 @@ from typing import Any
 
 from .._messages import Message
 from .._session import Session
-from ..entries import RequestEntry
+from ..entries import CALLS_TYPE, CallRecord, RequestEntry
 from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
@@ -44,6 +44,11 @@ def _request_recorder(session: Session, in_force: str | None
             digest[0] = new
 
     return record
+
+
+def _record_calls(session: Session, calls: Sequence[CallRecord]) -> None:
+    """Store model calls that no message records, for the statistics."""
+    session.append_custom(CALLS_TYPE, {"calls": [c.to_dict() for c in calls]})
 
 
 class SessionLog:
@@ -154,6 +159,7 @@ class SessionTree:
 
             env.on_add(record)
             env.on_request(_request_recorder(session, ctx.request_id))
+            env.on_call(lambda call: _record_calls(session, [call]))
             env = self.app(env)
             if written and session.leaf_id == written[-1] and _refused(env):
                 session.move_to(before)  # the input stays in the tree, off the branch
