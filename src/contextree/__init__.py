@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ._stats import SessionStats, UsageStats
     from ._truncation import Truncation, TruncationLimits, truncate
     from .errors import ContextreeError, SessionError
-    from .runtime import Agent, TurnResult, agent
+    from .runtime import Agent, TurnResult, agent, replay
     from .storage import RepairReport, repair
     from .tools import Tool, ToolKind, ToolResult, Workspace, make_tools, tool
 
@@ -84,6 +84,7 @@ __all__ = [
     "build_context",
     "make_tools",
     "repair",
+    "replay",
     "tool",
     "truncate",
 ]
@@ -99,7 +100,7 @@ _LAZY = {
     "._stats": ("SessionStats", "UsageStats"),
     "._truncation": ("Truncation", "TruncationLimits", "truncate"),
     ".errors": ("ContextreeError", "SessionError"),
-    ".runtime": ("Agent", "TurnResult", "agent"),
+    ".runtime": ("Agent", "TurnResult", "agent", "replay"),
     ".storage": ("RepairReport", "repair"),
     ".tools": ("Tool", "ToolKind", "ToolResult", "Workspace", "make_tools", "tool"),
 }

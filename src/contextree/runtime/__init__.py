@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._budget import Budget
     from ._builder import Agent, ModelCall, agent
     from ._compaction import DefaultCompactionPipeline
-    from ._env import Env, Events, Handler, TurnResult, TypedHandler
+    from ._env import Env, Events, Handler, SentRequest, TurnResult, TypedHandler
     from ._events import (
         PAYLOADS,
         BudgetPayload,
@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
     from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
     from ._persistence import SessionLog, SessionTree
+    from ._replay import ReplayLane, ReplayReport, recorded_model, replay
     from ._run import AgentStream, AsyncAgentStream
     from ._tools import DefaultToolPipeline
 
@@ -86,8 +87,11 @@ __all__ = [
     "ModelReplyPayload",
     "ModelStartPayload",
     "Payload",
+    "ReplayLane",
+    "ReplayReport",
     "Retry",
     "RetryPayload",
+    "SentRequest",
     "SessionLog",
     "SessionTree",
     "StopReason",
@@ -105,7 +109,9 @@ __all__ = [
     "TypedHandler",
     "agent",
     "is_flat_log",
+    "recorded_model",
     "repair_log",
+    "replay",
     "verify_log",
 ]
 
@@ -113,7 +119,7 @@ _LAZY = {
     "._budget": ("Budget",),
     "._builder": ("Agent", "ModelCall", "agent"),
     "._compaction": ("DefaultCompactionPipeline",),
-    "._env": ("Env", "Events", "Handler", "TurnResult", "TypedHandler"),
+    "._env": ("Env", "Events", "Handler", "SentRequest", "TurnResult", "TypedHandler"),
     "._events": ("PAYLOADS", "BudgetPayload", "CommittedPayload", "CompactedPayload",
                  "CompactionFailedPayload", "CompactionStartPayload", "DoomLoopPayload", "Event",
                  "EventPayload", "InterruptedPayload", "MaxIterationsPayload", "ModelReplyPayload",
@@ -123,6 +129,7 @@ _LAZY = {
     "._flatlog": ("LogHealth", "LogRepair", "is_flat_log", "repair_log", "verify_log"),
     "._loop": ("DoomLoop", "MaxIterations", "Retry", "SystemPrompt", "ToolResultLoop"),
     "._persistence": ("SessionLog", "SessionTree"),
+    "._replay": ("ReplayLane", "ReplayReport", "recorded_model", "replay"),
     "._run": ("AgentStream", "AsyncAgentStream"),
     "._tools": ("DefaultToolPipeline",),
 }
