@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._replay import ReplayLane, ReplayReport, recorded_model, replay
     from ._run import AgentStream, AsyncAgentStream
     from ._tools import DefaultToolPipeline
+    from ._tracing import Tracing
 
 __all__ = [
     "PAYLOADS",
@@ -102,6 +103,7 @@ __all__ = [
     "ToolEndPayload",
     "ToolResultLoop",
     "ToolStartPayload",
+    "Tracing",
     "TruncatedPayload",
     "TurnEndPayload",
     "TurnResult",
@@ -132,6 +134,7 @@ _LAZY = {
     "._replay": ("ReplayLane", "ReplayReport", "recorded_model", "replay"),
     "._run": ("AgentStream", "AsyncAgentStream"),
     "._tools": ("DefaultToolPipeline",),
+    "._tracing": ("Tracing",),
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
