@@ -160,6 +160,8 @@ def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> No
     assert cut.status.status_code is StatusCode.ERROR
     assert cut.attributes["error.type"] == "interrupted"
     assert cut.attributes["gen_ai.usage.input_tokens"] > 0  # estimated, as the stats count it
+    with Session.open(path, readonly=True) as s:
+        assert cut.attributes["contextree.entry_id"] == s.leaf_id  # the partial reply
     turns = _by_name(exporter)["invoke_agent contextree"]
     assert turns[-1].attributes["contextree.stopped"] == "interrupted"
 

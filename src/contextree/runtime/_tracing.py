@@ -65,6 +65,7 @@ class _Turn:
     compaction_usage: Usage | None = None
     request: SentRequest | None = None
     session_set: bool = False
+    reply_id: str | None = None  # the entry the model call's reply was stored as
 
 
 class Tracing:
@@ -110,7 +111,7 @@ class Tracing:
             return
         if not turn.session_set and env.session is not None:
             turn.span.set_attribute("gen_ai.conversation.id", env.session.id)
-            turn.session_set = True
+            turn.session_set = True  # (a turn's session is known once SessionTree opened it)
         if event is Event.TURN_END:
             assert isinstance(payload, TurnEndPayload)
             self._turn_end(env, turn, payload)
@@ -145,15 +146,15 @@ class Tracing:
             if span is not None:
                 span.end()
         span = turn.span
-        _usage_attributes(span, p.usage, p.cost)
-        span.set_attribute("contextree.iterations", p.iterations)
+        more: dict[str, Any] = {"contextree.iterations": p.iterations}
         if p.stopped is not None:
-            span.set_attribute("contextree.stopped", str(p.stopped))
+            more["contextree.stopped"] = str(p.stopped)
         if p.error is not None:
             span.set_status(self._status(self._code.ERROR, p.error))
-            span.set_attribute("error.type", p.error.split(":", 1)[0])
+            more["error.type"] = p.error.split(":", 1)[0]
         if env.session is not None:
-            span.set_attribute("contextree.leaf_id", env.session.leaf_id or "")
+            more["contextree.leaf_id"] = env.session.leaf_id or ""
+        _usage_attributes(span, p.usage, p.cost, **more)
         span.end()
 
     def _model_start(self, env: Env, turn: _Turn, p: ModelStartPayload) -> None:
@@ -186,13 +187,16 @@ class Tracing:
         if span is None:
             return
         m = p.message
+        more: dict[str, Any] = {}
+        if turn.reply_id is not None:
+            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
         if m.model:
-            span.set_attribute("gen_ai.response.model", m.model)
+            more["gen_ai.response.model"] = m.model
         if m.stop_reason:
-            span.set_attribute("gen_ai.response.finish_reasons", [m.stop_reason])
-        _usage_attributes(span, m.usage, cost_of(m))
+            more["gen_ai.response.finish_reasons"] = [m.stop_reason]
         if self.capture_content:
-            span.set_attribute("gen_ai.output.messages", _messages_json([m]))
+            more["gen_ai.output.messages"] = _messages_json([m])
+        _usage_attributes(span, m.usage, cost_of(m), **more)
         span.end()
 
     def _committed(self, env: Env, turn: _Turn, p: CommittedPayload) -> None:
@@ -200,7 +204,7 @@ class Tracing:
             return
         m = p.message
         if m.role == "assistant" and turn.model is not None:
-            turn.model.set_attribute("contextree.entry_id", p.entry_id)
+            turn.reply_id = p.entry_id  # set with the reply's other attributes
         elif m.role == "tool" and m.tool_call_id in turn.tools:
             span = turn.tools.pop(m.tool_call_id or "")
             span.set_attribute("contextree.entry_id", p.entry_id)
@@ -268,10 +272,13 @@ class Tracing:
         if span is None:
             return
         span.set_status(self._status(self._code.ERROR, "interrupted"))
-        span.set_attribute("error.type", "interrupted")
-        if turn.model_start is not None:  # what the turn counted for the call (estimated)
-            spent = _minus(env.turn_usage, turn.model_start)
-            _usage_attributes(span, spent, None if env.turn_cost is None else spent.cost)
+        more: dict[str, Any] = {"error.type": "interrupted"}
+        if turn.reply_id is not None:  # what had arrived, stored
+            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
+        spent = (_minus(env.turn_usage, turn.model_start) if turn.model_start is not None
+                 else None)  # what the turn counted for the call (estimated)
+        _usage_attributes(span, spent, None if env.turn_cost is None or spent is None
+                          else spent.cost, **more)
         span.end()
 
     def _retry(self, env: Env, turn: _Turn, p: RetryPayload) -> None:
@@ -290,20 +297,24 @@ _REQUEST_PARAMS = {
 }
 
 
-def _usage_attributes(span: Any, usage: Usage | None, cost: float | None) -> None:
-    if usage is None:
-        return
-    span.set_attribute("gen_ai.usage.input_tokens",
-                       usage.input + usage.cache_read + usage.cache_write)
-    span.set_attribute("gen_ai.usage.output_tokens", usage.output)
-    if usage.cache_read:
-        span.set_attribute("gen_ai.usage.cache_read.input_tokens", usage.cache_read)
-    if usage.cache_write:
-        span.set_attribute("gen_ai.usage.cache_creation.input_tokens", usage.cache_write)
-    if cost is None:
-        span.set_attribute("contextree.cost_unknown", True)
-    else:
-        span.set_attribute("contextree.cost_usd", cost)
+def _usage_attributes(span: Any, usage: Usage | None, cost: float | None,
+                      **more: Any) -> None:
+    """Set the token and cost attributes of ``usage`` (and ``more``) in one call."""
+    attributes: dict[str, Any] = more
+    if usage is not None:
+        attributes["gen_ai.usage.input_tokens"] = (usage.input + usage.cache_read
+                                                   + usage.cache_write)
+        attributes["gen_ai.usage.output_tokens"] = usage.output
+        if usage.cache_read:
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
+        if usage.cache_write:
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
+        if cost is None:
+            attributes["contextree.cost_unknown"] = True
+        else:
+            attributes["contextree.cost_usd"] = cost
+    if attributes:
+        span.set_attributes(attributes)
 
 
 def _minus(after: Usage, before: Usage) -> Usage:
