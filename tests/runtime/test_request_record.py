@@ -16,19 +16,11 @@ from contextree.models import AnthropicMessages, OpenAIChat, ScriptedModel
 from contextree.runtime import DefaultToolPipeline, SessionTree, SystemPrompt, ToolResultLoop
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
 from fakes.openai_server import OpenAIServer, completion, tool_call
+from fakes.tools import lookup
 from helpers import run
 
 PROMPT = "You are terse. Answer in one line."
 
-
-@ct.tool
-def lookup(city: str) -> str:
-    """The weather in a city.
-
-    Args:
-        city: Which city.
-    """
-    return f"sunny in {city}"
 
 
 def _agent(path: Path, model: ct.Model, prompt: str = PROMPT) -> ct.Agent:

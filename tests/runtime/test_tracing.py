@@ -26,6 +26,7 @@ from contextree.runtime import (
 )
 from fakes.models import HeldModel
 from fakes.openai_server import OpenAIServer, completion, tool_call
+from fakes.tools import lookup
 
 otel = pytest.importorskip("opentelemetry.sdk.trace")
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -34,16 +35,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-
-
-@ct.tool
-def lookup(city: str) -> str:
-    """The weather in a city.
-
-    Args:
-        city: Which city.
-    """
-    return f"sunny in {city}"
 
 
 def _tracing(**options: Any) -> tuple[Tracing, InMemorySpanExporter]:

@@ -13,13 +13,10 @@ import typer
 
 from ..runtime._replay import ReplayLane, ReplayReport, replay
 from .app import command
+from .commands_compact import FileArg
 from .model_options import BaseUrlOpt, ModelOpt, make_model
 from .output import Out, UsageProblem, emit_json, short_id
 from .sessions import open_session, resolve_entry
-
-FileArg = Annotated[str, typer.Argument(metavar="FILE", help="A session file (or a "
-                                        "postgresql://...#SESSION_ID URL).",
-                                        show_default=False)]
 
 
 @command("replay")

@@ -240,19 +240,23 @@ def _after(session: Session, at: str) -> Iterator[AnyEntry]:
         yield kids[0]
 
 
-def _recorded_run(session: Session, at: str) -> tuple[list[ToolCall], str | None]:
-    """The recorded run from the reply ``at`` to the end of its turn (the next user
-    message): its tool calls in order, and the text of its last reply."""
-    reply = session.get_entry(at)
-    assert isinstance(reply, MessageEntry)
-    calls = list(reply.message.tool_calls or ())
-    final = reply.message.text if not reply.message.tool_calls else None
-    for entry in _after(session, at):
+def _turn_messages(session: Session, at: str) -> Iterator[Message]:
+    """The messages of the recorded run from the reply ``at`` (itself first) to the end of
+    its turn (the next user message)."""
+    for entry in [session.get_entry(at), *_after(session, at)]:
         if not isinstance(entry, MessageEntry):
             continue
-        m = entry.message
-        if m.role == "user":
-            break
+        if entry.message.role == "user":
+            return
+        yield entry.message
+
+
+def _recorded_run(session: Session, at: str) -> tuple[list[ToolCall], str | None]:
+    """The recorded run from the reply ``at`` to the end of its turn: its tool calls in
+    order, and the text of its last reply (``None`` when that reply calls tools)."""
+    calls: list[ToolCall] = []
+    final: str | None = None
+    for m in _turn_messages(session, at):
         if m.role == "assistant":
             calls += m.tool_calls or ()
             final = m.text if not m.tool_calls else None
@@ -266,17 +270,9 @@ def _call_key(name: str, arguments: Any) -> bytes:
 def _served_results(session: Session, at: str) -> dict[bytes, list[Message]]:
     """The recorded tool results of the run from ``at``, by call (name and arguments), in
     the order they were given."""
-    reply = session.get_entry(at)
-    assert isinstance(reply, MessageEntry)
-    pending: dict[str, bytes] = {c.id: _call_key(c.name, c.arguments)
-                                 for c in reply.message.tool_calls or ()}
+    pending: dict[str, bytes] = {}
     out: dict[bytes, list[Message]] = {}
-    for entry in _after(session, at):
-        if not isinstance(entry, MessageEntry):
-            continue
-        m = entry.message
-        if m.role == "user":
-            break
+    for m in _turn_messages(session, at):
         if m.role == "assistant":
             pending.update({c.id: _call_key(c.name, c.arguments) for c in m.tool_calls or ()})
         elif m.role == "tool" and m.tool_call_id in pending:
