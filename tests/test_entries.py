@@ -39,6 +39,10 @@ def build_every_entry_type(s: ct.Session) -> dict[str, str]:
     ids["thinking_level_change"] = s.append_thinking_level_change("medium")
     ids["model_change"] = s.append_model_change("openai", "gpt-4")
     ids["active_tools_change"] = s.append_active_tools_change(["bash", "read"])
+    request = s.append_request("You are terse.", [{"name": "read", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}}}], {"temperature": 0.5})
+    assert request is not None
+    ids["request"] = request
     ids["compaction"] = s.append_compaction(
         summary="summary of earlier", first_kept_entry_id=a, tokens_before=100_000,
         details={"k": [1, {"2": None}]},
@@ -66,8 +70,8 @@ def test_every_entry_type_round_trips_through_the_file(tmp_path: Path) -> None:
         build_every_entry_type(s)
         before = {e.id: e for e in s.storage.entries()}
         types = {e.type for e in before.values()}
-    assert types == set(ENTRY_TYPES), "the fixture must cover all 12 entry types"
-    assert len(ENTRY_TYPES) == 12
+    assert types == set(ENTRY_TYPES), "the fixture must cover all 13 entry types"
+    assert len(ENTRY_TYPES) == 13
     lines = file_lines(path)
     with ct.Session.open(path, readonly=True) as again:
         after = list(again.storage.entries())

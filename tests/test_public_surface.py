@@ -46,6 +46,8 @@ ROOT_NAMES = {
     # the agent and its tools
     "agent", "Agent", "TurnResult", "tool", "Tool", "ToolKind", "ToolResult", "Workspace",
     "make_tools",
+    # what was sent, sent again
+    "replay",
     # keeping the context small, and sessions healthy
     "truncate", "Truncation", "TruncationLimits", "OverflowStore", "repair", "RepairReport",
     # finding what was said, across sessions

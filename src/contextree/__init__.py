@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from ._stats import SessionStats, UsageStats
     from ._truncation import Truncation, TruncationLimits, truncate
     from .errors import ContextreeError, SessionError
-    from .runtime import Agent, TurnResult, agent
+    from .runtime import Agent, TurnResult, agent, replay
     from .storage import RepairReport, SearchHit, repair, search
     from .tools import Tool, ToolKind, ToolResult, Workspace, make_tools, tool
 
@@ -88,6 +88,7 @@ __all__ = [
     "build_context",
     "make_tools",
     "repair",
+    "replay",
     "search",
     "tool",
     "truncate",
@@ -104,7 +105,7 @@ _LAZY = {
     "._stats": ("SessionStats", "UsageStats"),
     "._truncation": ("Truncation", "TruncationLimits", "truncate"),
     ".errors": ("ContextreeError", "SessionError"),
-    ".runtime": ("Agent", "TurnResult", "agent"),
+    ".runtime": ("Agent", "TurnResult", "agent", "replay"),
     ".storage": ("RepairReport", "SearchHit", "repair", "search"),
     ".tools": ("Tool", "ToolKind", "ToolResult", "Workspace", "make_tools", "tool"),
 }

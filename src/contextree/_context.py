@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._messages import Message
 from .entries import (
@@ -24,6 +25,7 @@ from .entries import (
     CustomMessageEntry,
     MessageEntry,
     ModelChangeEntry,
+    RequestEntry,
     ThinkingLevelChangeEntry,
 )
 from .markers import (
@@ -51,6 +53,11 @@ class SessionContext:
     message contextree added, such as an "interrupted" tool result). ``fresh_from`` is the
     index of the first message from an entry appended after the latest compaction (``0``
     without one): usage reported before it describes a context that no longer exists.
+
+    ``system``, ``tools``, ``params`` and ``stream`` are what the latest request entry on the
+    branch (``request_id``) recorded: the system prompt sent before ``messages`` (not one of
+    them), the tool schemas, the request parameters; ``None`` where no request was recorded
+    (a session written before they were, or imported without them).
     """
 
     messages: list[Message]
@@ -60,6 +67,18 @@ class SessionContext:
     entry_ids: list[str | None] = field(default_factory=list)
     compaction: CompactionEntry | None = None
     fresh_from: int = 0
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    params: dict[str, Any] | None = None
+    stream: bool = False
+    request_id: str | None = None
+
+    def request_messages(self) -> list[Message]:
+        """The messages of the request as sent: the recorded system prompt, then
+        ``messages``."""
+        if self.system is None:
+            return list(self.messages)
+        return [Message.system(self.system), *self.messages]
 
     @property
     def usage_anchor(self) -> int | None:
@@ -224,8 +243,12 @@ def _entry_messages(
 
 
 def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
+    requests: dict[str, RequestEntry] = {}
     for entry in path:
-        if isinstance(entry, ModelChangeEntry):
+        if isinstance(entry, RequestEntry):
+            requests[entry.id] = entry
+            _apply_request(ctx, requests.get(entry.same_as or "", entry), entry.id)
+        elif isinstance(entry, ModelChangeEntry):
             ctx.model = (entry.provider, entry.model_id)
         elif isinstance(entry, ThinkingLevelChangeEntry):
             ctx.thinking_level = entry.thinking_level
@@ -236,6 +259,14 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
             m = entry.message
             if m.role == "assistant" and m.model and m.provider:
                 ctx.model = (m.provider, m.model)
+
+
+def _apply_request(ctx: SessionContext, content: RequestEntry, entry_id: str) -> None:
+    """Put the request ``content`` holds in force (``entry_id`` may refer to it by
+    ``same_as``)."""
+    ctx.system, ctx.params, ctx.stream = content.system, content.params, content.stream
+    ctx.tools = content.tools
+    ctx.request_id = entry_id
 
 
 def interrupted_result(call_id: str, name: str | None) -> Message:

@@ -26,6 +26,7 @@ from ._files import storable_path
 from ._messages import Message, Part, Usage
 from ._stats import SessionStats, compute_stats
 from .entries import (
+    CALLS_TYPE,
     ActiveToolsChangeEntry,
     AnyEntry,
     BranchSummaryEntry,
@@ -38,11 +39,13 @@ from .entries import (
     LeafEntry,
     MessageEntry,
     ModelChangeEntry,
+    RequestEntry,
     SessionHeader,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     new_id,
     now,
+    request_digest,
 )
 from .errors import (
     DuplicateId,
@@ -459,6 +462,38 @@ class Session:
         return self._append(ActiveToolsChangeEntry, active_tool_names=list(active_tool_names),
                             expected_leaf=expected_leaf)
 
+    def append_request(
+        self, system: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
+        params: Mapping[str, Any] | None = None, *, stream: bool = False,
+        expected_leaf: ExpectedLeaf = UNSET,
+    ) -> str | None:
+        """Record what model calls send from here on besides the messages: the system
+        prompt, the tool schemas, the request parameters. When the request in force on the
+        branch has the same content nothing is written and ``None`` is returned; a request
+        equal to an earlier one on the branch is written as a reference to it
+        (``RequestEntry.same_as``)."""
+        tool_list = [dict(t) for t in tools] if tools else None
+        param_map = dict(params) if params else None
+        digest = request_digest(system, tool_list, param_map, stream)
+        earlier: str | None = None
+        in_force: str | None = None
+        for entry in reversed(self.branch()):
+            if not isinstance(entry, RequestEntry):
+                continue
+            if in_force is None:
+                in_force = entry.sha256
+            if entry.sha256 == digest and entry.same_as is None:
+                earlier = entry.id
+                break
+        if in_force == digest:
+            self._check_leaf(expected_leaf)  # nothing to write, but the caller's view is checked
+            return None
+        if earlier is not None:
+            return self._append(RequestEntry, sha256=digest, same_as=earlier,
+                                expected_leaf=expected_leaf)
+        return self._append(RequestEntry, sha256=digest, system=system, tools=tool_list,
+                            params=param_map, stream=stream, expected_leaf=expected_leaf)
+
     def append_compaction(
         self,
         *,
@@ -834,6 +869,10 @@ class Session:
         result = plan_compaction(self.branch(), policy, ladder or default_ladder(model),
                                  counter, force=force, projectors=self.projectors)
         planned = result.entry
+        if planned is None and result.calls and not dry_run:
+            # No compaction, but the summarizer was called (and billed): say so.
+            self.append_custom(CALLS_TYPE, {"calls": [c.to_dict() for c in result.calls]},
+                               expected_leaf=expected_leaf)
         if dry_run or planned is None:
             return result
         entry_id = self.append_compaction(

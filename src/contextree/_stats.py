@@ -1,6 +1,13 @@
 """Session statistics: messages, tokens and cost, for the current branch, each branch and the
 whole file, and per model.
 
+Every model call counts, under its model: a reply, each summarizer call of a compaction
+(``details["calls"]``, accepted or rejected), the calls recorded in a ``contextree.calls``
+custom entry (a compaction that wrote nothing, an interrupted call of which nothing arrived).
+So the per-model figures add up to the totals; a call whose model is not recorded counts
+under ``unknown``. A call whose input the provider did not report is counted by estimate and
+said to be (``estimated_calls``).
+
 Cost is what each call's usage carries (the provider's figure, or the price table's when the
 reply arrived), else the price table's price of its usage now; a call whose price is not
 known is counted in ``unpriced`` and its cost shows as unknown, never as ``$0``. A total with
@@ -18,7 +25,8 @@ import msgspec
 
 from ._messages import Message, Usage
 from ._pricing import PRICES_EXTRA, cost_of, price_source
-from .entries import AnyEntry, CompactionEntry, MessageEntry
+from .entries import CALLS_TYPE, AnyEntry, CallRecord, CompactionEntry, CustomEntry, MessageEntry
+from .markers import USAGE_ESTIMATED
 from .storage._base import StorageHealth
 from .storage._filetree import ROLE_CODES, ROLE_OF_FACT, UNKNOWN_FACT, FileTree
 
@@ -80,7 +88,9 @@ class _Priced:
 @dataclass
 class UsageStats(_Priced):
     """Counts over a set of entries. ``usage.cost`` sums the known costs (``cost_known``);
-    ``unpriced`` counts the calls whose cost is unknown (``unpriced_by_model`` per model)."""
+    ``unpriced`` counts the calls whose cost is unknown (``unpriced_by_model`` per model);
+    ``calls`` the model calls, ``estimated`` those whose usage is an estimate. ``by_model``
+    sums to ``usage``."""
 
     message_count: int = 0
     by_role: dict[str, int] = field(default_factory=dict)
@@ -89,6 +99,10 @@ class UsageStats(_Priced):
     compactions: int = 0
     unpriced: int = 0
     unpriced_by_model: dict[str, int] = field(default_factory=dict)
+    calls: int = 0
+    calls_by_model: dict[str, int] = field(default_factory=dict)
+    estimated: int = 0
+    estimated_by_model: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_tokens(self) -> int:
@@ -126,10 +140,14 @@ class UsageStats(_Priced):
             "cost_known": self.cost_known,
             "unpriced_calls": self.unpriced,
             "usage": _usage_dict(self.usage, self.cost),
-            "by_model": {k: _priced_dict(v, self.unpriced_by_model.get(k, 0))
+            "by_model": {k: {**_priced_dict(v, self.unpriced_by_model.get(k, 0)),
+                             "calls": self.calls_by_model.get(k, 0),
+                             "estimated_calls": self.estimated_by_model.get(k, 0)}
                          for k, v in self.by_model.items()},
             "compactions": self.compactions,
             "cache_hit_share": self.cache_hit_share,
+            "calls": self.calls,
+            "estimated_calls": self.estimated,
         }
 
 
@@ -231,6 +249,12 @@ def _priced_dict(u: Usage, unpriced: int, usage_key: str | None = None) -> dict[
     return {usage_key: counts, **costs} if usage_key else {**counts, **costs}
 
 
+class _Estimate(msgspec.Struct):
+    """What the statistics need of a message's ``meta``: whether its usage is estimated."""
+
+    usage_estimated: bool | None = None
+
+
 class _Call(msgspec.Struct):
     """What the statistics need of a message: its role, and what its call used."""
 
@@ -238,6 +262,16 @@ class _Call(msgspec.Struct):
     usage: Usage | None = None
     model: str | None = None
     provider: str | None = None
+    meta: _Estimate | None = None
+
+
+class _Calls(msgspec.Struct):
+    """The ``calls`` a compaction's details or a ``contextree.calls`` entry records."""
+
+    calls: list[CallRecord] | None = None
+
+
+_CALLS = msgspec.json.Decoder(_Calls)
 
 
 class _Facts(msgspec.Struct):
@@ -249,43 +283,100 @@ class _Facts(msgspec.Struct):
     id: str
     parent_id: str | None = None
     message: _Call | None = None
-    usage: Usage | None = None  # a compaction's summarizer call
+    usage: Usage | None = None  # a compaction's summarizer calls
+    details: msgspec.Raw | None = None  # a compaction's: its ``calls`` are read on use
+    custom_type: str | None = None
+    data: msgspec.Raw | None = None  # a custom entry's: read only for ``contextree.calls``
 
 
 _FACTS = msgspec.json.Decoder(_Facts)
-_READ_KINDS = frozenset({"message", "compaction"})  # the types whose lines are read
+_READ_KINDS = frozenset({"message", "compaction", "custom"})  # the types whose lines are read
 SPARSE_BLOCK = 256 << 10  # the lines read are far apart: read little around each
+_ESTIMATED = _Estimate(usage_estimated=True)
 
 
 def _facts(e: AnyEntry) -> _Facts:
     if isinstance(e, MessageEntry):
         m = e.message
-        return _Facts(e.type, e.id, e.parent_id, _Call(m.role, m.usage, m.model, m.provider))
+        estimated = _ESTIMATED if isinstance(m.meta, dict) and m.meta.get(
+            USAGE_ESTIMATED) is True else None
+        return _Facts(e.type, e.id, e.parent_id, _Call(m.role, m.usage, m.model, m.provider,
+                                                       estimated))
     if isinstance(e, CompactionEntry):
-        return _Facts(e.type, e.id, e.parent_id, usage=e.usage)
+        details = (msgspec.Raw(msgspec.json.encode({"calls": e.details["calls"]}))
+                   if isinstance(e.details, dict) and "calls" in e.details else None)
+        return _Facts(e.type, e.id, e.parent_id, usage=e.usage, details=details)
+    if isinstance(e, CustomEntry) and e.custom_type == CALLS_TYPE:
+        return _Facts(e.type, e.id, e.parent_id, custom_type=e.custom_type,
+                      data=msgspec.Raw(msgspec.json.encode(e.data)))
     return _Facts(e.type, e.id, e.parent_id)
 
 
-def _priced(e: _Facts) -> tuple[Usage, bool] | None:
-    """The usage an entry records, with its cost filled where known, and whether it was
-    known; None for an entry that records no call."""
-    cost: float | None
+@dataclass(frozen=True)
+class _Priced1:
+    """One call as the statistics count it: under ``model``, its usage (cost filled where
+    known), whether the cost is known, whether the usage is an estimate."""
+
+    model: str
+    usage: Usage
+    known: bool
+    estimated: bool = False
+
+
+def _model_key(provider: str | None, model: str | None) -> str:
+    return f"{provider}/{model}" if provider else (model or "unknown")
+
+
+def _recorded_calls(raw: msgspec.Raw | None) -> list[CallRecord]:
+    """The ``calls`` recorded in a compaction's details or a calls entry (none when the
+    data is not that shape: it counts under ``unknown`` then)."""
+    if raw is None:
+        return []
+    try:
+        return _CALLS.decode(raw).calls or []
+    except (msgspec.DecodeError, RecursionError):
+        return []
+
+
+def _table_priced(usage: Usage, provider: str | None, model: str | None) -> float | None:
+    return cost_of(Message(role="assistant", content=None, usage=usage, model=model,
+                           provider=provider))
+
+
+def _one(key: str, usage: Usage, cost: float | None, estimated: bool = False) -> _Priced1:
+    if cost is None:
+        return _Priced1(key, usage.replace(cost=0.0), False, estimated)
+    return _Priced1(key, usage if cost == usage.cost else usage.replace(cost=cost), True,
+                    estimated)
+
+
+def _priced(e: _Facts) -> list[_Priced1]:
+    """The calls an entry records, each with its cost filled where known (none for an
+    entry that records no call)."""
     if e.message is not None:
         call = e.message
-        usage = call.usage
-        if usage is None:
-            return None
-        cost = cost_of(Message(role=call.role, content=None, usage=usage, model=call.model,
-                               provider=call.provider))
-    elif e.type == "compaction" and e.usage is not None:
-        usage = e.usage
+        if call.usage is None:
+            return []
+        estimated = bool(call.meta is not None and call.meta.usage_estimated)
+        return [_one(_model_key(call.provider, call.model), call.usage,
+                     _table_priced(call.usage, call.provider, call.model), estimated)]
+    if e.type == "compaction":
+        calls = _recorded_calls(e.details)
+        if calls:
+            return [_one(_model_key(c.provider, c.model), c.usage,
+                         _table_priced(c.usage, c.provider, c.model), c.estimated)
+                    for c in calls]
+        if e.usage is None:
+            return []
+        usage = e.usage  # an older entry: one sum, by a model it does not name
         billed = usage.input + usage.output + usage.cache_read + usage.cache_write
-        cost = usage.cost if usage.cost is not None else (None if billed else 0.0)
-    else:
-        return None
-    if cost is None:
-        return usage.replace(cost=0.0), False
-    return (usage if cost == usage.cost else usage.replace(cost=cost)), True
+        return [_one("unknown", usage, usage.cost if usage.cost is not None
+                     else (None if billed else 0.0))]
+    if e.type == "custom" and e.custom_type == CALLS_TYPE:
+        return [_one(_model_key(c.provider, c.model), c.usage,
+                     _table_priced(c.usage, c.provider, c.model), c.estimated)
+                for c in _recorded_calls(e.data)]
+    return []
 
 
 def tally(entries: Iterable[AnyEntry]) -> UsageStats:
@@ -303,17 +394,17 @@ def _tally(entries: Iterable[_Facts]) -> UsageStats:
             s.by_role[m.role] = s.by_role.get(m.role, 0) + 1
         elif e.type == "compaction":
             s.compactions += 1
-        priced = _priced(e)
-        if priced is None:
-            continue
-        used, known = priced
-        usage = usage + used
-        if not known:
-            s.unpriced += 1
-        if m is not None:
-            key = f"{m.provider}/{m.model}" if m.provider else (m.model or "unknown")
+        for call in _priced(e):
+            key, used = call.model, call.usage
+            usage = usage + used
+            s.calls += 1
+            s.calls_by_model[key] = s.calls_by_model.get(key, 0) + 1
             s.by_model[key] = s.by_model.get(key, Usage()) + used
-            if not known:
+            if call.estimated:
+                s.estimated += 1
+                s.estimated_by_model[key] = s.estimated_by_model.get(key, 0) + 1
+            if not call.known:
+                s.unpriced += 1
                 s.unpriced_by_model[key] = s.unpriced_by_model.get(key, 0) + 1
     s.usage = usage
     return s
@@ -337,16 +428,16 @@ class _BranchTotals:
         parent = e.parent_id
         self.parents.add(parent)
         above = self.totals.get(parent, _NOTHING) if parent else _NOTHING
-        priced = _priced(e)
-        if priced is None and e.message is None:  # most entries: the totals above, shared
+        calls = _priced(e)
+        if not calls and e.message is None:  # most entries: the totals above, shared
             self.totals[e.id] = above
         else:
             count, usage, unpriced = above
             if e.message is not None:
                 count += 1
-            if priced is not None:
-                usage = usage + priced[0]
-                unpriced += 0 if priced[1] else 1
+            for call in calls:
+                usage = usage + call.usage
+                unpriced += 0 if call.known else 1
             self.totals[e.id] = (count, usage, unpriced)
         self.order.append(e.id)
 
@@ -411,9 +502,11 @@ def _indexed_facts(tree: FileTree) -> tuple[list[_Facts], bool]:
             learnt[0] = True
         # A field of the other type is an extra of this one (kept, never counted).
         if facts.type == "message":
-            facts.usage = None
+            facts.usage, facts.details, facts.custom_type, facts.data = None, None, None, None
+        elif facts.type == "compaction":
+            facts.message, facts.custom_type, facts.data = None, None, None
         else:
-            facts.message = None
+            facts.message, facts.usage, facts.details = None, None, None
         out.append(facts)
     out.extend(map(from_columns, range(len(out), len(ids))))
     return out, learnt[0]

@@ -1,8 +1,9 @@
 """Entries: the typed lines of a session file, one change of conversation state each.
 
 A session file starts with a ``SessionHeader`` line, then holds entries that form a tree
-through ``parent_id``. Eleven entry types are those of the AgentCore.jl session tree, the
-twelfth (``ContextEditEntry``) is pi 1.x's edit of what an earlier entry shows the model; a
+through ``parent_id``. Eleven entry types are those of the AgentCore.jl session tree;
+``ContextEditEntry`` is pi 1.x's edit of what an earlier entry shows the model, and
+``RequestEntry`` records what a model call sent besides the messages. A
 line of a type this version does not know is kept as an ``UnknownEntry`` and written back
 unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEntry``'s
 ``type`` may be any string, so comparing ``e.type`` cannot narrow the union for a type checker.
@@ -10,6 +11,7 @@ unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEnt
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -36,11 +38,13 @@ from ._messages import (
 from .errors import CorruptLine, InvalidEntry, SessionError
 
 __all__ = [
+    "CALLS_TYPE",
     "ENTRY_TYPES",
     "FORMAT_VERSION",
     "ActiveToolsChangeEntry",
     "AnyEntry",
     "BranchSummaryEntry",
+    "CallRecord",
     "CompactionEntry",
     "CompactionReceipt",
     "ContextEditEntry",
@@ -54,6 +58,7 @@ __all__ = [
     "LineError",
     "MessageEntry",
     "ModelChangeEntry",
+    "RequestEntry",
     "SessionHeader",
     "SessionInfoEntry",
     "ThinkingLevelChangeEntry",
@@ -64,6 +69,7 @@ __all__ = [
     "line_problem",
     "new_id",
     "now",
+    "request_digest",
     "to_dict",
 ]
 
@@ -279,6 +285,58 @@ class ContextEditEntry(Entry, tag="context_edit", kw_only=True):
 PART_CONTENT.add(ContextEditEntry)
 
 
+class RequestEntry(Entry, tag="request", kw_only=True):
+    """What the model calls from here on send besides the messages: the system prompt, the
+    tools with their schemas, and the request parameters (temperature, max tokens, reasoning
+    effort, response format...), as given to the adapter.
+
+    ``sha256`` is ``request_digest`` of the three: a turn whose request has the digest of
+    the one in force appends nothing, so an unchanged prompt costs nothing per turn. A
+    request equal to an earlier one on the same branch is written as ``same_as`` (that
+    entry's id) with the content left out. ``stream``: the calls were streamed (the body
+    then asks for a stream). ``system`` is the text of the leading system messages; the
+    messages themselves come from the branch.
+    """
+
+    sha256: str
+    system: str | None = None
+    tools: list[dict[str, Any]] | None = None
+    params: dict[str, Any] | None = None
+    stream: bool = False
+    same_as: str | None = None
+
+
+CALLS_TYPE = "contextree.calls"
+"""The ``custom_type`` of a custom entry that records model calls no message stands for
+(``{"calls": [CallRecord...]}``): a summarizer's calls when no compaction was written, a
+call interrupted before anything of its reply arrived. The statistics count them."""
+
+
+class CallRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One model call that no assistant message records: who answered (``provider``,
+    ``model``), what it used (``usage``; ``estimated`` when the provider reported none and
+    the input was counted here), and how it ended (``outcome``: ``"summary"``,
+    ``"summary_rejected"``, ``"summarizer_failed"``, ``"interrupted"``)."""
+
+    provider: str | None = None
+    model: str | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+    estimated: bool = False
+    outcome: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data (as stored in an entry)."""
+        return to_builtins(self)  # type: ignore[no-any-return]
+
+
+def request_digest(system: str | None, tools: list[dict[str, Any]] | None,
+                   params: dict[str, Any] | None, stream: bool = False) -> str:
+    """The sha256 (hex) of a request's content, the same whatever order the keys of a
+    schema or of the parameters were given in (the order of the tools counts)."""
+    data = {"system": system, "tools": tools or [], "params": params or {}, "stream": stream}
+    return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 class UnknownEntry:
     """A line whose ``type`` this version does not know: kept and written back unchanged."""
 
@@ -313,6 +371,7 @@ KnownEntry = (
     | SessionInfoEntry
     | LeafEntry
     | ContextEditEntry
+    | RequestEntry
 )
 AnyEntry = KnownEntry | UnknownEntry
 Line = SessionHeader | AnyEntry
@@ -332,6 +391,7 @@ ENTRY_TYPES: dict[str, type[Entry]] = {
         SessionInfoEntry,
         LeafEntry,
         ContextEditEntry,
+        RequestEntry,
     )
 }
 
@@ -440,6 +500,13 @@ def _compaction(line: CompactionEntry) -> str | None:
     return _extras(line.usage, 1) if line.usage is not None else None
 
 
+def _request(line: RequestEntry) -> str | None:
+    for value in (line.tools, line.params):
+        if value is not None and (p := data_problem(value, 1)):
+            return p
+    return None
+
+
 def _nothing(line: Any) -> None:
     return None
 
@@ -458,6 +525,7 @@ _FIELDS: dict[type[Any], Callable[[Any], str | None]] = {
     SessionInfoEntry: _nothing,
     LeafEntry: _nothing,
     ContextEditEntry: lambda e: _message_content(e.content, 1),
+    RequestEntry: _request,
 }
 
 

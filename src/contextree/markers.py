@@ -23,6 +23,7 @@ __all__ = [
     "KIND_KEY",
     "SUMMARIES",
     "TRUNCATION_KEY",
+    "USAGE_ESTIMATED",
     "BranchSummaryMarker",
     "ClearedToolResultMarker",
     "CompactionSummaryMarker",
@@ -51,6 +52,9 @@ __all__ = [
 
 KIND_KEY = "kind"
 TRUNCATION_KEY = "truncated"
+USAGE_ESTIMATED = "usage_estimated"
+"""The meta key (``InterruptedReplyMarker.usage_estimated``) saying a reply's usage was
+counted here, the provider having reported none before the call was cut short."""
 
 
 class Kind(StrEnum):
@@ -164,9 +168,12 @@ class InterruptedMarker(Marker, kw_only=True, frozen=True):
 
 
 class InterruptedReplyMarker(Marker, kw_only=True, frozen=True):
-    """An assistant reply cut short: its content is what had arrived."""
+    """An assistant reply cut short: its content is what had arrived. ``usage_estimated``:
+    the provider reported no usage before the cut, so the reply's usage is an estimate of
+    what was sent (and of what arrived)."""
 
     kind: ClassVar[Kind] = Kind.INTERRUPTED_REPLY
+    usage_estimated: bool | None = None
 
 
 class CustomMessageMarker(Marker, kw_only=True, frozen=True):

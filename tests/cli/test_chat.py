@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from contextree import Session
+from contextree.entries import RequestEntry
 from contextree.markers import Kind
 from fakes import Recorded
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion, tool_call
-from helpers import SRC, Term, chat_env, open_chat
+from helpers import SRC, Term, chat_env, open_chat, run
 
 
 def held(server: OpenAIServer, body: dict[str, Any], after: int) -> Any:
@@ -43,6 +44,24 @@ def test_a_streamed_answer_shows_before_the_reply_is_complete(oa: OpenAIServer,
     term.expect(r"session saved")
     assert term.close() == 0
     assert oa.bodies[0]["stream"] is True
+
+
+def test_the_chat_records_the_request_it_sent(oa: OpenAIServer, tmp_path: Path) -> None:
+    oa.reply(completion("Hi."))
+    term = open_chat(tmp_path, oa.base_url)
+    term.say("Say hi", r"Hi\.")
+    assert term.exit() == 0
+    path = tmp_path / "chat.jsonl"
+    with Session.open(path, readonly=True) as s:
+        (request,) = s.find(RequestEntry)
+        branch = s.branch()
+    sent = oa.bodies[0]
+    assert sent["messages"][0] == {"role": "system", "content": request.system}
+    assert [t["function"]["name"] for t in sent["tools"]] == [
+        t["name"] for t in request.tools or ()]
+    before_reply = branch[-2].id
+    wire = run("show", path, "--at", before_reply, "--context", "--wire", "openai", "--raw")
+    assert wire.stdout_bytes == oa.requests[0].raw + b"\n"
 
 
 def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -> None:
@@ -74,6 +93,7 @@ def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
     term.ask("Tell a story", r"A long")
     term.send("\x03")  # Ctrl-C, through the terminal
     term.expect(r"\[interrupted: the partial reply is saved\]")
+    term.expect(r"\[[1-9][\d,]* tokens, cost unknown\]")  # billed: estimated, never $0
     term.expect(r"> ")
     sse.release.set()
     assert term.exit() == 0

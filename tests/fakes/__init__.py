@@ -35,6 +35,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the body as it came, byte for byte
 
 
 @dataclass
@@ -181,6 +182,7 @@ class FakeServer:
                     self.path,
                     {k.lower(): v for k, v in self.headers.items()},
                     body,
+                    raw,
                 )
                 server.requests.append(req)
                 reply = server._respond(req)

@@ -105,6 +105,10 @@ COMMANDS: dict[str, Lazy] = {
                       "overflow store; then delete the archive."),
     "compact": Lazy("commands_compact", "Compact the current branch: clear old tool results, "
                     "drop old turns, summarize."),
+    "replay": Lazy("commands_replay", "Send the request recorded at an assistant reply again "
+                   "(its system prompt, tools and parameters) and write each answer as a new "
+                   "branch labelled with the model; recorded tool results are served while "
+                   "the calls match."),
     "import": Lazy("commands_interop", "Read another agent's session (or a provider message "
                    "list) into a new session."),
     "export": Lazy("commands_interop", "Write a session in another format."),

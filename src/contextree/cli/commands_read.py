@@ -9,13 +9,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 import typer
 
 from .._context import SessionContext
 from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
-from ..entries import CompactionEntry, MessageEntry, to_dict
+from .._text import first_line
+from ..entries import CompactionEntry, MessageEntry, RequestEntry, to_dict
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..redaction import Redactor
@@ -23,7 +25,7 @@ from ..runtime import is_flat_log, verify_log
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter
 from .app import command
-from .output import Out, clip, emit_json, human_size, progress_bar, short_id
+from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
 from .redacting import PatternsOpt, RedactOpt, make_redactor
 from .render import (
     TipsOnDemand,
@@ -32,6 +34,7 @@ from .render import (
     message_body,
     message_title,
     receipt_lines,
+    request_summary,
     summary_line,
     tree_lines,
 )
@@ -156,20 +159,50 @@ def show_command(
     file: FileArg,
     at: Annotated[str | None, typer.Option("--at", help="Entry id, id prefix or label "
                                            "(default: the current leaf).")] = None,
-    context: Annotated[bool, typer.Option("--context", help="Show the exact messages the "
-                                          "model would see there, with token counts.")] = False,
+    context: Annotated[bool, typer.Option("--context", help="Show the exact request the "
+                                          "model would get there: system prompt, tools and "
+                                          "messages, with token counts.")] = False,
+    wire: Annotated[str | None, typer.Option(
+        "--wire", metavar="API", show_default=False,
+        help="With --context: print the request body that would be sent, for openai (Chat "
+        "Completions), anthropic (Messages) or responses (OpenAI Responses).")] = None,
     redact: RedactOpt = True,
     patterns: PatternsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the path from the root to an entry, or (--context) what the model sees there."""
+    from ..models._wire_body import WIRE_APIS  # on use: the models are not for every command
+
+    if wire is not None and not context:
+        raise UsageProblem("--wire prints the request body of a context: add --context")
+    if wire is not None and wire not in WIRE_APIS:
+        raise UsageProblem(f"--wire {wire!r}: choose one of {', '.join(WIRE_APIS)}")
     redactor = make_redactor(redact, patterns, "this output")
     with open_session(file, readonly=True) as session:
         leaf = resolve_entry(session, at) if at is not None else session.leaf_id
-        if context:
+        if wire is not None:
+            _show_wire(session, leaf, wire, redactor)
+        elif context:
             _show_context(session, leaf, as_json, redactor)
         else:
             _show_path(session, leaf, as_json, redactor)
+
+
+def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor) -> None:
+    """The request body a call at ``leaf`` would send, as the SDK would write it (secrets
+    redacted unless --no-redact: the bytes sent are those with --no-redact)."""
+    from ..models._wire_body import request_body
+
+    ctx = session.build_context(leaf)
+    if ctx.system is not None:
+        ctx.system = redactor.text(ctx.system)
+    messages = [redactor.message(m) for m in ctx.request_messages()]
+    tools = redactor.value(ctx.tools) if ctx.tools else ()
+    model = ctx.model[1] if ctx.model else "unknown-model"
+    body = request_body(api, model, messages, tools, ctx.params, stream=ctx.stream)
+    out = typer.get_binary_stream("stdout")
+    out.write(body + b"\n")
+    out.flush()
 
 
 def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Redactor) -> None:
@@ -187,6 +220,8 @@ def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Reda
         if isinstance(entry, MessageEntry):
             head = message_title(entry.message)
             body = message_body(entry.message)
+        elif isinstance(entry, RequestEntry):
+            head, body = entry.type, _request_body(entry)
         else:
             head, body = entry.type, _entry_body(entry, left)
         out.styled([(f"#{i} ", "dim"), (entry.id, "cyan"), (f"  {head}", "bold"),
@@ -195,6 +230,28 @@ def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Reda
             out.line("    " + text)
     if not path:
         out.line("(empty: the leaf is before the first entry)")
+
+
+def _request_body(entry: RequestEntry) -> list[str]:
+    """A request entry in full (as redacted for printing), but for the tool schemas
+    (elided, and marked so)."""
+    lines = [request_summary(entry)]
+    if entry.system is not None:
+        lines.append("system prompt:")
+        lines += ["  " + line for line in entry.system.split("\n")]
+    lines += _tool_lines(entry.tools)
+    if entry.params:
+        lines.append("parameters: " + orjson.dumps(entry.params).decode())
+    return lines
+
+
+def _tool_lines(tools: list[dict[str, Any]] | None) -> list[str]:
+    lines = []
+    for tool in tools or ():
+        schema = orjson.dumps(tool.get("parameters") or {})
+        lines.append(f"tool {tool.get('name')}: {first_line(str(tool.get('description') or ''))}"
+                     f"  [schema elided: {len(schema):,} bytes; --json or --wire prints it]")
+    return lines
 
 
 def _entry_body(entry: Any, left: Mapping[str, str | None]) -> list[str]:
@@ -215,6 +272,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
     total, basis, how = context_size(ctx, counter)
     shown = [redactor.message(m) for m in ctx.messages]
     model = "/".join(ctx.model) if ctx.model else None
+    system = redactor.text(ctx.system) if ctx.system is not None else None
+    tools = redactor.value(ctx.tools) if ctx.tools else ctx.tools
     if as_json:
         emit_json({
             "leaf_id": leaf, "model": model, "thinking_level": ctx.thinking_level,
@@ -225,17 +284,33 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
             "total_tokens": total, "total_is_estimate": basis != "reported",
             "total_basis": basis,
             "system_prompt_stored": _has_system_prompt(ctx),
+            "request_id": ctx.request_id, "system": system, "tools": tools,
+            "params": ctx.params, "stream": ctx.stream,
             "messages": [{"index": i, "entry_id": eid, "tokens": n, "message": m.to_dict()}
                          for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids,
                                                              counts, strict=True))],
         })
         return
     out = Out()
-    if not _has_system_prompt(ctx):
+    # The provider's order: Anthropic builds the prompt from the tools, the system prompt,
+    # then the messages; a Chat Completions body holds the messages (the system prompt
+    # first), then the tools.
+    tools_first = ctx.model is not None and ctx.model[0] == "anthropic"
+    if tools_first:
+        _print_tools(out, ctx, tools)
+    if system is not None:
+        out.styled([("[system] ", "bold magenta"),
+                    (f"recorded in entry {ctx.request_id}  ~"
+                     f"{counter.count_message(Message.system(system))} tokens", "dim")])
+        for text in system.split("\n"):
+            out.line("    " + text)
+    elif not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
                  "its own before these messages)", "dim")
     for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids, counts, strict=True)):
         _print_message(out, i, m, eid, n)
+    if not tools_first:
+        _print_tools(out, ctx, tools)
     out.line()
     out.fields([
         ("messages", str(len(ctx.messages))),
@@ -250,8 +325,18 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
             out.line(text)
 
 
+def _print_tools(out: Out, ctx: SessionContext, tools: list[dict[str, Any]] | None) -> None:
+    if not tools:
+        return
+    out.styled([("[tools] ", "bold magenta"),
+                (f"{len(tools)} recorded in entry {ctx.request_id}", "dim")])
+    for text in _tool_lines(tools):
+        out.line("    " + text)
+
+
 def _has_system_prompt(ctx: SessionContext) -> bool:
-    return any(m.role == "system" and m.kind is None for m in ctx.messages)
+    return ctx.system is not None or any(m.role == "system" and m.kind is None
+                                         for m in ctx.messages)
 
 
 def context_size(ctx: SessionContext, counter: EstimateCounter) -> tuple[int, str, str]:
@@ -289,6 +374,9 @@ def stats_command(
     expand: Annotated[bool, typer.Option("--all", help="List every branch tip (by default "
                                          "a session with many lists the current one, the "
                                          "labelled ones and the longest).")] = False,
+    by_model: Annotated[bool, typer.Option("--by-model", help="Only the model calls of the "
+                                           "whole file, per model, with their total.")]
+    = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Messages, billed tokens and cost for the current branch and the whole file."""
@@ -296,10 +384,43 @@ def stats_command(
     with Session.open(storage) as session:
         stats = session.stats()
         size = storage.health().size
+    if by_model:
+        _print_by_model(stats, as_json)
+        return
     if as_json:
         emit_json(stats.to_dict())
         return
     _print_stats(Out(), stats, size, expand)
+
+
+def _print_by_model(s: SessionStats, as_json: bool) -> None:
+    """Every call of the file under its model (replies, summarizer calls, interrupted
+    calls), and the total they add up to."""
+    f = s.file
+    if as_json:
+        emit_json({"by_model": f.to_dict()["by_model"],
+                   "total": {**f.to_dict()["usage"], "calls": f.calls,
+                             "estimated_calls": f.estimated, "cost_known": f.cost_known,
+                             "unpriced_calls": f.unpriced}})
+        return
+    out = Out()
+    rows = [_model_row(k, f.calls_by_model.get(k, 0), f.estimated_by_model.get(k, 0),
+                       f.by_model[k], f.model_cost_text(k)) for k in sorted(f.by_model)]
+    rows.append(_model_row("total", f.calls, f.estimated, f.usage, f.cost_text))
+    out.table(["model", "calls", "input", "output", "cache read", "cache write", "cost"],
+              rows, right=(1, 2, 3, 4, 5, 6))
+    if f.estimated:
+        out.line(f"~ {f.estimated} call(s) interrupted before the provider reported usage: "
+                 "their tokens are estimated", "dim")
+    if s.prices_hint:
+        out.line(f"costs unknown: {s.prices_hint}")
+
+
+def _model_row(name: str, calls: int, estimated: int, u: Any, cost: str) -> list[str]:
+    mark = "~" if estimated else ""
+    return [name, str(calls) + (f" ({estimated} estimated)" if estimated else ""),
+            mark + str(u.input), mark + str(u.output), str(u.cache_read), str(u.cache_write),
+            cost]
 
 
 SHOWN_BRANCHES = 20  # branch tips `stats` lists without --all (beside current and labelled)
@@ -334,9 +455,10 @@ def _print_stats(out: Out, s: SessionStats, size: int | None, expand: bool = Fal
     models = sorted(set(s.file.by_model))
     if models:
         out.line()
-        out.table(["model", "input", "output", "cost"],
-                  [[k, str(s.file.by_model[k].input), str(s.file.by_model[k].output),
-                    s.file.model_cost_text(k)] for k in models], right=(1, 2, 3))
+        out.table(["model", "calls", "input", "output", "cost"],
+                  [[k, str(s.file.calls_by_model.get(k, 0)), str(s.file.by_model[k].input),
+                    str(s.file.by_model[k].output), s.file.model_cost_text(k)]
+                   for k in models], right=(1, 2, 3, 4))
     if len(s.branches) > 1:
         out.line()
         shown = _branches_shown(s.branches, expand)

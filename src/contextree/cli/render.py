@@ -26,6 +26,7 @@ from ..entries import (
     LeafEntry,
     MessageEntry,
     ModelChangeEntry,
+    RequestEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     UnknownEntry,
@@ -38,7 +39,7 @@ KEEP_ENDS = 2  # entries shown at each end of a collapsed run
 MIN_COLLAPSE = 3  # shorter runs are shown in full
 MAX_LEVEL = 4  # side-branch levels drawn with guides; deeper ones say their level instead
 ALWAYS_SHOWN = (CompactionEntry, BranchSummaryEntry, ModelChangeEntry, ThinkingLevelChangeEntry,
-                SessionInfoEntry, ActiveToolsChangeEntry, ContextEditEntry)
+                SessionInfoEntry, ActiveToolsChangeEntry, ContextEditEntry, RequestEntry)
 ALWAYS_SHOWN_TYPES = frozenset(cls.__struct_config__.tag for cls in ALWAYS_SHOWN)
 _BOOKKEEPING_TYPES = frozenset({"label", "session_info", "leaf"})
 
@@ -105,6 +106,8 @@ def entry_summary(entry: AnyEntry, left: Mapping[str, str | None] | None = None)
         return f"thinking -> {entry.thinking_level}"
     if isinstance(entry, ActiveToolsChangeEntry):
         return f"tools -> {', '.join(entry.active_tool_names) or '(none)'}"
+    if isinstance(entry, RequestEntry):
+        return request_summary(entry)
     if isinstance(entry, CustomMessageEntry):
         return f"custom message {entry.custom_type}: {summary_line(entry.text)}"
     if isinstance(entry, CustomEntry):
@@ -144,6 +147,28 @@ def _subagent_link(entry: CustomEntry) -> str | None:
         where += f" (its root here: {short_id(str(data['first_entry_id']))})"
     call = data.get("tool_use_id")
     return f"sub-agent -> {where}" + (f", for call {call}" if isinstance(call, str) else "")
+
+
+def request_summary(entry: RequestEntry) -> str:
+    """A request entry in one line: what the system prompt, tools and parameters are."""
+    if entry.same_as is not None:
+        return f"request: the same as {short_id(entry.same_as)} [sha256 {entry.sha256[:12]}]"
+    pieces = []
+    if entry.system is not None:
+        pieces.append(f"system prompt of {len(entry.system):,} characters")
+    if entry.tools:
+        names = ", ".join(str(t.get("name")) for t in entry.tools)
+        pieces.append(f"{len(entry.tools)} tools ({names})")
+    if entry.params:
+        pieces.append(", ".join(f"{k}={_param_preview(v)}" for k, v in entry.params.items()))
+    if entry.stream:
+        pieces.append("streamed")
+    return f"request: {'; '.join(pieces) or 'nothing besides the messages'} " \
+           f"[sha256 {entry.sha256[:12]}]"
+
+
+def _param_preview(value: object) -> str:
+    return shorten(orjson.dumps(value).decode(), ARGS_PREVIEW)
 
 
 def message_summary(m: Message) -> str:

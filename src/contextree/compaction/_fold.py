@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from msgspec.structs import replace as replace_struct
+
 from .._messages import Message, Usage
 from ._cuts import choose_cut, dropped_items
 from ._digest import DEFAULT_MAX_CHARS, DigestState
@@ -234,23 +236,32 @@ def _summarized(state: CompactionState, new: Plan, digest: DigestState,
     previous = state.initial_plan.summary
     new_users = [m.text for m, _ in items if m.role == "user" and m.kind is None]
     pinned = digest.pinned_identifiers(new_users)
+    made = len(state.calls)  # the calls from here on are this summary's
     try:
         text, usage = summarizer.summarize(state, items, previous, limit, pinned)
     except Exception as e:  # a summarizer that is down never loses history
         state.report(f"the summarizer failed ({e}); the digest was used", repr(e))
+        _ended(state, made, "summarizer_failed")
         return None
     problem = _check(state, text, items, previous, pinned)
     if problem:
         state.report(f"the summarizer's reply was rejected ({problem}); the digest was used")
+        _ended(state, made, "summary_rejected")
         return None
     mine.model = text.strip()
     summary, _ = _fill(state, new, mine, room, user_chars)
     if state.summary_tokens(new, summary) > room:
         state.report("the summarizer's reply was rejected (it does not fit the room under "
                      "the target); the digest was used")
+        _ended(state, made, "summary_rejected")
         return None
     total = (new.usage or Usage()) + usage
     return replace(new, summary=summary, digest=mine, usage=total)
+
+
+def _ended(state: CompactionState, made: int, outcome: str) -> None:
+    """Say how the summarizer calls recorded from index ``made`` on ended."""
+    state.calls[made:] = [replace_struct(c, outcome=outcome) for c in state.calls[made:]]
 
 
 def _check(state: CompactionState, text: str, items: Sequence[tuple[Message, str | None]],

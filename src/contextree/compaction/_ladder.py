@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._context import Projector, SessionContext, build_context
-from .._messages import Message
-from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, new_id, now
+from .._messages import Message, Usage
+from ..entries import AnyEntry, CallRecord, CompactionEntry, CompactionReceipt, new_id, now
 from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
@@ -68,7 +68,8 @@ class CompactionResult:
     ``Session.compact`` appended it, ``entry`` is the stored entry and ``entry_id`` its id
     (``None`` when nothing was written: a dry run, or no entry). ``branch`` is what was
     planned on (for a message list, the entries standing for it), so ``context()`` can
-    show the view the entry gives.
+    show the view the entry gives. ``calls`` are the summarizer calls made while planning,
+    accepted or not (also recorded in the entry's ``details["calls"]``): each is billed.
     """
 
     tokens_before: int
@@ -83,6 +84,7 @@ class CompactionResult:
     reason: str = ""
     note: str = ""
     entry: CompactionEntry | None = None
+    calls: list[CallRecord] = field(default_factory=list)
     branch: list[AnyEntry] = field(default_factory=list, repr=False)
     projectors: Mapping[str, Projector] | None = field(default=None, repr=False)
 
@@ -233,7 +235,7 @@ def plan_compaction(
     state = CompactionState(branch, policy, counter or EstimateCounter(), projectors,
                             fresh_from=fresh_from, fold=ladder.settings(), carry=carry)
     result = CompactionResult(state.tokens_before, state.tokens_before, policy.target,
-                              branch=branch, projectors=projectors)
+                              branch=branch, projectors=projectors, calls=state.calls)
     if state.tokens_before <= policy.target:
         if not force:
             result.reason = "already under the target"
@@ -263,8 +265,12 @@ def plan_compaction(
     if plan.digest is not None and plan.summary:
         # The summary's state: the next compaction merges it instead of reading the text.
         details["digest"] = plan.digest.to_json()
+    if state.calls:  # every summarizer call, by model, whatever became of its reply
+        details["calls"] = [c.to_dict() for c in state.calls]
     result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,
                                    details=details, receipt=_receipt(state, plan, result))
+    if state.calls:
+        result.entry.usage = sum((c.usage for c in state.calls), Usage())
     return result
 
 

@@ -21,7 +21,7 @@ from .._context import (
     summary_of,
 )
 from .._messages import Message, Usage
-from ..entries import AnyEntry, CompactionEntry, CompactionReceipt, MessageEntry
+from ..entries import AnyEntry, CallRecord, CompactionEntry, CompactionReceipt, MessageEntry
 from ..tokens import TokenCounter
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
@@ -110,6 +110,7 @@ class CompactionState:
         self.branch = list(branch)
         self.fold = fold or FoldSettings()
         self.reports: list[tuple[str, str | None]] = []  # (note, error) of the running stage
+        self.calls: list[CallRecord] = []  # every summarizer call made while planning
         self.projectors = dict(projectors) if projectors else None
         self.policy = policy
         self.counter = counter

@@ -14,6 +14,7 @@ import orjson
 
 from .._messages import Message, Usage
 from .._text import shorten
+from ..entries import CallRecord
 from ..errors import CompactionError
 from ..models._base import Model
 from ._evidence import CallIndex
@@ -109,7 +110,8 @@ class Summarize:
                    + state.counter.count_text(" ".join(pinned)) + 100)
         for chunk in self._chunks(state, items, max(self.max_input_tokens - reserve,
                                                     self.max_input_tokens // 4)):
-            summary, used = self._summarize(summary, "\n\n".join(chunk), limit, pinned)
+            summary, used = self._summarize(summary, "\n\n".join(chunk), limit, pinned,
+                                            state.calls)
             usage = usage + used
         return summary, usage
 
@@ -143,7 +145,9 @@ class Summarize:
         return chunks
 
     def _summarize(self, previous: str, transcript: str, limit: int,
-                   pinned: Sequence[str]) -> tuple[str, Usage]:
+                   pinned: Sequence[str], calls: list[CallRecord]) -> tuple[str, Usage]:
+        """One summarizer call; it is recorded in ``calls`` (every call is counted in the
+        statistics, whatever becomes of its reply)."""
         request = (
             (f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous else "")
             + f"<conversation>\n{transcript}\n</conversation>\n\n"
@@ -157,6 +161,11 @@ class Summarize:
             [Message.system(SYSTEM_PROMPT), Message.user(request)], **self.options
         )
         text = reply.text.strip()
+        usage = reply.usage or Usage()
+        calls.append(CallRecord(provider=reply.provider or getattr(self.model, "provider", None),
+                                model=reply.model or getattr(self.model, "name", None),
+                                usage=usage, outcome="summary" if text
+                                else "summarizer_failed"))
         if not text:
             raise CompactionError("the summarizer returned an empty summary")
-        return text, reply.usage or Usage()
+        return text, usage

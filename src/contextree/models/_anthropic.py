@@ -94,6 +94,9 @@ class AnthropicMessages(SdkModel):
     def _assembler(self) -> Assembler:
         return AnthropicAssembler()
 
+    def _option_defaults(self) -> dict[str, Any]:
+        return {"max_tokens": self.max_tokens, **self.default_options}
+
     def _from_body(self, data: Json) -> Message:
         """The assistant message, with usage (priced by the table), model and stop_reason."""
         msg = assistant_from_anthropic(data.get("content") or [])

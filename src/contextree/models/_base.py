@@ -29,6 +29,7 @@ __all__ = [
     "map_sdk_error",
     "merge_options",
     "parse_retry_after",
+    "request_params",
     "sdk_kwargs",
     "status_error",
     "tool_spec",
@@ -80,6 +81,19 @@ def merge_options(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> di
     """Per-call options over the adapter's defaults; ``None`` values are dropped."""
     merged = {**defaults, **options}
     return {k: v for k, v in merged.items() if v is not None}
+
+
+REQUEST_ONLY = ("model", "stream", "stream_options")
+"""Options that say which call this is, not how the model answers: never recorded."""
+
+
+def request_params(model: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The request parameters a call of ``model`` with per-call ``options`` sends: the
+    adapter's defaults under them (``model.request_params`` where it has one), without
+    the model name and the streaming switches."""
+    own = getattr(model, "request_params", None)
+    merged = own(options) if callable(own) else merge_options({}, options)
+    return {k: v for k, v in merged.items() if k not in REQUEST_ONLY}
 
 
 @functools.lru_cache(maxsize=32)

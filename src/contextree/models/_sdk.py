@@ -26,6 +26,7 @@ from contextree.models._base import (
     ToolSpec,
     is_local_url,
     map_sdk_error,
+    merge_options,
     sdk_kwargs,
     status_error,
 )
@@ -138,6 +139,15 @@ class SdkModel(Model, ABC):
                         options: Mapping[str, Any]) -> dict[str, Any]:
         """The keyword arguments of the endpoint for one streamed call."""
         return {**self._request(messages, tools, options), "stream": True}
+
+    def _option_defaults(self) -> dict[str, Any]:
+        """The options every request starts from (``default_options``)."""
+        return dict(self.default_options)
+
+    def request_params(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The request parameters a call with per-call ``options`` sends: the defaults
+        under them, ``None`` values dropped (what ``RequestEntry.params`` records)."""
+        return merge_options(self._option_defaults(), options)
 
     # -- shared ----------------------------------------------------------------------------
     def complete(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._budget import Budget
     from ._builder import Agent, ModelCall, agent
     from ._compaction import DefaultCompactionPipeline
-    from ._env import Env, Events, Handler, TurnResult, TypedHandler
+    from ._env import Env, Events, Handler, SentRequest, TurnResult, TypedHandler
     from ._events import (
         PAYLOADS,
         BudgetPayload,
@@ -54,8 +54,10 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from ._flatlog import LogHealth, LogRepair, is_flat_log, repair_log, verify_log
     from ._loop import DoomLoop, MaxIterations, Retry, SystemPrompt, ToolResultLoop
     from ._persistence import SessionLog, SessionTree
+    from ._replay import ReplayLane, ReplayReport, recorded_model, replay
     from ._run import AgentStream, AsyncAgentStream
     from ._tools import DefaultToolPipeline
+    from ._tracing import Tracing
 
 __all__ = [
     "PAYLOADS",
@@ -86,8 +88,11 @@ __all__ = [
     "ModelReplyPayload",
     "ModelStartPayload",
     "Payload",
+    "ReplayLane",
+    "ReplayReport",
     "Retry",
     "RetryPayload",
+    "SentRequest",
     "SessionLog",
     "SessionTree",
     "StopReason",
@@ -98,6 +103,7 @@ __all__ = [
     "ToolEndPayload",
     "ToolResultLoop",
     "ToolStartPayload",
+    "Tracing",
     "TruncatedPayload",
     "TurnEndPayload",
     "TurnResult",
@@ -105,7 +111,9 @@ __all__ = [
     "TypedHandler",
     "agent",
     "is_flat_log",
+    "recorded_model",
     "repair_log",
+    "replay",
     "verify_log",
 ]
 
@@ -113,7 +121,7 @@ _LAZY = {
     "._budget": ("Budget",),
     "._builder": ("Agent", "ModelCall", "agent"),
     "._compaction": ("DefaultCompactionPipeline",),
-    "._env": ("Env", "Events", "Handler", "TurnResult", "TypedHandler"),
+    "._env": ("Env", "Events", "Handler", "SentRequest", "TurnResult", "TypedHandler"),
     "._events": ("PAYLOADS", "BudgetPayload", "CommittedPayload", "CompactedPayload",
                  "CompactionFailedPayload", "CompactionStartPayload", "DoomLoopPayload", "Event",
                  "EventPayload", "InterruptedPayload", "MaxIterationsPayload", "ModelReplyPayload",
@@ -123,8 +131,10 @@ _LAZY = {
     "._flatlog": ("LogHealth", "LogRepair", "is_flat_log", "repair_log", "verify_log"),
     "._loop": ("DoomLoop", "MaxIterations", "Retry", "SystemPrompt", "ToolResultLoop"),
     "._persistence": ("SessionLog", "SessionTree"),
+    "._replay": ("ReplayLane", "ReplayReport", "recorded_model", "replay"),
     "._run": ("AgentStream", "AsyncAgentStream"),
     "._tools": ("DefaultToolPipeline",),
+    "._tracing": ("Tracing",),
 }
 
 if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__

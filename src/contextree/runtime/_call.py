@@ -21,11 +21,14 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import orjson
+
 from .._context import interrupted_result
-from .._messages import Message
-from .._pricing import cost_of
+from .._messages import Message, Usage
+from .._pricing import cost_of, table_cost
+from ..entries import CallRecord
 from ..errors import ModelError
-from ..markers import Kind
+from ..markers import InterruptedReplyMarker, Kind
 from ..models._base import Model, ToolSpec
 from ..models._stream import (
     CompletedStream,
@@ -36,7 +39,7 @@ from ..models._stream import (
     stream_reply,
 )
 from ..tokens import EstimateCounter, TokenCounter, count_context
-from ._env import Env
+from ._env import Env, SentRequest
 from ._events import (
     Event,
     InterruptedPayload,
@@ -90,6 +93,8 @@ class ModelCall:
             return env
         specs: list[ToolSpec] = [t.spec() if hasattr(t, "spec") else t for t in env.tools]
         options = env.metadata.get("model_options", {})
+        env.request_sent(SentRequest.of(self.model, env.messages, specs, options,
+                                        stream=self._streams()))
         env.emit(ModelStartPayload(
             event=Event.MODEL_START, model=self.model.name, iteration=env.iteration,
             tokens=count_context(env.messages, self.counter, fresh_from=env.fresh_from),
@@ -103,6 +108,12 @@ class ModelCall:
         return env
 
     # -- the call --------------------------------------------------------------------------
+    def _streams(self) -> bool:
+        """Whether the call asks for a streamed reply (the body then says ``stream``)."""
+        if self.loop is not None and _is_async_only(self.model):
+            return False
+        return self.stream and callable(getattr(self.model, "stream", None))
+
     def _open(self, messages: Sequence[Message], specs: Sequence[ToolSpec],
               options: dict[str, Any]) -> ReplyStream:
         """The reply's stream (called in the helper thread)."""
@@ -150,6 +161,9 @@ class ModelCall:
                     partial = stream.partial() if stream is not None else None
                 if stream is not None:
                     stream.close()
+                if partial is None or not _worth_keeping(partial):
+                    # The request went out and is billed, though nothing of it is kept.
+                    env.call_made(self._lost_call(env, messages, specs))
                 interrupt_turn(env, partial)
                 return None
             if isinstance(item, _Failed):
@@ -160,6 +174,44 @@ class ModelCall:
             return opened[0].message
         finally:
             forget()
+
+
+    def _lost_call(self, env: Env, messages: Sequence[Message],
+                   specs: Sequence[ToolSpec]) -> CallRecord:
+        """The record of a call interrupted before anything of its reply arrived: its input
+        estimated, priced by the table (or unknown)."""
+        usage = Usage(input=_sent_tokens(messages, specs))
+        provider = getattr(self.model, "provider", None)
+        usage = usage.replace(cost=table_cost(usage, provider, self.model.name))
+        return CallRecord(provider=provider, model=self.model.name, usage=usage,
+                          estimated=True, outcome="interrupted")
+
+
+def _sent_tokens(messages: Sequence[Message], tools: Sequence[Any]) -> int:
+    """An estimate of the input tokens of a request: its messages and tool schemas."""
+    counter = EstimateCounter()
+    schemas = orjson.dumps([dict(t) for t in tools], default=str).decode() if tools else ""
+    return counter.count_messages(messages) + (counter.count_text(schemas) if schemas else 0)
+
+
+def _estimated_usage(env: Env, partial: Message) -> Usage | None:
+    """The usage of a reply cut short when the provider reported none of its input (or of
+    its output, when some arrived): estimated from what was sent and what arrived, priced
+    by the table (``cost`` None when it does not know the model). ``None``: the reported
+    usage stands."""
+    reported = partial.usage or Usage()
+    sent = reported.input + reported.cache_read + reported.cache_write
+    if sent and reported.output:
+        return None
+    counter = EstimateCounter()
+    sent_tokens = _sent_tokens(env.messages, [t.spec() if hasattr(t, "spec") else t
+                                             for t in env.tools])
+    usage = reported.replace(input=reported.input if sent else sent_tokens,
+                             output=reported.output or counter.count_message(partial),
+                             cost=None)
+    usage = usage.replace(total=usage.input + usage.output + usage.cache_read
+                          + usage.cache_write)
+    return usage.replace(cost=table_cost(usage, partial.provider, partial.model))
 
 
 def _emit_delta(env: Env, delta: Any) -> None:
@@ -198,7 +250,12 @@ def _keep_partial(env: Env, partial: Message | None) -> list[str]:
     its tool calls; returns their ids."""
     if partial is None or not _worth_keeping(partial):
         return []
-    marked = partial.marked(Kind.INTERRUPTED_REPLY)
+    estimate = _estimated_usage(env, partial)
+    if estimate is None:
+        marked = partial.marked(Kind.INTERRUPTED_REPLY)
+    else:
+        marked = partial.replace(usage=estimate).marked(
+            InterruptedReplyMarker(usage_estimated=True))
     env.add(marked)
     env.count(marked.usage, cost_of(marked))
     calls = []

@@ -73,8 +73,11 @@ class DefaultCompactionPipeline:
                                      ladder=ladder, counter=self.counter)
         else:
             result = self._plan(env, ladder)
-        used = result.entry.usage if result.entry is not None else None
-        if used is not None:  # the summarizer's calls are the turn's too
+        # The summarizer's calls are the turn's too, whether or not a compaction came of
+        # them (a summarizer that records none: the entry's usage).
+        entry_usage = result.entry.usage if result.entry is not None else None
+        for used in ([c.usage for c in result.calls] if result.calls
+                     else [entry_usage] if entry_usage is not None else []):
             env.count(used, used.cost if used.cost is not None
                       else None if used.context_tokens + used.output else 0.0)
         for payload in compaction_events(result):

@@ -16,7 +16,8 @@ from typing import Any, TypeVar, overload
 
 from .._messages import Message, Usage
 from .._session import Session
-from ..models._base import Model, ToolSpec
+from ..entries import CallRecord, request_digest
+from ..models._base import Model, ToolSpec, request_params, tool_spec
 from ..tokens import usage_anchor
 from ..tools._tool import Tool
 from ._events import (
@@ -41,6 +42,10 @@ TypedHandler = Callable[["Env", P], object]
 Listener = Callable[[Message], "str | None"]
 """A persistence listener: stores the message, returns its entry id (None: no ids)."""
 ReplaceListener = Callable[[Sequence[Message]], None]
+RequestListener = Callable[["SentRequest"], None]
+CallListener = Callable[[CallRecord], None]
+"""A listener told of a model call no message records (``Env.on_call``)."""
+"""A listener told what a model call sends besides the messages (``Env.on_request``)."""
 Sink = Callable[[Payload], None]
 """Where an env sends every event after the handlers (the stream being read)."""
 
@@ -111,6 +116,8 @@ class Env:
         self._closed = False
         self._added: list[Listener] = []
         self._replaced: list[ReplaceListener] = []
+        self._requested: list[RequestListener] = []
+        self._calls: list[CallListener] = []
 
     # -- the conversation --------------------------------------------------------------------
     @property
@@ -216,6 +223,28 @@ class Env:
     def on_replace(self, listener: ReplaceListener) -> None:
         """Call ``listener(messages)`` after every ``replace``."""
         self._replaced.append(listener)
+
+    def on_request(self, listener: RequestListener) -> None:
+        """Call ``listener(request)`` before every model call with what it sends besides
+        the messages (``SessionTree`` records it as a request entry when it changed)."""
+        self._requested.append(listener)
+
+    def request_sent(self, request: SentRequest) -> None:
+        """Say a model call is about to send ``request`` (``ModelCall`` does)."""
+        for listener in self._requested:
+            listener(request)
+
+    def on_call(self, listener: CallListener) -> None:
+        """Call ``listener(record)`` for every model call that no message records (one
+        interrupted before anything of its reply arrived); ``SessionTree`` stores it."""
+        self._calls.append(listener)
+
+    def call_made(self, record: CallRecord) -> None:
+        """Count a model call that no message records: its usage goes to the turn's and
+        every ``on_call`` listener is told."""
+        self.count(record.usage, record.usage.cost)
+        for listener in self._calls:
+            listener(record)
 
     def _change(self) -> None:
         self._snapshot = None
@@ -383,6 +412,48 @@ class Env:
 
     def _handler_failed(self, event: str, error: Exception) -> None:
         self._handler_errors.append((event, error))
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """What one model call sends besides the conversation: the system prompt (the text of
+    the leading system messages), the tool schemas (``{"name", "description",
+    "parameters"}``), the request parameters as the adapter merges them, and whether the
+    reply is streamed. ``digest`` is the ``RequestEntry.sha256`` it is recorded under."""
+
+    system: str | None
+    tools: list[dict[str, Any]] | None
+    params: dict[str, Any] | None
+    stream: bool = False
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the content (``contextree.entries.request_digest``)."""
+        return request_digest(self.system, self.tools, self.params, self.stream)
+
+    @classmethod
+    def of(cls, model: Model, messages: Sequence[Message], tools: Sequence[ToolSpec],
+           options: Mapping[str, Any], *, stream: bool) -> SentRequest:
+        """The request a call of ``model`` on ``messages`` with ``tools`` and per-call
+        ``options`` sends."""
+        prompts: list[str] = []
+        for m in messages:
+            if m.role != "system" or m.kind is not None:
+                break
+            prompts.append(m.text)
+        specs = [_spec_dict(t) for t in tools]
+        params = request_params(model, options)
+        return cls("\n\n".join(prompts) if prompts else None, specs or None, params or None,
+                   stream)
+
+
+def _spec_dict(tool: ToolSpec) -> dict[str, Any]:
+    name, description, parameters = tool_spec(tool)
+    spec: dict[str, Any] = {"name": name}
+    if description is not None:
+        spec["description"] = description
+    spec["parameters"] = parameters
+    return spec
 
 
 @dataclass

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._messages import Message
 from .._session import Session
+from ..entries import CALLS_TYPE, CallRecord, RequestEntry
 from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
 from ._call import keep_failed_reply
-from ._env import Env
+from ._env import Env, SentRequest
 from ._flatlog import FlatLog
 
 
@@ -26,6 +27,28 @@ def _refused(env: Env) -> bool:
     """The budget stopped the turn before the model answered: its input is taken back, so
     a retry (the same words or new ones) asks once instead of stacking unanswered messages."""
     return env.stopped == "budget" and env.reply is None
+
+
+def _request_recorder(session: Session, in_force: str | None
+                      ) -> Callable[[SentRequest], None]:
+    """The listener that appends a request entry when a call sends another system prompt,
+    tool set or parameters than the request in force (``in_force``: its entry id)."""
+    entry = session.get_entry(in_force) if in_force is not None else None
+    digest = [entry.sha256 if isinstance(entry, RequestEntry) else None]
+
+    def record(request: SentRequest) -> None:
+        new = request.digest
+        if new != digest[0]:
+            session.append_request(request.system, request.tools, request.params,
+                                   stream=request.stream)
+            digest[0] = new
+
+    return record
+
+
+def _record_calls(session: Session, calls: Sequence[CallRecord]) -> None:
+    """Store model calls that no message records, for the statistics."""
+    session.append_custom(CALLS_TYPE, {"calls": [c.to_dict() for c in calls]})
 
 
 class SessionLog:
@@ -135,6 +158,8 @@ class SessionTree:
                 return session.append_message(m)
 
             env.on_add(record)
+            env.on_request(_request_recorder(session, ctx.request_id))
+            env.on_call(lambda call: _record_calls(session, [call]))
             env = self.app(env)
             if written and session.leaf_id == written[-1] and _refused(env):
                 session.move_to(before)  # the input stays in the tree, off the branch

@@ -1,0 +1,328 @@
+"""``Tracing``: OpenTelemetry spans for a turn, its model calls, tool calls and compactions.
+
+An event handler (``agent.on("*", Tracing())``) that follows the OpenTelemetry GenAI
+semantic conventions: an ``invoke_agent`` span per turn, a ``chat {model}`` span (kind
+CLIENT) per model call, an ``execute_tool {name}`` span per tool call, and a
+``contextree.compaction`` span per compaction, each a child of its turn's. They carry the
+session id (``gen_ai.conversation.id``) and the entry ids the session stored
+(``contextree.entry_id``), the tokens (``gen_ai.usage.*``) and the cost in USD
+(``contextree.cost_usd``; ``contextree.cost_unknown`` where no price is known). Message
+content is left out unless ``capture_content=True`` (``gen_ai.input.messages``,
+``gen_ai.output.messages``, tool arguments and results).
+
+The ``otel`` extra installs ``opentelemetry-api`` and ``opentelemetry-sdk``; without it,
+building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextree[otel]'``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from .._messages import Message, Usage
+from .._pricing import cost_of
+from ..errors import missing_extra
+from ._env import Env, SentRequest
+from ._events import (
+    CommittedPayload,
+    CompactedPayload,
+    CompactionFailedPayload,
+    CompactionStartPayload,
+    Event,
+    InterruptedPayload,
+    ModelReplyPayload,
+    ModelStartPayload,
+    Payload,
+    RetryPayload,
+    ToolEndPayload,
+    ToolStartPayload,
+    TurnEndPayload,
+)
+
+__all__ = ["OTEL_EXTRA", "Tracing"]
+
+OTEL_EXTRA = "otel"
+"""The extra that installs OpenTelemetry: ``pip install 'contextree[otel]'``."""
+
+_QUIET = frozenset({Event.TEXT_DELTA, Event.THINKING_DELTA, Event.TOOL_CALL, Event.TRUNCATED})
+"""Events no span is made of: the handler returns at once (they come per delta)."""
+
+
+@dataclass
+class _Turn:
+    """The open spans of one turn (one ``Env``)."""
+
+    span: Any
+    context: Any
+    model: Any = None  # the model call's span
+    model_start: Usage | None = None  # the turn's usage when the model call started
+    tools: dict[str, Any] = field(default_factory=dict)  # call id -> span
+    compaction: Any = None
+    compaction_usage: Usage | None = None
+    request: SentRequest | None = None
+    session_set: bool = False
+    reply_id: str | None = None  # the entry the model call's reply was stored as
+
+
+class Tracing:
+    """Turn the agent's events into OpenTelemetry spans (see the module notes): add it with
+    ``agent.on("*", Tracing())``. ``tracer_provider``: where the spans go (default: the
+    global one); ``capture_content``: also record message content (off by default, as the
+    conventions ask); ``agent_name``: ``gen_ai.agent.name`` of the turn spans."""
+
+    def __init__(self, *, tracer_provider: Any = None, capture_content: bool = False,
+                 agent_name: str = "contextree") -> None:
+        try:
+            from opentelemetry import trace
+            from opentelemetry.trace import SpanKind, Status, StatusCode
+        except ImportError:
+            raise missing_extra(OTEL_EXTRA, "opentelemetry") from None
+        self._trace = trace
+        self._kinds = SpanKind
+        self._status, self._code = Status, StatusCode
+        self.tracer = trace.get_tracer("contextree", tracer_provider=tracer_provider)
+        self.capture_content = capture_content
+        self.agent_name = agent_name
+        self._turns: dict[int, _Turn] = {}
+        self._lock = threading.Lock()
+        self._handlers: dict[Event, Callable[[Env, _Turn, Any], None]] = {
+            Event.MODEL_START: self._model_start, Event.MODEL_REPLY: self._model_reply,
+            Event.COMMITTED: self._committed, Event.TOOL_START: self._tool_start,
+            Event.TOOL_END: self._tool_end, Event.COMPACTION_START: self._compaction_start,
+            Event.COMPACTED: self._compacted, Event.COMPACTION_FAILED: self._compaction_failed,
+            Event.INTERRUPTED: self._interrupted, Event.RETRY: self._retry,
+        }
+
+    def __call__(self, env: Env, payload: Payload) -> None:
+        """Handle one event (``agent.on("*", tracing)`` calls this)."""
+        event = payload.event
+        if event in _QUIET:
+            return
+        if event is Event.TURN_START:
+            self._turn_start(env)
+            return
+        with self._lock:
+            turn = self._turns.get(id(env))
+        if turn is None:
+            return
+        if not turn.session_set and env.session is not None:
+            turn.span.set_attribute("gen_ai.conversation.id", env.session.id)
+            turn.session_set = True  # (a turn's session is known once SessionTree opened it)
+        if event is Event.TURN_END:
+            assert isinstance(payload, TurnEndPayload)
+            self._turn_end(env, turn, payload)
+            return
+        handler = self._handlers.get(event)
+        if handler is not None:
+            handler(env, turn, payload)
+
+    # -- spans -------------------------------------------------------------------------------
+    def _child(self, turn: _Turn, name: str, kind: Any, attributes: dict[str, Any]) -> Any:
+        return self.tracer.start_span(name, context=turn.context, kind=kind,
+                                      attributes=attributes)
+
+    def _turn_start(self, env: Env) -> None:
+        span = self.tracer.start_span(
+            f"invoke_agent {self.agent_name}", kind=self._kinds.INTERNAL,
+            attributes={"gen_ai.operation.name": "invoke_agent",
+                        "gen_ai.agent.name": self.agent_name})
+        turn = _Turn(span, self._trace.set_span_in_context(span))
+        with self._lock:
+            self._turns[id(env)] = turn
+
+        def sent(request: SentRequest) -> None:
+            turn.request = request
+
+        env.on_request(sent)
+
+    def _turn_end(self, env: Env, turn: _Turn, p: TurnEndPayload) -> None:
+        with self._lock:
+            self._turns.pop(id(env), None)
+        for span in [turn.model, turn.compaction, *turn.tools.values()]:
+            if span is not None:
+                span.end()
+        span = turn.span
+        more: dict[str, Any] = {"contextree.iterations": p.iterations}
+        if p.stopped is not None:
+            more["contextree.stopped"] = str(p.stopped)
+        if p.error is not None:
+            span.set_status(self._status(self._code.ERROR, p.error))
+            more["error.type"] = p.error.split(":", 1)[0]
+        if env.session is not None:
+            more["contextree.leaf_id"] = env.session.leaf_id or ""
+        _usage_attributes(span, p.usage, p.cost, **more)
+        span.end()
+
+    def _model_start(self, env: Env, turn: _Turn, p: ModelStartPayload) -> None:
+        if turn.model is not None:  # a call that raised (and was retried): ended as failed
+            turn.model.set_status(self._status(self._code.ERROR, "the call failed"))
+            turn.model.end()
+        provider = getattr(env.model, "provider", None) or "unknown"
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat", "gen_ai.provider.name": provider,
+            "gen_ai.request.model": p.model, "contextree.iteration": p.iteration,
+            "contextree.context_tokens": p.tokens}
+        request = turn.request
+        if request is not None:
+            params = request.params or {}
+            for key, name in _REQUEST_PARAMS.items():
+                value = params.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    attributes[name] = value
+            if self.capture_content and request.system is not None:
+                attributes["gen_ai.system_instructions"] = request.system
+        if env.session is not None:
+            attributes["gen_ai.conversation.id"] = env.session.id
+        if self.capture_content:
+            attributes["gen_ai.input.messages"] = _messages_json(env.messages)
+        turn.model = self._child(turn, f"chat {p.model}", self._kinds.CLIENT, attributes)
+        turn.model_start = env.turn_usage
+
+    def _model_reply(self, env: Env, turn: _Turn, p: ModelReplyPayload) -> None:
+        span, turn.model = turn.model, None
+        if span is None:
+            return
+        m = p.message
+        more: dict[str, Any] = {}
+        if turn.reply_id is not None:
+            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
+        if m.model:
+            more["gen_ai.response.model"] = m.model
+        if m.stop_reason:
+            more["gen_ai.response.finish_reasons"] = [m.stop_reason]
+        if self.capture_content:
+            more["gen_ai.output.messages"] = _messages_json([m])
+        _usage_attributes(span, m.usage, cost_of(m), **more)
+        span.end()
+
+    def _committed(self, env: Env, turn: _Turn, p: CommittedPayload) -> None:
+        if p.entry_id is None:
+            return
+        m = p.message
+        if m.role == "assistant" and turn.model is not None:
+            turn.reply_id = p.entry_id  # set with the reply's other attributes
+        elif m.role == "tool" and m.tool_call_id in turn.tools:
+            span = turn.tools.pop(m.tool_call_id or "")
+            span.set_attribute("contextree.entry_id", p.entry_id)
+            span.end()  # a tool's span ends once its result is stored
+
+    def _tool_start(self, env: Env, turn: _Turn, p: ToolStartPayload) -> None:
+        call = p.call
+        attributes: dict[str, Any] = {"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.name": call.name,
+                                      "gen_ai.tool.call.id": call.id,
+                                      "gen_ai.tool.type": "function"}
+        if self.capture_content:
+            attributes["gen_ai.tool.call.arguments"] = orjson.dumps(call.arguments).decode()
+        span = self._child(turn, f"execute_tool {call.name}", self._kinds.INTERNAL,
+                           attributes)
+        with self._lock:
+            turn.tools[call.id] = span
+
+    def _tool_end(self, env: Env, turn: _Turn, p: ToolEndPayload) -> None:
+        span = turn.tools.get(p.call.id)
+        if span is None:
+            return
+        if p.result.is_error:
+            span.set_status(self._status(self._code.ERROR, "the tool reported an error"))
+            span.set_attribute("error.type", "tool_error")
+        if self.capture_content:
+            span.set_attribute("gen_ai.tool.call.result", str(p.result.content))
+
+    def _compaction_start(self, env: Env, turn: _Turn, p: CompactionStartPayload) -> None:
+        turn.compaction_usage = env.turn_usage
+        turn.compaction = self._child(turn, "contextree.compaction", self._kinds.INTERNAL, {
+            "contextree.window": p.window, "contextree.tokens_before": p.tokens,
+            "contextree.leaf_id": p.leaf_id or ""})
+
+    def _end_compaction(self, env: Env, turn: _Turn) -> Any:
+        span, turn.compaction = turn.compaction, None
+        if span is not None and turn.compaction_usage is not None:
+            spent = _minus(env.turn_usage, turn.compaction_usage)  # the summarizer's calls
+            _usage_attributes(span, spent, spent.cost)
+        return span
+
+    def _compacted(self, env: Env, turn: _Turn, p: CompactedPayload) -> None:
+        span = self._end_compaction(env, turn)
+        if span is None:
+            return
+        span.set_attribute("contextree.tokens_after", p.tokens_after)
+        span.set_attribute("contextree.stages", [s.name for s in p.stages if s.applied])
+        if p.entry_id is not None:
+            span.set_attribute("contextree.entry_id", p.entry_id)
+        span.end()
+
+    def _compaction_failed(self, env: Env, turn: _Turn, p: CompactionFailedPayload) -> None:
+        if p.stage is not None:  # one stage failed; the ladder goes on
+            if turn.compaction is not None:
+                turn.compaction.add_event("stage_failed", {"stage": p.stage,
+                                                           "error": p.error or ""})
+            return
+        span = self._end_compaction(env, turn)
+        if span is not None:
+            span.set_status(self._status(self._code.ERROR, p.reason))
+            span.end()
+
+    def _interrupted(self, env: Env, turn: _Turn, p: InterruptedPayload) -> None:
+        span, turn.model = turn.model, None
+        if span is None:
+            return
+        span.set_status(self._status(self._code.ERROR, "interrupted"))
+        more: dict[str, Any] = {"error.type": "interrupted"}
+        if turn.reply_id is not None:  # what had arrived, stored
+            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
+        spent = (_minus(env.turn_usage, turn.model_start) if turn.model_start is not None
+                 else None)  # what the turn counted for the call (estimated)
+        _usage_attributes(span, spent, None if env.turn_cost is None or spent is None
+                          else spent.cost, **more)
+        span.end()
+
+    def _retry(self, env: Env, turn: _Turn, p: RetryPayload) -> None:
+        span, turn.model = turn.model, None
+        if span is None:
+            return
+        span.set_status(self._status(self._code.ERROR, p.error))
+        span.set_attribute("error.type", str(p.status) if p.status else "model_error")
+        span.end()
+
+
+_REQUEST_PARAMS = {
+    "temperature": "gen_ai.request.temperature", "top_p": "gen_ai.request.top_p",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+}
+
+
+def _usage_attributes(span: Any, usage: Usage | None, cost: float | None,
+                      **more: Any) -> None:
+    """Set the token and cost attributes of ``usage`` (and ``more``) in one call."""
+    attributes: dict[str, Any] = more
+    if usage is not None:
+        attributes["gen_ai.usage.input_tokens"] = (usage.input + usage.cache_read
+                                                   + usage.cache_write)
+        attributes["gen_ai.usage.output_tokens"] = usage.output
+        if usage.cache_read:
+            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
+        if usage.cache_write:
+            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
+        if cost is None:
+            attributes["contextree.cost_unknown"] = True
+        else:
+            attributes["contextree.cost_usd"] = cost
+    if attributes:
+        span.set_attributes(attributes)
+
+
+def _minus(after: Usage, before: Usage) -> Usage:
+    cost = None if after.cost is None else after.cost - (before.cost or 0.0)
+    return Usage(input=after.input - before.input, output=after.output - before.output,
+                 cache_read=after.cache_read - before.cache_read,
+                 cache_write=after.cache_write - before.cache_write, cost=cost)
+
+
+def _messages_json(messages: Any) -> str:
+    return orjson.dumps([m.to_dict() for m in messages if isinstance(m, Message)]).decode()

@@ -1,0 +1,193 @@
+"""OpenTelemetry spans from the agent's events, checked with the SDK's in-memory exporter:
+a turn span, a span per model call, tool call and compaction, with the session id, the
+entry ids, tokens and cost, and no message content unless asked for."""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import contextree as ct
+from contextree import Message, Session, ToolCall, Usage
+from contextree.models import OpenAIChat, ScriptedModel
+from contextree.runtime import (
+    DefaultCompactionPipeline,
+    DefaultToolPipeline,
+    Event,
+    SessionTree,
+    SystemPrompt,
+    ToolResultLoop,
+    Tracing,
+)
+from fakes.models import HeldModel
+from fakes.openai_server import OpenAIServer, completion, tool_call
+from fakes.tools import lookup
+
+otel = pytest.importorskip("opentelemetry.sdk.trace")
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+
+
+def _tracing(**options: Any) -> tuple[Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return Tracing(tracer_provider=provider, **options), exporter
+
+
+def _by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for span in exporter.get_finished_spans():
+        out.setdefault(span.name, []).append(span)
+    return out
+
+
+def _turn(path: Path, server: OpenAIServer, tracing: Tracing) -> None:
+    server.reply(completion(tool_calls=[tool_call("call_1", "lookup", {"city": "Oslo"})]),
+                 completion("Sunny."))
+    model = OpenAIChat("gpt-test", base_url=server.base_url, api_key="k", temperature=0.2)
+    agent = (ct.agent().use(SessionTree, path=path).use(SystemPrompt, text="Secret prompt.")
+             .use(ToolResultLoop).use(DefaultToolPipeline, tools=[lookup]).run(model))
+    agent.on("*", tracing)
+    assert agent.start("Weather in Oslo?").text == "Sunny."
+
+
+def test_a_turn_gives_genai_spans_with_session_and_entry_ids(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    tracing, exporter = _tracing()
+    with OpenAIServer() as server:
+        _turn(path, server, tracing)
+    spans = _by_name(exporter)
+    (turn,) = spans["invoke_agent contextree"]
+    chats = spans["chat gpt-test"]
+    (tool,) = spans["execute_tool lookup"]
+    assert len(chats) == 2
+    with Session.open(path, readonly=True) as s:
+        session_id = s.id
+        replies = [e.id for e in s.branch() if isinstance(e, ct.entries.MessageEntry)
+                   and e.message.role == "assistant"]
+        (result,) = [e.id for e in s.branch() if isinstance(e, ct.entries.MessageEntry)
+                     and e.message.role == "tool"]
+        leaf = s.leaf_id
+    assert turn.attributes["gen_ai.conversation.id"] == session_id
+    assert turn.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert turn.attributes["gen_ai.usage.input_tokens"] == 24
+    assert turn.attributes["gen_ai.usage.output_tokens"] == 10
+    assert turn.attributes["contextree.leaf_id"] == leaf
+    for chat, entry_id in zip(chats, replies, strict=True):
+        assert chat.kind is SpanKind.CLIENT and chat.parent.span_id == turn.context.span_id
+        a = chat.attributes
+        assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "openai"
+        assert a["gen_ai.request.model"] == "gpt-test" and a["gen_ai.request.temperature"] == 0.2
+        assert a["gen_ai.usage.input_tokens"] == 12 and a["gen_ai.usage.output_tokens"] == 5
+        assert a["contextree.entry_id"] == entry_id and a["gen_ai.conversation.id"] == session_id
+        assert "contextree.cost_usd" in a or a["contextree.cost_unknown"] is True
+    assert tool.parent.span_id == turn.context.span_id
+    assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
+    assert tool.attributes["contextree.entry_id"] == result
+    # Content is off by default: no prompt, message or tool output in any attribute.
+    for span in exporter.get_finished_spans():
+        for value in span.attributes.values():
+            assert "Secret prompt" not in str(value) and "Oslo" not in str(value)
+
+
+def test_capture_content_records_messages_and_tool_io(tmp_path: Path) -> None:
+    tracing, exporter = _tracing(capture_content=True)
+    with OpenAIServer() as server:
+        _turn(tmp_path / "s.jsonl", server, tracing)
+    spans = _by_name(exporter)
+    first = spans["chat gpt-test"][0].attributes
+    assert first["gen_ai.system_instructions"] == "Secret prompt."
+    assert "Weather in Oslo?" in first["gen_ai.input.messages"]
+    tool = spans["execute_tool lookup"][0].attributes
+    assert "Oslo" in tool["gen_ai.tool.call.arguments"]
+    assert tool["gen_ai.tool.call.result"] == "sunny in Oslo"
+
+
+def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    tracing, exporter = _tracing()
+    with Session.create(path) as s:
+        for i in range(12):
+            s.append_message(Message.user(f"Task {i}: refactor module {i} " + "word " * 300))
+            s.append_message(Message.assistant(f"Done with module {i}."))
+    summarizer = ScriptedModel([Message.assistant("## Objective\nRefactor modules.",
+                                                  usage=Usage(input=900, output=20,
+                                                              cost=0.001))] * 3,
+                               name="summarizer-x")
+    model = ScriptedModel(["All done."])
+    agent = (ct.agent().use(SessionTree, path=path).use(ToolResultLoop)
+             .use(DefaultCompactionPipeline, window=4000, summarizer=summarizer).run(model))
+    agent.on("*", tracing)
+    agent.start("And now?")
+    (compaction,) = _by_name(exporter)["contextree.compaction"]
+    a = compaction.attributes
+    with Session.open(path, readonly=True) as s:
+        (entry,) = s.find(ct.entries.CompactionEntry)
+    assert a["contextree.entry_id"] == entry.id
+    assert a["contextree.tokens_before"] > a["contextree.tokens_after"]
+    assert a["gen_ai.usage.input_tokens"] == sum(
+        c["usage"]["input"] for c in entry.details["calls"])
+
+    held = HeldModel(["Some words that arrive slowly."], chunk=3, hold_after=2)
+    agent = ct.agent().use(SessionTree, path=path).run(held)
+    agent.on("*", tracing)
+    stream = agent.stream("More?")
+    for event in stream:
+        if event["event"] == Event.TEXT_DELTA:
+            break
+    threading.Timer(0.2, held.release.set).start()
+    stream.close()
+    cut = [s for s in exporter.get_finished_spans() if s.name == "chat scripted"][-1]
+    assert cut.status.status_code is StatusCode.ERROR
+    assert cut.attributes["error.type"] == "interrupted"
+    assert cut.attributes["gen_ai.usage.input_tokens"] > 0  # estimated, as the stats count it
+    with Session.open(path, readonly=True) as s:
+        assert cut.attributes["contextree.entry_id"] == s.leaf_id  # the partial reply
+    turns = _by_name(exporter)["invoke_agent contextree"]
+    assert turns[-1].attributes["contextree.stopped"] == "interrupted"
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_import = builtins.__import__
+
+    def no_otel(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name.startswith("opentelemetry"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, *args, **kwargs)
+
+    for name in [m for m in sys.modules if m.startswith("opentelemetry")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(builtins, "__import__", no_otel)
+    with pytest.raises(ImportError, match=r"pip install 'contextree\[otel\]'"):
+        Tracing()
+
+
+def test_tracing_never_breaks_a_turn_it_cannot_follow(tmp_path: Path) -> None:
+    # Events of a turn that started before the handler was added are ignored.
+    tracing, exporter = _tracing()
+    model = ScriptedModel([Message.assistant("", tool_calls=[ToolCall(id="c", name="lookup",
+                                                                      arguments={"city": "X"})]),
+                           "ok"])
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").use(ToolResultLoop)
+             .use(DefaultToolPipeline, tools=[lookup]).run(model))
+    late: list[bool] = []
+
+    def add_late(env: ct.runtime.Env, payload: Any) -> None:
+        if not late:
+            late.append(True)
+            agent.on("*", tracing)
+
+    agent.on(Event.MODEL_START, add_late)
+    turn = agent.start("go")
+    assert turn.text == "ok" and not turn.handler_errors
+    assert exporter.get_finished_spans() == ()
