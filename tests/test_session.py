@@ -88,7 +88,9 @@ def apply_ops(s: ct.Session, ops: list[tuple[Any, ...]]) -> None:
         elif kind == "tools":
             ids.append(s.append_active_tools_change(op[1]))
         elif kind == "label" and ids:
-            ids.append(s.set_label(ids[op[1] % len(ids)], op[2]))
+            label_id = s.set_label(ids[op[1] % len(ids)], op[2])
+            if label_id is not None:  # None: nothing changed, nothing was written
+                ids.append(label_id)
         elif kind == "name":
             ids.append(s.set_name(op[1]))
         elif kind == "move" and ids:

@@ -320,10 +320,14 @@ def has_extras(obj: Any) -> bool:
                     return True
         content = getattr(obj, "content", None) if type(obj) in PART_CONTENT else None
         if isinstance(content, list):
-            return any(has_extras(p) for p in content)
+            for part in content:
+                if has_extras(part):
+                    return True
         return False
     if isinstance(obj, list):
-        return any(has_extras(v) for v in obj)
+        for value in obj:
+            if has_extras(value):
+                return True
     return False
 
 

@@ -339,7 +339,7 @@ def test_a_writer_killed_mid_way_leaves_an_index_the_next_open_catches_up(
         from contextree.storage import _index
         _index.INDEX_MIN_BYTES = 0
         s = ct.Session.create({str(path)!r})
-        for i in range(50):
+        for i in range(150):  # single appends write their index records 64 at a time
             s.append_message(ct.Message.user(f"m{{i}}"))
         with open({str(INDEX_OF(path))!r}, "r+b") as f:  # as if its last records were lost
             f.truncate(f.seek(0, 2) - 300)
@@ -349,7 +349,7 @@ def test_a_writer_killed_mid_way_leaves_an_index_the_next_open_catches_up(
     assert proc.returncode == -signal.SIGKILL
     view = seen(path)
     assert view == seen_without_index(path)
-    assert [m["content"] for m in view["context"]] == [f"m{i}" for i in range(50)]
+    assert [m["content"] for m in view["context"]] == [f"m{i}" for i in range(150)]
 
 
 def test_a_reader_beside_a_writer_sees_a_consistent_prefix(tmp_path: Path) -> None:

@@ -97,6 +97,7 @@ __all__ = [
 ]
 
 BATCH_BUFFER = 1 << 20  # bytes buffered in a batch before they are written
+TAIL_EVERY = 64  # index records a single append defers, written together (one write, not 64)
 REOPEN_TRIES = 5  # opens of a path that keeps being replaced before giving up
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -354,7 +355,7 @@ class JsonlStorage(IndexedStorage):
                 index.add(entry, span)
                 if self._durable:
                     self._guarded(shared, _sync)
-                _index_new(shared)
+                _index_new(shared, every=TAIL_EVERY)
 
     @staticmethod
     def _guarded(shared: _OpenFile, action: Callable[[_OpenFile], None]) -> None:
@@ -597,6 +598,8 @@ def _release(shared: _OpenFile) -> None:
     if _OPEN.get(shared.key) is shared:
         del _OPEN[shared.key]
     if shared.sidecar is not None:
+        if shared.fd >= 0 and not shared.deleted and shared.failed is None:
+            _index_new(shared)  # the records a single append deferred
         shared.sidecar.close()
     shared.index.file.close()
     clear_lock_info(shared.path)
@@ -649,14 +652,18 @@ def _next_offset(shared: _OpenFile) -> int:
     return shared.size + len(shared.buffer) + (1 if shared.newline_due else 0)
 
 
-def _index_new(shared: _OpenFile) -> None:
-    """Write the records of lines now in the file to the index; no sync, best effort."""
+def _index_new(shared: _OpenFile, *, every: int = 1) -> None:
+    """Write the records of lines now in the file to the index; no sync, best effort.
+
+    ``every``: write only once that many records are due (a single append defers its
+    record, saving a write per append; ``_release`` writes what is left). An index that
+    stops short is safe: an open reads the session from where its records stop."""
     count = len(shared.index.ids)
     if shared.sidecar is None:
         if not shared.index_tried and shared.size >= _index.INDEX_MIN_BYTES:
             _fresh_sidecar(shared)  # the session just grew big enough to have an index
         return
-    if shared.indexed >= count or shared.buffer:
+    if count - shared.indexed < every or shared.buffer:
         return
     if shared.sidecar.append(encode_tail(shared.index.tail_records(shared.indexed))):
         shared.indexed = count
