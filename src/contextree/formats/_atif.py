@@ -111,13 +111,10 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
 
 
 def _not_atif(path: Path) -> str:
-    from ._detect import detect_format  # it imports the format table, which imports us
+    from ._detect import detected_other  # it imports the format table, which imports us
 
-    try:
-        other: str | None = detect_format(path)
-    except Exception:
-        other = None
-    if other is not None and other != "atif":
+    other = detected_other(path, "atif")
+    if other is not None:
         return (f"this is not an ATIF trajectory (no `schema_version` \"ATIF-v1.x\" with "
                 f"`steps`); it looks like {other}: import it as {other} (`contextree import "
                 f"{other} ...`, or `auto`)")

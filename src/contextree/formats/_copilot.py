@@ -242,13 +242,10 @@ def _workspace(path: Path) -> dict[str, str] | None:
 
 
 def _not_copilot(path: Path) -> str:
-    from ._detect import detect_format  # it imports the format table, which imports us
+    from ._detect import detected_other  # it imports the format table, which imports us
 
-    try:
-        other: str | None = detect_format(path)
-    except Exception:
-        other = None
-    if other is not None and other != FORMAT:
+    other = detected_other(path, FORMAT)
+    if other is not None:
         return (f"this is not a Copilot CLI session (it does not begin with its "
                 f"`session.start` event); it looks like {other}: import it as {other} "
                 f"(`contextree import {other} ...`, or `auto`)")

@@ -51,6 +51,16 @@ def detect_format(path: Path) -> str:
     return get_format(name).name
 
 
+def detected_other(path: Path, fmt: str) -> str | None:
+    """The format ``detect_format`` finds ``path`` to be when that is not ``fmt`` (``None``
+    when it is ``fmt`` or nothing is found): for a reader's "it looks like X" error."""
+    try:
+        other: str | None = detect_format(path)
+    except Exception:  # the file cannot be told: say nothing more than the reader does
+        return None
+    return other if other != fmt else None
+
+
 def claimed_by_other(path: Path, fmt: str) -> str | None:
     """The name of another registered format whose ``detect`` hook claims ``path`` (these
     hooks recognize a format by its own signature, not by elimination), or ``None``: an

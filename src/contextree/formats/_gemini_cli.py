@@ -140,13 +140,10 @@ def _replace(messages: list[Any], n: int, instances: list[_Instance],
 
 
 def _not_gemini(path: Path) -> str:
-    from ._detect import detect_format  # it imports the format table, which imports us
+    from ._detect import detected_other  # it imports the format table, which imports us
 
-    try:
-        other: str | None = detect_format(path)
-    except Exception:
-        other = None
-    if other is not None and other != FORMAT:
+    other = detected_other(path, FORMAT)
+    if other is not None:
         return (f"this is not a Gemini CLI chat file (it does not begin with a record holding "
                 f"`sessionId` and `projectHash`); it looks like {other}: import it as {other} "
                 f"(`contextree import {other} ...`, or `auto`)")
