@@ -109,6 +109,24 @@ def test_a_random_id_that_is_taken_is_replaced(monkeypatch: pytest.MonkeyPatch) 
     assert [e.id for e in session.branch()] == [taken, "fresh001"]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_draws_other_entry_ids_than_its_parent() -> None:
+    """Ids come from a per-process generator; a forked child must not repeat the parent's
+    sequence (two processes appending to one session would collide on every id)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then out without running pytest's teardown
+        os.write(write, " ".join(ct.entries.new_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    parent = {ct.entries.new_id() for _ in range(8)}
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    assert len(child) == 8 and all(len(i) == 8 for i in child | parent)
+    assert not child & parent
+
+
 def test_set_name_none_clears_the_name_and_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     with ct.Session.create(path) as s:
