@@ -1,14 +1,16 @@
 """Search in PostgreSQL: the entries whose text matches a query, across every session.
 
-Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
-statement that stores it (``_schema``, version 3), so the index is current when the append
-commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
-index's meaning (a whole word, ``word*`` or a sha's start as a prefix, a quoted phrase as
-those words in a row). Where
-``pg_trgm`` is installed and the words find fewer hits than asked for, terms of three
-characters or more are also looked for inside words (``CONNREF`` finds ``ECONNREFUSED``),
-through the trigram index on ``search_text``. Hits come newest first, in the order the
-database stored them (an index on ``seq`` lets a common word stop at the limit).
+Each entry's ``search`` (a ``tsvector``) is sent by the client with the append
+(``_words``) and stored in the append's own statement (``_schema``, version 4), so the index
+is current when the append commits and no refresh exists. A query's terms become a
+``tsquery`` of the same words (split and case-folded as the entries' are: a whole word,
+``word*`` or a sha's start as a prefix, a quoted phrase as those words in a row). Where the
+trigram index is on (``create_schema(url, trigrams=True)``) and the words find fewer hits
+than asked for, terms of three characters or more are also looked for inside words
+(``CONNREF`` finds ``ECONNREFUSED``) through the trigram index on ``search_text``; those
+candidates are checked against the entry's text before they count. Hits come newest
+first, in the order the database stored them (an index on ``seq`` lets a common word stop
+at the limit).
 """
 
 from __future__ import annotations
@@ -35,19 +37,19 @@ from ._codec import decode_header
 from ._connection import describe, short_lived
 from ._driver import Connection, Target
 from ._errors import mapped
-from ._schema import require_schema
+from ._schema import require_schema, trigrams_on
 from ._tables import ENTRIES, SESSIONS
 
 __all__ = ["search_database"]
 
 PAGE = 200  # candidates fetched at a time
 MIN_TRIGRAM = 3  # a term shorter than this cannot use the trigram index
-TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"
 
 
 def tsquery(terms: Terms) -> str:
-    """``terms`` as ``to_tsquery('simple', ...)`` text: each phrase's words joined by
-    ``<->``, the last one a prefix (``:*``) where the term is one, all required."""
+    """``terms`` as ``tsquery`` text: each phrase's words joined by ``<->``, the last one a
+    prefix (``:*``) where the term is one, all required. The words are already split and
+    case-folded as the stored vectors' are (letters and digits only: nothing to quote)."""
     parts = []
     for words, prefix in zip(terms.phrases, terms.prefix, strict=True):
         lexemes = [f"'{w}'" for w in words]
@@ -73,25 +75,28 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
     notes: list[str] = []
     with mapped("could not search"), short_lived(target) as conn:
         require_schema(conn)
-        trigrams = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                                [TRIGRAM_INDEX]).fetchone()
+        trigrams = trigrams_on(conn)
         inside = [w for w in terms.phrases if all(len(x) >= MIN_TRIGRAM for x in w)]
-        use_trigrams = bool(trigrams and trigrams[0]) and len(inside) == len(terms.phrases)
-        if not (trigrams and trigrams[0]):
-            notes.append("pg_trgm is not installed in this database: terms are found as "
-                         "whole words or their starts only")
+        use_trigrams = trigrams and len(inside) == len(terms.phrases)
         query_args: list[Any] = [tsquery(terms)]
-        words = "e.search @@ to_tsquery('simple', %s)"
+        words = "e.search @@ %s::tsquery"
         hits = _collect(conn, words, query_args, filters, limit,
                         terms.pattern(), target_of)
         if use_trigrams and (limit is None or len(hits) < limit):
             # Few whole-word hits: look inside words too (the trigram index), for the rest.
             likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
             more = _collect(conn, f"{likes} AND NOT ({words})",
-                            ["%" + "%".join(w) + "%" for w in inside] + query_args, filters,
+                            ["%" + "%".join(w) + "%" for w in inside]
+                            + query_args, filters,
                             None if limit is None else limit - len(hits),
-                            _pattern(terms, inside=True), target_of)
+                            _pattern(terms, inside=True), target_of,
+                            required=[_pattern(Terms((w,), (False,)), inside=True)
+                                      for w in inside])
             hits = sorted(hits + more, key=lambda h: h.timestamp, reverse=True)
+        elif not trigrams and not hits:
+            notes.append("search inside words is off in this database: terms are found as "
+                         "whole words or their starts (turn it on with `contextree db init "
+                         "URL --trigrams`; appends then cost more)")
     return SearchResults(hits, notes=notes)
 
 
@@ -104,9 +109,11 @@ def _pattern(terms: Terms, *, inside: bool) -> re.Pattern[str]:
 
 def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchFilters,
              limit: int | None, pattern: re.Pattern[str],
-             target_of: Callable[[str], str]) -> list[SearchHit]:
+             target_of: Callable[[str], str], *,
+             required: list[re.Pattern[str]] | None = None) -> list[SearchHit]:
     """Hits a page of candidates at a time (newest first, ``seq`` below the last page's),
-    each page's sessions read in three queries whatever their number."""
+    each page's sessions read in three queries whatever their number. A candidate whose
+    text does not match every pattern of ``required`` is not a hit."""
     sessions: dict[str, _DbSession | None] = {}
     hits: list[SearchHit] = []
     where = describe(conn)
@@ -125,7 +132,8 @@ def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchF
         for session_id, eid, line, _ in rows:
             obj = parse_line(line)
             found = entry_text(obj)
-            if found is None:
+            if found is None or (required and not all(p.search(found[2])
+                                                      for p in required)):
                 continue
             stamp = obj.get("timestamp") if isinstance(obj, dict) else None
             stamp = stamp if isinstance(stamp, str) else ""

@@ -87,8 +87,9 @@ from ._codec import (
 from ._connection import Db, describe, setup_connection
 from ._driver import Connection, Target, psycopg
 from ._errors import first_line, is_connection_lost, mapped, storage_error
-from ._schema import require_schema
+from ._schema import require_schema, trigrams_on
 from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS
+from ._words import search_columns
 
 __all__ = ["PostgresStorage"]
 
@@ -98,7 +99,7 @@ T = TypeVar("T")
 
 _ROW = f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s"
 _APPEND = (f"SELECT r_status, r_leaf, r_parent, r_name, r_count, r_line FROM {APPEND_FUNCTION}("
-           + ", ".join(["%s"] * 15) + ")")
+           + ", ".join(["%s"] * 17) + ")")
 # The session's size as JSON lines (header included), as a JSONL file would hold it.
 _HEALTH = (f"SELECT s.entry_count, octet_length(s.header) + 1 + coalesce((SELECT "
            f"sum(octet_length(e.line) + 1) FROM {ENTRIES} e WHERE e.session_id = s.id), 0) "
@@ -221,12 +222,16 @@ class PostgresStorage:
                                            "already in this database; open it or choose "
                                            "another id", path=location)
                     if batch:
+                        # read after the insert above, which waits while the trigram
+                        # index is being turned on (``_schema``)
+                        words = trigrams_on(conn)
                         with conn.cursor().copy(
                             f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
-                            "line) FROM STDIN"
+                            "line, search, search_text) FROM STDIN"
                         ) as copy:
                             for row in rows:
-                                copy.write_row(row)
+                                vector, text = search_columns(row[5])
+                                copy.write_row((*row, vector, text if words else None))
         except BaseException:
             db.close()
             raise
@@ -439,12 +444,13 @@ class PostgresStorage:
         if not reparent:
             line = line_text(entry)
         is_leaf = isinstance(entry, LeafEntry)
+        vector, words = search_columns(line)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,
             entry.name if isinstance(entry, SessionInfoEntry) else None,
             check, None if isinstance(expected, UnsetType) else expected,
-            reparent, seen, placeholder, retry, self._durable,
+            reparent, seen, placeholder, retry, self._durable, vector, words,
         ]).fetchone()
         if self._after_commit is not None:
             self._after_commit(conn)
