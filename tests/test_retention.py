@@ -353,3 +353,59 @@ def test_archive_a_database_session_and_restore_it_into_a_database(tmp_path: Pat
             assert list(again.entries()) == lines_before and again.name == "db session"
     finally:
         drop()
+
+
+def test_an_archived_session_is_still_found_by_search_and_says_so(tmp_path: Path) -> None:
+    """``search`` reads the session inside an archive: its hits say ``archived`` and name
+    the archive; once unarchived the same entries are found in the session file again.
+    Archive-named files that are not archives are reported, never a failed search."""
+    store = _store(tmp_path)
+    where = tmp_path / "sessions"
+    where.mkdir()
+    path = where / "chat.jsonl"
+    with ct.Session.create(path) as s:
+        old = s.append_message(ct.Message.user("ECONNREFUSED while the server was down"))
+    with ct.Session.create(where / "live.jsonl") as live:
+        fresh = live.append_message(ct.Message.user("ECONNREFUSED again today"))
+    assert {h["entry_id"]: h["archived"] for h in run_json("search", "econnrefused", where)
+            } == {old: False, fresh: False}
+
+    done = archive(path, store=store)
+    assert not path.exists()
+    rows = {h["entry_id"]: h for h in run_json("search", "econnrefused", where)}
+    assert rows[old]["archived"] is True and rows[old]["path"] == str(done.path)
+    assert rows[fresh]["archived"] is False
+    start, end = rows[old]["marks"][0]
+    assert rows[old]["snippet"][start:end] == "ECONNREFUSED"
+    text = run("search", "econnrefused", where).stdout
+    assert "chat.jsonl.archive.zip" in text and "[on branch, archived]" in text
+    hits = ct.search(where, "server down", on_branch=True)
+    assert [(h.entry_id, h.archived, h.target) for h in hits] == [(old, True, str(done.path))]
+    from contextree.tools import session_search_tool
+
+    tool = session_search_tool(where)
+    assert "[on branch, archived]" in tool.run({"query": "server"}).content
+
+    (where / "junk.archive.zip").write_bytes(b"not a zip")
+    with zipfile.ZipFile(where / "other.archive.zip", "w") as z:
+        z.writestr("readme.txt", "an archive of something else")
+    damaged = where / "damaged.archive.zip"
+    data = bytearray(done.path.read_bytes())
+    member = data.find(b"session.jsonl") + 40  # inside the compressed session
+    data[member:member + 16] = b"\x00" * 16
+    damaged.write_bytes(bytes(data))
+    found = ct.search(where, "econnrefused")
+    assert {h.entry_id for h in found} >= {old, fresh}
+    reasons = {Path(u.where).name: u.reason for u in found.unlisted}
+    assert "not a readable zip" in reasons["junk.archive.zip"]
+    assert "without session.jsonl" in reasons["other.archive.zip"]
+    assert "damaged" in reasons["damaged.archive.zip"]  # its compressed bytes zeroed
+    assert not any(h.target == str(damaged) for h in found)
+    damaged.unlink()
+    (where / "junk.archive.zip").unlink()
+    (where / "other.archive.zip").unlink()
+
+    unarchive(done.path, store=store)
+    assert {h["entry_id"]: (h["archived"], Path(h["path"]).name)
+            for h in run_json("search", "econnrefused", where)} == {
+        old: (False, "chat.jsonl"), fresh: (False, "live.jsonl")}

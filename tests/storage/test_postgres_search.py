@@ -91,15 +91,18 @@ def test_search_inside_words_is_off_by_default_and_turned_on_and_off(url: str) -
     assert found == [] and "--trigrams" in found.notes[0]
     assert [h.entry_id for h in ct.search(url, "econnrefused")] == [before]
 
+    stale = Session.open(f"{url}#{s.id}")  # opened while it is off: sends no words
     _trigrams_on(url)  # what was stored while it was off is indexed too
     assert pg.trigrams_enabled(url) is True
+    late = stale.append_message(Message.user("late: ECONNREFUSED from a stale writer"))
+    stale.close()
     with Session.open(f"{url}#{s.id}") as again:
         after = again.append_message(Message.user("again: ECONNREFUSED on retry"))
     header = SessionHeader(id=str(uuid.uuid4()), created_at=now(), cwd="/w")
     copied = open_catalog(url).create(header, [_old_entry("ECONNREFUSED, imported")])
     copied.close()
     found = ct.search(url, "connref")
-    assert {h.entry_id for h in found} == {before, after, "e1"} and found.notes == []
+    assert {h.entry_id for h in found} == {before, late, after, "e1"} and found.notes == []
     start, end = found[-1].marks[0]
     assert found[-1].snippet[start:end].lower() == "connref"
     # a candidate of the trigram index is checked against the text: the words must all be
@@ -275,8 +278,20 @@ def _old_entry(text: str = "an entry from before search: migrated") -> AnyEntry:
 
 def test_queries_become_tsqueries_without_operators_from_the_user() -> None:
     assert tsquery(parse_query('test_parse_header "a b" x* 3f9a2')) == (
-        "('test' <-> 'parse' <-> 'header') & ('a' <-> 'b') & ('x':*) & ('3f9a2':*)")
-    assert tsquery(parse_query("it's & | ! (x)")) == "('it' <-> 's') & ('x')"
+        "('test' & 'parse' & 'header') & ('a' & 'b') & ('x':*) & ('3f9a2':*)")
+    assert tsquery(parse_query("it's & | ! (x)")) == "('it' & 's') & ('x')"
+
+
+def test_a_phrase_is_its_words_in_a_row_not_anywhere(url: str) -> None:
+    """The stored vectors hold no positions: the order of a phrase (an identifier's parts)
+    is checked on the text, in the database's search as in the directory's."""
+    with Session.create(url) as s:
+        row = s.append_message(Message.user("the connection refused: see test_parse_header"))
+        apart = s.append_message(Message.user("refused the connection; header, parse, test"))
+    assert set(_hits(url, '"connection refused"')) == {row}
+    assert set(_hits(url, "test_parse_header")) == {row}
+    assert set(_hits(url, "connection refused")) == {row, apart}  # two words, any order
+    assert set(_hits(url, '"CONNECTION Refused"')) == {row}
 
 
 def test_the_search_command_takes_a_database_url(url: str) -> None:

@@ -98,6 +98,8 @@ def _print(hits: list[SearchHit], where: str, is_dir: bool, query: str) -> None:
         state = "on branch" if hit.on_branch else "off branch"
         if hit.compacted:
             state += ", compacted"
+        if hit.archived:
+            state += ", archived"
         who = hit.role + (f" {hit.tool}" if hit.tool else "")
         out.styled([(place, "bold"), (f"  {hit.entry_id}  ", "cyan"), (who, None),
                     (f"  {hit.timestamp}  ", "dim"),

@@ -19,8 +19,9 @@ so in the append's own transaction. ``search`` has a GIN index; ``search_text`` 
 (``pg_trgm``) when the extension can be created, so a term is found inside a word too.
 
 Version 4 makes that cheap for the append: the client sends the entry's ``tsvector`` (a
-literal made by ``_words``, from the text it already has) and its words, and
-``contextree_append`` stores them; the trigger that parsed every line's JSON in SQL is gone.
+literal of its distinct words, made by ``_words`` from the text it already has; no
+positions) and ``contextree_append`` stores it; the trigger that parsed every line's JSON in
+SQL is gone. The vectors of entries stored before keep their positions; search reads both.
 The trigram index (words found inside words: ``CONNREF`` in ``ECONNREFUSED``) is optional
 and off in a new database, because it costs an append more than the rest of search does:
 ``create_schema(target, trigrams=True)`` turns it on (``contextree db init URL
@@ -195,9 +196,10 @@ BEGIN
 END
 $fn$"""
 
-# Version 4: the client sends the entry's tsvector literal and words (``_words``); the words
-# are kept for the trigram index only while it is on (read under the session's row lock, so
-# that turning it on, which locks the sessions table, never misses an append).
+# Version 4: the client sends the entry's tsvector literal (``_words``), and its words when
+# it knows the trigram index is on; the words are kept only while it is on (read under the
+# session's row lock, so that turning it on, which locks the sessions table, never misses an
+# append; a client that opened the session before sends none, and they are read here).
 _APPEND_4 = f"""CREATE FUNCTION {APPEND_FUNCTION}(
     p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
     p_target text, p_line text, p_name text,
@@ -257,9 +259,10 @@ BEGIN
                             NULL::text;
         RETURN;
     END IF;
-    IF p_words IS NOT NULL
+    IF p_search IS NOT NULL
        AND EXISTS (SELECT 1 FROM {SETTINGS} WHERE name = '{TRIGRAMS}') THEN
-        v_words := p_words;
+        -- a client that did not know the trigram index is on sends no words: read them
+        v_words := coalesce(p_words, {ENTRY_TEXT_FUNCTION}(v_line));
     END IF;
     INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line, search,
                            search_text)

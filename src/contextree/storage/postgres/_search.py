@@ -43,20 +43,31 @@ from ._tables import ENTRIES, SESSIONS
 __all__ = ["search_database"]
 
 PAGE = 200  # candidates fetched at a time
+FIRST_WINDOW = 4096  # entries (by seq, newest first) the first query looks among
 MIN_TRIGRAM = 3  # a term shorter than this cannot use the trigram index
 
 
 def tsquery(terms: Terms) -> str:
-    """``terms`` as ``tsquery`` text: each phrase's words joined by ``<->``, the last one a
-    prefix (``:*``) where the term is one, all required. The words are already split and
-    case-folded as the stored vectors' are (letters and digits only: nothing to quote)."""
+    """``terms`` as ``tsquery`` text: every word of every phrase required (``&``), the last
+    word of a phrase a prefix (``:*``) where the term is one. The stored vectors have no
+    positions (``_words``), so a phrase's order is checked on the text (``phrase_checks``).
+    The words are already split and case-folded as the stored vectors' are (letters and
+    digits only: nothing to quote)."""
     parts = []
     for words, prefix in zip(terms.phrases, terms.prefix, strict=True):
         lexemes = [f"'{w}'" for w in words]
         if prefix:
             lexemes[-1] += ":*"
-        parts.append("(" + " <-> ".join(lexemes) + ")")
+        parts.append("(" + " & ".join(lexemes) + ")")
     return " & ".join(parts)
+
+
+def phrase_checks(terms: Terms) -> list[re.Pattern[str]]:
+    """A pattern for each phrase of two words or more: the words in a row, as the candidate's
+    case-folded text must hold them."""
+    return [Terms((words,), (prefix,)).pattern()
+            for words, prefix in zip(terms.phrases, terms.prefix, strict=True)
+            if len(words) > 1]
 
 
 def search_database(target: Target, target_of: Callable[[str], str], query: str,
@@ -81,7 +92,7 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
         query_args: list[Any] = [tsquery(terms)]
         words = "e.search @@ %s::tsquery"
         hits = _collect(conn, words, query_args, filters, limit,
-                        terms.pattern(), target_of)
+                        terms.pattern(), target_of, required=phrase_checks(terms))
         if use_trigrams and (limit is None or len(hits) < limit):
             # Few whole-word hits: look inside words too (the trigram index), for the rest.
             likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
@@ -111,30 +122,42 @@ def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchF
              limit: int | None, pattern: re.Pattern[str],
              target_of: Callable[[str], str], *,
              required: list[re.Pattern[str]] | None = None) -> list[SearchHit]:
-    """Hits a page of candidates at a time (newest first, ``seq`` below the last page's),
-    each page's sessions read in three queries whatever their number. A candidate whose
-    text does not match every pattern of ``required`` is not a hit."""
+    """Hits a page of candidates at a time, newest first, each page's sessions read in three
+    queries whatever their number. A candidate whose case-folded text does not match every
+    pattern of ``required`` is not a hit.
+
+    The candidates are read from windows of ``seq``, the newest ``FIRST_WINDOW`` entries
+    first, then windows eight times as wide, then the rest: a common word is answered from
+    the newest rows through the ``seq`` index, and a rare one reaches the whole table, where
+    the planner takes the GIN index. One query over the whole table would leave the planner
+    to guess between the two from the words' frequencies, which it cannot do for several
+    words together (it multiplies them, and sorts every match of an identifier's parts)."""
     sessions: dict[str, _DbSession | None] = {}
     hits: list[SearchHit] = []
     where = describe(conn)
     page = max(PAGE, 2 * (limit or 0))
-    below: int | None = None
+    newest = conn.execute(f"SELECT max(seq) FROM {ENTRIES}").fetchone()
+    if newest is None or newest[0] is None:
+        return hits
+    upper = int(newest[0]) + 1  # exclusive
+    window = FIRST_WINDOW
+    lower: int | None = upper - window
     while True:
-        bound = "" if below is None else " AND e.seq < %s"
+        bounds = " AND e.seq < %s" + ("" if lower is None else " AND e.seq >= %s")
         rows = conn.execute(
             f"SELECT e.session_id, e.id, e.line, e.seq FROM {ENTRIES} e WHERE {condition}"
-            f"{bound} ORDER BY e.seq DESC LIMIT %s",
-            [*args, *([] if below is None else [below]), page]).fetchall()
-        if not rows:
-            return hits
-        below = rows[-1][3]
+            f"{bounds} ORDER BY e.seq DESC LIMIT %s",
+            [*args, upper, *([] if lower is None else [lower]), page]).fetchall()
         candidates = []
         for session_id, eid, line, _ in rows:
             obj = parse_line(line)
             found = entry_text(obj)
-            if found is None or (required and not all(p.search(found[2])
-                                                      for p in required)):
+            if found is None:
                 continue
+            if required:
+                folded = found[2].casefold()
+                if not all(p.search(folded) for p in required):
+                    continue
             stamp = obj.get("timestamp") if isinstance(obj, dict) else None
             stamp = stamp if isinstance(stamp, str) else ""
             if filters.matches_entry(found[0], found[1], stamp):
@@ -156,8 +179,14 @@ def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchF
                                   tool=tool, session_name=session.name))
             if limit is not None and len(hits) >= limit:
                 return hits
-        if len(rows) < page:
+        if len(rows) == page:
+            upper = rows[-1][3]  # the rest of this window
+            continue
+        if lower is None or lower <= 1:
             return hits
+        upper = lower
+        window *= 8
+        lower = upper - window if upper - window > 1 else None
 
 
 class _DbSession:

@@ -88,7 +88,7 @@ from ._connection import Db, describe, setup_connection
 from ._driver import Connection, Target, psycopg
 from ._errors import first_line, is_connection_lost, mapped, storage_error
 from ._schema import require_schema, trigrams_on
-from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS
+from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS, SETTINGS, TRIGRAMS
 from ._words import search_columns
 
 __all__ = ["PostgresStorage"]
@@ -149,9 +149,10 @@ class PostgresStorage:
 
     def __init__(self, db: Db, header: SessionHeader, location: str, *,
                  readonly: bool, leaf_id: str | None, name: str | None, count: int,
-                 durable: bool = True) -> None:
+                 durable: bool = True, trigrams: bool = False) -> None:
         self._db = db
         self._durable = durable
+        self._trigrams = trigrams  # the trigram index was on at open: send the words
         self._header = header
         self._id = header.id
         self._location = location
@@ -221,22 +222,22 @@ class PostgresStorage:
                         raise SessionExists(f"a session with id {header.id!r} is "
                                            "already in this database; open it or choose "
                                            "another id", path=location)
+                    # read after the insert above, which waits while the trigram index
+                    # is being turned on (``_schema``)
+                    trigrams = trigrams_on(conn)
                     if batch:
-                        # read after the insert above, which waits while the trigram
-                        # index is being turned on (``_schema``)
-                        words = trigrams_on(conn)
                         with conn.cursor().copy(
                             f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
                             "line, search, search_text) FROM STDIN"
                         ) as copy:
                             for row in rows:
                                 vector, text = search_columns(row[5])
-                                copy.write_row((*row, vector, text if words else None))
+                                copy.write_row((*row, vector, text if trigrams else None))
         except BaseException:
             db.close()
             raise
         storage = cls(db, header, location, readonly=False, leaf_id=index.leaf_id,
-                      name=index.name, count=len(batch), durable=durable)
+                      name=index.name, count=len(batch), durable=durable, trigrams=trigrams)
         for entry in batch:
             storage._cache[entry.id] = entry
         return storage
@@ -253,8 +254,9 @@ class PostgresStorage:
                 require_schema(conn)
                 location = f"{describe(conn)}#{session_id}"
                 row = conn.execute(
-                    f"SELECT header, leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s",
-                    [session_id],
+                    f"SELECT header, leaf_id, name, entry_count, EXISTS (SELECT 1 FROM "
+                    f"{SETTINGS} WHERE name = %s) FROM {SESSIONS} WHERE id = %s",
+                    [TRIGRAMS, session_id],
                 ).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session {session_id!r} in this database; "
@@ -265,7 +267,7 @@ class PostgresStorage:
             db.close()
             raise
         return cls(db, header, location, readonly=readonly, leaf_id=row[1], name=row[2],
-                   count=int(row[3]), durable=durable)
+                   count=int(row[3]), durable=durable, trigrams=bool(row[4]))
 
     def close(self) -> None:
         """Release the connection pool if this object opened it (a given pool stays open)."""
@@ -445,6 +447,8 @@ class PostgresStorage:
             line = line_text(entry)
         is_leaf = isinstance(entry, LeafEntry)
         vector, words = search_columns(line)
+        if not self._trigrams:
+            words = None  # not stored: not sent (the server reads them if it is on now)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,

@@ -4,38 +4,41 @@
 the same way the query's words are (``_search_text.parse_query``: runs of letters and
 digits, case-folded), and sent with the append as a ``tsvector`` literal: the server only
 reads the literal (no JSON parse, no text search parser in the append's statement), which
-keeps an append with search about as cheap as one without. A term therefore matches in the
-database exactly when it matches in the directory index.
+keeps an append with search close to the cost of one without. A term therefore matches in
+the database exactly when it matches in the directory index.
 
-- ``search_columns(line)``: ``(vector, words)`` of one entry line: the ``tsvector`` literal
-  (each word with its position, so phrases match word after word) and the words joined by
-  spaces (stored for the trigram index only when that is turned on), or ``(None, None)``
-  for an entry with no text.
+- ``search_columns(line)``: ``(vector, words)`` of one entry line: the ``tsvector``
+  literal, the entry's distinct words sorted as PostgreSQL sorts lexemes (so the server
+  neither sorts nor merges), and the words in order joined by spaces (for the trigram index,
+  when it is on); ``(None, None)`` for an entry with no text.
+
+The vector has no positions: reading positions doubled the server's share of an append
+(measured in ``bench/bench_search.py``). A phrase (``"connection refused"``, the parts of
+``test_parse_header``) is therefore found as all its words by the index, then checked
+against the entry's text by the search (``_search``), which reads that text for the
+snippet anyway.
 
 PostgreSQL's limits are kept here so that an append never fails for its text: a word
-longer than ``MAX_WORD`` bytes is left out, positions stop at ``MAX_POSITION`` (later words
-are still found, not as part of a phrase), and the distinct words of one entry stop at
-``MAX_LEXEMES`` bytes.
+longer than ``MAX_WORD`` bytes is left out, and the distinct words of one entry stop at
+``MAX_LEXEMES`` bytes (a text of random tokens bigger than that is found by its first
+megabyte of words).
 """
 
 from __future__ import annotations
 
 import re
 import string
-from itertools import repeat
 
 from .._search_text import entry_text, parse_line
 
-__all__ = ["MAX_LEXEMES", "MAX_POSITION", "MAX_WORD", "search_columns", "words_of"]
+__all__ = ["MAX_LEXEMES", "MAX_WORD", "search_columns", "words_of"]
 
 MAX_WORD = 2046  # bytes of one lexeme (PostgreSQL refuses longer words)
-MAX_POSITION = 16383  # the last position a tsvector keeps
 MAX_LEXEMES = 900_000  # bytes of distinct words in one tsvector (PostgreSQL's limit: 1 MB)
 
 _WORD = re.compile(r"[^\W_]+")  # as _search_text splits a query: letters and digits
 _KEEP = set(string.ascii_lowercase + string.digits)
 _ASCII_WORDS = bytes(c if chr(c) in _KEEP else 32 for c in range(256))  # the rest: spaces
-_POSITIONS = [b"':%d" % i for i in range(1, MAX_POSITION + 1)]
 
 
 def words_of(text: str) -> list[bytes]:
@@ -50,7 +53,8 @@ def words_of(text: str) -> list[bytes]:
 
 def search_columns(line: str) -> tuple[str | None, str | None]:
     """``(tsvector literal, words)`` of one entry's JSON line; ``(None, None)`` when the entry
-    has no searchable text (see ``_search_text.entry_text``)."""
+    has no searchable text (see ``_search_text.entry_text``). A word holds only letters and
+    digits, so the literal needs no quoting."""
     found = entry_text(parse_line(line))
     if found is None:
         return None, None
@@ -59,26 +63,22 @@ def search_columns(line: str) -> tuple[str | None, str | None]:
         return None, None
     if max(map(len, words)) > MAX_WORD:
         words = [w for w in words if len(w) <= MAX_WORD]
-    placed = words[:MAX_POSITION]
-    # 'word':position for each word in order; the server merges a word's positions
-    vector = b" ".join(map(b"".join, zip(repeat(b"'"), placed, _POSITIONS)))
-    if len(words) > MAX_POSITION or len(vector) > MAX_LEXEMES:
-        vector = _bounded(words)
+    distinct = sorted(set(words))  # bytes order: PostgreSQL's order of lexemes
+    vector = b" ".join(distinct)
+    if len(vector) > MAX_LEXEMES:
+        vector = b" ".join(sorted(_first_distinct(words)))
     return vector.decode(), b" ".join(words).decode()
 
 
-def _bounded(words: list[bytes]) -> bytes:
-    """The literal of a long text: positions for the first ``MAX_POSITION`` words, the other
-    distinct words without one, until their bytes reach ``MAX_LEXEMES``."""
-    seen: dict[bytes, bytes] = {}
+def _first_distinct(words: list[bytes]) -> set[bytes]:
+    """The distinct words of a long text, in the order met, until their bytes reach
+    ``MAX_LEXEMES``."""
+    out: set[bytes] = set()
     size = 0
-    for i, word in enumerate(words):
-        if word in seen:
-            if i < MAX_POSITION:
-                seen[word] += b",%d" % (i + 1)
-            continue
-        size += len(word)
-        if size > MAX_LEXEMES:
-            break
-        seen[word] = b"'" + word + (b"':%d" % (i + 1) if i < MAX_POSITION else b"'")
-    return b" ".join(seen.values())
+    for word in words:
+        if word not in out:
+            size += len(word) + 1
+            if size > MAX_LEXEMES:
+                break
+            out.add(word)
+    return out
