@@ -409,3 +409,59 @@ def test_an_archived_session_is_still_found_by_search_and_says_so(tmp_path: Path
     assert {h["entry_id"]: (h["archived"], Path(h["path"]).name)
             for h in run_json("search", "econnrefused", where)} == {
         old: (False, "chat.jsonl"), fresh: (False, "live.jsonl")}
+
+
+def test_the_index_a_listing_leaves_is_counted_dropped_and_pruned_with_its_sessions(
+        tmp_path: Path) -> None:
+    """``ls`` keeps its cache in ``<WHERE>/.contextree`` (with the search index): ``du``
+    counts it apart as a cache, ``index --drop`` deletes it, ``prune`` takes the deleted
+    sessions out of it and deletes it with the last session (nothing else there goes)."""
+    store = _store(tmp_path)
+    where = tmp_path / "sessions"
+    where.mkdir()
+    old_sid, _ = _session(where / "old.jsonl", store)
+    _session(where / "older.jsonl", store)
+    run_json("ls", where)
+    hidden = where / ".contextree"
+    assert (hidden / "index.sqlite").is_file()
+    t = run_json("du", where, "--store", tmp_path / "store")["totals"]
+    assert t["index"] == sum(p.stat().st_size for p in hidden.iterdir()) > 0
+    assert "a cache: `contextree index --drop` deletes it" in run(
+        "du", where, "--store", tmp_path / "store").stdout
+
+    assert "deleted the search index" in run("index", where, "--drop").stdout
+    assert not hidden.exists()
+    assert run("index", where, "--drop").stdout.startswith(f"{where} has no search index")
+    one_line_error(run("index", where, "--drop", "--rebuild", code=2), "choose one")
+
+    # prune of some: the index forgets them (their words are not found, nothing to refresh)
+    with ct.Session.create(where / "new.jsonl") as s:
+        s.append_message(ct.Message.user("run it again, recently"))
+    assert len(run_json("search", "run", where)) == 3
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    from contextree.storage._search_index import SearchIndex
+
+    with SearchIndex.open(where) as index:
+        assert index.stats()["sessions"] == 1  # before any refresh
+        assert [h.target for h in index.search("run")] == [str(where / "new.jsonl")]
+    assert [r["id"] for r in run_json("ls", where)] != [old_sid]
+
+    # prune of all: the cache goes too; a file of the user's in .contextree stays
+    (hidden / "notes.txt").write_text("mine")
+    _redate(where / "new.jsonl", OLD)
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    assert sorted(p.name for p in hidden.iterdir()) == ["notes.txt"]
+    (hidden / "notes.txt").unlink()
+    run("ls", where)
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    assert hidden.is_dir()  # nothing was deleted: nothing tidied either
+
+
+def test_index_drop_refuses_a_database_and_what_is_not_its_file(tmp_path: Path) -> None:
+    hidden = tmp_path / ".contextree"
+    hidden.mkdir()
+    os.mkfifo(hidden / "index.sqlite")
+    one_line_error(run("index", tmp_path, "--drop", code=2), "not a regular file")
+    assert (hidden / "index.sqlite").exists()
+    one_line_error(run("index", "postgresql://nobody@127.0.0.1:1/db", "--drop", code=2),
+                   "--no-trigrams")

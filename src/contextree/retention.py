@@ -249,7 +249,24 @@ def prune(plan: PrunePlan, store: OverflowStore | None = None,
             _delete_one(catalog, info, store, still_named, report)
         except (SessionLocked, SessionError, OSError) as e:
             report.skipped[info.target] = str(e)
+    if isinstance(catalog, DirectoryCatalog) and report.deleted:
+        _tidy_index(catalog.root, [info.target for info in report.deleted])
     return report
+
+
+def _tidy_index(root: Path, deleted: list[str]) -> None:
+    """The directory's search index (and listing cache) after a prune: the deleted sessions
+    taken out of it, and the whole of it deleted once no session or archive is left for it
+    to cache (a pruned directory keeps no hidden copy of what was in it)."""
+    from .storage._describe import session_stats
+    from .storage._search_index import drop_index, forget_sessions
+
+    archives: list[Any] = []
+    left = next(iter(session_stats(root, [], archives)), None)
+    if left is None and not archives:
+        drop_index(root)
+    else:
+        forget_sessions(root, deleted)
 
 
 def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:

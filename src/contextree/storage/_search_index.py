@@ -72,8 +72,8 @@ from ._search_text import (
     snippet,
 )
 
-__all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "index_path",
-           "require_fts5"]
+__all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "drop_index",
+           "forget_sessions", "index_path", "require_fts5"]
 
 INDEX_DIR = ".contextree"
 INDEX_FILE = "index.sqlite"
@@ -207,6 +207,61 @@ def remove_index(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(f"{path}{suffix}")
+
+
+def drop_index(root: str | os.PathLike[str]) -> int:
+    """Delete the index (and the listing cache it holds) of the sessions under ``root``, and
+    ``<root>/.contextree`` if nothing else is in it; the bytes freed. Nothing else there is
+    touched. The next ``search`` or ``ls`` builds it again. Also what deletes every trace
+    of deleted sessions' words: the index keeps those of a deleted file until rebuilt."""
+    path = index_path(root)
+    freed = 0
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        name = f"{path}{suffix}"
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidArgument(f"{name} is not a regular file: not contextree's index, "
+                                  "left as it is")
+        os.unlink(name)
+        freed += st.st_size
+    with contextlib.suppress(OSError):  # not empty (or not ours): left
+        path.parent.rmdir()
+    return freed
+
+
+def forget_sessions(root: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]],
+                    ) -> None:
+    """Take deleted session files out of the index of ``root`` and its listing cache, if
+    there is an index (none is made); an index that cannot be written now is left to find
+    them gone at its next refresh."""
+    path = index_path(root)
+    if not path.is_file() or path.is_symlink():
+        return
+    names = [db_path(os.fspath(p)) for p in paths]
+    try:
+        con = _connect(str(path))
+    except sqlite3.Error:
+        return
+    index = SearchIndex(Path(root), con, temporary=False, notes=[])
+    try:
+        index._begin()
+        try:
+            ids = [row[0] for name in names for row in con.execute(
+                "SELECT id FROM files WHERE path = ?", [name])]
+            index._drop_files(ids)
+            con.executemany("DELETE FROM listing WHERE path = ?", [[n] for n in names])
+            index._commit()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            raise
+    except (sqlite3.Error, _Locked):
+        pass
+    finally:
+        con.close()
 
 
 class SearchIndex:

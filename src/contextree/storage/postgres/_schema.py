@@ -259,8 +259,10 @@ BEGIN
                             NULL::text;
         RETURN;
     END IF;
-    IF p_search IS NOT NULL
-       AND EXISTS (SELECT 1 FROM {SETTINGS} WHERE name = '{TRIGRAMS}') THEN
+    -- the index's name looked up in the catalog: an expression, not a query (cheaper); the
+    -- session row lock above waited for the transaction that turns it on, and taking it
+    -- read the catalog's changes
+    IF p_search IS NOT NULL AND to_regclass('{TRIGRAM_INDEX}') IS NOT NULL THEN
         -- a client that did not know the trigram index is on sends no words: read them
         v_words := coalesce(p_words, {ENTRY_TEXT_FUNCTION}(v_line));
     END IF;
@@ -355,6 +357,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"WHERE to_regclass('{TRIGRAM_INDEX}') IS NOT NULL",
         f"DROP TRIGGER {ENTRIES}_search ON {ENTRIES}",
         f"DROP FUNCTION {ENTRIES}_fill_search()",
+        # an entry's line with its vector is past the 2 KB at which PostgreSQL compresses a
+        # row's line: keep rows of up to 4 KB as they are (compressing cost an append more
+        # than storing the vector), as they were before the vector
+        f"ALTER TABLE {ENTRIES} SET (toast_tuple_target = 4096)",
         f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
         "boolean, text, boolean, text, text, boolean, boolean)",
         _APPEND_4,

@@ -231,8 +231,8 @@ class PostgresStorage:
                             "line, search, search_text) FROM STDIN"
                         ) as copy:
                             for row in rows:
-                                vector, text = search_columns(row[5])
-                                copy.write_row((*row, vector, text if trigrams else None))
+                                copy.write_row((*row, *search_columns(row[5],
+                                                                      words=trigrams)))
         except BaseException:
             db.close()
             raise
@@ -446,9 +446,9 @@ class PostgresStorage:
         if not reparent:
             line = line_text(entry)
         is_leaf = isinstance(entry, LeafEntry)
-        vector, words = search_columns(line)
-        if not self._trigrams:
-            words = None  # not stored: not sent (the server reads them if it is on now)
+        # the words only while the trigram index is on (the server reads them if it is on
+        # now and was not when this object opened the session)
+        vector, words = search_columns(line, words=self._trigrams)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,

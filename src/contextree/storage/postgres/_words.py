@@ -51,23 +51,23 @@ def words_of(text: str) -> list[bytes]:
     return [w.encode() for w in _WORD.findall(folded)]
 
 
-def search_columns(line: str) -> tuple[str | None, str | None]:
+def search_columns(line: str, *, words: bool = True) -> tuple[str | None, str | None]:
     """``(tsvector literal, words)`` of one entry's JSON line; ``(None, None)`` when the entry
     has no searchable text (see ``_search_text.entry_text``). A word holds only letters and
-    digits, so the literal needs no quoting."""
+    digits, so the literal needs no quoting. ``words=False``: the words are not joined
+    (``None``), for a database without the trigram index."""
     found = entry_text(parse_line(line))
     if found is None:
         return None, None
-    words = words_of(found[2])
-    if not words:
+    found_words = words_of(found[2])
+    if not found_words:
         return None, None
-    if max(map(len, words)) > MAX_WORD:
-        words = [w for w in words if len(w) <= MAX_WORD]
-    distinct = sorted(set(words))  # bytes order: PostgreSQL's order of lexemes
-    vector = b" ".join(distinct)
+    if max(map(len, found_words)) > MAX_WORD:
+        found_words = [w for w in found_words if len(w) <= MAX_WORD]
+    vector = b" ".join(sorted(set(found_words)))  # bytes order: PostgreSQL's lexeme order
     if len(vector) > MAX_LEXEMES:
-        vector = b" ".join(sorted(_first_distinct(words)))
-    return vector.decode(), b" ".join(words).decode()
+        vector = b" ".join(sorted(_first_distinct(found_words)))
+    return vector.decode(), b" ".join(found_words).decode() if words else None
 
 
 def _first_distinct(words: list[bytes]) -> set[bytes]:
