@@ -189,6 +189,52 @@ def bench_directory(root: Path, sessions: int, megabytes: float) -> None:
         print(f"  baseline: grep -rl ECONNREFUSED over the files: {ms(grep)}")
 
 
+def make_sessions(conninfo: str, sessions: int, rng: random.Random, corpus: str) -> int:
+    """``sessions`` sessions of 6 messages in the database, by COPY of the rows
+    ``PostgresStorage.create`` writes (their vectors made as an append makes them); the
+    number of entries."""
+    import psycopg
+
+    from contextree import Message
+    from contextree.entries import MessageEntry
+    from contextree.storage.postgres._codec import entry_row
+    from contextree.storage.postgres._words import search_columns
+
+    entries = 0
+    with psycopg.connect(conninfo) as conn, conn.transaction():
+        for first in range(0, sessions, 5000):
+            session_rows = []
+            entry_rows = []
+            for i in range(first, min(sessions, first + 5000)):
+                header = SessionHeader(id=f"s{i}", created_at="2026-01-01T00:00:00.000Z",
+                                       cwd=f"/w/p{i % 100}")
+                head = encode_line(header).decode().rstrip("\n")
+                parent = None
+                size = len(head.encode()) + 1
+                for n in range(6):
+                    at = rng.randrange(0, len(corpus) - 400)
+                    text = corpus[at:at + 300] + (f" needle_{i}" if n == 2 and i % 997 == 0
+                                                  else "")
+                    stamp = f"2026-01-{1 + i % 28:02}T00:00:{n:02}.000Z"
+                    row = entry_row(f"s{i}", MessageEntry(
+                        id=f"e{n}", parent_id=parent, timestamp=stamp,
+                        message=Message.user(text)))
+                    entry_rows.append((*row, search_columns(row[5], words=False)[0]))
+                    size += len(row[5].encode()) + 1
+                    parent = f"e{n}"
+                session_rows.append((f"s{i}", head, "2026-01-01T00:00:00Z", parent, 6, size))
+            with conn.cursor().copy("COPY contextree_sessions (id, header, created_at, "
+                                    "leaf_id, entry_count, bytes) FROM STDIN") as copy:
+                for srow in session_rows:
+                    copy.write_row(srow)
+            with conn.cursor().copy("COPY contextree_entries (session_id, id, parent_id, "
+                                    "type, target_id, line, search) FROM STDIN") as copy:
+                for erow in entry_rows:
+                    copy.write_row(erow)
+            entries += len(entry_rows)
+    return entries
+
+
 def bench_postgres(base: str, sessions: int, rounds: int) -> None:
     """Search p95 over ``sessions`` sessions, then the append cost of search (interleaved
     rounds in three fresh schemas: no search, search, search with the trigram index)."""
@@ -197,11 +243,8 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
     sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
     from conformance import fresh_schema_url
     from contextree import Message, Session
-    from contextree.entries import MessageEntry
     from contextree.storage import search
     from contextree.storage.postgres import _storage, create_schema
-    from contextree.storage.postgres._codec import entry_row
-    from contextree.storage.postgres._words import search_columns
     from helpers import as_url
 
     conninfo, drop = fresh_schema_url(base)
@@ -218,39 +261,7 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
               "sessions of 6 messages (COPY of the rows PostgresStorage.create writes, "
               "vectors made by the client as an append makes them) ...", flush=True)
         started = time.perf_counter()
-        entries = 0
-        with psycopg.connect(conninfo) as conn, conn.transaction():
-            for first in range(0, sessions, 5000):
-                session_rows = []
-                entry_rows = []
-                for i in range(first, min(sessions, first + 5000)):
-                    header = SessionHeader(id=f"s{i}", created_at="2026-01-01T00:00:00.000Z",
-                                           cwd=f"/w/p{i % 100}")
-                    head = encode_line(header).decode().rstrip("\n")
-                    parent = None
-                    size = len(head.encode()) + 1
-                    for n in range(6):
-                        at = rng.randrange(0, len(corpus) - 400)
-                        text = corpus[at:at + 300] + (f" needle_{i}" if n == 2 and i % 997 == 0
-                                                      else "")
-                        stamp = f"2026-01-{1 + i % 28:02}T00:00:{n:02}.000Z"
-                        row = entry_row(f"s{i}", MessageEntry(
-                            id=f"e{n}", parent_id=parent, timestamp=stamp,
-                            message=Message.user(text)))
-                        entry_rows.append((*row, search_columns(row[5])[0]))
-                        size += len(row[5].encode()) + 1
-                        parent = f"e{n}"
-                    session_rows.append((f"s{i}", head, "2026-01-01T00:00:00Z", parent, 6,
-                                         size))
-                with conn.cursor().copy("COPY contextree_sessions (id, header, created_at, "
-                                        "leaf_id, entry_count, bytes) FROM STDIN") as copy:
-                    for srow in session_rows:
-                        copy.write_row(srow)
-                with conn.cursor().copy("COPY contextree_entries (session_id, id, parent_id, "
-                                        "type, target_id, line, search) FROM STDIN") as copy:
-                    for erow in entry_rows:
-                        copy.write_row(erow)
-                entries += len(entry_rows)
+        entries = make_sessions(conninfo, sessions, rng, corpus)
         took = time.perf_counter() - started
         print(f"  made in {took:.0f} s ({entries / took:.0f} entries/s)")
         with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -285,7 +296,7 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
                     conn.execute("DROP INDEX contextree_entries_search_idx")
             places[label] = info
         real = _storage.search_columns
-        nothing = lambda line: (None, None)  # noqa: E731
+        nothing = lambda line, words=False: (None, None)  # noqa: E731
 
         def cpu_ns(pid: int) -> int:
             return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
@@ -323,6 +334,10 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
             return (statistics.median(rate), statistics.median(client),
                     statistics.median(server))
 
+        def best(label: str) -> tuple[float, float]:
+            return (max(r[0] for r in runs[label]), min(r[1] + r[2] for r in runs[label]))
+
+        floor_best_rate, floor_best_cpu = best("no search")
         floor_rate, floor_client, floor_server = medians("no search")
         print(f"PostgreSQL durable appends of 1.5 KB messages, one writer (median of {rounds} "
               "interleaved rounds of 500):")
@@ -333,6 +348,10 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
                   f"CPU per append: client {client:4.0f} us + server {server:4.0f} us = "
                   f"{cpu:4.0f} us ({100 * (cpu / (floor_client + floor_server) - 1):5.1f}% "
                   "more)")
+            top, least = best(label)
+            print(f"  {'':24} best round: {top:5.0f}/s ({100 * (1 - top / floor_best_rate):5.1f}% "
+                  f"fewer); least CPU {least:4.0f} us "
+                  f"({100 * (least / floor_best_cpu - 1):5.1f}% more)")
     finally:
         _storage.search_columns = real  # type: ignore[assignment]
         for dropper in drops:
