@@ -51,7 +51,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import orjson
 
@@ -579,7 +579,7 @@ class SearchIndex:
         state.compactions = _loads(row[13]) or {}
         return state
 
-    def _save_state(self, s: _FileState, st: os.stat_result, f: BinaryIO) -> None:
+    def _save_state(self, s: _FileState, st: os.stat_result, f: IO[bytes]) -> None:
         if s.dirty_branch and s.problem is None:
             s.branch = self._branch(s.fid, s.leaf)
         self.con.execute(
@@ -606,7 +606,7 @@ class SearchIndex:
         path.reverse()
         return path
 
-    def _read_lines(self, f: BinaryIO, s: _FileState) -> int:
+    def _read_lines(self, f: IO[bytes], s: _FileState) -> int:
         """Index the complete lines from ``s.indexed`` on; the bytes read."""
         start = s.indexed
         f.seek(start)
@@ -976,12 +976,12 @@ def _stamp(stamp: str) -> str:
     return utc_stamp(stamp)
 
 
-def _crc_at(f: BinaryIO, start: int, length: int, limit: int) -> int:
+def _crc_at(f: IO[bytes], start: int, length: int, limit: int) -> int:
     f.seek(start)
     return zlib.crc32(f.read(max(0, min(length, limit - start))))
 
 
-def _crc_before(f: BinaryIO, end: int) -> int:
+def _crc_before(f: IO[bytes], end: int) -> int:
     start = max(0, end - CHECK_BYTES)
     return _crc_at(f, start, end - start, end)
 
