@@ -263,10 +263,13 @@ def _tidy_index(root: Path, deleted: list[str]) -> None:
 
     archives: list[Any] = []
     left = next(iter(session_stats(root, [], archives)), None)
-    if left is None and not archives:
-        drop_index(root)
-    else:
-        forget_sessions(root, deleted)
+    try:
+        if left is None and not archives:
+            drop_index(root)
+        else:
+            forget_sessions(root, deleted)
+    except (InvalidArgument, OSError):
+        pass  # not contextree's file, or not ours to delete: a cache, left as it is
 
 
 def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:

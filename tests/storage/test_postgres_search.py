@@ -303,3 +303,31 @@ def test_the_search_command_takes_a_database_url(url: str) -> None:
     assert [r["entry_id"] for r in rows] == [eid] and rows[0]["url"] == f"{url}#{s.id}"
     assert "nothing to build" in run("index", url).stdout
     assert run("search", "fleet", url, "--fts", code=2).stderr.startswith("error: ")
+
+
+def test_an_entry_s_words_are_the_same_read_from_it_or_from_its_line() -> None:
+    """The append reads a plain message's text from the entry itself; any entry gives the
+    words its line gives (what the directory index reads), and none has too long a word."""
+    from contextree.entries import CompactionEntry, MessageEntry
+    from contextree.storage.postgres._codec import line_text
+    from contextree.storage.postgres._words import MAX_WORD, search_columns
+
+    entries = [
+        MessageEntry(id="a", parent_id=None, timestamp=now(),
+                     message=Message.user("Straße ECONNREFUSED test_parse_header")),
+        MessageEntry(id="b", parent_id=None, timestamp=now(), message=Message.assistant(
+            "", tool_calls=[ToolCall(id="c", name="shell", arguments={"command": "ls -la"})])),
+        MessageEntry(id="c", parent_id=None, timestamp=now(), message=Message.user("")),
+        MessageEntry(id="d", parent_id=None, timestamp=now(),
+                     message=Message.user("w" * (MAX_WORD + 1) + " short")),
+        CompactionEntry(id="e", parent_id=None, timestamp=now(), summary="the summary",
+                        first_kept_entry_id=None, tokens_before=3),
+    ]
+    for entry in entries:
+        line = line_text(entry)
+        assert search_columns(line, entry=entry) == search_columns(line), entry.id
+    vectors = {e.id: search_columns(line_text(e), words=False)[0] for e in entries}
+    assert set(vectors["a"].split()) == {"strasse", "econnrefused", "test", "parse", "header"}
+    assert set(vectors["b"].split()) == {"shell", "ls", "la"}
+    assert vectors["c"] is None and vectors["d"] == "short"
+    assert set(vectors["e"].split()) == {"the", "summary"}

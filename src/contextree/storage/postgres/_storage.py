@@ -448,7 +448,7 @@ class PostgresStorage:
         is_leaf = isinstance(entry, LeafEntry)
         # the words only while the trigram index is on (the server reads them if it is on
         # now and was not when this object opened the session)
-        vector, words = search_columns(line, words=self._trigrams)
+        vector, words = search_columns(line, words=self._trigrams, entry=entry)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,

@@ -8,9 +8,9 @@ keeps an append with search close to the cost of one without. A term therefore m
 the database exactly when it matches in the directory index.
 
 - ``search_columns(line)``: ``(vector, words)`` of one entry line: the ``tsvector``
-  literal, the entry's distinct words sorted as PostgreSQL sorts lexemes (so the server
-  neither sorts nor merges), and the words in order joined by spaces (for the trigram index,
-  when it is on); ``(None, None)`` for an entry with no text.
+  literal (the entry's distinct words, so the server merges nothing), and the words in
+  order joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an
+  entry with no text.
 
 The vector has no positions: reading positions doubled the server's share of an append
 (measured in ``bench/bench_search.py``). A phrase (``"connection refused"``, the parts of
@@ -29,7 +29,8 @@ from __future__ import annotations
 import re
 import string
 
-from .._search_text import entry_text, parse_line
+from ...entries import MessageEntry
+from .._search_text import MAX_TEXT, entry_text, parse_line
 
 __all__ = ["MAX_LEXEMES", "MAX_WORD", "search_columns", "words_of"]
 
@@ -51,23 +52,42 @@ def words_of(text: str) -> list[bytes]:
     return [w.encode() for w in _WORD.findall(folded)]
 
 
-def search_columns(line: str, *, words: bool = True) -> tuple[str | None, str | None]:
+def search_columns(line: str, *, words: bool = True, entry: object = None,
+                   ) -> tuple[str | None, str | None]:
     """``(tsvector literal, words)`` of one entry's JSON line; ``(None, None)`` when the entry
     has no searchable text (see ``_search_text.entry_text``). A word holds only letters and
     digits, so the literal needs no quoting. ``words=False``: the words are not joined
-    (``None``), for a database without the trigram index."""
-    found = entry_text(parse_line(line))
-    if found is None:
-        return None, None
-    found_words = words_of(found[2])
+    (``None``), for a database without the trigram index. ``entry``: the entry the line
+    encodes; a message of plain text is read from it, not parsed back from the line."""
+    text = _plain_text(entry)
+    if text is None:
+        found = entry_text(parse_line(line))
+        if found is None:
+            return None, None
+        text = found[2]
+    found_words = words_of(text)
     if not found_words:
         return None, None
-    if max(map(len, found_words)) > MAX_WORD:
+    # a word can be too long only in a text that long (in bytes: up to 4 a character)
+    if len(text) * (1 if text.isascii() else 4) > MAX_WORD and max(
+            map(len, found_words)) > MAX_WORD:
         found_words = [w for w in found_words if len(w) <= MAX_WORD]
-    vector = b" ".join(sorted(set(found_words)))  # bytes order: PostgreSQL's lexeme order
+    vector = b" ".join(set(found_words))  # the server sorts the distinct words
     if len(vector) > MAX_LEXEMES:
-        vector = b" ".join(sorted(_first_distinct(found_words)))
+        vector = b" ".join(_first_distinct(found_words))
     return vector.decode(), b" ".join(found_words).decode() if words else None
+
+
+def _plain_text(entry: object) -> str | None:
+    """The text of a message entry whose content is a string and that calls no tool (most
+    messages): what ``entry_text`` reads from its line, without parsing the line."""
+    if not isinstance(entry, MessageEntry):
+        return None
+    message = entry.message
+    content = message.content
+    if not isinstance(content, str) or not content or message.tool_calls:
+        return None
+    return content[:MAX_TEXT]
 
 
 def _first_distinct(words: list[bytes]) -> set[bytes]:
