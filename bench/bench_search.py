@@ -189,32 +189,25 @@ def bench_directory(root: Path, sessions: int, megabytes: float) -> None:
         print(f"  baseline: grep -rl ECONNREFUSED over the files: {ms(grep)}")
 
 
-def bench_postgres(base: str, sessions: int) -> None:
+def make_sessions(conninfo: str, sessions: int, rng: random.Random, corpus: str) -> int:
+    """``sessions`` sessions of 6 messages in the database, by COPY of the rows
+    ``PostgresStorage.create`` writes (their vectors made as an append makes them); the
+    number of entries."""
     import psycopg
 
-    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-    from conformance import fresh_schema_url
-    from contextree import Message, Session
+    from contextree import Message
     from contextree.entries import MessageEntry
-    from contextree.storage import search
-    from contextree.storage.postgres import create_schema
-    from helpers import as_url
+    from contextree.storage.postgres._codec import entry_row
+    from contextree.storage.postgres._words import search_columns
 
-    conninfo, drop = fresh_schema_url(base)
-    url = as_url(conninfo)
-    try:
-        create_schema(conninfo)
-        rng = random.Random(2)
-        corpus = _corpus(rng, 2 << 20)
-        print(f"PostgreSQL: creating {sessions} sessions of 6 messages (COPY, the search "
-              "trigger fills each row) ...", flush=True)
-        started = time.perf_counter()
-        with psycopg.connect(conninfo) as conn, conn.transaction():
+    entries = 0
+    with psycopg.connect(conninfo) as conn, conn.transaction():
+        for first in range(0, sessions, 5000):
             session_rows = []
             entry_rows = []
-            for i in range(sessions):
+            for i in range(first, min(sessions, first + 5000)):
                 header = SessionHeader(id=f"s{i}", created_at="2026-01-01T00:00:00.000Z",
-                                       cwd="/w")
+                                       cwd=f"/w/p{i % 100}")
                 head = encode_line(header).decode().rstrip("\n")
                 parent = None
                 size = len(head.encode()) + 1
@@ -222,64 +215,147 @@ def bench_postgres(base: str, sessions: int) -> None:
                     at = rng.randrange(0, len(corpus) - 400)
                     text = corpus[at:at + 300] + (f" needle_{i}" if n == 2 and i % 997 == 0
                                                   else "")
-                    line = encode_line(MessageEntry(
-                        id=f"e{n}", parent_id=parent, timestamp="2026-01-01T00:00:00.000Z",
-                        message=Message.user(text))).decode().rstrip("\n")
-                    entry_rows.append((f"s{i}", f"e{n}", parent, "message", None, line))
-                    size += len(line.encode()) + 1
+                    stamp = f"2026-01-{1 + i % 28:02}T00:00:{n:02}.000Z"
+                    row = entry_row(f"s{i}", MessageEntry(
+                        id=f"e{n}", parent_id=parent, timestamp=stamp,
+                        message=Message.user(text)))
+                    entry_rows.append((*row, search_columns(row[5], words=False)[0]))
+                    size += len(row[5].encode()) + 1
                     parent = f"e{n}"
                 session_rows.append((f"s{i}", head, "2026-01-01T00:00:00Z", parent, 6, size))
-            with conn.cursor().copy("COPY contextree_sessions (id, header, created_at, leaf_id, "
-                                    "entry_count, bytes) FROM STDIN") as copy:
-                for row in session_rows:
-                    copy.write_row(row)
-            with conn.cursor().copy("COPY contextree_entries (session_id, id, parent_id, type, "
-                                    "target_id, line) FROM STDIN") as copy:
-                for row in entry_rows:
-                    copy.write_row(row)
-        print(f"  made in {time.perf_counter() - started:.0f} s "
-              f"({len(entry_rows) / (time.perf_counter() - started):.0f} entries/s)")
+            with conn.cursor().copy("COPY contextree_sessions (id, header, created_at, "
+                                    "leaf_id, entry_count, bytes) FROM STDIN") as copy:
+                for srow in session_rows:
+                    copy.write_row(srow)
+            with conn.cursor().copy("COPY contextree_entries (session_id, id, parent_id, "
+                                    "type, target_id, line, search) FROM STDIN") as copy:
+                for erow in entry_rows:
+                    copy.write_row(erow)
+            entries += len(entry_rows)
+    return entries
+
+
+def bench_postgres(base: str, sessions: int, rounds: int) -> None:
+    """Search p95 over ``sessions`` sessions, then the append cost of search (interleaved
+    rounds in three fresh schemas: no search, search, search with the trigram index)."""
+    import psycopg
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+    from conformance import fresh_schema_url
+    from contextree import Message, Session
+    from contextree.storage import search
+    from contextree.storage.postgres import _storage, create_schema
+    from helpers import as_url
+
+    conninfo, drop = fresh_schema_url(base)
+    url = as_url(conninfo)
+    rng = random.Random(2)
+    corpus = _corpus(rng, 2 << 20)
+    try:
+        create_schema(conninfo)
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute("ANALYZE")
+            settings = {k: conn.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+                        for k in ("server_version", "fsync", "synchronous_commit")}
+        print(f"PostgreSQL {settings['server_version']} (fsync={settings['fsync']}, "
+              f"synchronous_commit={settings['synchronous_commit']}): creating {sessions} "
+              "sessions of 6 messages (COPY of the rows PostgresStorage.create writes, "
+              "vectors made by the client as an append makes them) ...", flush=True)
+        started = time.perf_counter()
+        entries = make_sessions(conninfo, sessions, rng, corpus)
+        took = time.perf_counter() - started
+        print(f"  made in {took:.0f} s ({entries / took:.0f} entries/s)")
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
         times = []
+        detail = []
         for query in QUERIES:
-            times += timed(lambda q=query: search(url, q), 5)  # type: ignore[misc]
-        if os.environ.get("BENCH_SEARCH_PG_DETAIL"):
-            for query in QUERIES:
-                print(f"  {query}: {ms(min(timed(lambda q=query: search(url, q), 3)))}")
-        print(f"PostgreSQL search over {sessions} sessions ({len(QUERIES)} queries x 5): "
+            these = timed(lambda q=query: search(url, q), 5)  # type: ignore[misc]
+            times += these
+            detail.append(f"{query} {ms(statistics.median(these))}")
+        print(f"PostgreSQL search over {sessions} sessions ({entries} entries; "
+              f"{len(QUERIES)} queries x 5, a new connection each): "
               f"p50 {ms(statistics.median(times))}, p95 {ms(p95(times))}")
-
-        def appends(n: int) -> float:
-            with Session.create(url) as s:
-                started = time.perf_counter()
-                for k in range(n):
-                    at = rng.randrange(0, len(corpus) - 2000)
-                    s.append_message(Message.user(corpus[at:at + 1500] + f" {k}"))
-                return n / (time.perf_counter() - started)
-
-        def toggle(conn: psycopg.Connection, *statements: str) -> None:
-            for statement in statements:
-                conn.execute(statement)
-
-        figures = {}
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            for label, statements in (
-                    ("with the search columns and both indexes", ()),
-                    ("without the trigram index", (
-                        "DROP INDEX IF EXISTS contextree_entries_trgm_idx",)),
-                    ("without any (trigger disabled, no index)", (
-                        "ALTER TABLE contextree_entries DISABLE TRIGGER "
-                        "contextree_entries_search",
-                        "DROP INDEX contextree_entries_search_idx"))):
-                toggle(conn, *statements)
-                figures[label] = statistics.median(appends(300) for _ in range(3))
-        floor = figures["without any (trigger disabled, no index)"]
-        for label, rate in figures.items():
-            print(f"PostgreSQL durable appends of 1.5 KB messages {label}: {rate:.0f}/s = "
-                  f"{100 * (1 - rate / floor):.0f}% cost")
+        print(f"  medians: {'; '.join(detail)}")
     finally:
         drop()
+
+    # The append cost: three fresh schemas, rounds interleaved so that the machine's load
+    # falls on each alike. "no search": no vector sent (the storage's search_columns
+    # replaced by one that returns nothing) and no GIN index, i.e. appends as before search.
+    # Besides appends/s (wall clock, noisy on a shared machine), the CPU time of this
+    # process and of the server's backend (/proc/PID/schedstat) per append.
+    places: dict[str, str] = {}
+    drops = []
+    try:
+        for label in ("no search", "search", "search + trigram index"):
+            info, dropper = fresh_schema_url(base)
+            drops.append(dropper)
+            create_schema(info, trigrams=label.endswith("index"))
+            if label == "no search":
+                with psycopg.connect(info, autocommit=True) as conn:
+                    conn.execute("DROP INDEX contextree_entries_search_idx")
+            places[label] = info
+        real = _storage.search_columns
+        nothing = lambda line, words=False, entry=None: (None, None)  # noqa: E731
+
+        def cpu_ns(pid: int) -> int:
+            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+
+        def appends(info: str, n: int) -> tuple[float, float, float]:
+            conn = psycopg.connect(info, autocommit=True)
+            backend = conn.info.backend_pid
+            header = SessionHeader(id=str(uuid.uuid4()), created_at="2026-01-01T00:00:00Z")
+            with Session(_storage.PostgresStorage.create(conn, header)) as s:
+                for k in range(20):  # warm up: the prepared statement, the caches
+                    s.append_message(Message.user(f"warm {k}"))
+                texts = [corpus[at:at + 1500] + f" {k}" for k, at in enumerate(
+                    rng.randrange(0, len(corpus) - 2000) for _ in range(n))]
+                server, client = cpu_ns(backend), time.process_time()
+                started = time.perf_counter()
+                for text in texts:
+                    s.append_message(Message.user(text))
+                wall = time.perf_counter() - started
+                client = time.process_time() - client
+                server = (cpu_ns(backend) - server) / 1e9
+            conn.close()
+            return n / wall, client / n * 1e6, server / n * 1e6
+
+        runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label in places}
+        for _ in range(rounds):
+            for label, info in places.items():
+                _storage.search_columns = nothing if label == "no search" else real  # type: ignore[assignment]
+                runs[label].append(appends(info, 500))
+                if os.environ.get("BENCH_SEARCH_PG_DETAIL"):
+                    print(f"  {label}: {runs[label][-1]}", flush=True)
+        _storage.search_columns = real  # type: ignore[assignment]
+
+        def medians(label: str) -> tuple[float, float, float]:
+            rate, client, server = zip(*runs[label], strict=True)
+            return (statistics.median(rate), statistics.median(client),
+                    statistics.median(server))
+
+        def best(label: str) -> tuple[float, float]:
+            return (max(r[0] for r in runs[label]), min(r[1] + r[2] for r in runs[label]))
+
+        floor_best_rate, floor_best_cpu = best("no search")
+        floor_rate, floor_client, floor_server = medians("no search")
+        print(f"PostgreSQL durable appends of 1.5 KB messages, one writer (median of {rounds} "
+              "interleaved rounds of 500):")
+        for label in places:
+            rate, client, server = medians(label)
+            cpu = client + server
+            print(f"  {label:24} {rate:5.0f}/s ({100 * (1 - rate / floor_rate):5.1f}% fewer); "
+                  f"CPU per append: client {client:4.0f} us + server {server:4.0f} us = "
+                  f"{cpu:4.0f} us ({100 * (cpu / (floor_client + floor_server) - 1):5.1f}% "
+                  "more)")
+            top, least = best(label)
+            print(f"  {'':24} best round: {top:5.0f}/s ({100 * (1 - top / floor_best_rate):5.1f}% "
+                  f"fewer); least CPU {least:4.0f} us "
+                  f"({100 * (least / floor_best_cpu - 1):5.1f}% more)")
+    finally:
+        _storage.search_columns = real  # type: ignore[assignment]
+        for dropper in drops:
+            dropper()
 
 
 def main() -> None:
@@ -290,19 +366,24 @@ def main() -> None:
                         default=float(os.environ.get("BENCH_SEARCH_MB", 1024)))
     parser.add_argument("--pg-sessions", type=int,
                         default=int(os.environ.get("BENCH_SEARCH_PG_SESSIONS", 100_000)))
+    parser.add_argument("--pg-rounds", type=int, default=5,
+                        help="interleaved rounds of 300 appends per PostgreSQL setting")
+    parser.add_argument("--skip-directory", action="store_true",
+                        help="measure PostgreSQL only")
     parser.add_argument("--dir", type=Path, default=None,
                         help="where to generate the sessions (default: a temporary folder)")
     args = parser.parse_args()
     root = args.dir or Path(tempfile.mkdtemp(prefix="bench-search-"))
     root.mkdir(parents=True, exist_ok=True)
     try:
-        bench_directory(root, args.sessions, args.megabytes)
+        if not args.skip_directory:
+            bench_directory(root, args.sessions, args.megabytes)
     finally:
         if args.dir is None:
             shutil.rmtree(root, ignore_errors=True)
     base = os.environ.get("CONTEXTREE_PG_URL")
     if base and args.pg_sessions:
-        bench_postgres(base, args.pg_sessions)
+        bench_postgres(base, args.pg_sessions, args.pg_rounds)
     elif not base:
         print("PostgreSQL: not measured (set CONTEXTREE_PG_URL)")
 

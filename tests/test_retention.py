@@ -353,3 +353,115 @@ def test_archive_a_database_session_and_restore_it_into_a_database(tmp_path: Pat
             assert list(again.entries()) == lines_before and again.name == "db session"
     finally:
         drop()
+
+
+def test_an_archived_session_is_still_found_by_search_and_says_so(tmp_path: Path) -> None:
+    """``search`` reads the session inside an archive: its hits say ``archived`` and name
+    the archive; once unarchived the same entries are found in the session file again.
+    Archive-named files that are not archives are reported, never a failed search."""
+    store = _store(tmp_path)
+    where = tmp_path / "sessions"
+    where.mkdir()
+    path = where / "chat.jsonl"
+    with ct.Session.create(path) as s:
+        old = s.append_message(ct.Message.user("ECONNREFUSED while the server was down"))
+    with ct.Session.create(where / "live.jsonl") as live:
+        fresh = live.append_message(ct.Message.user("ECONNREFUSED again today"))
+    assert {h["entry_id"]: h["archived"] for h in run_json("search", "econnrefused", where)
+            } == {old: False, fresh: False}
+
+    done = archive(path, store=store)
+    assert not path.exists()
+    rows = {h["entry_id"]: h for h in run_json("search", "econnrefused", where)}
+    assert rows[old]["archived"] is True and rows[old]["path"] == str(done.path)
+    assert rows[fresh]["archived"] is False
+    start, end = rows[old]["marks"][0]
+    assert rows[old]["snippet"][start:end] == "ECONNREFUSED"
+    text = run("search", "econnrefused", where).stdout
+    assert "chat.jsonl.archive.zip" in text and "[on branch, archived]" in text
+    hits = ct.search(where, "server down", on_branch=True)
+    assert [(h.entry_id, h.archived, h.target) for h in hits] == [(old, True, str(done.path))]
+    from contextree.tools import session_search_tool
+
+    tool = session_search_tool(where)
+    assert "[on branch, archived]" in tool.run({"query": "server"}).content
+
+    (where / "junk.archive.zip").write_bytes(b"not a zip")
+    with zipfile.ZipFile(where / "other.archive.zip", "w") as z:
+        z.writestr("readme.txt", "an archive of something else")
+    damaged = where / "damaged.archive.zip"
+    data = bytearray(done.path.read_bytes())
+    member = data.find(b"session.jsonl") + 40  # inside the compressed session
+    data[member:member + 16] = b"\x00" * 16
+    damaged.write_bytes(bytes(data))
+    found = ct.search(where, "econnrefused")
+    assert {h.entry_id for h in found} >= {old, fresh}
+    reasons = {Path(u.where).name: u.reason for u in found.unlisted}
+    assert "not a readable zip" in reasons["junk.archive.zip"]
+    assert "without session.jsonl" in reasons["other.archive.zip"]
+    assert "damaged" in reasons["damaged.archive.zip"]  # its compressed bytes zeroed
+    assert not any(h.target == str(damaged) for h in found)
+    damaged.unlink()
+    (where / "junk.archive.zip").unlink()
+    (where / "other.archive.zip").unlink()
+
+    unarchive(done.path, store=store)
+    assert {h["entry_id"]: (h["archived"], Path(h["path"]).name)
+            for h in run_json("search", "econnrefused", where)} == {
+        old: (False, "chat.jsonl"), fresh: (False, "live.jsonl")}
+
+
+def test_the_index_a_listing_leaves_is_counted_dropped_and_pruned_with_its_sessions(
+        tmp_path: Path) -> None:
+    """``ls`` keeps its cache in ``<WHERE>/.contextree`` (with the search index): ``du``
+    counts it apart as a cache, ``index --drop`` deletes it, ``prune`` takes the deleted
+    sessions out of it and deletes it with the last session (nothing else there goes)."""
+    store = _store(tmp_path)
+    where = tmp_path / "sessions"
+    where.mkdir()
+    old_sid, _ = _session(where / "old.jsonl", store)
+    _session(where / "older.jsonl", store)
+    run_json("ls", where)
+    hidden = where / ".contextree"
+    assert (hidden / "index.sqlite").is_file()
+    t = run_json("du", where, "--store", tmp_path / "store")["totals"]
+    assert t["index"] == sum(p.stat().st_size for p in hidden.iterdir()) > 0
+    assert "a cache: `contextree index --drop` deletes it" in run(
+        "du", where, "--store", tmp_path / "store").stdout
+
+    assert "deleted the search index" in run("index", where, "--drop").stdout
+    assert not hidden.exists()
+    assert run("index", where, "--drop").stdout.startswith(f"{where} has no search index")
+    one_line_error(run("index", where, "--drop", "--rebuild", code=2), "choose one")
+
+    # prune of some: the index forgets them (their words are not found, nothing to refresh)
+    with ct.Session.create(where / "new.jsonl") as s:
+        s.append_message(ct.Message.user("run it again, recently"))
+    assert len(run_json("search", "run", where)) == 3
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    from contextree.storage._search_index import SearchIndex
+
+    with SearchIndex.open(where) as index:
+        assert index.stats()["sessions"] == 1  # before any refresh
+        assert [h.target for h in index.search("run")] == [str(where / "new.jsonl")]
+    assert [r["id"] for r in run_json("ls", where)] != [old_sid]
+
+    # prune of all: the cache goes too; a file of the user's in .contextree stays
+    (hidden / "notes.txt").write_text("mine")
+    _redate(where / "new.jsonl", OLD)
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    assert sorted(p.name for p in hidden.iterdir()) == ["notes.txt"]
+    (hidden / "notes.txt").unlink()
+    run("ls", where)
+    run("prune", where, "--older-than", "30d", "--yes", "--store", tmp_path / "store")
+    assert hidden.is_dir()  # nothing was deleted: nothing tidied either
+
+
+def test_index_drop_refuses_a_database_and_what_is_not_its_file(tmp_path: Path) -> None:
+    hidden = tmp_path / ".contextree"
+    hidden.mkdir()
+    os.mkfifo(hidden / "index.sqlite")
+    one_line_error(run("index", tmp_path, "--drop", code=2), "not a regular file")
+    assert (hidden / "index.sqlite").exists()
+    one_line_error(run("index", "postgresql://nobody@127.0.0.1:1/db", "--drop", code=2),
+                   "--no-trigrams")

@@ -33,6 +33,7 @@ from .storage import (
     file_name_for,
     open_catalog,
 )
+from .storage._archives import ARCHIVE_SUFFIX, SESSION_MEMBER
 from .storage._describe import describe
 from .storage._index import index_path
 from .storage._sidecars import quarantine_path
@@ -52,7 +53,6 @@ __all__ = [
     "unarchive",
 ]
 
-ARCHIVE_SUFFIX = ".archive.zip"
 MANIFEST = "manifest.json"
 ARCHIVE_FORMAT = "contextree-archive/1"
 
@@ -249,7 +249,27 @@ def prune(plan: PrunePlan, store: OverflowStore | None = None,
             _delete_one(catalog, info, store, still_named, report)
         except (SessionLocked, SessionError, OSError) as e:
             report.skipped[info.target] = str(e)
+    if isinstance(catalog, DirectoryCatalog) and report.deleted:
+        _tidy_index(catalog.root, [info.target for info in report.deleted])
     return report
+
+
+def _tidy_index(root: Path, deleted: list[str]) -> None:
+    """The directory's search index (and listing cache) after a prune: the deleted sessions
+    taken out of it, and the whole of it deleted once no session or archive is left for it
+    to cache (a pruned directory keeps no hidden copy of what was in it)."""
+    from .storage._describe import session_stats
+    from .storage._search_index import drop_index, forget_sessions
+
+    archives: list[Any] = []
+    left = next(iter(session_stats(root, [], archives)), None)
+    try:
+        if left is None and not archives:
+            drop_index(root)
+        else:
+            forget_sessions(root, deleted)
+    except (InvalidArgument, OSError):
+        pass  # not contextree's file, or not ours to delete: a cache, left as it is
 
 
 def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:
@@ -397,7 +417,7 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
         recorded = {str(p) for p in recorded_spills(session)
                     if p.parent.name == _session_dirname(session_id) and is_spill_file(p)}
         members: dict[str, Path | bytes] = {
-            "session.jsonl": path if path is not None else _lines_of(session)}
+            SESSION_MEMBER: path if path is not None else _lines_of(session)}
         if path is not None and quarantine_path(path).is_file():
             members["quarantine"] = quarantine_path(path)
         for i, spill in enumerate(sorted(owned | recorded)):
@@ -424,7 +444,7 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             out.unlink(missing_ok=True)
             raise
     for name, source in members.items():
-        if name != "session.jsonl" and isinstance(source, Path):
+        if name != SESSION_MEMBER and isinstance(source, Path):
             source.unlink(missing_ok=True)
     try:
         folder.rmdir()
@@ -488,7 +508,7 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
         session_id = manifest.get("session_id")
         files = manifest.get("files")
         if not isinstance(session_id, str) or not isinstance(files, dict) or (
-                "session.jsonl" not in files):
+                SESSION_MEMBER not in files):
             raise InvalidArgument(f"{archive_path}: its manifest names no session")
         if into is None and manifest.get("origin") == "database":
             raise InvalidArgument(f"{archive_path}: this archive holds a session of a database "
@@ -496,7 +516,7 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
                                   "URL`), or into a directory of session files")
         places = {name: _restore_place(name, meta, archive_path, store, session_id)
                   for name, meta in files.items()
-                  if into is None or name != "session.jsonl"}
+                  if into is None or name != SESSION_MEMBER}
         for place in places.values():
             if place.exists() or place.is_symlink():
                 raise SessionExists("a file is already where the archive would restore one; "
@@ -510,7 +530,7 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
             contents[name] = data
     restored: dict[str, str] = {}
     if into is not None:
-        restored["session.jsonl"] = _create_in(into, contents["session.jsonl"], archive_path)
+        restored[SESSION_MEMBER] = _create_in(into, contents[SESSION_MEMBER], archive_path)
     for name, meta in files.items():
         if name not in places:
             continue
@@ -549,7 +569,7 @@ def _restore_place(name: str, meta: Any, archive_path: Path, store: OverflowStor
     base = Path(original).name if isinstance(original, str) else ""
     if not base or base in (".", "..") or base.startswith("."):
         raise InvalidArgument(f"{archive_path}: {name!r} has no usable file name")
-    if name == "session.jsonl":
+    if name == SESSION_MEMBER:
         return archive_path.with_name(base)
     if name == "quarantine":
         return archive_path.with_name(base)

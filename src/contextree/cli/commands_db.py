@@ -17,6 +17,10 @@ from .sessions import address_of
 def db_init_command(
     url: Annotated[str, typer.Argument(metavar="URL", help="postgresql://user@host/db (no "
                                        "#SESSION_ID).", show_default=False)],
+    trigrams: Annotated[bool | None, typer.Option(
+        "--trigrams/--no-trigrams", help="Turn search inside words on (pg_trgm: CONNREF "
+        "finds ECONNREFUSED; appends cost more) or off. Left out: as it is (off in a new "
+        "database).", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
     = False,
 ) -> None:
@@ -27,10 +31,12 @@ def db_init_command(
         raise UsageProblem(f"`db init` takes a postgresql:// URL, not {url!r}")
     if address.session_id is not None:
         raise UsageProblem("`db init` sets up a whole database: leave #SESSION_ID off the URL")
-    from ..storage.postgres import create_schema
+    from ..storage.postgres import create_schema, trigrams_enabled
 
-    version = create_schema(address.where)
+    version = create_schema(address.where, trigrams=trigrams)
+    inside = trigrams_enabled(address.where)
     if as_json:
-        emit_json({"url": address.where, "schema_version": version})
+        emit_json({"url": address.where, "schema_version": version, "trigrams": inside})
         return
-    Out().line(f"{address.where}: contextree tables ready (schema version {version})")
+    Out().line(f"{address.where}: contextree tables ready (schema version {version}; "
+               f"search inside words {'on' if inside else 'off'})")

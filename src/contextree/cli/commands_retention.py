@@ -69,7 +69,8 @@ def du_command(where: WhereArg = ".", store: StoreOpt = None, as_json: JsonOpt =
     out.table(["session", "id", "session", "spills", "sidecars", "total"], rows,
               right=(2, 3, 4, 5))
     if t["index"]:
-        out.line(f"search index: {human_size(t['index'])} (in the total)", "dim")
+        out.line(f"search index and listing cache (.contextree): {human_size(t['index'])} "
+                 "(in the total; a cache: `contextree index --drop` deletes it)", "dim")
     for u in report.unlisted:
         out.line(f"not a session: {visible(u.where)}: {u.reason}", "dim")
 

@@ -15,7 +15,7 @@ from ..storage import CatalogListing, SearchHit, SearchResults
 from .app import command
 from .catalogs import open_catalog_of
 from .commands_ls import report_unlisted
-from .output import Out, count_option, emit_json, human_size, progress_bar, warn
+from .output import Out, UsageProblem, count_option, emit_json, human_size, progress_bar, warn
 from .terminal import visible
 
 DEFAULT_LIMIT = 20
@@ -98,6 +98,8 @@ def _print(hits: list[SearchHit], where: str, is_dir: bool, query: str) -> None:
         state = "on branch" if hit.on_branch else "off branch"
         if hit.compacted:
             state += ", compacted"
+        if hit.archived:
+            state += ", archived"
         who = hit.role + (f" {hit.tool}" if hit.tool else "")
         out.styled([(place, "bold"), (f"  {hit.entry_id}  ", "cyan"), (who, None),
                     (f"  {hit.timestamp}  ", "dim"),
@@ -137,25 +139,40 @@ def index_command(
     where: WhereArg = ".",
     rebuild: Annotated[bool, typer.Option("--rebuild", help="Delete the index and build it "
                                           "again from the sessions.")] = False,
+    drop: Annotated[bool, typer.Option("--drop", help="Delete the index (and the listing "
+                                       "cache in it) and build nothing; the next search or "
+                                       "ls makes it again.")] = False,
 ) -> None:
     """Build or refresh the search index of the sessions under WHERE (a directory).
 
     The index is <WHERE>/.contextree/index.sqlite, a cache of the sessions (never their
     truth: delete it at any time). Only what changed is read: a session that grew is read
     from where the index stopped. `contextree search` refreshes it too; this command is for
-    building a big one ahead, with a progress bar. A PostgreSQL database keeps its index
-    current with every append: nothing to do there."""
+    building a big one ahead, with a progress bar; --drop deletes it (with the words of
+    deleted sessions it may still hold). A PostgreSQL database keeps its index current with
+    every append: nothing to do there."""
     import time
 
-    from ..storage._search_index import SearchIndex, index_path, remove_index
+    from ..storage._search_index import SearchIndex, drop_index, index_path, remove_index
 
+    if rebuild and drop:
+        raise UsageProblem("--rebuild builds the index again, --drop deletes it: choose one")
     catalog, is_dir = open_catalog_of(where)
     out = Out()
     if not is_dir:
+        if drop:
+            raise UsageProblem(f"{catalog.where}: a database's search columns are part of "
+                               "its tables, not a cache to drop; turn search inside words "
+                               "off with `contextree db init URL --no-trigrams`")
         out.line(f"{catalog.where} keeps its search index current with every append "
                  "(nothing to build)")
         return
     root = Path(catalog.where)
+    if drop:
+        freed = drop_index(root)
+        out.line(f"deleted the search index of {root} ({human_size(freed)})" if freed
+                 else f"{root} has no search index")
+        return
     if rebuild:
         remove_index(index_path(root))
     started = time.perf_counter()

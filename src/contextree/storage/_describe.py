@@ -33,6 +33,7 @@ import orjson
 from .._files import node_kind, open_regular_readonly
 from .._limits import parse_json
 from ..entries import LineError, SessionHeader, decode_line
+from ._archives import ARCHIVE_SUFFIX
 from ._catalog import NOT_A_SESSION, SessionInfo, Unlisted
 
 TAIL_BYTES = 64 * 1024  # where the last activity is looked for
@@ -60,9 +61,13 @@ def session_files(root: Path, unlisted: list[Unlisted]) -> Iterator[Path]:
         yield Path(path)
 
 
-def session_stats(root: Path, unlisted: list[Unlisted]) -> Iterator[tuple[str, os.stat_result]]:
+def session_stats(root: Path, unlisted: list[Unlisted],
+                  archives: list[tuple[str, os.stat_result]] | None = None,
+                  ) -> Iterator[tuple[str, os.stat_result]]:
     """``session_files`` as path strings, each with the ``lstat`` the walk made of it (a
-    cache of listings compares it with what it saw last, at no further system call)."""
+    cache of listings compares it with what it saw last, at no further system call).
+    With ``archives``, the regular ``*.archive.zip`` files (``contextree archive``) found on
+    the way are put there too (search reads them; a listing does not)."""
     stack: list[str | Path] = [root]
     while stack:
         folder = stack.pop()
@@ -80,6 +85,10 @@ def session_stats(root: Path, unlisted: list[Unlisted]) -> Iterator[tuple[str, o
                     stack.append(item.path)
                     continue
                 if not item.name.endswith(".jsonl"):
+                    if archives is not None and item.name.endswith(ARCHIVE_SUFFIX):
+                        st = item.stat(follow_symlinks=False)
+                        if stat.S_ISREG(st.st_mode):
+                            archives.append((item.path, st))
                     continue
                 st = item.stat(follow_symlinks=False)
                 mode = st.st_mode

@@ -25,6 +25,11 @@ trigram tokenizer would also find the middle of a word, at three times the size 
 build, with every query a merge; prefix indexes would only speed up one- or two-letter
 prefixes.
 
+Archives (``contextree archive``: ``*.archive.zip``, the session inside as
+``session.jsonl``) under the directory are indexed too, from the session inside them, so an
+archived session is still found; its hits say ``archived`` and name the archive (restore it
+with ``contextree unarchive``). An archive is indexed whole whenever it changes.
+
 Refreshing is incremental: a file whose (device, inode, size, mtime) did not change is not
 read; one that only grew is read from ``indexed_bytes`` (only complete lines: a line being
 written is indexed when it is finished); any other change re-indexes the file; a file that is
@@ -41,17 +46,19 @@ import errno
 import os
 import sqlite3
 import stat
+import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import orjson
 
 from .._files import open_regular_readonly
 from .._limits import JSONError, parse_json
 from ..errors import InvalidArgument
+from ._archives import ArchivedSession, NotAnArchive, is_archive
 from ._catalog import NOT_A_SESSION, SessionInfo, Unlisted
 from ._describe import session_files, session_stats, utc_stamp
 from ._search_text import (
@@ -65,8 +72,8 @@ from ._search_text import (
     snippet,
 )
 
-__all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "index_path",
-           "require_fts5"]
+__all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "drop_index",
+           "forget_sessions", "index_path", "require_fts5"]
 
 INDEX_DIR = ".contextree"
 INDEX_FILE = "index.sqlite"
@@ -202,6 +209,61 @@ def remove_index(path: Path) -> None:
             os.unlink(f"{path}{suffix}")
 
 
+def drop_index(root: str | os.PathLike[str]) -> int:
+    """Delete the index (and the listing cache it holds) of the sessions under ``root``, and
+    ``<root>/.contextree`` if nothing else is in it; the bytes freed. Nothing else there is
+    touched. The next ``search`` or ``ls`` builds it again. Also what deletes every trace
+    of deleted sessions' words: the index keeps those of a deleted file until rebuilt."""
+    path = index_path(root)
+    freed = 0
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        name = f"{path}{suffix}"
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise InvalidArgument(f"{name} is not a regular file: not contextree's index, "
+                                  "left as it is")
+        os.unlink(name)
+        freed += st.st_size
+    with contextlib.suppress(OSError):  # not empty (or not ours): left
+        path.parent.rmdir()
+    return freed
+
+
+def forget_sessions(root: str | os.PathLike[str], paths: Iterable[str | os.PathLike[str]],
+                    ) -> None:
+    """Take deleted session files out of the index of ``root`` and its listing cache, if
+    there is an index (none is made); an index that cannot be written now is left to find
+    them gone at its next refresh."""
+    path = index_path(root)
+    if not path.is_file() or path.is_symlink():
+        return
+    names = [db_path(os.fspath(p)) for p in paths]
+    try:
+        con = _connect(str(path))
+    except sqlite3.Error:
+        return
+    index = SearchIndex(Path(root), con, temporary=False, notes=[])
+    try:
+        index._begin()
+        try:
+            ids = [row[0] for name in names for row in con.execute(
+                "SELECT id FROM files WHERE path = ?", [name])]
+            index._drop_files(ids)
+            con.executemany("DELETE FROM listing WHERE path = ?", [[n] for n in names])
+            index._commit()
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("ROLLBACK")
+            raise
+    except (sqlite3.Error, _Locked):
+        pass
+    finally:
+        con.close()
+
+
 class SearchIndex:
     """The index of the sessions under ``root`` (see the module's docstring). ``open``
     never fails for a reason of the index's own: it rebuilds or falls back, with a note."""
@@ -313,8 +375,9 @@ class SearchIndex:
         file). When another process holds the write lock, nothing is done and a note says
         so."""
         report = IndexReport()
-        found = (list(session_stats(self.root, report.unlisted)) if files is None
-                 else _stats_of(files))
+        archives: list[tuple[str, os.stat_result]] = []
+        found = (list(session_stats(self.root, report.unlisted, archives)) + archives
+                 if files is None else _stats_of(files))
         columns = ("SELECT id, path, dev, ino, size, mtime_ns, indexed_bytes, head_crc, "
                    "tail_crc, problem FROM files")
         if files is None:
@@ -439,6 +502,8 @@ class SearchIndex:
     def _index_file(self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None,
                     report: IndexReport) -> int:
         """Index what is new in one file (all of it unless it only grew); the bytes read."""
+        if is_archive(path):
+            return self._index_archive(path, st, row)
         try:
             fd = open_regular_readonly(path)
         except OSError as e:
@@ -458,6 +523,27 @@ class SearchIndex:
             if state.problem is not None:
                 self._forget_entries(state.fid)
             self._save_state(state, st, f)
+        return read
+
+    def _index_archive(self, path: Path, st: os.stat_result,
+                       row: tuple[Any, ...] | None) -> int:
+        """Index the session inside an archive, whole (an archive is replaced, never grown);
+        the bytes of session read."""
+        try:
+            archived = ArchivedSession(path)
+        except NotAnArchive as e:
+            self._set_problem(path, st, row, str(e))
+            return 0
+        with archived:
+            state = _FileState(self._fresh_row(path, row))
+            try:
+                read = self._read_lines(archived.stream, state)
+            except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
+                self._set_problem(path, st, (state.fid,), f"a damaged archive ({e})")
+                return 0
+            if state.problem is not None:
+                self._forget_entries(state.fid)
+            self._save_state(state, st, archived.stream)
         return read
 
     def _set_problem(self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None,
@@ -493,7 +579,7 @@ class SearchIndex:
         state.compactions = _loads(row[13]) or {}
         return state
 
-    def _save_state(self, s: _FileState, st: os.stat_result, f: BinaryIO) -> None:
+    def _save_state(self, s: _FileState, st: os.stat_result, f: IO[bytes]) -> None:
         if s.dirty_branch and s.problem is None:
             s.branch = self._branch(s.fid, s.leaf)
         self.con.execute(
@@ -520,7 +606,7 @@ class SearchIndex:
         path.reverse()
         return path
 
-    def _read_lines(self, f: BinaryIO, s: _FileState) -> int:
+    def _read_lines(self, f: IO[bytes], s: _FileState) -> int:
         """Index the complete lines from ``s.indexed`` on; the bytes read."""
         start = s.indexed
         f.seek(start)
@@ -611,7 +697,7 @@ class SearchIndex:
                     session_id=session.info.id, target=session.info.target, entry_id=eid,
                     role=role, timestamp=ts, snippet=shown[0], marks=shown[1],
                     on_branch=on_branch, compacted=compacted, tool=tool,
-                    session_name=session.info.name))
+                    session_name=session.info.name, archived=session.archived))
                 if limit is not None and len(hits) >= limit:
                     break
         except sqlite3.OperationalError as e:
@@ -669,6 +755,12 @@ class _Session:
     _on: set[str] | None = None
     _hidden: set[str] | None = None
     _file: BinaryIO | None = None
+    _archive: ArchivedSession | None = None
+
+    @property
+    def archived(self) -> bool:
+        """Whether the session is inside an archive (``contextree archive``)."""
+        return is_archive(self.info.target)
 
     def place(self, eid: str) -> tuple[bool, bool]:
         """Whether ``eid`` is on the current branch, and whether compaction hid it."""
@@ -683,11 +775,16 @@ class _Session:
         """The hit's snippet, from the entry's line in the file (``None`` if that line no
         longer holds the entry)."""
         try:
-            if self._file is None:
-                self._file = open(open_regular_readonly(self.info.target), "rb")  # noqa: SIM115
-            self._file.seek(offset)
-            raw = self._file.read(length)
-        except OSError:
+            if self.archived:
+                if self._archive is None:
+                    self._archive = ArchivedSession(self.info.target)
+                raw = self._archive.read(offset, length)
+            else:
+                if self._file is None:
+                    self._file = open(open_regular_readonly(self.info.target), "rb")  # noqa: SIM115
+                self._file.seek(offset)
+                raw = self._file.read(length)
+        except (OSError, NotAnArchive):
             return None
         obj = parse_line(raw)
         if not isinstance(obj, dict) or obj.get("id") != eid:
@@ -696,9 +793,11 @@ class _Session:
         return snippet(found[2], pattern) if found else None
 
     def close(self) -> None:
-        """Close the session file if it was opened."""
+        """Close the session file (or archive) if it was opened."""
         if self._file is not None:
             self._file.close()
+        if self._archive is not None:
+            self._archive.close()
 
 
 class _Sessions:
@@ -877,12 +976,12 @@ def _stamp(stamp: str) -> str:
     return utc_stamp(stamp)
 
 
-def _crc_at(f: BinaryIO, start: int, length: int, limit: int) -> int:
+def _crc_at(f: IO[bytes], start: int, length: int, limit: int) -> int:
     f.seek(start)
     return zlib.crc32(f.read(max(0, min(length, limit - start))))
 
 
-def _crc_before(f: BinaryIO, end: int) -> int:
+def _crc_before(f: IO[bytes], end: int) -> int:
     start = max(0, end - CHECK_BYTES)
     return _crc_at(f, start, end - start, end)
 

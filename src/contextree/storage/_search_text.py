@@ -45,6 +45,8 @@ class SearchHit:
     ``compacted`` whether it is, but a compaction took it out of what the model sees (its
     summary stands for it). ``role`` is a message's role, or ``compaction``,
     ``branch_summary``, ``custom`` for those entries; ``tool`` the tool called or answered.
+    ``archived``: the session is inside an archive (``target`` is the archive's path;
+    ``contextree unarchive`` restores it).
     """
 
     session_id: str
@@ -58,6 +60,7 @@ class SearchHit:
     compacted: bool = False
     tool: str | None = None
     session_name: str | None = None
+    archived: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON values (``--json`` output)."""

@@ -62,6 +62,8 @@ def _line(hit: SearchHit) -> str:
     place = "on branch" if hit.on_branch else "off branch"
     if hit.compacted:
         place += ", compacted"
+    if hit.archived:
+        place += ", archived"
     who = hit.role + (f" ({hit.tool})" if hit.tool else "")
     return (f"session {hit.session_id} entry {hit.entry_id} {who} {hit.timestamp} "
             f"[{place}]: {hit.snippet}")

@@ -10,6 +10,7 @@ from ...errors import missing_extra
 try:
     import psycopg
     from psycopg import errors as pg_errors
+    from psycopg import sql
     from psycopg.pq import TransactionStatus
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise missing_extra("postgres", "psycopg") from _e
@@ -27,6 +28,7 @@ __all__ = [
     "TransactionStatus",
     "pg_errors",
     "psycopg",
+    "sql",
 ]
 
 Connection = psycopg.Connection[Any]

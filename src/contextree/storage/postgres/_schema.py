@@ -17,14 +17,26 @@ a file would hold them, kept by the append and by ``create``), and on each entry
 the directory index splits them), filled by a trigger in the statement that inserts the entry,
 so in the append's own transaction. ``search`` has a GIN index; ``search_text`` a trigram one
 (``pg_trgm``) when the extension can be created, so a term is found inside a word too.
+
+Version 4 makes that cheap for the append: the client sends the entry's ``tsvector`` (a
+literal of its distinct words, made by ``_words`` from the text it already has; no
+positions) and ``contextree_append`` stores it; the trigger that parsed every line's JSON in
+SQL is gone. The vectors of entries stored before keep their positions; search reads both.
+The trigram index (words found inside words: ``CONNREF`` in ``ECONNREFUSED``) is optional
+and off in a new database, because it costs an append more than the rest of search does:
+``create_schema(target, trigrams=True)`` turns it on (``contextree db init URL
+--trigrams``), ``trigrams=False`` off. It is on when the row ``trigrams`` is in
+``contextree_settings``; the append reads that row under the session's row lock, so an
+append never stores an entry without its words while the index is on. A version 3 database
+that has the trigram index keeps it on through the migration.
 """
 
 from __future__ import annotations
 
-from ...errors import StorageFailure
+from ...errors import InvalidArgument, StorageFailure
 from ._connection import describe, short_lived
-from ._driver import Connection, Target
-from ._errors import mapped
+from ._driver import Connection, Target, psycopg, sql
+from ._errors import first_line, mapped
 from ._tables import (
     APPEND_FUNCTION,
     CONTENT_TEXT_FUNCTION,
@@ -36,12 +48,16 @@ from ._tables import (
     SCHEMA_VERSIONS,
     SEARCH_VECTOR_FUNCTION,
     SESSIONS,
+    SETTINGS,
     TARGET_KEY,
+    TRIGRAM_INDEX,
+    TRIGRAMS,
 )
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version",
+           "trigrams_enabled", "trigrams_on"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # One append = one statement = one transaction (unless inside a batch) and one round trip;
 # the session row stays locked only while the server runs this, not while a client thinks.
@@ -179,26 +195,90 @@ BEGIN
     RETURN NEW;
 END
 $fn$"""
-# pg_trgm, where it can be had: a database without it still searches whole words.
-_TRIGRAMS = f"""DO $do$
-DECLARE v_schema name;
+
+# Version 4: the client sends the entry's tsvector literal (``_words``), and its words when
+# it knows the trigram index is on; the words are kept only while it is on (read under the
+# session's row lock, so that turning it on, which locks the sessions table, never misses an
+# append; a client that opened the session before sends none, and they are read here).
+_APPEND_4 = f"""CREATE FUNCTION {APPEND_FUNCTION}(
+    p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
+    p_target text, p_line text, p_name text,
+    p_check_expected boolean, p_expected text,
+    p_reparent boolean, p_seen text, p_placeholder text,
+    p_retry boolean, p_durable boolean, p_search text, p_words text
+) RETURNS TABLE (r_status text, r_leaf text, r_parent text, r_name text,
+                 r_count bigint, r_line text)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_leaf text; v_name text; v_count bigint; v_line text;
+    v_parent text := p_parent; v_new_leaf text; v_words text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
-        BEGIN
-            CREATE EXTENSION pg_trgm SCHEMA public;
-        EXCEPTION WHEN others THEN
-            RAISE NOTICE 'pg_trgm is unavailable (%): search finds whole words only',
-                SQLERRM;
-        END;
+    IF NOT p_durable THEN  -- durable=False: the commit does not wait for the WAL flush
+        PERFORM set_config('synchronous_commit', 'off', true);
     END IF;
-    SELECT n.nspname INTO v_schema FROM pg_extension x
-    JOIN pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_trgm';
-    IF FOUND THEN
-        EXECUTE format('CREATE INDEX {ENTRIES}_trgm_idx ON {ENTRIES} '
-                       'USING gin (search_text %I.gin_trgm_ops)', v_schema);
+    -- Serialize appends to this session: every writer takes the row lock first.
+    SELECT s.leaf_id, s.name, s.entry_count INTO v_leaf, v_name, v_count
+    FROM {SESSIONS} s WHERE s.id = p_session FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::text,
+                            NULL::bigint, NULL::text;
+        RETURN;
     END IF;
+    SELECT e.line INTO v_line FROM {ENTRIES} e
+    WHERE e.session_id = p_session AND e.id = p_id;
+    IF FOUND THEN  -- a retry finds its own lost commit; otherwise a duplicate id
+        RETURN QUERY SELECT CASE WHEN p_retry THEN 'done' ELSE 'duplicate_id' END,
+                            v_leaf, NULL::text, v_name, v_count, v_line;
+        RETURN;
+    END IF;
+    IF p_check_expected AND v_leaf IS DISTINCT FROM p_expected THEN
+        RETURN QUERY SELECT 'conflict', v_leaf, NULL::text, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    IF p_reparent AND v_parent IS NOT DISTINCT FROM p_seen
+       AND v_leaf IS DISTINCT FROM p_seen THEN
+        v_parent := v_leaf;  -- the writer's view was stale: go after the real leaf
+    END IF;
+    v_line := p_line;
+    IF p_placeholder IS NOT NULL THEN
+        v_line := replace(v_line, p_placeholder,
+                          coalesce(to_json(v_parent)::text, 'null'));
+    END IF;
+    IF v_parent IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = v_parent
+    ) THEN
+        RETURN QUERY SELECT 'missing_parent', v_leaf, v_parent, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    IF p_target IS NOT NULL AND NOT EXISTS (
+        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = p_target
+    ) THEN
+        RETURN QUERY SELECT 'missing_target', v_leaf, v_parent, v_name, v_count,
+                            NULL::text;
+        RETURN;
+    END IF;
+    -- the index's name looked up in the catalog: an expression, not a query (cheaper); the
+    -- session row lock above waited for the transaction that turns it on, and taking it
+    -- read the catalog's changes
+    IF p_search IS NOT NULL AND to_regclass('{TRIGRAM_INDEX}') IS NOT NULL THEN
+        -- a client that did not know the trigram index is on sends no words: read them
+        v_words := coalesce(p_words, {ENTRY_TEXT_FUNCTION}(v_line));
+    END IF;
+    INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line, search,
+                           search_text)
+    VALUES (p_session, p_id, v_parent, p_type, p_target, v_line, p_search::tsvector,
+            v_words);
+    v_new_leaf := CASE WHEN p_is_leaf THEN p_target ELSE p_id END;
+    UPDATE {SESSIONS} SET leaf_id = v_new_leaf, name = coalesce(p_name, name),
+        entry_count = entry_count + 1, updated_at = now(),
+        bytes = bytes + octet_length(v_line) + 1
+    WHERE id = p_session;
+    RETURN QUERY SELECT 'ok', v_new_leaf, v_parent, coalesce(p_name, v_name),
+                        v_count + 1, NULL::text;
 END
-$do$"""
+$fn$"""
 
 # Each migration takes the schema from the version before it to its own number.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -264,22 +344,45 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"CREATE INDEX {ENTRIES}_search_idx ON {ENTRIES} USING gin (search)",
         # newest first: a common word's hits are read backwards from here, to the limit
         f"CREATE INDEX {ENTRIES}_newest_idx ON {ENTRIES} (seq)",
-        _TRIGRAMS,
+        # (contextree 0.2 also created the trigram index here when it could: see version 4)
         _APPEND.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
             "entry_count = entry_count + 1, updated_at = now()",
             "entry_count = entry_count + 1, updated_at = now(),\n"
             "        bytes = bytes + octet_length(v_line) + 1"),
     ),
+    4: (
+        f"CREATE TABLE {SETTINGS} (name text PRIMARY KEY, value text NOT NULL)",
+        # a version 3 database that has the trigram index keeps searching inside words
+        f"INSERT INTO {SETTINGS} (name, value) SELECT '{TRIGRAMS}', 'on' "
+        f"WHERE to_regclass('{TRIGRAM_INDEX}') IS NOT NULL",
+        f"DROP TRIGGER {ENTRIES}_search ON {ENTRIES}",
+        f"DROP FUNCTION {ENTRIES}_fill_search()",
+        # an entry's line with its vector is past the 2 KB at which PostgreSQL compresses a
+        # row's line: keep rows of up to 4 KB as they are (compressing cost an append more
+        # than storing the vector), as they were before the vector
+        f"ALTER TABLE {ENTRIES} SET (toast_tuple_target = 4096)",
+        f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
+        "boolean, text, boolean, text, text, boolean, boolean)",
+        _APPEND_4,
+    ),
 }
 _MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema
 
 
-def create_schema(target: Target) -> int:
+def create_schema(target: Target, *, trigrams: bool | None = None) -> int:
     """Create or upgrade contextree's tables; idempotent, safe to run from many processes.
 
     Nothing is created implicitly elsewhere: run this once per database (deploy step, or
-    ``contextree`` setup). Returns the schema version now in place.
+    ``contextree db init URL``). Returns the schema version now in place.
+
+    ``trigrams=True`` turns on search inside words (the ``pg_trgm`` index on each entry's
+    words: ``CONNREF`` finds ``ECONNREFUSED``), ``False`` turns it off, ``None`` leaves it as
+    it is (off in a new database). With it on, an append costs noticeably more (see the
+    README's benchmarks). Turning it on indexes the entries already stored; appends wait
+    meanwhile, and the server needs the ``pg_trgm`` extension (in PostgreSQL's contrib).
     """
+    if trigrams is not None and not isinstance(trigrams, bool):
+        raise InvalidArgument(f"trigrams must be True, False or None; got {trigrams!r}")
     with (mapped("could not create the schema"), short_lived(target) as conn,
           conn.transaction()):
         conn.execute("SELECT pg_advisory_xact_lock(%s)", [_MIGRATION_LOCK])
@@ -295,7 +398,60 @@ def create_schema(target: Target) -> int:
             for statement in MIGRATIONS[version]:
                 conn.execute(statement)
             conn.execute(f"INSERT INTO {SCHEMA_VERSIONS} (version) VALUES (%s)", [version])
+        if trigrams is not None and trigrams != trigrams_on(conn):
+            _set_trigrams(conn, trigrams)
     return SCHEMA_VERSION
+
+
+def trigrams_enabled(target: Target) -> bool:
+    """Whether the database searches inside words (``create_schema(target, trigrams=True)``)."""
+    with mapped("could not read the search settings"), short_lived(target) as conn:
+        require_schema(conn)
+        return trigrams_on(conn)
+
+
+def trigrams_on(conn: Connection) -> bool:
+    """Whether the trigram index is on (see the module's docstring), on ``conn``."""
+    return conn.execute(f"SELECT 1 FROM {SETTINGS} WHERE name = %s",
+                        [TRIGRAMS]).fetchone() is not None
+
+
+def _set_trigrams(conn: Connection, on: bool) -> None:
+    """Turn the trigram index on (index every stored entry's text) or off (drop it and the
+    words kept for it), with the sessions table locked so that no append runs meanwhile."""
+    conn.execute(f"LOCK TABLE {SESSIONS} IN EXCLUSIVE MODE")
+    if not on:
+        conn.execute(f"DELETE FROM {SETTINGS} WHERE name = %s", [TRIGRAMS])
+        conn.execute(f"DROP INDEX IF EXISTS {TRIGRAM_INDEX}")
+        conn.execute(f"UPDATE {ENTRIES} SET search_text = NULL WHERE search_text IS NOT NULL")
+        return
+    schema = _trigram_schema(conn)
+    if schema is None:
+        try:
+            with conn.transaction():
+                conn.execute("CREATE EXTENSION pg_trgm SCHEMA public")
+        except psycopg.Error as e:
+            raise StorageFailure(
+                f"search inside words needs the pg_trgm extension, which this server could "
+                f"not create ({first_line(e)}): install PostgreSQL's contrib package, or "
+                "have a superuser run CREATE EXTENSION pg_trgm in this database",
+                path=describe(conn)) from None
+        schema = _trigram_schema(conn)
+        assert schema is not None
+    conn.execute(f"INSERT INTO {SETTINGS} (name, value) VALUES (%s, 'on') "
+                 "ON CONFLICT (name) DO NOTHING", [TRIGRAMS])
+    # what was stored while it was off: its text as the version 3 functions read it
+    conn.execute(f"UPDATE {ENTRIES} SET search_text = {ENTRY_TEXT_FUNCTION}(line) "
+                 "WHERE search_text IS NULL AND search IS NOT NULL")
+    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (search_text {}.{})")
+                 .format(sql.Identifier(TRIGRAM_INDEX), sql.Identifier(ENTRIES),
+                         sql.Identifier(schema), sql.Identifier("gin_trgm_ops")))
+
+
+def _trigram_schema(conn: Connection) -> str | None:
+    row = conn.execute("SELECT n.nspname FROM pg_extension x JOIN pg_namespace n "
+                       "ON n.oid = x.extnamespace WHERE x.extname = 'pg_trgm'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def schema_version(target: Target) -> int | None:

@@ -1,14 +1,16 @@
 """Search in PostgreSQL: the entries whose text matches a query, across every session.
 
-Each entry's ``search`` (a ``tsvector``) and ``search_text`` are filled by a trigger in the
-statement that stores it (``_schema``, version 3), so the index is current when the append
-commits and no refresh exists. A query's terms become a ``tsquery`` with the directory
-index's meaning (a whole word, ``word*`` or a sha's start as a prefix, a quoted phrase as
-those words in a row). Where
-``pg_trgm`` is installed and the words find fewer hits than asked for, terms of three
-characters or more are also looked for inside words (``CONNREF`` finds ``ECONNREFUSED``),
-through the trigram index on ``search_text``. Hits come newest first, in the order the
-database stored them (an index on ``seq`` lets a common word stop at the limit).
+Each entry's ``search`` (a ``tsvector``) is sent by the client with the append
+(``_words``) and stored in the append's own statement (``_schema``, version 4), so the index
+is current when the append commits and no refresh exists. A query's terms become a
+``tsquery`` of the same words (split and case-folded as the entries' are: a whole word,
+``word*`` or a sha's start as a prefix, a quoted phrase as those words in a row). Where the
+trigram index is on (``create_schema(url, trigrams=True)``) and the words find fewer hits
+than asked for, terms of three characters or more are also looked for inside words
+(``CONNREF`` finds ``ECONNREFUSED``) through the trigram index on ``search_text``; those
+candidates are checked against the entry's text before they count. Hits come newest
+first, in the order the database stored them (an index on ``seq`` lets a common word stop
+at the limit).
 """
 
 from __future__ import annotations
@@ -35,26 +37,37 @@ from ._codec import decode_header
 from ._connection import describe, short_lived
 from ._driver import Connection, Target
 from ._errors import mapped
-from ._schema import require_schema
+from ._schema import require_schema, trigrams_on
 from ._tables import ENTRIES, SESSIONS
 
 __all__ = ["search_database"]
 
 PAGE = 200  # candidates fetched at a time
+FIRST_WINDOW = 4096  # entries (by seq, newest first) the first query looks among
 MIN_TRIGRAM = 3  # a term shorter than this cannot use the trigram index
-TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"
 
 
 def tsquery(terms: Terms) -> str:
-    """``terms`` as ``to_tsquery('simple', ...)`` text: each phrase's words joined by
-    ``<->``, the last one a prefix (``:*``) where the term is one, all required."""
+    """``terms`` as ``tsquery`` text: every word of every phrase required (``&``), the last
+    word of a phrase a prefix (``:*``) where the term is one. The stored vectors have no
+    positions (``_words``), so a phrase's order is checked on the text (``phrase_checks``).
+    The words are already split and case-folded as the stored vectors' are (letters and
+    digits only: nothing to quote)."""
     parts = []
     for words, prefix in zip(terms.phrases, terms.prefix, strict=True):
         lexemes = [f"'{w}'" for w in words]
         if prefix:
             lexemes[-1] += ":*"
-        parts.append("(" + " <-> ".join(lexemes) + ")")
+        parts.append("(" + " & ".join(lexemes) + ")")
     return " & ".join(parts)
+
+
+def phrase_checks(terms: Terms) -> list[re.Pattern[str]]:
+    """A pattern for each phrase of two words or more: the words in a row, as the candidate's
+    case-folded text must hold them."""
+    return [Terms((words,), (prefix,)).pattern()
+            for words, prefix in zip(terms.phrases, terms.prefix, strict=True)
+            if len(words) > 1]
 
 
 def search_database(target: Target, target_of: Callable[[str], str], query: str,
@@ -73,25 +86,28 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
     notes: list[str] = []
     with mapped("could not search"), short_lived(target) as conn:
         require_schema(conn)
-        trigrams = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
-                                [TRIGRAM_INDEX]).fetchone()
+        trigrams = trigrams_on(conn)
         inside = [w for w in terms.phrases if all(len(x) >= MIN_TRIGRAM for x in w)]
-        use_trigrams = bool(trigrams and trigrams[0]) and len(inside) == len(terms.phrases)
-        if not (trigrams and trigrams[0]):
-            notes.append("pg_trgm is not installed in this database: terms are found as "
-                         "whole words or their starts only")
+        use_trigrams = trigrams and len(inside) == len(terms.phrases)
         query_args: list[Any] = [tsquery(terms)]
-        words = "e.search @@ to_tsquery('simple', %s)"
+        words = "e.search @@ %s::tsquery"
         hits = _collect(conn, words, query_args, filters, limit,
-                        terms.pattern(), target_of)
+                        terms.pattern(), target_of, required=phrase_checks(terms))
         if use_trigrams and (limit is None or len(hits) < limit):
             # Few whole-word hits: look inside words too (the trigram index), for the rest.
             likes = " AND ".join(["e.search_text ILIKE %s"] * len(inside))
             more = _collect(conn, f"{likes} AND NOT ({words})",
-                            ["%" + "%".join(w) + "%" for w in inside] + query_args, filters,
+                            ["%" + "%".join(w) + "%" for w in inside]
+                            + query_args, filters,
                             None if limit is None else limit - len(hits),
-                            _pattern(terms, inside=True), target_of)
+                            _pattern(terms, inside=True), target_of,
+                            required=[_pattern(Terms((w,), (False,)), inside=True)
+                                      for w in inside])
             hits = sorted(hits + more, key=lambda h: h.timestamp, reverse=True)
+        elif not trigrams and not hits:
+            notes.append("search inside words is off in this database: terms are found as "
+                         "whole words or their starts (turn it on with `contextree db init "
+                         "URL --trigrams`; appends then cost more)")
     return SearchResults(hits, notes=notes)
 
 
@@ -104,29 +120,44 @@ def _pattern(terms: Terms, *, inside: bool) -> re.Pattern[str]:
 
 def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchFilters,
              limit: int | None, pattern: re.Pattern[str],
-             target_of: Callable[[str], str]) -> list[SearchHit]:
-    """Hits a page of candidates at a time (newest first, ``seq`` below the last page's),
-    each page's sessions read in three queries whatever their number."""
+             target_of: Callable[[str], str], *,
+             required: list[re.Pattern[str]] | None = None) -> list[SearchHit]:
+    """Hits a page of candidates at a time, newest first, each page's sessions read in three
+    queries whatever their number. A candidate whose case-folded text does not match every
+    pattern of ``required`` is not a hit.
+
+    The candidates are read from windows of ``seq``, the newest ``FIRST_WINDOW`` entries
+    first, then windows eight times as wide, then the rest: a common word is answered from
+    the newest rows through the ``seq`` index, and a rare one reaches the whole table, where
+    the planner takes the GIN index. One query over the whole table would leave the planner
+    to guess between the two from the words' frequencies, which it cannot do for several
+    words together (it multiplies them, and sorts every match of an identifier's parts)."""
     sessions: dict[str, _DbSession | None] = {}
     hits: list[SearchHit] = []
     where = describe(conn)
     page = max(PAGE, 2 * (limit or 0))
-    below: int | None = None
+    newest = conn.execute(f"SELECT max(seq) FROM {ENTRIES}").fetchone()
+    if newest is None or newest[0] is None:
+        return hits
+    upper = int(newest[0]) + 1  # exclusive
+    window = FIRST_WINDOW
+    lower: int | None = upper - window
     while True:
-        bound = "" if below is None else " AND e.seq < %s"
+        bounds = " AND e.seq < %s" + ("" if lower is None else " AND e.seq >= %s")
         rows = conn.execute(
             f"SELECT e.session_id, e.id, e.line, e.seq FROM {ENTRIES} e WHERE {condition}"
-            f"{bound} ORDER BY e.seq DESC LIMIT %s",
-            [*args, *([] if below is None else [below]), page]).fetchall()
-        if not rows:
-            return hits
-        below = rows[-1][3]
+            f"{bounds} ORDER BY e.seq DESC LIMIT %s",
+            [*args, upper, *([] if lower is None else [lower]), page]).fetchall()
         candidates = []
         for session_id, eid, line, _ in rows:
             obj = parse_line(line)
             found = entry_text(obj)
             if found is None:
                 continue
+            if required:
+                folded = found[2].casefold()
+                if not all(p.search(folded) for p in required):
+                    continue
             stamp = obj.get("timestamp") if isinstance(obj, dict) else None
             stamp = stamp if isinstance(stamp, str) else ""
             if filters.matches_entry(found[0], found[1], stamp):
@@ -148,8 +179,14 @@ def _collect(conn: Connection, condition: str, args: list[Any], filters: SearchF
                                   tool=tool, session_name=session.name))
             if limit is not None and len(hits) >= limit:
                 return hits
-        if len(rows) < page:
+        if len(rows) == page:
+            upper = rows[-1][3]  # the rest of this window
+            continue
+        if lower is None or lower <= 1:
             return hits
+        upper = lower
+        window *= 8
+        lower = upper - window if upper - window > 1 else None
 
 
 class _DbSession:

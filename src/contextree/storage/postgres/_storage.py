@@ -87,8 +87,9 @@ from ._codec import (
 from ._connection import Db, describe, setup_connection
 from ._driver import Connection, Target, psycopg
 from ._errors import first_line, is_connection_lost, mapped, storage_error
-from ._schema import require_schema
-from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS
+from ._schema import require_schema, trigrams_on
+from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS, SETTINGS, TRIGRAMS
+from ._words import search_columns
 
 __all__ = ["PostgresStorage"]
 
@@ -98,7 +99,7 @@ T = TypeVar("T")
 
 _ROW = f"SELECT leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s"
 _APPEND = (f"SELECT r_status, r_leaf, r_parent, r_name, r_count, r_line FROM {APPEND_FUNCTION}("
-           + ", ".join(["%s"] * 15) + ")")
+           + ", ".join(["%s"] * 17) + ")")
 # The session's size as JSON lines (header included), as a JSONL file would hold it.
 _HEALTH = (f"SELECT s.entry_count, octet_length(s.header) + 1 + coalesce((SELECT "
            f"sum(octet_length(e.line) + 1) FROM {ENTRIES} e WHERE e.session_id = s.id), 0) "
@@ -148,9 +149,10 @@ class PostgresStorage:
 
     def __init__(self, db: Db, header: SessionHeader, location: str, *,
                  readonly: bool, leaf_id: str | None, name: str | None, count: int,
-                 durable: bool = True) -> None:
+                 durable: bool = True, trigrams: bool = False) -> None:
         self._db = db
         self._durable = durable
+        self._trigrams = trigrams  # the trigram index was on at open: send the words
         self._header = header
         self._id = header.id
         self._location = location
@@ -220,18 +222,22 @@ class PostgresStorage:
                         raise SessionExists(f"a session with id {header.id!r} is "
                                            "already in this database; open it or choose "
                                            "another id", path=location)
+                    # read after the insert above, which waits while the trigram index
+                    # is being turned on (``_schema``)
+                    trigrams = trigrams_on(conn)
                     if batch:
                         with conn.cursor().copy(
                             f"COPY {ENTRIES} (session_id, id, parent_id, type, target_id, "
-                            "line) FROM STDIN"
+                            "line, search, search_text) FROM STDIN"
                         ) as copy:
                             for row in rows:
-                                copy.write_row(row)
+                                copy.write_row((*row, *search_columns(row[5],
+                                                                      words=trigrams)))
         except BaseException:
             db.close()
             raise
         storage = cls(db, header, location, readonly=False, leaf_id=index.leaf_id,
-                      name=index.name, count=len(batch), durable=durable)
+                      name=index.name, count=len(batch), durable=durable, trigrams=trigrams)
         for entry in batch:
             storage._cache[entry.id] = entry
         return storage
@@ -248,8 +254,9 @@ class PostgresStorage:
                 require_schema(conn)
                 location = f"{describe(conn)}#{session_id}"
                 row = conn.execute(
-                    f"SELECT header, leaf_id, name, entry_count FROM {SESSIONS} WHERE id = %s",
-                    [session_id],
+                    f"SELECT header, leaf_id, name, entry_count, EXISTS (SELECT 1 FROM "
+                    f"{SETTINGS} WHERE name = %s) FROM {SESSIONS} WHERE id = %s",
+                    [TRIGRAMS, session_id],
                 ).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session {session_id!r} in this database; "
@@ -260,7 +267,7 @@ class PostgresStorage:
             db.close()
             raise
         return cls(db, header, location, readonly=readonly, leaf_id=row[1], name=row[2],
-                   count=int(row[3]), durable=durable)
+                   count=int(row[3]), durable=durable, trigrams=bool(row[4]))
 
     def close(self) -> None:
         """Release the connection pool if this object opened it (a given pool stays open)."""
@@ -439,12 +446,15 @@ class PostgresStorage:
         if not reparent:
             line = line_text(entry)
         is_leaf = isinstance(entry, LeafEntry)
+        # the words only while the trigram index is on (the server reads them if it is on
+        # now and was not when this object opened the session)
+        vector, words = search_columns(line, words=self._trigrams, entry=entry)
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,
             entry.name if isinstance(entry, SessionInfoEntry) else None,
             check, None if isinstance(expected, UnsetType) else expected,
-            reparent, seen, placeholder, retry, self._durable,
+            reparent, seen, placeholder, retry, self._durable, vector, words,
         ]).fetchone()
         if self._after_commit is not None:
             self._after_commit(conn)

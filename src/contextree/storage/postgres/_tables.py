@@ -6,6 +6,9 @@ from __future__ import annotations
 SESSIONS = "contextree_sessions"
 ENTRIES = "contextree_entries"
 SCHEMA_VERSIONS = "contextree_schema_version"
+SETTINGS = "contextree_settings"  # (name, value): a database's search settings
+TRIGRAMS = "trigrams"  # the setting that is there while the trigram index is on
+TRIGRAM_INDEX = f"{ENTRIES}_trgm_idx"  # entries' search_text, pg_trgm
 APPEND_FUNCTION = "contextree_append"
 ENTRY_TEXT_FUNCTION = "contextree_entry_text"  # an entry line's searchable text
 CONTENT_TEXT_FUNCTION = "contextree_content_text"  # a message content's text and thinking

@@ -1,0 +1,104 @@
+"""An entry's words as PostgreSQL stores them for search, made by the client that appends.
+
+``PostgresStorage`` already has the entry's JSON line in hand, so the words are split here,
+the same way the query's words are (``_search_text.parse_query``: runs of letters and
+digits, case-folded), and sent with the append as a ``tsvector`` literal: the server only
+reads the literal (no JSON parse, no text search parser in the append's statement), which
+keeps an append with search close to the cost of one without. A term therefore matches in
+the database exactly when it matches in the directory index.
+
+- ``search_columns(line)``: ``(vector, words)`` of one entry line: the ``tsvector``
+  literal (the entry's distinct words, so the server merges nothing), and the words in
+  order joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an
+  entry with no text.
+
+The vector has no positions: reading positions doubled the server's share of an append
+(measured in ``bench/bench_search.py``). A phrase (``"connection refused"``, the parts of
+``test_parse_header``) is therefore found as all its words by the index, then checked
+against the entry's text by the search (``_search``), which reads that text for the
+snippet anyway.
+
+PostgreSQL's limits are kept here so that an append never fails for its text: a word
+longer than ``MAX_WORD`` bytes is left out, and the distinct words of one entry stop at
+``MAX_LEXEMES`` bytes (a text of random tokens bigger than that is found by its first
+megabyte of words).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+
+from ...entries import MessageEntry
+from .._search_text import MAX_TEXT, entry_text, parse_line
+
+__all__ = ["MAX_LEXEMES", "MAX_WORD", "search_columns", "words_of"]
+
+MAX_WORD = 2046  # bytes of one lexeme (PostgreSQL refuses longer words)
+MAX_LEXEMES = 900_000  # bytes of distinct words in one tsvector (PostgreSQL's limit: 1 MB)
+
+_WORD = re.compile(r"[^\W_]+")  # as _search_text splits a query: letters and digits
+_KEEP = set(string.ascii_lowercase + string.digits)
+_ASCII_WORDS = bytes(c if chr(c) in _KEEP else 32 for c in range(256))  # the rest: spaces
+
+
+def words_of(text: str) -> list[bytes]:
+    """The words of ``text`` in order, case-folded, as UTF-8 (letters and digits; every other
+    character separates words). ASCII text is split by one byte translation, the rest by
+    the same rule as a regular expression."""
+    folded = text.casefold()
+    if folded.isascii():
+        return folded.encode().translate(_ASCII_WORDS).split()
+    return [w.encode() for w in _WORD.findall(folded)]
+
+
+def search_columns(line: str, *, words: bool = True, entry: object = None,
+                   ) -> tuple[str | None, str | None]:
+    """``(tsvector literal, words)`` of one entry's JSON line; ``(None, None)`` when the entry
+    has no searchable text (see ``_search_text.entry_text``). A word holds only letters and
+    digits, so the literal needs no quoting. ``words=False``: the words are not joined
+    (``None``), for a database without the trigram index. ``entry``: the entry the line
+    encodes; a message of plain text is read from it, not parsed back from the line."""
+    text = _plain_text(entry)
+    if text is None:
+        found = entry_text(parse_line(line))
+        if found is None:
+            return None, None
+        text = found[2]
+    found_words = words_of(text)
+    if not found_words:
+        return None, None
+    # a word can be too long only in a text that long (in bytes: up to 4 a character)
+    if len(text) * (1 if text.isascii() else 4) > MAX_WORD and max(
+            map(len, found_words)) > MAX_WORD:
+        found_words = [w for w in found_words if len(w) <= MAX_WORD]
+    vector = b" ".join(set(found_words))  # the server sorts the distinct words
+    if len(vector) > MAX_LEXEMES:
+        vector = b" ".join(_first_distinct(found_words))
+    return vector.decode(), b" ".join(found_words).decode() if words else None
+
+
+def _plain_text(entry: object) -> str | None:
+    """The text of a message entry whose content is a string and that calls no tool (most
+    messages): what ``entry_text`` reads from its line, without parsing the line."""
+    if not isinstance(entry, MessageEntry):
+        return None
+    message = entry.message
+    content = message.content
+    if not isinstance(content, str) or not content or message.tool_calls:
+        return None
+    return content[:MAX_TEXT]
+
+
+def _first_distinct(words: list[bytes]) -> set[bytes]:
+    """The distinct words of a long text, in the order met, until their bytes reach
+    ``MAX_LEXEMES``."""
+    out: set[bytes] = set()
+    size = 0
+    for word in words:
+        if word not in out:
+            size += len(word) + 1
+            if size > MAX_LEXEMES:
+                break
+            out.add(word)
+    return out
