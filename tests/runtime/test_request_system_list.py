@@ -148,3 +148,20 @@ def _before_reply(path: Path) -> str:
     last = max(i for i, e in enumerate(branch) if isinstance(e, ct.entries.MessageEntry)
                and e.message.role == "assistant")
     return branch[last - 1].id
+
+
+def test_a_secret_in_a_recorded_system_message_is_printed_only_with_raw(tmp_path: Path) -> None:
+    key = "AKIA" + "Z" * 16
+    path = tmp_path / "s.jsonl"
+    agent = (ct.agent().use(SessionTree, path=path).use(SystemPrompt, text=f"Deploy with {key}.")
+             .use(Preamble, text=RULES).run(ScriptedModel(["ok"])))
+    agent.start("Go.")
+    assert _request(path).system == [RULES, f"Deploy with {key}."]
+    for args in (("show",), ("show", "--json"), ("show", "--context"),
+                 ("show", "--context", "--json"), ("show", "--context", "--wire", "openai"),
+                 ("show", "--context", "--wire", "anthropic"), ("tree",)):
+        shown = run(args[0], path, *args[1:]).stdout
+        assert key not in shown, args
+    assert "[REDACTED:" in run("show", path, "--context").stdout
+    raw = run("show", path, "--context", "--wire", "openai", "--raw").stdout
+    assert key in raw
