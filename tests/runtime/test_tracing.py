@@ -130,6 +130,23 @@ def test_capture_content_records_messages_and_tool_io(tmp_path: Path) -> None:
     assert tool["gen_ai.tool.call.result"] == "sunny in Oslo"
 
 
+def test_several_system_messages_are_the_system_instructions_in_order(tmp_path: Path) -> None:
+    tracing, exporter = _tracing(capture_content=True)
+
+    def preamble(app: ct.runtime.App) -> ct.runtime.App:
+        def call(env: ct.runtime.Env) -> ct.runtime.Env:
+            env.put_first(Message.system("Rules first."))
+            return app(env)
+        return call
+
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl")
+             .use(SystemPrompt, text="Secret prompt.").use(preamble).run(ScriptedModel(["ok"])))
+    agent.on("*", tracing)
+    agent.start("Hi")
+    (chat,) = _by_name(exporter)["chat scripted"]
+    assert chat.attributes["gen_ai.system_instructions"] == ("Rules first.", "Secret prompt.")
+
+
 def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     tracing, exporter = _tracing()

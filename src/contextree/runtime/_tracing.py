@@ -7,8 +7,11 @@ CLIENT) per model call, an ``execute_tool {name}`` span per tool call, and a
 session id (``gen_ai.conversation.id``) and the entry ids the session stored
 (``contextree.entry_id``), the tokens (``gen_ai.usage.*``) and the cost in USD
 (``contextree.cost_usd``; ``contextree.cost_unknown`` where no price is known). Message
-content is left out unless ``capture_content=True`` (``gen_ai.input.messages``,
+content is left out unless ``capture_content=True`` (``gen_ai.system_instructions``: the
+system prompt, a text or the texts of several system messages; ``gen_ai.input.messages``,
 ``gen_ai.output.messages``, tool arguments and results).
+
+A turn's spans are made when it ends (see ``Tracing``), with the times recorded as it ran.
 
 The ``otel`` extra installs ``opentelemetry-api`` and ``opentelemetry-sdk``; without it,
 building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextree[otel]'``.
