@@ -27,6 +27,7 @@ from .entries import (
     ModelChangeEntry,
     RequestEntry,
     ThinkingLevelChangeEntry,
+    system_texts,
 )
 from .markers import (
     BranchSummaryMarker,
@@ -56,8 +57,10 @@ class SessionContext:
 
     ``system``, ``tools``, ``params`` and ``stream`` are what the latest request entry on the
     branch (``request_id``) recorded: the system prompt sent before ``messages`` (not one of
-    them), the tool schemas, the request parameters; ``None`` where no request was recorded
-    (a session written before they were, or imported without them).
+    them: the text of the one system message, or the list of their texts when several were
+    sent; ``system_texts`` reads either), the tool schemas, the request parameters; ``None``
+    where no request was recorded (a session written before they were, or imported without
+    them).
     """
 
     messages: list[Message]
@@ -67,18 +70,39 @@ class SessionContext:
     entry_ids: list[str | None] = field(default_factory=list)
     compaction: CompactionEntry | None = None
     fresh_from: int = 0
-    system: str | None = None
+    system: str | list[str] | None = None
     tools: list[dict[str, Any]] | None = None
     params: dict[str, Any] | None = None
     stream: bool = False
     request_id: str | None = None
 
     def request_messages(self) -> list[Message]:
-        """The messages of the request as sent: the recorded system prompt, then
+        """The messages of the request as sent: the recorded system messages, then
         ``messages``."""
-        if self.system is None:
-            return list(self.messages)
-        return [Message.system(self.system), *self.messages]
+        return [*(Message.system(text) for text in self.system_texts()), *self.messages]
+
+    def system_texts(self) -> list[str]:
+        """The recorded system messages sent before ``messages``, as texts in order (none
+        without a record). A request records every leading system message it sent; those
+        the branch holds itself (an imported Codex session's instructions) are in
+        ``messages`` and left out here, so ``request_messages`` sends each once."""
+        texts = system_texts(self.system)
+        stored: list[str] = []
+        for m in self.messages:
+            if m.role != "system" or m.kind is not None:
+                break
+            stored.append(m.text)
+        if not texts or not stored:
+            return texts
+        if texts[-len(stored):] == stored:
+            return texts[:-len(stored)]
+        if len(texts) == 1:  # recorded before lists were: the texts joined by a blank line
+            joined = "\n\n".join(stored)
+            if texts[0] == joined:
+                return []
+            if texts[0].endswith("\n\n" + joined):
+                return [texts[0][:-len(joined) - 2]]
+        return texts
 
     @property
     def usage_anchor(self) -> int | None:

@@ -45,6 +45,7 @@ from .entries import (
     ThinkingLevelChangeEntry,
     new_id,
     now,
+    recorded_system,
     request_digest,
 )
 from .errors import (
@@ -463,15 +464,18 @@ class Session:
                             expected_leaf=expected_leaf)
 
     def append_request(
-        self, system: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None,
+        self, system: str | Sequence[str] | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         params: Mapping[str, Any] | None = None, *, stream: bool = False,
         expected_leaf: ExpectedLeaf = UNSET,
     ) -> str | None:
         """Record what model calls send from here on besides the messages: the system
-        prompt, the tool schemas, the request parameters. When the request in force on the
+        prompt (the text of the leading system message, or the texts of several, kept as a
+        list), the tool schemas, the request parameters. When the request in force on the
         branch has the same content nothing is written and ``None`` is returned; a request
         equal to an earlier one on the branch is written as a reference to it
         (``RequestEntry.same_as``)."""
+        system = recorded_system(system)
         tool_list = [dict(t) for t in tools] if tools else None
         param_map = dict(params) if params else None
         digest = request_digest(system, tool_list, param_map, stream)

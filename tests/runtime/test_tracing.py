@@ -100,6 +100,23 @@ def test_a_turn_gives_genai_spans_with_session_and_entry_ids(tmp_path: Path) -> 
             assert "Secret prompt" not in str(value) and "Oslo" not in str(value)
 
 
+def test_the_spans_keep_the_times_and_order_the_turn_ran_in(tmp_path: Path) -> None:
+    # The spans are handed to the SDK when the turn ends, with the times recorded as it ran.
+    tracing, exporter = _tracing()
+    with OpenAIServer() as server:
+        _turn(tmp_path / "s.jsonl", server, tracing)
+    spans = _by_name(exporter)
+    (turn,) = spans["invoke_agent contextree"]
+    first, second = spans["chat gpt-test"]
+    (tool,) = spans["execute_tool lookup"]
+    assert turn.start_time <= first.start_time < first.end_time <= tool.start_time
+    assert tool.start_time < tool.end_time <= second.start_time < second.end_time
+    assert second.end_time <= turn.end_time
+    # Children are exported before their parent, as when each ended on its own.
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names[-1] == "invoke_agent contextree"
+
+
 def test_capture_content_records_messages_and_tool_io(tmp_path: Path) -> None:
     tracing, exporter = _tracing(capture_content=True)
     with OpenAIServer() as server:
@@ -111,6 +128,23 @@ def test_capture_content_records_messages_and_tool_io(tmp_path: Path) -> None:
     tool = spans["execute_tool lookup"][0].attributes
     assert "Oslo" in tool["gen_ai.tool.call.arguments"]
     assert tool["gen_ai.tool.call.result"] == "sunny in Oslo"
+
+
+def test_several_system_messages_are_the_system_instructions_in_order(tmp_path: Path) -> None:
+    tracing, exporter = _tracing(capture_content=True)
+
+    def preamble(app: ct.runtime.App) -> ct.runtime.App:
+        def call(env: ct.runtime.Env) -> ct.runtime.Env:
+            env.put_first(Message.system("Rules first."))
+            return app(env)
+        return call
+
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl")
+             .use(SystemPrompt, text="Secret prompt.").use(preamble).run(ScriptedModel(["ok"])))
+    agent.on("*", tracing)
+    agent.start("Hi")
+    (chat,) = _by_name(exporter)["chat scripted"]
+    assert chat.attributes["gen_ai.system_instructions"] == ("Rules first.", "Secret prompt.")
 
 
 def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> None:

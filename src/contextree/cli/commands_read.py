@@ -17,7 +17,14 @@ from .._messages import Message
 from .._session import Session, TreeNode
 from .._stats import SessionStats, UsageStats
 from .._text import first_line
-from ..entries import CompactionEntry, MessageEntry, RequestEntry, to_dict
+from ..entries import (
+    CompactionEntry,
+    MessageEntry,
+    RequestEntry,
+    recorded_system,
+    system_texts,
+    to_dict,
+)
 from ..errors import SessionError, SessionNotFound
 from ..formats import Progress as ProgressFn
 from ..redaction import Redactor
@@ -194,8 +201,6 @@ def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor)
     from ..models._wire_body import request_body
 
     ctx = session.build_context(leaf)
-    if ctx.system is not None:
-        ctx.system = redactor.text(ctx.system)
     messages = [redactor.message(m) for m in ctx.request_messages()]
     tools = redactor.value(ctx.tools) if ctx.tools else ()
     model = ctx.model[1] if ctx.model else "unknown-model"
@@ -236,9 +241,11 @@ def _request_body(entry: RequestEntry) -> list[str]:
     """A request entry in full (as redacted for printing), but for the tool schemas
     (elided, and marked so)."""
     lines = [request_summary(entry)]
-    if entry.system is not None:
-        lines.append("system prompt:")
-        lines += ["  " + line for line in entry.system.split("\n")]
+    texts = system_texts(entry.system)
+    for n, text in enumerate(texts, 1):
+        lines.append("system prompt:" if len(texts) == 1 else
+                     f"system message {n} of {len(texts)}:")
+        lines += ["  " + line for line in text.split("\n")]
     lines += _tool_lines(entry.tools)
     if entry.params:
         lines.append("parameters: " + orjson.dumps(entry.params).decode())
@@ -272,7 +279,8 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
     total, basis, how = context_size(ctx, counter)
     shown = [redactor.message(m) for m in ctx.messages]
     model = "/".join(ctx.model) if ctx.model else None
-    system = redactor.text(ctx.system) if ctx.system is not None else None
+    texts = [redactor.text(text) for text in ctx.system_texts()]
+    system = recorded_system(texts)  # as recorded: one text, or the list of several
     tools = redactor.value(ctx.tools) if ctx.tools else ctx.tools
     if as_json:
         emit_json({
@@ -298,13 +306,14 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
     tools_first = ctx.model is not None and ctx.model[0] == "anthropic"
     if tools_first:
         _print_tools(out, ctx, tools)
-    if system is not None:
+    for n, text in enumerate(texts, 1):
+        which = f" ({n} of {len(texts)})" if len(texts) > 1 else ""
         out.styled([("[system] ", "bold magenta"),
-                    (f"recorded in entry {ctx.request_id}  ~"
-                     f"{counter.count_message(Message.system(system))} tokens", "dim")])
-        for text in system.split("\n"):
-            out.line("    " + text)
-    elif not _has_system_prompt(ctx):
+                    (f"recorded in entry {ctx.request_id}{which}  ~"
+                     f"{counter.count_message(Message.system(text))} tokens", "dim")])
+        for line in text.split("\n"):
+            out.line("    " + line)
+    if not texts and not _has_system_prompt(ctx):
         out.line("(no system prompt is stored in this session: the agent that runs it sends "
                  "its own before these messages)", "dim")
     for i, (m, eid, n) in enumerate(zip(shown, ctx.entry_ids, counts, strict=True)):

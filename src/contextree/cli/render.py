@@ -30,6 +30,7 @@ from ..entries import (
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     UnknownEntry,
+    system_texts,
 )
 from ..storage import Outline
 from .output import short_id
@@ -154,8 +155,12 @@ def request_summary(entry: RequestEntry) -> str:
     if entry.same_as is not None:
         return f"request: the same as {short_id(entry.same_as)} [sha256 {entry.sha256[:12]}]"
     pieces = []
-    if entry.system is not None:
-        pieces.append(f"system prompt of {len(entry.system):,} characters")
+    texts = system_texts(entry.system)
+    if len(texts) == 1:
+        pieces.append(f"system prompt of {len(texts[0]):,} characters")
+    elif texts:
+        pieces.append(f"system prompt of {len(texts)} messages, "
+                      f"{sum(map(len, texts)):,} characters")
     if entry.tools:
         names = ", ".join(str(t.get("name")) for t in entry.tools)
         pieces.append(f"{len(entry.tools)} tools ({names})")

@@ -8,7 +8,8 @@ chain of message entries; export writes the context the model sees at the curren
 Accepted input: a JSON document, either the list itself or the request body that holds it
 (``{"messages": [...]}``, ``{"input": [...], "instructions"?}``, ``{"system"?, "messages":
 [...]}``), or a ``.jsonl`` file with one list item per line. Exports are the request body
-shapes: a list for OpenAI chat and Responses, ``{"system", "messages"}`` for Anthropic.
+shapes: a list for OpenAI chat and Responses, ``{"system", "messages"}`` for Anthropic, with
+the system prompt the session recorded as sent (its request entry) in front of the messages.
 """
 
 from __future__ import annotations
@@ -148,18 +149,21 @@ read_anthropic = _reader("anthropic", "messages", _anthropic)
 
 
 def write_openai_chat(session: Session, at: str | None = None) -> bytes:
-    """The context at the leaf as Chat Completions ``messages``."""
-    return dumps(to_openai_chat(session.build_context(at).messages))
+    """The context at the leaf as Chat Completions ``messages``, the recorded system prompt
+    first (``SessionContext.request_messages``)."""
+    return dumps(to_openai_chat(session.build_context(at).request_messages()))
 
 
 def write_openai_responses(session: Session, at: str | None = None) -> bytes:
-    """The context at the leaf as Responses API ``input`` items."""
-    return dumps(to_openai_responses(session.build_context(at).messages))
+    """The context at the leaf as Responses API ``input`` items, the recorded system prompt
+    first."""
+    return dumps(to_openai_responses(session.build_context(at).request_messages()))
 
 
 def write_anthropic(session: Session, at: str | None = None) -> bytes:
-    """The context at the leaf as ``{"system", "messages"}`` for the Messages API."""
-    system, messages = to_anthropic(session.build_context(at).messages)
+    """The context at the leaf as ``{"system", "messages"}`` for the Messages API, the
+    recorded system prompt in ``system``."""
+    system, messages = to_anthropic(session.build_context(at).request_messages())
     body: Json = {"system": system} if system is not None else {}
     body["messages"] = messages
     return dumps(body)

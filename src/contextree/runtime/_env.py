@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 from .._messages import Message, Usage
 from .._session import Session
-from ..entries import CallRecord, request_digest
+from ..entries import CallRecord, recorded_system, request_digest
 from ..models._base import Model, ToolSpec, request_params, tool_spec
 from ..tokens import usage_anchor
 from ..tools._tool import Tool
@@ -417,11 +417,12 @@ class Env:
 @dataclass(frozen=True)
 class SentRequest:
     """What one model call sends besides the conversation: the system prompt (the text of
-    the leading system messages), the tool schemas (``{"name", "description",
+    the leading system message, or the list of their texts when there are several, as
+    ``RequestEntry.system`` records it), the tool schemas (``{"name", "description",
     "parameters"}``), the request parameters as the adapter merges them, and whether the
     reply is streamed. ``digest`` is the ``RequestEntry.sha256`` it is recorded under."""
 
-    system: str | None
+    system: str | list[str] | None
     tools: list[dict[str, Any]] | None
     params: dict[str, Any] | None
     stream: bool = False
@@ -443,8 +444,7 @@ class SentRequest:
             prompts.append(m.text)
         specs = [_spec_dict(t) for t in tools]
         params = request_params(model, options)
-        return cls("\n\n".join(prompts) if prompts else None, specs or None, params or None,
-                   stream)
+        return cls(recorded_system(prompts), specs or None, params or None, stream)
 
 
 def _spec_dict(tool: ToolSpec) -> dict[str, Any]:
