@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from pathlib import Path
 
 import pytest
 from test_import_streaming import claude_file
 
+from contextree.errors import SessionError
 from contextree.formats import import_session
 from helpers import ROOT
 
@@ -114,3 +116,16 @@ def test_a_big_generated_import_writes_the_bytes_it_wrote_before(
     import_session("claude-code", src, out, durable=False).close()
     assert (tmp_path / "s.jsonl.index").exists()  # big enough for the streaming path's index
     assert _digest(out, where=tmp_path) == BEFORE["generated"]
+
+
+def test_a_line_the_storage_refuses_still_fails_the_import_by_name(tmp_path: Path) -> None:
+    lines = (DATA / "real" / "claude_code" / "simple" / "session-1.jsonl").read_text().splitlines()
+    last = json.loads(lines[-1])
+    last["huge"] = 2**70  # kept in the entry's records: no session line may hold it
+    src = tmp_path / "src.jsonl"
+    src.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    dest = tmp_path / "out" / "s.jsonl"
+    with pytest.raises(SessionError) as err:
+        import_session("claude-code", src, dest)
+    assert err.value.path == str(dest) and "outside the 64-bit range" in str(err.value)
+    assert list(dest.parent.iterdir()) == []

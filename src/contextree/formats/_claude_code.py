@@ -85,14 +85,12 @@ from ..entries import (
     CompactionEntry,
     CustomEntry,
     MessageEntry,
-    SessionHeader,
     SessionInfoEntry,
-    encode_line,
-    from_dict,
     now,
 )
 from ..errors import SessionError
 from ..markers import CompactionSummaryMarker, CustomMessageMarker
+from ..storage._encoded import EncodedEntry, encode_entry
 from ._base import (
     Ids,
     Imported,
@@ -1012,7 +1010,10 @@ def read(path: Path, progress: Progress | None = None, *,
 
 class _Spool:
     """The entries made so far, in order, written to a temporary file as they are made (so a
-    big import holds only their places); those changed after they are made stay in memory."""
+    big import holds only their places); those changed after they are made stay in memory.
+
+    Each is written encoded (``encode_entry``: its session line and what appending it needs),
+    so that the storage writes the line as it is, neither decoded nor encoded again."""
 
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by replay() or close()
@@ -1024,25 +1025,24 @@ class _Spool:
     def add(self, entry: AnyEntry, *, hold: bool = False) -> None:
         self.ids.add(entry.id)
         self.last_stamp = entry.timestamp
-        try:
-            line = b"" if hold else encode_line(entry)
-        except (TypeError, ValueError, OverflowError, RecursionError):
-            line = b""  # kept as it is: the storage says what is wrong with it
-        if not line:
+        encoded = None if hold else encode_entry(entry)
+        if encoded is None:  # held, or kept as it is: the storage says what is wrong with it
             self.slots.append(entry)
             return
-        self.file.write(line)
-        self.slots.append((self.size, len(line)))
-        self.size += len(line)
+        record = _SPOOLED.encode(encoded)
+        self.file.write(record)
+        self.slots.append((self.size, len(record)))
+        self.size += len(record)
 
-    def replay(self) -> Iterator[AnyEntry]:
+    def replay(self) -> Iterator[AnyEntry | EncodedEntry]:
         """The entries in the order they were made (once: the file is closed after)."""
         try:
             self.file.flush()
             fd = self.file.fileno()
+            decode = _UNSPOOLED.decode
             for slot in self.slots:
                 if isinstance(slot, tuple):
-                    yield _decoded(os.pread(fd, slot[1], slot[0]))
+                    yield decode(os.pread(fd, slot[1], slot[0]))
                 else:
                     yield slot
         finally:
@@ -1052,12 +1052,8 @@ class _Spool:
         self.file.close()
 
 
-def _decoded(line: bytes) -> AnyEntry:
-    """An entry ``_Spool`` encoded, read back without ``decode_line``'s checks (the storage
-    checks the limits when it is appended; its typed path fails on every entry with extras)."""
-    entry = from_dict(msgspec.json.decode(line))
-    assert not isinstance(entry, SessionHeader)
-    return entry
+_SPOOLED = msgspec.msgpack.Encoder()
+_UNSPOOLED = msgspec.msgpack.Decoder(EncodedEntry)
 
 
 def _leaf(b: _Builder, main: _File) -> str | None:

@@ -349,16 +349,27 @@ class FileTree(TreeIndex):
                text: str | None) -> None:
         if span is None:
             raise AssertionError("a FileTree entry needs its place in the file")
+        slot = self._place(entry.id, entry.parent_id, kind, target, text, fact_code(entry),
+                           span)
+        self.cache.put(slot, entry, span[1])
+
+    def add_place(self, eid: str, parent: str | None, kind: str, target: str | None,
+                  text: str | None, fact: int, span: Span) -> None:
+        """``add`` for an entry known by its place and bookkeeping, not as an object (its
+        line was encoded before: ``JsonlStorage.append_encoded``)."""
+        self._place(eid, parent, kind, target, text, fact, span)
+        self._account(eid, parent, kind, target, text)
+
+    def _place(self, eid: str, parent: str | None, kind: str, target: str | None,
+               text: str | None, fact: int, span: Span) -> int:
         offset, length, crc = span
-        parent = entry.parent_id
         slots = self._slots
         if parent is None:
             pslot = -1
         else:
             found = slots.get(parent) if slots is not None else self.slot_of(parent)
             pslot = _FORWARD if found is None else found
-        slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text,
-                            fact_code(entry))
+        slot = self._append(offset, length, kind, eid, pslot, crc, target, text, fact)
         if pslot == _FORWARD:
             assert parent is not None
             self._forward.append((slot, parent))
@@ -367,7 +378,7 @@ class FileTree(TreeIndex):
             self.leaf_slot = -1 if found is None else found
         else:
             self.leaf_slot = slot
-        self.cache.put(slot, entry, length)
+        return slot
 
     def seal(self) -> None:
         """After a load: resolve parents that came later in the file, and compute the

@@ -45,6 +45,7 @@ from ..errors import (
 )
 from . import _index
 from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent
+from ._encoded import EncodedEntry
 from ._filetree import FileTree, ReadFile
 from ._index import (
     TAIL_REWRITE,
@@ -341,21 +342,43 @@ class JsonlStorage(IndexedStorage):
                 data = encode_line(entry)
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
                 raise _unencodable(entry, shared.path, e) from None
-            if shared.batch_depth.get():
-                span = (_next_offset(shared), len(data), line_crc(data))
-                shared.buffer += data
-                index.add(entry, span)
-                if len(shared.buffer) >= BATCH_BUFFER:
-                    self._guarded(shared, _flush)
-            else:
-                if shared.buffer:  # another handle's batch: its lines go first
-                    self._guarded(shared, _flush)
-                span = (_next_offset(shared), len(data), line_crc(data))
-                _write(shared, data)
-                index.add(entry, span)
-                if self._durable:
-                    self._guarded(shared, _sync)
-                _index_new(shared, every=TAIL_EVERY)
+            self._put(shared, data, entry)
+
+    def append_encoded(self, entry: EncodedEntry) -> None:
+        """``append`` of an entry that ``encode_entry`` made (it checked the entry against
+        the limits of a line, and encoded it): its line is written as it is, after the
+        checks that need the session (a new id, a parent and a leaf target that exist). For
+        bulk writers that hold their entries encoded (an import)."""
+        shared = self._shared
+        if shared is None or self._closed or shared.forked():
+            self._writable()  # raises what applies
+        assert shared is not None
+        with shared.lock:
+            if shared.deleted or shared.failed is not None:
+                self._writable()
+            entry.check_line(str(shared.path))
+            shared.index.check_place(entry.id, entry.parent_id, entry.leaf_target)
+            self._put(shared, entry.line, entry)
+
+    def _put(self, shared: _OpenFile, data: bytes, entry: AnyEntry | EncodedEntry) -> None:
+        """Write an entry's checked line (buffered in a batch) and index it; call with the
+        file's lock held."""
+        index = shared.index
+        if shared.batch_depth.get():
+            span = (_next_offset(shared), len(data), line_crc(data))
+            shared.buffer += data
+            _index_add(index, entry, span)
+            if len(shared.buffer) >= BATCH_BUFFER:
+                self._guarded(shared, _flush)
+        else:
+            if shared.buffer:  # another handle's batch: its lines go first
+                self._guarded(shared, _flush)
+            span = (_next_offset(shared), len(data), line_crc(data))
+            _write(shared, data)
+            _index_add(index, entry, span)
+            if self._durable:
+                self._guarded(shared, _sync)
+            _index_new(shared, every=TAIL_EVERY)
 
     @staticmethod
     def _guarded(shared: _OpenFile, action: Callable[[_OpenFile], None]) -> None:
@@ -607,6 +630,15 @@ def _release(shared: _OpenFile) -> None:
     with contextlib.suppress(OSError):
         os.close(shared.fd)
     shared.fd = -1
+
+
+def _index_add(index: FileTree, entry: AnyEntry | EncodedEntry,
+               span: tuple[int, int, int]) -> None:
+    if isinstance(entry, EncodedEntry):
+        index.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
+                        entry.fact, span)
+    else:
+        index.add(entry, span)
 
 
 def _encode(entry: AnyEntry, path: Path) -> bytes:
