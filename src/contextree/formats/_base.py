@@ -71,9 +71,13 @@ Span = tuple[int, int, int]
 """Where a line is: ``(offset, length, line number)``, to read it again (``LineFile``)."""
 
 
-def read_json_spans(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Span, Any]]:
+def read_json_spans(path: Path, progress: Progress | None = None, *,
+                    parse: Callable[[bytes, Path, int], Any] | None = None,
+                    ) -> Iterator[tuple[int, Span, Any]]:
     """``read_json_lines`` with where each line is, for readers that keep the place of a line
-    rather than its value."""
+    rather than its value. ``parse(raw, path, n)`` reads a line (``parse_line``: its JSON
+    value; a reader that needs a few fields of each line can decode only those)."""
+    read = parse_line if parse is None else parse
     total = _size(path)
     done = reported = 0
     try:
@@ -90,7 +94,7 @@ def read_json_spans(path: Path, progress: Progress | None = None) -> Iterator[tu
                 reported = done
             if raw.isspace() or not raw:  # blank (isspace stops at the first other byte)
                 continue
-            yield n, (start, len(raw), n), parse_line(raw, path, n)
+            yield n, (start, len(raw), n), read(raw, path, n)
     if progress is not None:
         progress(total, total)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..entries import AnyEntry, SessionHeader, encode_line, from_dict, line_problem
+from ..entries import AnyEntry, SessionHeader, checked_line, from_dict
 from ..errors import InvalidEntry
 from ._base import bookkeeping
 from ._filetree import fact_code
@@ -59,11 +59,8 @@ class EncodedEntry(msgspec.Struct, array_like=True, gc=False, frozen=True):
 def encode_entry(entry: AnyEntry) -> EncodedEntry | None:
     """The entry encoded, or ``None`` if it breaks the limits of a line or has no JSON form
     (append the entry itself then: ``append`` says what is wrong with it)."""
-    if line_problem(entry) is not None:
-        return None
-    try:
-        line = encode_line(entry)
-    except (TypeError, ValueError, OverflowError, RecursionError):
+    line = checked_line(entry)
+    if line is None:
         return None
     kind, target, text = bookkeeping(entry)
     return EncodedEntry(entry.id, entry.parent_id, entry.timestamp, kind, target, text,
