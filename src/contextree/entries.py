@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -96,7 +97,34 @@ def now() -> str:
 
 def new_id() -> str:
     """A short random entry id (8 hex digits); sessions check it is unused before use."""
-    return os.urandom(4).hex()  # what secrets.token_hex(4) does, without its overhead
+    # What secrets.token_hex(4) gives, from os.urandom bytes drawn 4 KiB at a time (one
+    # system call per 1,024 ids, not per id); a child of fork() draws its own (see below).
+    global _random_at
+    with _random_lock:  # two threads never take the same bytes
+        at = _random_at
+        if at >= _RANDOM_BYTES:
+            _random[:] = os.urandom(_RANDOM_BYTES)
+            at = 0
+        _random_at = at + 4
+        return _random[at:at + 4].hex()
+
+
+_RANDOM_BYTES = 4096
+_random = bytearray(_RANDOM_BYTES)
+_random_at = _RANDOM_BYTES  # none drawn yet
+_random_lock = threading.Lock()
+
+
+def _draw_anew() -> None:
+    """After fork(): the child must not give the ids its parent will give (and a thread of
+    the parent may have held the lock)."""
+    global _random_at, _random_lock
+    _random_at = _RANDOM_BYTES
+    _random_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_draw_anew)
 
 
 class SessionHeader(
@@ -615,6 +643,12 @@ def to_dict(line: Line) -> dict[str, Any]:
 
 def encode_line(line: Line) -> bytes:
     """One JSON line (with trailing newline) for a header or entry."""
+    if type(line) is MessageEntry:  # the common case first: a plain message (every append)
+        m = line.message
+        if (type(m.content) is str and m.tool_calls is None
+                and not getattr(line, "_extra", None) and not getattr(m, "_extra", None)
+                and (m.usage is None or not getattr(m.usage, "_extra", None))):
+            return _ENCODER.encode(line) + b"\n"
     if isinstance(line, UnknownEntry):
         return orjson.dumps(line.data) + b"\n"
     if has_extras(line):

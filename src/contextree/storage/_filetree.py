@@ -345,6 +345,19 @@ class FileTree(TreeIndex):
                 raise _Stale
         return entry
 
+    def add(self, entry: AnyEntry, span: Span | None = None) -> None:
+        """``TreeIndex.add``; a message (what most appends are) is indexed in one step."""
+        if type(entry) is not MessageEntry or span is None:
+            super().add(entry, span)
+            return
+        eid, parent, m = entry.id, entry.parent_id, entry.message
+        fact = ROLE_CODES.get(m.role, UNKNOWN_FACT) if m.usage is None else UNKNOWN_FACT
+        self.cache.put(self._place(eid, parent, "message", None, None, fact, span), entry,
+                       span[1])
+        self.leaf_id = eid  # what _account does for a message
+        if self._children is not None:
+            self._children.setdefault(parent, []).append(eid)
+
     def _store(self, entry: AnyEntry, span: Span | None, kind: str, target: str | None,
                text: str | None) -> None:
         if span is None:
