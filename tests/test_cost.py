@@ -4,6 +4,7 @@ at their own rates), the provider's figure first; an unknown price is unknown, n
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from contextree import Message, Session, Usage
 from contextree.models import AnthropicMessages, OpenAIChat, cost_of, table_cost
 from fakes.anthropic_server import AnthropicServer, message, text
 from fakes.openai_server import OpenAIServer, completion
-from helpers import reply_of
+from helpers import SRC, reply_of
 
 
 def table_price(body: dict[str, Any], provider: str, flavor: str = "default") -> float:
@@ -167,6 +168,7 @@ def test_without_a_price_table_costs_are_unknown_and_the_hint_names_the_extra(
     from contextree import _pricing
 
     monkeypatch.setattr(_pricing, "_table", lambda: None)
+    monkeypatch.setitem(sys.modules, "genai_prices", None)  # not importable: not installed
     _pricing._known.cache_clear()
     try:
         path = tmp_path / "s.jsonl"
@@ -177,3 +179,14 @@ def test_without_a_price_table_costs_are_unknown_and_the_hint_names_the_extra(
         assert stats.prices_hint is not None and "contextree[prices]" in stats.prices_hint
     finally:
         _pricing._known.cache_clear()
+
+
+def test_the_price_source_is_named_without_importing_the_table() -> None:
+    # Importing genai_prices takes longer than `stats` of a big session: its version is
+    # read from the package's dist-info, and is the version the package itself gives.
+    code = ("import sys; from contextree._pricing import price_source; s = price_source(); "
+            "loaded = 'genai_prices' in sys.modules; import genai_prices; "
+            "print(s == f'genai-prices {genai_prices.__version__}', loaded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(SRC)}, check=True)
+    assert out.stdout.split() == ["True", "False"]

@@ -107,25 +107,27 @@ def test_stats_from_skeletons_equal_stats_from_entries(session: ct.Session,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     fast = _stats.compute_stats(session).to_dict()
     _refuse_skeletons(monkeypatch)
-    assert fast == _stats.compute_stats(session).to_dict()
+    slow = _stats.compute_stats(session).to_dict()
+    assert fast == slow
+    assert orjson.dumps(fast) == orjson.dumps(slow)  # the same order too (roles, branches)
 
 
 def test_stats_read_skeletons_of_a_file_session(session: ct.Session,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The fast path is taken (and not given up) unless a line holds more than it knows."""
     taken: list[bool] = []
-    real = _stats._indexed_facts
+    real = _stats._tree_stats
 
-    def spy(tree: Any) -> tuple[list[Any], bool]:
+    def spy(*args: Any) -> Any:
         try:
-            out = real(tree)
+            out = real(*args)
         except _stats._Stale:
             taken.append(False)
             raise
         taken.append(True)
         return out
 
-    monkeypatch.setattr(_stats, "_indexed_facts", spy)
+    monkeypatch.setattr(_stats, "_tree_stats", spy)
     _stats.compute_stats(session)
     u1 = session.get_entry("u1")
     has_extra = isinstance(u1, ct.entries.MessageEntry) and bool(
@@ -134,10 +136,10 @@ def test_stats_read_skeletons_of_a_file_session(session: ct.Session,
 
 
 def _refuse_skeletons(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(tree: object) -> tuple[list[Any], bool]:
+    def refuse(*args: object) -> Any:
         raise _stats._Stale
 
-    monkeypatch.setattr(_stats, "_indexed_facts", refuse)
+    monkeypatch.setattr(_stats, "_tree_stats", refuse)
 
 
 @pytest.mark.parametrize("edit", [(b'"role":"assistant","content":"priced?"',

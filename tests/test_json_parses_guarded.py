@@ -21,7 +21,9 @@ SAFE = {
     "storage/_repair.py": "reads back one JSON string literal that a regex matched",
     "storage/_index.py": "typed decoders of flat structs (an index's head and records)",
     "_stats.py": "a typed skeleton of a session line; RecursionError falls back to decode_line",
-    "formats/_claude_code.py": "reads back its own spool: entries parse_json already bounded",
+    "formats/_claude_code.py": "a typed head of each line, decoded only when surely_shallow "
+                               "says it nests within the limit (else parse_json reads it)",
+    "storage/_encoded.py": "reads back a line checked_line wrote (within the limits)",
 }
 
 

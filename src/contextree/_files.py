@@ -54,7 +54,12 @@ class UnsafeFile(PermissionError):
 
 def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write every byte of ``data`` to ``fd``: ``os.write`` may write less than it is given."""
-    view = memoryview(data)
+    written = os.write(fd, data)
+    if written == len(data):  # the common case: all of it at once
+        return
+    if written <= 0:  # pragma: no cover - os.write raises instead on every known system
+        raise OSError(errno.EIO, "os.write wrote nothing")
+    view = memoryview(data)[written:]
     while view:
         written = os.write(fd, view)
         if written <= 0:  # pragma: no cover - os.write raises instead on every known system

@@ -26,7 +26,7 @@ import orjson
 from ._messages import to_builtins
 
 __all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
-           "plain_data", "too_deep"]
+           "plain_data", "surely_shallow", "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""
@@ -140,6 +140,13 @@ def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH
     if _openers(text) > limit and too_deep(value, limit):
         raise TooDeep()
     return value
+
+
+def surely_shallow(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
+    """True when JSON ``text`` cannot nest deeper than ``limit`` levels: it holds no more
+    ``[`` and ``{`` than that, counted in C (those inside strings count too, so ``False``
+    only means that it might)."""
+    return _openers(text) <= limit
 
 
 def _openers(text: str | bytes) -> int:

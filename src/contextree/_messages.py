@@ -337,22 +337,43 @@ def to_builtins(obj: Any) -> Any:
         return dict(obj.data)
     if isinstance(obj, msgspec.Struct):
         out: dict[str, Any] = msgspec.to_builtins(obj, enc_hook=enc_hook)
-        nested = NESTED.get(type(obj), {})
-        for name in nested:
-            value = getattr(obj, name)
-            if value is not None and name in out:
-                out[name] = to_builtins(value)
-        content = getattr(obj, "content", None) if type(obj) in PART_CONTENT else None
-        if isinstance(content, list):
-            out["content"] = [to_builtins(p) for p in content]
-        extra = getattr(obj, "_extra", None)
-        if extra:
-            for k, v in extra.items():
-                out.setdefault(k, v)
+        _merge_extras(obj, out)
         return out
     if isinstance(obj, list):
         return [to_builtins(v) for v in obj]
     return obj
+
+
+def _merge_extras(obj: msgspec.Struct, out: dict[str, Any]) -> None:
+    """Put the unknown fields of ``obj`` and of the structs nested in it back into ``out``,
+    what ``msgspec.to_builtins`` made of ``obj`` (converted once, in C: the nested structs
+    are merged in place, not converted again). Unknown content parts are put back as they
+    were read."""
+    nested = NESTED.get(type(obj))
+    if nested is not None:
+        for name in nested:
+            value = getattr(obj, name)
+            if value is not None and name in out:
+                _merge_value(value, out[name], out, name)
+    if type(obj) in PART_CONTENT:
+        content = getattr(obj, "content", None)
+        if isinstance(content, list) and "content" in out:
+            _merge_value(content, out["content"], out, "content")
+    extra = getattr(obj, "_extra", None)
+    if extra:
+        for k, v in extra.items():
+            out.setdefault(k, v)
+
+
+def _merge_value(value: Any, made: Any, into: Any, key: Any) -> None:
+    """``_merge_extras`` for one nested value, ``made`` its conversion at ``into[key]``."""
+    if isinstance(value, msgspec.Struct) and type(made) is dict:
+        _merge_extras(value, made)
+    elif isinstance(value, list) and type(made) is list and len(made) == len(value):
+        for i, item in enumerate(value):
+            _merge_value(item, made[i], made, i)
+    else:
+        into[key] = to_builtins(value)
 
 
 def convert(data: Any, cls: type[Any]) -> Any:

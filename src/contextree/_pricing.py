@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -132,8 +133,34 @@ def with_cost(message: Message, reported: float | None = None) -> Message:
 
 def price_source() -> str | None:
     """Where prices come from (``"genai-prices 0.2.3"``), or None when no table is
-    installed."""
+    installed. Read from the installed package's ``dist-info`` when the table is not loaded
+    yet (importing it takes longer than ``contextree stats`` of a big session)."""
+    if "genai_prices" not in sys.modules:
+        version = _installed_version()
+        if version is not None:
+            return f"genai-prices {version}"
     table = _table()
     if table is None:
         return None
     return f"genai-prices {getattr(table, '__version__', '')}".strip()
+
+
+def _installed_version() -> str | None:
+    """The version of the ``genai_prices`` package found on the path, from the name of its
+    ``genai_prices-VERSION.dist-info`` beside it, without importing it; None when there is
+    not exactly one (the caller imports it then)."""
+    import importlib.util
+    from pathlib import Path
+
+    try:
+        spec = importlib.util.find_spec("genai_prices")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    site = Path(next(iter(spec.submodule_search_locations))).parent
+    found = list(site.glob("genai_prices-*.dist-info"))
+    if len(found) != 1:
+        return None
+    version = found[0].name[len("genai_prices-"):-len(".dist-info")]
+    return version or None

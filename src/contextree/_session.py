@@ -24,7 +24,6 @@ from msgspec import UNSET, UnsetType
 from ._context import Projector, SessionContext, build_context
 from ._files import storable_path
 from ._messages import Message, Part, Usage
-from ._stats import SessionStats, compute_stats
 from .entries import (
     CALLS_TYPE,
     ActiveToolsChangeEntry,
@@ -73,6 +72,7 @@ from .tokens import TokenCounter
 
 if TYPE_CHECKING:
     from ._overflow import OverflowStore
+    from ._stats import SessionStats
     from .compaction import CompactionLadder, CompactionResult
     from .models._base import Model
 
@@ -898,6 +898,8 @@ class Session:
 
     def stats(self) -> SessionStats:
         """Message, token and cost totals for the current branch and the whole session."""
+        from ._stats import compute_stats  # on use: opening a session needs none of it
+
         return compute_stats(self)
 
     def __repr__(self) -> str:

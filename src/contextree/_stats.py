@@ -17,7 +17,7 @@ an unknown part is unknown: ``None`` (``null`` in JSON), the known part beside i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -460,46 +460,31 @@ class _Stale(Exception):
     """A line read for the statistics does not say what the index says of it."""
 
 
-def _indexed_facts(tree: FileTree) -> tuple[list[_Facts], bool]:
-    """The facts of every entry of a file tree: messages that record a call, and
-    compactions, decoded from their lines as ``_Facts`` only; the rest from the columns, a
-    message's role included (no line read: tool results and prompts are the bulk of a big
-    session). ``_Stale``
-    when a line does not decode so (a field beyond what ``_Facts`` knows, say) or does not
-    match the columns: the caller then counts from whole entries. Also whether it learnt
-    roles the index did not hold (an index written before that column: worth saving)."""
-    ids, types, parents = tree.ids, tree.types, tree.parents
-
-    def parent_id(k: int) -> str | None:
-        p = parents[k]
-        return None if p < 0 else ids[p]
-
-    codes = tree.facts
-    known_role = ROLE_OF_FACT.get
-    learnt = [False]
-
-    def from_columns(k: int) -> _Facts:
-        role = known_role(codes[k])
-        if role is not None and types[k] == "message":  # a message that records no call
-            return _Facts(types[k], ids[k], parent_id(k), _Call(role))
-        return _Facts(types[k], ids[k], parent_id(k))
-
-    def said_by_columns(k: int) -> bool:
-        return codes[k] in ROLE_OF_FACT
-
-    out: list[_Facts] = []
-    for k, line in tree.lines(_READ_KINDS, SPARSE_BLOCK, skip=said_by_columns):
-        out.extend(map(from_columns, range(len(out), k)))
+def _read_facts(tree: FileTree, said: list[bool]) -> tuple[dict[int, _Facts], bool]:
+    """The facts of the entries of a file tree whose lines must be read: messages that
+    record a call (or whose role the index does not know), compactions and custom entries,
+    decoded from their lines as ``_Facts`` only, by entry number. ``said[k]``: the columns
+    say all of entry ``k`` (a message's role, and that it records no call: tool results and
+    prompts, the bulk of a big session, are never read). ``_Stale`` when a line does not
+    decode so (a field beyond what ``_Facts`` knows, say) or does not match the columns: the
+    caller then counts from whole entries. Also whether it learnt roles the index did not
+    hold (an index written before that column: worth saving)."""
+    ids, types, parents, codes = tree.ids, tree.types, tree.parents, tree.facts
+    learnt = False
+    out: dict[int, _Facts] = {}
+    for k, line in tree.lines(_READ_KINDS, SPARSE_BLOCK, skip=said.__getitem__):
         try:
             facts = _FACTS.decode(line)
         except (msgspec.DecodeError, RecursionError):  # the whole-entry path says what is wrong
             raise _Stale from None
-        if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != parent_id(k):
+        p = parents[k]
+        if facts.id != ids[k] or facts.type != types[k] or facts.parent_id != (
+                None if p < 0 else ids[p]):
             raise _Stale
         if codes[k] == UNKNOWN_FACT and facts.message is not None and (
                 facts.message.usage is None and facts.message.role in ROLE_CODES):
             codes[k] = ROLE_CODES[facts.message.role]  # learnt for an index that lacked it
-            learnt[0] = True
+            learnt = True
         # A field of the other type is an extra of this one (kept, never counted).
         if facts.type == "message":
             facts.usage, facts.details, facts.custom_type, facts.data = None, None, None, None
@@ -507,27 +492,93 @@ def _indexed_facts(tree: FileTree) -> tuple[list[_Facts], bool]:
             facts.message, facts.custom_type, facts.data = None, None, None
         else:
             facts.message, facts.usage, facts.details = None, None, None
-        out.append(facts)
-    out.extend(map(from_columns, range(len(out), len(ids))))
-    return out, learnt[0]
+        out[k] = facts
+    return out, learnt
+
+
+def _tree_stats(tree: FileTree, leaf: str | None, labels: dict[str, str],
+                save: Callable[[], object] | None,
+                ) -> tuple[UsageStats, list[BranchStats], UsageStats, int]:
+    """The figures of ``compute_stats`` (the file's, each branch's, the current branch's,
+    and the entry count) from the columns of a file tree and the few lines they do not
+    answer for, by entry number: no entry is built, no dict by id. Counts as the pass over
+    whole entries does, in the same order (``_Stale`` as ``_read_facts`` gives it). Roles
+    learnt for an index that lacked them are saved (``save``), so that the next count reads
+    only the lines that need it."""
+    ids, types, parents, codes = tree.ids, tree.types, tree.parents, tree.facts
+    role_of = ROLE_OF_FACT
+    said = [t == "message" and c in role_of for t, c in zip(types, codes, strict=True)]
+    read, learnt = _read_facts(tree, [c in role_of for c in codes])
+    if learnt and save is not None:
+        save()
+    n = len(ids)
+    totals: list[tuple[int, Usage, int] | None] = [None] * n
+    is_parent = bytearray(n)
+    tips: list[int] = []
+    roles: dict[str, int] = {}  # role -> messages, in the order roles first appear
+    column_compactions = 0
+    for k in range(n):
+        kind = types[k]
+        p = parents[k]
+        facts = read.get(k)
+        if facts is None:  # the columns say it all: a message that records no call, or none
+            above = (totals[p] if p >= 0 else None) or _NOTHING
+            if said[k]:
+                role = role_of[codes[k]]
+                roles[role] = roles.get(role, 0) + 1
+                totals[k] = (above[0] + 1, above[1], above[2])
+            elif kind == "leaf":
+                continue
+            else:
+                column_compactions += kind == "compaction"
+                totals[k] = above
+        else:
+            above = (totals[p] if p >= 0 else None) or _NOTHING
+            calls = _priced(facts)
+            if facts.message is not None:
+                role = facts.message.role
+                roles[role] = roles.get(role, 0) + 1
+            if not calls and facts.message is None:
+                totals[k] = above
+            else:
+                count, usage, unpriced = above
+                if facts.message is not None:
+                    count += 1
+                for call in calls:
+                    usage = usage + call.usage
+                    unpriced += 0 if call.known else 1
+                totals[k] = (count, usage, unpriced)
+        if p >= 0:
+            is_parent[p] = 1
+        tips.append(k)
+    file = _tally(read[k] for k in sorted(read))
+    file.message_count = sum(roles.values())
+    file.by_role = roles
+    file.compactions += column_compactions
+    branches = []
+    for k in tips:
+        if not is_parent[k]:
+            found = totals[k]
+            assert found is not None
+            branches.append(BranchStats(ids[k], labels.get(ids[k]), ids[k] == leaf, *found))
+    path: list[_Facts] = []
+    seen: set[int] = set()
+    at = tree.slot_of(leaf) if leaf is not None else None
+    while at is not None and at >= 0 and at not in seen:
+        seen.add(at)
+        facts = read.get(at)
+        if facts is None:
+            p = parents[at]
+            facts = _Facts(types[at], ids[at], None if p < 0 else ids[p],
+                           _Call(role_of[codes[at]]) if said[at] else None)
+        path.append(facts)
+        at = parents[at]
+    path.reverse()
+    return file, branches, _tally(path), len(set(ids))
 
 
 def _every_fact(session: StatsSource) -> Iterator[_Facts]:
-    """The facts of every entry in append order: from the lines of an indexed session
-    file where it has one (the entries are not built), else from its entries."""
-    storage = getattr(session, "storage", None)
-    tree = FileTree.of(storage)
-    if tree is not None:
-        with tree.lock:
-            try:
-                facts, learnt = _indexed_facts(tree)
-            except _Stale:
-                pass
-            else:
-                save = getattr(storage, "save_index", None)
-                if learnt and save is not None:
-                    save()  # the next count reads only the lines that need it
-                return iter(facts)
+    """The facts of every entry in append order, from its entries."""
     return map(_facts, session.entries())
 
 
@@ -548,6 +599,37 @@ def _path_to(leaf: str | None, by_id: dict[str, _Facts]) -> list[_Facts]:
 def compute_stats(session: StatsSource) -> SessionStats:
     """The statistics of ``session``: its current branch, all its entries, and how many of
     its branches end in a tip."""
+    leaf = session.leaf_id
+    storage = getattr(session, "storage", None)
+    tree = FileTree.of(storage)
+    figures = None
+    if tree is not None:  # an indexed session file: from its columns
+        with tree.lock:
+            try:
+                figures = _tree_stats(tree, leaf, session.labels(),
+                                      getattr(storage, "save_index", None))
+            except _Stale:
+                pass
+    if figures is None:
+        figures = _entry_stats(session, leaf)
+    file, branches, branch, count = figures
+    return SessionStats(
+        session_id=session.id,
+        name=session.name,
+        leaf_id=leaf,
+        entry_count=count,
+        branch_count=len(branches),
+        branch=branch,
+        file=file,
+        quarantined_lines=session.health().quarantined_lines,
+        branches=branches,
+        prices=price_source(),
+    )
+
+
+def _entry_stats(session: StatsSource, leaf: str | None,
+                 ) -> tuple[UsageStats, list[BranchStats], UsageStats, int]:
+    """``_tree_stats`` from the entries of any session, in one pass."""
     totals = _BranchTotals()
     by_id: dict[str, _Facts] = {}
 
@@ -558,17 +640,5 @@ def compute_stats(session: StatsSource) -> SessionStats:
             yield e
 
     file = _tally(every_entry())
-    leaf = session.leaf_id
     branches = totals.result(leaf, session.labels())
-    return SessionStats(
-        session_id=session.id,
-        name=session.name,
-        leaf_id=leaf,
-        entry_count=len(by_id),
-        branch_count=len(branches),
-        branch=_tally(_path_to(leaf, by_id)),
-        file=file,
-        quarantined_lines=session.health().quarantined_lines,
-        branches=branches,
-        prices=price_source(),
-    )
+    return file, branches, _tally(_path_to(leaf, by_id)), len(by_id)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
 import orjson
 
-from ._limits import TOO_DEEP, data_problem, plain_data
+from ._limits import TOO_DEEP, data_problem, plain_data, surely_shallow
 from ._messages import (
     NESTED,
     PART_CONTENT,
@@ -64,15 +64,14 @@ __all__ = [
     "SessionInfoEntry",
     "ThinkingLevelChangeEntry",
     "UnknownEntry",
+    "checked_line",
     "decode_line",
     "encode_line",
     "from_dict",
     "line_problem",
     "new_id",
     "now",
-    "recorded_system",
     "request_digest",
-    "system_texts",
     "to_dict",
 ]
 
@@ -96,25 +95,36 @@ def now() -> str:
     return f"{_second[1]}.{ms:03d}Z"
 
 
-_ids = random.Random(os.urandom(16))
+def new_id() -> str:
+    """A short random entry id (8 hex digits); sessions check it is unused before use."""
+    # What secrets.token_hex(4) gives, from os.urandom bytes drawn 4 KiB at a time (one
+    # system call per 1,024 ids, not per id); a child of fork() draws its own (see below).
+    global _random_at
+    with _random_lock:  # two threads never take the same bytes
+        at = _random_at
+        if at >= _RANDOM_BYTES:
+            _random[:] = os.urandom(_RANDOM_BYTES)
+            at = 0
+        _random_at = at + 4
+        return _random[at:at + 4].hex()
 
 
-def _reseed_ids() -> None:
-    """A forked child draws its own ids, not its parent's sequence."""
-    _ids.seed(os.urandom(16))
+_RANDOM_BYTES = 4096
+_random = bytearray(_RANDOM_BYTES)
+_random_at = _RANDOM_BYTES  # none drawn yet
+_random_lock = threading.Lock()
+
+
+def _draw_anew() -> None:
+    """After fork(): the child must not give the ids its parent will give (and a thread of
+    the parent may have held the lock)."""
+    global _random_at, _random_lock
+    _random_at = _RANDOM_BYTES
+    _random_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reseed_ids)
-
-
-def new_id() -> str:
-    """A short random entry id (8 hex digits); sessions check it is unused before use.
-
-    Drawn from a generator seeded once per process (and again in a forked child) rather
-    than from ``os.urandom`` on each call: that system call releases the GIL, and in a
-    threaded host (LangGraph's executor) getting it back can cost milliseconds per id."""
-    return f"{_ids.getrandbits(32):08x}"
+    os.register_at_fork(after_in_child=_draw_anew)
 
 
 class SessionHeader(
@@ -313,14 +323,12 @@ class RequestEntry(Entry, tag="request", kw_only=True):
     the one in force appends nothing, so an unchanged prompt costs nothing per turn. A
     request equal to an earlier one on the same branch is written as ``same_as`` (that
     entry's id) with the content left out. ``stream``: the calls were streamed (the body
-    then asks for a stream). ``system`` holds the leading system messages as they were sent:
-    the text of the one, or the list of their texts when there were several (an entry
-    written before lists were recorded holds several joined by a blank line; read it with
-    ``system_texts``). The messages themselves come from the branch.
+    then asks for a stream). ``system`` is the text of the leading system messages; the
+    messages themselves come from the branch.
     """
 
     sha256: str
-    system: str | list[str] | None = None
+    system: str | None = None
     tools: list[dict[str, Any]] | None = None
     params: dict[str, Any] | None = None
     stream: bool = False
@@ -350,30 +358,11 @@ class CallRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
         return to_builtins(self)  # type: ignore[no-any-return]
 
 
-def system_texts(system: str | Sequence[str] | None) -> list[str]:
-    """The system messages a recorded ``system`` (``RequestEntry.system``) stands for, as
-    texts in order: none, the one, or each of a list."""
-    if system is None:
-        return []
-    return [system] if isinstance(system, str) else list(system)
-
-
-def recorded_system(texts: str | Sequence[str] | None) -> str | list[str] | None:
-    """How ``RequestEntry.system`` records the leading system messages ``texts``: ``None``
-    for none, the text of one, the list of several (so the digest of one prompt is the
-    same as before lists were recorded)."""
-    found = system_texts(texts)
-    if not found:
-        return None
-    return found[0] if len(found) == 1 else found
-
-
-def request_digest(system: str | Sequence[str] | None, tools: list[dict[str, Any]] | None,
+def request_digest(system: str | None, tools: list[dict[str, Any]] | None,
                    params: dict[str, Any] | None, stream: bool = False) -> str:
     """The sha256 (hex) of a request's content, the same whatever order the keys of a
     schema or of the parameters were given in (the order of the tools counts)."""
-    data = {"system": recorded_system(system), "tools": tools or [], "params": params or {},
-            "stream": stream}
+    data = {"system": system, "tools": tools or [], "params": params or {}, "stream": stream}
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -654,8 +643,34 @@ def to_dict(line: Line) -> dict[str, Any]:
 
 def encode_line(line: Line) -> bytes:
     """One JSON line (with trailing newline) for a header or entry."""
+    if type(line) is MessageEntry:  # the common case first: a plain message (every append)
+        m = line.message
+        if (type(m.content) is str and m.tool_calls is None
+                and not getattr(line, "_extra", None) and not getattr(m, "_extra", None)
+                and (m.usage is None or not getattr(m.usage, "_extra", None))):
+            return _ENCODER.encode(line) + b"\n"
     if isinstance(line, UnknownEntry):
         return orjson.dumps(line.data) + b"\n"
     if has_extras(line):
         return orjson.dumps(to_builtins(line)) + b"\n"
     return _ENCODER.encode(line) + b"\n"
+
+
+def checked_line(line: Line) -> bytes | None:
+    """``encode_line`` of a header or entry within the limits (``line_problem``); ``None``
+    for one beyond them or with no JSON form.
+
+    Cheaper than the two one after the other for entries with unknown fields (an import's):
+    orjson, which writes those, refuses integers beyond 64 bits, so a line it wrote with no
+    more ``[`` and ``{`` than ``MAX_DEPTH`` cannot break a limit, and is not walked."""
+    by_orjson = isinstance(line, UnknownEntry) or has_extras(line)
+    if not by_orjson and line_problem(line) is not None:
+        return None
+    try:
+        data = (orjson.dumps(line.data if isinstance(line, UnknownEntry) else to_builtins(line))
+                if by_orjson else _ENCODER.encode(line)) + b"\n"
+    except (TypeError, ValueError, OverflowError, RecursionError):
+        return None
+    if by_orjson and not surely_shallow(data) and line_problem(line) is not None:
+        return None
+    return data

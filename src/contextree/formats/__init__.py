@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from .._session import Session
     from ..entries import AnyEntry, SessionHeader
     from ..redaction import Redactor
+    from ..storage._encoded import EncodedEntry
     from ._base import Imported, Progress
     from ._claude_code_export import export_to_claude_code_home
     from ._codex_export import export_to_codex_home
@@ -218,6 +219,7 @@ def _write_imported(imported: Imported, dest_path: str | os.PathLike[str], *,
     ``import_session``)."""
     from .._session import Session
     from ..storage import create_storage, resolve
+    from ..storage._encoded import EncodedEntry
     from ._base import Ids, finish, finish_stream, in_parent_order
 
     if imported.stream is None:
@@ -228,7 +230,8 @@ def _write_imported(imported: Imported, dest_path: str | os.PathLike[str], *,
     entries = finish_stream(in_parent_order(imported.stream(), imported.used_ids),
                             imported.leaf_id, ids)
     if resolve(dest_path).scheme is not None:  # a database: one transaction
-        return Session(create_storage(dest_path, imported.header, entries, durable=durable))
+        decoded = (e.entry() if isinstance(e, EncodedEntry) else e for e in entries)
+        return Session(create_storage(dest_path, imported.header, decoded, durable=durable))
     return _create_streaming(Path(dest_path), imported.header, entries, durable=durable)
 
 
@@ -244,24 +247,29 @@ def _refuse_another_format(fmt: str, source: Path) -> None:
                           f"{other} (`contextree import {other} ...`, or `auto`)")
 
 
-def _create_streaming(dest: Path, header: SessionHeader, entries: Iterable[AnyEntry], *,
-                      durable: bool) -> Session:
+def _create_streaming(dest: Path, header: SessionHeader,
+                      entries: Iterable[AnyEntry | EncodedEntry], *, durable: bool) -> Session:
     """A new session file at ``dest`` written as ``entries`` come, in bounded memory: they
     are appended to a locked temporary session beside it, which is linked into place once
-    complete (never over an existing file) and removed on any error."""
+    complete (never over an existing file) and removed on any error. An entry that comes
+    encoded is written as it is (``JsonlStorage.append_encoded``)."""
     from .._files import fsync_dir, temp_path
     from .._session import Session
     from ..errors import SessionError, SessionExists
-    from ..storage import create_storage
+    from ..storage import JsonlStorage
+    from ..storage._encoded import EncodedEntry
     from ..storage._index import index_path
 
     dest.parent.mkdir(parents=True, exist_ok=True)
-    storage = create_storage(temp_path(dest), header, durable=durable)
+    storage = JsonlStorage.create(temp_path(dest), header, durable=durable)
     try:
         with storage.batch():
             for entry in entries:
                 try:
-                    storage.append(entry)
+                    if isinstance(entry, EncodedEntry):
+                        storage.append_encoded(entry)
+                    else:
+                        storage.append(entry)
                 except SessionError as e:  # named as the whole-file import names it
                     if e.path != storage.location:
                         raise

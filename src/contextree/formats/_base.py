@@ -22,6 +22,7 @@ from .._messages import Message
 from .._session import new_session_id
 from ..entries import AnyEntry, LeafEntry, MessageEntry, SessionHeader, new_id, now
 from ..errors import CorruptLine, InvalidArgument, InvalidEntry, SessionError, SessionNotFound
+from ..storage._encoded import EncodedEntry
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(bytes_done, bytes_total)`` while a large source is read."""
@@ -40,14 +41,15 @@ class Imported:
     ``report`` says what the reader found (records by type, which became custom entries...).
     A reader of big files leaves ``entries`` empty and sets ``stream``: called once, it yields
     the entries in file order (``import_session`` puts parents first as it writes them), and
-    ``used_ids`` holds every id they take, so that bounded memory suffices.
+    ``used_ids`` holds every id they take, so that bounded memory suffices. It may yield an
+    entry already encoded (``storage._encoded.EncodedEntry``), which is written as it is.
     """
 
     header: SessionHeader
     entries: list[AnyEntry] = field(default_factory=list)
     leaf_id: str | None = None
     report: dict[str, Any] = field(default_factory=dict)
-    stream: Callable[[], Iterator[AnyEntry]] | None = None
+    stream: Callable[[], Iterator[AnyEntry | EncodedEntry]] | None = None
     used_ids: set[str] = field(default_factory=set)
 
 
@@ -69,9 +71,13 @@ Span = tuple[int, int, int]
 """Where a line is: ``(offset, length, line number)``, to read it again (``LineFile``)."""
 
 
-def read_json_spans(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Span, Any]]:
+def read_json_spans(path: Path, progress: Progress | None = None, *,
+                    parse: Callable[[bytes, Path, int], Any] | None = None,
+                    ) -> Iterator[tuple[int, Span, Any]]:
     """``read_json_lines`` with where each line is, for readers that keep the place of a line
-    rather than its value."""
+    rather than its value. ``parse(raw, path, n)`` reads a line (``parse_line``: its JSON
+    value; a reader that needs a few fields of each line can decode only those)."""
+    read = parse_line if parse is None else parse
     total = _size(path)
     done = reported = 0
     try:
@@ -88,7 +94,7 @@ def read_json_spans(path: Path, progress: Progress | None = None) -> Iterator[tu
                 reported = done
             if raw.isspace() or not raw:  # blank (isspace stops at the first other byte)
                 continue
-            yield n, (start, len(raw), n), parse_line(raw, path, n)
+            yield n, (start, len(raw), n), read(raw, path, n)
     if progress is not None:
         progress(total, total)
 
@@ -254,11 +260,25 @@ def parents_first(entries: Sequence[AnyEntry]) -> list[AnyEntry]:
     return list(in_parent_order(entries, {e.id for e in entries}))
 
 
-def in_parent_order(entries: Iterable[AnyEntry], present: Container[str]) -> Iterator[AnyEntry]:
+class Placed(Protocol):
+    """What ordering entries needs of them: an entry, or one already encoded."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def timestamp(self) -> str: ...
+
+
+P = TypeVar("P", bound=Placed)
+
+
+def in_parent_order(entries: Iterable[P], present: Container[str]) -> Iterator[P]:
     """``parents_first`` as a stream: ``present`` holds the ids of all ``entries``; only the
     entries that come before their parent are held until it does."""
     placed: set[str] = set()
-    waiting: dict[str, list[AnyEntry]] = {}
+    waiting: dict[str, list[P]] = {}
     for entry in entries:
         parent = entry.parent_id
         if parent is not None and parent in present and parent not in placed:
@@ -279,10 +299,10 @@ def finish(imported: Imported, ids: Ids) -> list[AnyEntry]:
     return list(finish_stream(parents_first(imported.entries), imported.leaf_id, ids))
 
 
-def finish_stream(entries: Iterable[AnyEntry], leaf_id: str | None,
-                  ids: Ids) -> Iterator[AnyEntry]:
+def finish_stream(entries: Iterable[P], leaf_id: str | None,
+                  ids: Ids) -> Iterator[P | LeafEntry]:
     """``entries`` (parents first), then a leaf move to ``leaf_id`` if it is not the last."""
-    last: AnyEntry | None = None
+    last: P | None = None
     for last in entries:
         yield last
     if leaf_id is not None and last is not None and last.id != leaf_id:

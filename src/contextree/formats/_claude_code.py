@@ -77,22 +77,21 @@ from typing import Any, cast
 
 import msgspec
 import orjson
+from msgspec import UNSET, UnsetType
 
-from .._limits import parse_json
+from .._limits import parse_json, surely_shallow
 from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import (
     AnyEntry,
     CompactionEntry,
     CustomEntry,
     MessageEntry,
-    SessionHeader,
     SessionInfoEntry,
-    encode_line,
-    from_dict,
     now,
 )
 from ..errors import SessionError
 from ..markers import CompactionSummaryMarker, CustomMessageMarker
+from ..storage._encoded import EncodedEntry, encode_entry
 from ._base import (
     Ids,
     Imported,
@@ -105,6 +104,7 @@ from ._base import (
     header,
     imported_metadata,
     input_error,
+    parse_line,
     read_json_spans,
 )
 
@@ -456,58 +456,124 @@ class _File:
 
     def load(self, node: _Node) -> list[Json]:
         """The records of ``node``, read again from the file."""
+        return [self.read_line(span) for span in node.spans]
+
+    def read_line(self, span: Span) -> Any:
+        """The line at ``span``, parsed whole."""
         if self.lines_file is None:
             self.lines_file = LineFile(self.path)
-        return [self.lines_file.line(span) for span in node.spans]
+        return self.lines_file.line(span)
 
     def close(self) -> None:
         if self.lines_file is not None:
             self.lines_file.close()
 
 
+class _Message(msgspec.Struct):
+    """The one field of a line's ``message`` the first pass reads."""
+
+    id: Any = None
+
+
+class _Head(msgspec.Struct):
+    """What the first pass reads of a line: what placing its node needs. The rest (the
+    content above all) is skipped by the decoder, and read when the node is placed."""
+
+    type: Any = None
+    uuid: Any = None
+    parent: Any = msgspec.field(default=None, name="parentUuid")
+    timestamp: Any = UNSET
+    session_id: Any = msgspec.field(default=UNSET, name="sessionId")
+    cwd: Any = UNSET
+    version: Any = UNSET
+    agent_id: Any = msgspec.field(default=None, name="agentId")
+    sidechain: Any = msgspec.field(default=None, name="isSidechain")
+    compact_summary: Any = msgspec.field(default=None, name="isCompactSummary")
+    subtype: Any = None
+    logical_parent: Any = msgspec.field(default=None, name="logicalParentUuid")
+    compact_metadata: Any = msgspec.field(default=None, name="compactMetadata")
+    leaf_uuid: Any = msgspec.field(default=None, name="leafUuid")
+    summary: Any = None
+    custom_title: Any = msgspec.field(default=None, name="customTitle")
+    message: _Message | UnsetType | None = UNSET  # None: there, but not an object
+
+    @classmethod
+    def of(cls, obj: Json) -> _Head:
+        """The head of a line parsed whole."""
+        message = obj.get("message", UNSET)
+        if not isinstance(message, UnsetType):
+            message = _Message(message.get("id")) if isinstance(message, dict) else None
+        return cls(obj.get("type"), obj.get("uuid"), obj.get("parentUuid"),
+                   obj.get("timestamp", UNSET), obj.get("sessionId", UNSET),
+                   obj.get("cwd", UNSET), obj.get("version", UNSET), obj.get("agentId"),
+                   obj.get("isSidechain"), obj.get("isCompactSummary"), obj.get("subtype"),
+                   obj.get("logicalParentUuid"), obj.get("compactMetadata"),
+                   obj.get("leafUuid"), obj.get("summary"), obj.get("customTitle"), message)
+
+
+_HEAD = msgspec.json.Decoder(_Head)
+
+
+def _head_of(raw: bytes, path: Path, n: int) -> _Head:
+    """The head of line ``n``: decoded alone when the line surely nests within the limit
+    (the content is skipped, not built); else, or for a line of another shape, the line is
+    parsed whole, which says what is wrong with it as it always did."""
+    if surely_shallow(raw):
+        try:
+            return _HEAD.decode(raw)
+        except msgspec.DecodeError:  # not JSON, or a field of another type: parsed whole
+            pass
+    obj = parse_line(raw, path, n)
+    if not isinstance(obj, dict):
+        raise input_error(path, n, "expected a JSON object with a string `type`")
+    return _Head.of(obj)
+
+
 def _read_file(path: Path, role: str, progress: Progress | None) -> _File:
     f = _File(path, role)
-    for n, span, obj in read_json_spans(path, progress):
-        _add_line(f, n, obj, span)
+    for n, span, head in read_json_spans(path, progress, parse=_head_of):
+        _add_line(f, n, head, span)
     return f
 
 
-def _add_line(f: _File, n: int, obj: Any, span: Span) -> None:
-    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+def _add_line(f: _File, n: int, h: _Head, span: Span) -> None:
+    kind = h.type
+    if not isinstance(kind, str):
         raise input_error(f.path, n, "expected a JSON object with a string `type`")
     f.lines += 1
-    kind = obj["type"]
     f.records[kind] += 1
     if kind == "summary":
-        f.summaries.append((obj.get("leafUuid"), obj.get("summary")))
-    elif kind == "custom-title" and isinstance(obj.get("customTitle"), str):
-        f.titles.append(obj["customTitle"])
-    uuid = obj.get("uuid")
-    ts = obj.get("timestamp")
-    stamp = ts if isinstance(ts, str) else ""
+        f.summaries.append((h.leaf_uuid, h.summary))
+    elif kind == "custom-title" and isinstance(h.custom_title, str):
+        f.titles.append(h.custom_title)
+    uuid = h.uuid
+    stamp = h.timestamp if isinstance(h.timestamp, str) else ""
     if not isinstance(uuid, str) or not uuid:
         if kind in _CHAIN_MESSAGES:
             raise input_error(f.path, n, f"a {kind!r} line has no string `uuid`")
-        leaf = obj.get("leafUuid") if kind == "last-prompt" else None
+        leaf = h.leaf_uuid if kind == "last-prompt" else None
         f.nodes.append(_Node("custom", n, [], None, stamp, False, [span], kind, chain=False,
                              leaf_uuid=leaf if isinstance(leaf, str) else None))
         return
-    parent = obj.get("parentUuid")
+    parent = h.parent
     if parent is not None and not isinstance(parent, str):
         raise input_error(f.path, n, "`parentUuid` must be a string or null")
     if uuid in f.by_uuid:
-        _duplicate(f, f.by_uuid[uuid], obj)
+        _duplicate(f, f.by_uuid[uuid], f.read_line(span))
         return
-    for key in ("sessionId", "cwd", "version", "timestamp"):
-        if key in obj and key not in f.info:
-            f.info[key] = obj[key]
-    if isinstance(obj.get("agentId"), str) and f.agent_id is None:
-        f.agent_id = obj["agentId"]
-    sidechain = bool(obj.get("isSidechain")) and f.role == "main"
-    if kind in _CHAIN_MESSAGES and not isinstance(obj.get("message"), dict):
+    for key, value in (("sessionId", h.session_id), ("cwd", h.cwd), ("version", h.version),
+                       ("timestamp", h.timestamp)):
+        if value is not UNSET and key not in f.info:
+            f.info[key] = value
+    if isinstance(h.agent_id, str) and f.agent_id is None:
+        f.agent_id = h.agent_id
+    sidechain = bool(h.sidechain) and f.role == "main"
+    message = h.message
+    if kind in _CHAIN_MESSAGES and not isinstance(message, _Message):
         raise input_error(f.path, n, f"a {kind!r} line needs a `message` object")
     if kind == "assistant":
-        mid = obj["message"].get("id")
+        assert isinstance(message, _Message)
+        mid = message.id
         owner = f.by_uuid.get(parent) if parent is not None else None
         if (owner is not None and owner.kind == "assistant" and isinstance(mid, str)
                 and owner.message_id == mid and not owner.placed):
@@ -518,11 +584,11 @@ def _add_line(f: _File, n: int, obj: Any, span: Span) -> None:
         node = _Node("assistant", n, [uuid], parent, stamp, sidechain, [span], kind,
                      message_id=mid if isinstance(mid, str) else None)
     elif kind == "user":
-        node = _Node("summary" if obj.get("isCompactSummary") else "user", n, [uuid], parent,
+        node = _Node("summary" if h.compact_summary else "user", n, [uuid], parent,
                      stamp, sidechain, [span], kind)
-    elif kind == "system" and obj.get("subtype") == "compact_boundary":
-        logical = obj.get("logicalParentUuid")
-        meta = obj.get("compactMetadata")
+    elif kind == "system" and h.subtype == "compact_boundary":
+        logical = h.logical_parent
+        meta = h.compact_metadata
         node = _Node("boundary", n, [uuid], logical if parent is None and isinstance(
             logical, str) else parent, stamp, sidechain, [span], kind,
             meta=meta if isinstance(meta, dict) else {})
@@ -530,8 +596,8 @@ def _add_line(f: _File, n: int, obj: Any, span: Span) -> None:
         node = _Node("attachment", n, [uuid], parent, stamp, sidechain, [span], kind)
     else:
         node = _Node("custom", n, [uuid], parent, stamp, sidechain, [span], kind)
-    if kind == "last-prompt" and isinstance(obj.get("leafUuid"), str):
-        node.leaf_uuid = obj["leafUuid"]
+    if kind == "last-prompt" and isinstance(h.leaf_uuid, str):
+        node.leaf_uuid = h.leaf_uuid
     f.nodes.append(node)
     f.by_uuid[uuid] = node
 
@@ -1012,7 +1078,10 @@ def read(path: Path, progress: Progress | None = None, *,
 
 class _Spool:
     """The entries made so far, in order, written to a temporary file as they are made (so a
-    big import holds only their places); those changed after they are made stay in memory."""
+    big import holds only their places); those changed after they are made stay in memory.
+
+    Each is written encoded (``encode_entry``: its session line and what appending it needs),
+    so that the storage writes the line as it is, neither decoded nor encoded again."""
 
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by replay() or close()
@@ -1024,25 +1093,24 @@ class _Spool:
     def add(self, entry: AnyEntry, *, hold: bool = False) -> None:
         self.ids.add(entry.id)
         self.last_stamp = entry.timestamp
-        try:
-            line = b"" if hold else encode_line(entry)
-        except (TypeError, ValueError, OverflowError, RecursionError):
-            line = b""  # kept as it is: the storage says what is wrong with it
-        if not line:
+        encoded = None if hold else encode_entry(entry)
+        if encoded is None:  # held, or kept as it is: the storage says what is wrong with it
             self.slots.append(entry)
             return
-        self.file.write(line)
-        self.slots.append((self.size, len(line)))
-        self.size += len(line)
+        record = _SPOOLED.encode(encoded)
+        self.file.write(record)
+        self.slots.append((self.size, len(record)))
+        self.size += len(record)
 
-    def replay(self) -> Iterator[AnyEntry]:
+    def replay(self) -> Iterator[AnyEntry | EncodedEntry]:
         """The entries in the order they were made (once: the file is closed after)."""
         try:
             self.file.flush()
             fd = self.file.fileno()
+            decode = _UNSPOOLED.decode
             for slot in self.slots:
                 if isinstance(slot, tuple):
-                    yield _decoded(os.pread(fd, slot[1], slot[0]))
+                    yield decode(os.pread(fd, slot[1], slot[0]))
                 else:
                     yield slot
         finally:
@@ -1052,12 +1120,8 @@ class _Spool:
         self.file.close()
 
 
-def _decoded(line: bytes) -> AnyEntry:
-    """An entry ``_Spool`` encoded, read back without ``decode_line``'s checks (the storage
-    checks the limits when it is appended; its typed path fails on every entry with extras)."""
-    entry = from_dict(msgspec.json.decode(line))
-    assert not isinstance(entry, SessionHeader)
-    return entry
+_SPOOLED = msgspec.msgpack.Encoder()
+_UNSPOOLED = msgspec.msgpack.Decoder(EncodedEntry)
 
 
 def _leaf(b: _Builder, main: _File) -> str | None:

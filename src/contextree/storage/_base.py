@@ -312,7 +312,18 @@ class TreeIndex:
         ``forward_parent_ok`` lets a loader accept a parent that appears later in the file;
         ``verify_links`` checks those at the end.
         """
-        eid = entry.id
+        self.check_place(entry.id, entry.parent_id,
+                         entry.target_id if isinstance(entry, LeafEntry) else None, line,
+                         forward_parent_ok=forward_parent_ok)
+        problem = line_problem(entry)
+        if problem is not None:
+            raise InvalidEntry(f"entry {entry.id!r} cannot be stored: {problem}",
+                               path=self.location, line=line)
+
+    def check_place(self, eid: str, parent: str | None, leaf_target: str | None,
+                    line: int | None = None, *, forward_parent_ok: bool = False) -> None:
+        """``check``'s rules of the tree, for an entry known by its id, its parent and (a
+        leaf move) its target: the id is new, the parent and the target exist."""
         if not isinstance(eid, str) or not eid:
             raise InvalidEntry("entry id must be a non-empty string",
                                path=self.location, line=line)
@@ -323,24 +334,17 @@ class TreeIndex:
                 "(run `contextree repair` to quarantine the duplicate)",
                 path=self.location, line=line,
             )
-        parent = entry.parent_id
         if parent is not None and parent not in known and not forward_parent_ok:
             raise MissingParent(
                 f"entry {eid!r} has parent {parent!r}, which is not an earlier entry of this "
                 "session (run `contextree repair` to quarantine entries with no parent)",
                 path=self.location, line=line,
             )
-        if isinstance(entry, LeafEntry) and entry.target_id is not None and (
-            entry.target_id not in known
-        ):
+        if leaf_target is not None and leaf_target not in known:
             raise MissingParent(
-                f"leaf entry {eid!r} moves to {entry.target_id!r}, which does not exist",
+                f"leaf entry {eid!r} moves to {leaf_target!r}, which does not exist",
                 path=self.location, line=line,
             )
-        problem = line_problem(entry)
-        if problem is not None:
-            raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
-                               path=self.location, line=line)
 
     def known_ids(self) -> Container[str]:
         """The ids in the tree, as fast a container as the tree has (for ``check``)."""

@@ -345,20 +345,44 @@ class FileTree(TreeIndex):
                 raise _Stale
         return entry
 
+    def add(self, entry: AnyEntry, span: Span | None = None) -> None:
+        """``TreeIndex.add``; a message (what most appends are) is indexed in one step."""
+        if type(entry) is not MessageEntry or span is None:
+            super().add(entry, span)
+            return
+        eid, parent, m = entry.id, entry.parent_id, entry.message
+        fact = ROLE_CODES.get(m.role, UNKNOWN_FACT) if m.usage is None else UNKNOWN_FACT
+        self.cache.put(self._place(eid, parent, "message", None, None, fact, span), entry,
+                       span[1])
+        self.leaf_id = eid  # what _account does for a message
+        if self._children is not None:
+            self._children.setdefault(parent, []).append(eid)
+
     def _store(self, entry: AnyEntry, span: Span | None, kind: str, target: str | None,
                text: str | None) -> None:
         if span is None:
             raise AssertionError("a FileTree entry needs its place in the file")
+        slot = self._place(entry.id, entry.parent_id, kind, target, text, fact_code(entry),
+                           span)
+        self.cache.put(slot, entry, span[1])
+
+    def add_place(self, eid: str, parent: str | None, kind: str, target: str | None,
+                  text: str | None, fact: int, span: Span) -> None:
+        """``add`` for an entry known by its place and bookkeeping, not as an object (its
+        line was encoded before: ``JsonlStorage.append_encoded``)."""
+        self._place(eid, parent, kind, target, text, fact, span)
+        self._account(eid, parent, kind, target, text)
+
+    def _place(self, eid: str, parent: str | None, kind: str, target: str | None,
+               text: str | None, fact: int, span: Span) -> int:
         offset, length, crc = span
-        parent = entry.parent_id
         slots = self._slots
         if parent is None:
             pslot = -1
         else:
             found = slots.get(parent) if slots is not None else self.slot_of(parent)
             pslot = _FORWARD if found is None else found
-        slot = self._append(offset, length, kind, entry.id, pslot, crc, target, text,
-                            fact_code(entry))
+        slot = self._append(offset, length, kind, eid, pslot, crc, target, text, fact)
         if pslot == _FORWARD:
             assert parent is not None
             self._forward.append((slot, parent))
@@ -367,7 +391,7 @@ class FileTree(TreeIndex):
             self.leaf_slot = -1 if found is None else found
         else:
             self.leaf_slot = slot
-        self.cache.put(slot, entry, length)
+        return slot
 
     def seal(self) -> None:
         """After a load: resolve parents that came later in the file, and compute the

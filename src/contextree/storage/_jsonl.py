@@ -45,6 +45,7 @@ from ..errors import (
 )
 from . import _index
 from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent
+from ._encoded import EncodedEntry
 from ._filetree import FileTree, ReadFile
 from ._index import (
     TAIL_REWRITE,
@@ -131,7 +132,7 @@ class _OpenFile:
 
     def forked(self) -> bool:
         """True in a child of fork(): the file belongs to the parent process."""
-        return self.pid != os.getpid()
+        return self.pid != _pid  # every append asks: no getpid() system call each time
 
 
 _OPEN: dict[tuple[int, int], _OpenFile] = {}  # (st_dev, st_ino) -> the file, while open
@@ -141,13 +142,17 @@ def registry_lock() -> threading.RLock:
     return _OPEN_LOCK
 
 
+_pid = os.getpid()  # this process's id, set anew in a child of fork() (below)
+
+
 def _forget_after_fork() -> None:
     # A child of os.fork() holds none of its parent's writers: its opens lock (and find the
     # parent holding the lock) like any other process's. Its copies of the parent's handles
     # refuse to write (their _OpenFile.pid is the parent's); the inherited descriptors are
     # closed so that the child cannot keep the parent's lock alive after the parent closes,
     # and their buffers are dropped so that the child's exit never writes the parent's batch.
-    global _OPEN_LOCK
+    global _OPEN_LOCK, _pid
+    _pid = os.getpid()
     for shared in _OPEN.values():
         with contextlib.suppress(OSError):
             os.close(shared.fd)
@@ -334,28 +339,53 @@ class JsonlStorage(IndexedStorage):
             if shared.deleted or shared.failed is not None:
                 self._writable()
             index = shared.index
-            entry = settle_parent(entry, index.leaf_id, location=str(shared.path),
-                                  expected_leaf=expected_leaf, on_leaf=on_leaf)
+            if expected_leaf is not UNSET or (on_leaf and entry.parent_id != index.leaf_id):
+                entry = settle_parent(entry, index.leaf_id, location=str(shared.path),
+                                      expected_leaf=expected_leaf, on_leaf=on_leaf)
             index.check(entry)
             try:
                 data = encode_line(entry)
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
                 raise _unencodable(entry, shared.path, e) from None
-            if shared.batch_depth.get():
-                span = (_next_offset(shared), len(data), line_crc(data))
-                shared.buffer += data
-                index.add(entry, span)
-                if len(shared.buffer) >= BATCH_BUFFER:
-                    self._guarded(shared, _flush)
-            else:
-                if shared.buffer:  # another handle's batch: its lines go first
-                    self._guarded(shared, _flush)
-                span = (_next_offset(shared), len(data), line_crc(data))
-                _write(shared, data)
-                index.add(entry, span)
-                if self._durable:
-                    self._guarded(shared, _sync)
-                _index_new(shared, every=TAIL_EVERY)
+            self._put(shared, data, entry)
+
+    def append_encoded(self, entry: EncodedEntry) -> None:
+        """``append`` of an entry that ``encode_entry`` made (it checked the entry against
+        the limits of a line, and encoded it): its line is written as it is, after the
+        checks that need the session (a new id, a parent and a leaf target that exist). For
+        bulk writers that hold their entries encoded (an import)."""
+        shared = self._shared
+        if shared is None or self._closed or shared.forked():
+            self._writable()  # raises what applies
+        assert shared is not None
+        with shared.lock:
+            if shared.deleted or shared.failed is not None:
+                self._writable()
+            entry.check_line(str(shared.path))
+            shared.index.check_place(entry.id, entry.parent_id, entry.leaf_target)
+            self._put(shared, entry.line, entry)
+
+    def _put(self, shared: _OpenFile, data: bytes, entry: AnyEntry | EncodedEntry) -> None:
+        """Write an entry's checked line (buffered in a batch) and index it; call with the
+        file's lock held."""
+        index = shared.index
+        if shared.batch_depth.get():
+            span = (_next_offset(shared), len(data), line_crc(data))
+            shared.buffer += data
+            _index_add(index, entry, span)
+            if len(shared.buffer) >= BATCH_BUFFER:
+                self._guarded(shared, _flush)
+            return
+        if shared.buffer:  # another handle's batch: its lines go first
+            self._guarded(shared, _flush)
+        span = (shared.size + shared.newline_due, len(data), line_crc(data))
+        _write(shared, data)
+        _index_add(index, entry, span)
+        if self._durable:
+            self._guarded(shared, _sync)
+        if (len(index.ids) - shared.indexed >= TAIL_EVERY if shared.sidecar is not None
+                else not shared.index_tried and shared.size >= _index.INDEX_MIN_BYTES):
+            _index_new(shared, every=TAIL_EVERY)  # due (as _index_new would find)
 
     @staticmethod
     def _guarded(shared: _OpenFile, action: Callable[[_OpenFile], None]) -> None:
@@ -607,6 +637,15 @@ def _release(shared: _OpenFile) -> None:
     with contextlib.suppress(OSError):
         os.close(shared.fd)
     shared.fd = -1
+
+
+def _index_add(index: FileTree, entry: AnyEntry | EncodedEntry,
+               span: tuple[int, int, int]) -> None:
+    if isinstance(entry, EncodedEntry):
+        index.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
+                        entry.fact, span)
+    else:
+        index.add(entry, span)
 
 
 def _encode(entry: AnyEntry, path: Path) -> bytes:
