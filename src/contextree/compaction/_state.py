@@ -43,6 +43,7 @@ class Plan:
     usage: Usage | None = None
     summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
     digest: DigestState | None = None  # the summary's state (None: the summary is opaque)
+    native: dict[str, Any] | None = None  # the provider's own compacted items, if it compacted
 
 
 class Summarizer(Protocol):
@@ -90,7 +91,8 @@ def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
     state, if it has one; without it the next compaction carries the summary verbatim)."""
     return replace(plan, summary=summary,
                    summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
-                   usage=usage if usage is not None else plan.usage, digest=digest)
+                   usage=usage if usage is not None else plan.usage, digest=digest,
+                   native=None)
 
 
 class CompactionState:
@@ -175,8 +177,11 @@ class CompactionState:
                     digest.earlier.append(found[0].strip())
             digest.add(rest, self.fold.tool_kinds)
             summary = digest.render()[0]
+        # A provider's compacted items stay in force while the summary they stand for does.
+        native = details.get("native") if not base.retained_tail else None
         return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
-                    pinned=tuple(base.pinned or ()), digest=digest)
+                    pinned=tuple(base.pinned or ()), digest=digest,
+                    native=native if isinstance(native, dict) else None)
 
     def report(self, note: str, error: str | None = None) -> None:
         """Note something the running stage did (a summarizer reply rejected...), for its
