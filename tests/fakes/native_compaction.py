@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import FakeServer, Recorded, Reply, SSE
+from . import SSE, FakeServer, Recorded, Reply
 from .anthropic_server import AnthropicServer, error
 
 BETA = "compact-2026-01-12"

@@ -22,7 +22,7 @@ from typing import Any
 from .._context import repair_pairing, summary_message
 from .._messages import Message, Usage
 from ..entries import CallRecord
-from ..models._native import NativeCompaction, NativeCompactor
+from ..models._native import NativeCompaction, NativeCompactionModel
 from ._cuts import dropped_items
 from ._fold import fold, with_model_text
 from ._state import CompactionState, Plan
@@ -51,7 +51,7 @@ class ProviderCompaction:
 
     def __call__(self, state: CompactionState, plan: Plan) -> Plan | None:
         model = self.model
-        if not isinstance(model, NativeCompactor):
+        if not isinstance(model, NativeCompactionModel):
             state.report(f"{type(model).__name__} cannot ask its provider to compact (no "
                          "compact_native); the next rung compacts")
             return None

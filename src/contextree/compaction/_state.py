@@ -125,8 +125,10 @@ class CompactionState:
         # Other messages (placeholders, summaries) are rebuilt by every render: their counts
         # are cached by what is counted.
         self._text_counts: dict[tuple[str, str, str | None], int] = {}
-        self._renders: dict[int, tuple[Plan, SessionContext]] = {}
-        self._tokens: dict[int, tuple[Plan, int]] = {}
+        # Renders and counts are cached by what decides the view (``_view_key``): stages
+        # build equal plans as new objects.
+        self._renders: dict[tuple[Any, ...], tuple[Plan, SessionContext]] = {}
+        self._tokens: dict[tuple[Any, ...], tuple[Plan, int]] = {}
         self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
         self.tokens_before = 0  # until counted below
         self.base: CompactionEntry | None = None
@@ -217,11 +219,21 @@ class CompactionState:
         Cached per plan object (plans are immutable): the stages and the ladder ask for the
         same plans several times. The result is shared: do not modify it.
         """
-        hit = self._renders.get(id(plan))
-        if hit is not None and hit[0] is plan:
+        key = _view_key(plan)
+        hit = self._renders.get(key)
+        if hit is not None and hit[0].cleared is plan.cleared:
             return hit[1]
-        ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
-        self._renders[id(plan)] = (plan, ctx)
+        if plan.summary:
+            # The same view without the summary, with the summary message first: it pairs
+            # with nothing, so building the whole branch again would give the same list.
+            bare = self.render(replace(plan, summary=""))
+            entry = self.entry_for(plan)
+            ctx = replace(bare, messages=[summary_message(entry), *bare.messages],
+                          entry_ids=[entry.id, *bare.entry_ids], compaction=entry,
+                          fresh_from=bare.fresh_from + 1)
+        else:
+            ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
+        self._renders[key] = (plan, ctx)
         return ctx
 
     def estimate(self, messages: Sequence[Message]) -> int:
@@ -266,11 +278,12 @@ class CompactionState:
 
     def tokens(self, plan: Plan) -> int:
         """The tokens of the context ``plan`` describes, as the ladder counts them."""
-        hit = self._tokens.get(id(plan))
-        if hit is not None and hit[0] is plan:
+        key = _view_key(plan)
+        hit = self._tokens.get(key)
+        if hit is not None and hit[0].cleared is plan.cleared:
             return hit[1]
         n = round(self.estimate(self.render(plan).messages) * self.scale)
-        self._tokens[id(plan)] = (plan, n)
+        self._tokens[key] = (plan, n)
         return n
 
     def bare_tokens(self, plan: Plan) -> int:
@@ -291,7 +304,7 @@ class CompactionState:
         if plan.summary:
             message = summary_message(self.entry_for(plan))
             n += round(self.sizes((message,))[0] * self.scale)
-        self._tokens[id(plan)] = (plan, n)
+        self._tokens[_view_key(plan)] = (plan, n)
         return n
 
     def original(self, entry_id: str) -> Message | None:
@@ -301,6 +314,12 @@ class CompactionState:
             return None
         entry = self.branch[i]
         return entry.message if isinstance(entry, MessageEntry) else None
+
+
+def _view_key(plan: Plan) -> tuple[Any, ...]:
+    """What decides the view a plan renders: its summary, cut and pins, and its cleared
+    results (by identity: a caller checks that the cached plan holds the same dict)."""
+    return (plan.summary, plan.first_kept, plan.pinned, id(plan.cleared))
 
 
 class _Cached:

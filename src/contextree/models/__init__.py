@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from contextree._pricing import cost_of, table_cost
     from contextree.models._anthropic import AnthropicMessages
     from contextree.models._base import Model, ToolSpec
-    from contextree.models._native import NativeCompaction, NativeCompactor
+    from contextree.models._native import NativeCompaction, NativeCompactionModel
     from contextree.models._openai_chat import OpenAIChat
     from contextree.models._openai_responses import OpenAIResponses
     from contextree.models._scripted import ScriptedModel
@@ -50,7 +50,7 @@ __all__ = [
     "Delta",
     "Model",
     "NativeCompaction",
-    "NativeCompactor",
+    "NativeCompactionModel",
     "OpenAIChat",
     "OpenAIResponses",
     "ReplyStream",
@@ -76,7 +76,7 @@ _LAZY = {
     "contextree._pricing": ("cost_of", "table_cost"),
     "._anthropic": ("AnthropicMessages",),
     "._base": ("Model", "ToolSpec"),
-    "._native": ("NativeCompaction", "NativeCompactor"),
+    "._native": ("NativeCompaction", "NativeCompactionModel"),
     "._openai_chat": ("OpenAIChat",),
     "._openai_responses": ("OpenAIResponses",),
     "._scripted": ("ScriptedModel",),

@@ -5,7 +5,7 @@ returns, and the facts of the two wire formats.
 request to the same API sends back in place of what they summarize (Anthropic's
 ``compaction`` block; the output of OpenAI's ``POST /responses/compact``: the user messages
 and one encrypted ``compaction`` item), the readable summary when the provider gives one
-(Anthropic does, OpenAI's is encrypted), and what the call used. ``NativeCompactor`` is what
+(Anthropic does, OpenAI's is encrypted), and what the call used. ``NativeCompactionModel`` is what
 the ``ProviderCompaction`` rung asks of a model (``AnthropicMessages``, ``OpenAIResponses``).
 
 The payload is stored in the compaction entry (``details["native"]``) and carried by the
@@ -29,7 +29,7 @@ __all__ = [
     "MESSAGES_API",
     "RESPONSES_API",
     "NativeCompaction",
-    "NativeCompactor",
+    "NativeCompactionModel",
     "native_items",
 ]
 
@@ -81,7 +81,7 @@ def native_items(native: Mapping[str, Any] | None, api: str) -> list[Json] | Non
 
 
 @runtime_checkable
-class NativeCompactor(Protocol):
+class NativeCompactionModel(Protocol):
     """A model whose provider compacts a conversation itself.
 
     ``compact_native`` sends ``messages`` (system messages first, as in any request) to be
@@ -95,4 +95,7 @@ class NativeCompactor(Protocol):
     min_native_tokens: int
 
     def compact_native(self, messages: Sequence[Message], *,
-                       instructions: str | None = None) -> NativeCompaction: ...
+                       instructions: str | None = None) -> NativeCompaction:
+        """What the provider returned for compacting ``messages`` (``instructions``: for
+        its summarizer)."""
+        ...
