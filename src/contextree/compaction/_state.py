@@ -22,6 +22,7 @@ from .._context import (
 )
 from .._messages import Message, Usage
 from ..entries import AnyEntry, CallRecord, CompactionEntry, CompactionReceipt, MessageEntry
+from ..markers import ClearedToolResultMarker
 from ..tokens import TokenCounter
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
@@ -129,6 +130,7 @@ class CompactionState:
         # build equal plans as new objects.
         self._renders: dict[tuple[Any, ...], tuple[Plan, SessionContext]] = {}
         self._tokens: dict[tuple[Any, ...], tuple[Plan, int]] = {}
+        self._by_cut: dict[tuple[int, tuple[str, ...]], tuple[Plan, SessionContext]] = {}
         self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
         self.tokens_before = 0  # until counted below
         self.base: CompactionEntry | None = None
@@ -232,9 +234,30 @@ class CompactionState:
                           entry_ids=[entry.id, *bare.entry_ids], compaction=entry,
                           fresh_from=bare.fresh_from + 1)
         else:
-            ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
+            ctx = self._with_more_cleared(plan) or build_context(
+                [*self.branch, self.entry_for(plan)], projectors=self.projectors)
         self._renders[key] = (plan, ctx)
+        if not plan.summary:
+            self._by_cut[plan.first_kept, plan.pinned] = (plan, ctx)
         return ctx
+
+    def _with_more_cleared(self, plan: Plan) -> SessionContext | None:
+        """``plan``'s view (no summary) from the last one rendered with the same cut and
+        pins, when ``plan`` only clears more tool results (what ``ToolResults`` does): the
+        same list with those results as placeholders, as ``build_context`` marks them."""
+        hit = self._by_cut.get((plan.first_kept, plan.pinned))
+        if hit is None:
+            return None
+        old, ctx = hit
+        if any(plan.cleared.get(k) != v for k, v in old.cleared.items()):
+            return None
+        new = {k: v for k, v in plan.cleared.items() if k not in old.cleared}
+        messages = list(ctx.messages)
+        mark = ClearedToolResultMarker(tokens_after=None)  # (a candidate entry has no count)
+        for i, eid in enumerate(ctx.entry_ids):
+            if eid is not None and eid in new and messages[i].role == "tool":
+                messages[i] = messages[i].marked(mark, content=new[eid])
+        return replace(ctx, messages=messages, compaction=self.entry_for(plan))
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """The unscaled estimate of ``messages``."""
