@@ -39,17 +39,21 @@ from fakes.native_compaction import (
 WINDOW = 120_000
 
 
-def _long_session(path: Path | None = None, turns: int = 24, size: int = 18_000) -> ct.Session:
-    """A coding session of about ``turns * size / 4`` tokens: user asks, tool output."""
+def _long_session(path: Path | None = None, turns: int = 24, size: int = 18_000,
+                  *, prose: bool = False) -> ct.Session:
+    """A coding session of about ``turns * size / 4`` tokens: user asks, tool output (or,
+    with ``prose``, the assistant's long answers, which clearing tool results cannot
+    shrink)."""
     s = ct.Session.create(path) if path is not None else ct.Session.in_memory()
     s.append_message(Message.system("You are a coding agent."))
     for i in range(turns):
         s.append_message(Message.user(f"Task {i}: fix module m{i}.py; keep the API stable."))
         call = ct.ToolCall(id=f"c{i}", name="read", arguments={"path": f"src/m{i}.py"})
         s.append_message(Message.assistant(f"Reading m{i}.", tool_calls=[call]))
-        s.append_message(Message.tool(f"def f{i}():\n    return {i}\n" * (size // 28),
-                                      tool_call_id=f"c{i}", name="read"))
-        s.append_message(Message.assistant(f"Fixed m{i}.py."))
+        out = f"def f{i}():\n    return {i}\n" * (size // 28)
+        s.append_message(Message.tool("ok" if prose else out, tool_call_id=f"c{i}", name="read"))
+        s.append_message(Message.assistant(f"Fixed m{i}.py." + (" Details: " + "word " * (
+            size // 5) if prose else "")))
     s.append_message(Message.user("Now run the whole test suite."))
     return s
 
@@ -250,3 +254,77 @@ def test_the_summary_marker_carries_the_items_for_plain_message_lists() -> None:
     summary = compacted[0]
     assert summary.kind is Kind.COMPACTION_SUMMARY
     assert summary.marker.native["items"][-1]["type"] == "compaction"
+
+
+def test_the_agent_runtime_compacts_natively_and_sends_the_block(tmp_path: Path) -> None:
+    """In the agent loop: the trigger fires, the provider compacts, the turn's request
+    sends the block back; a refusal on the next turn is a ``compaction_failed`` event and
+    the offline rungs compact."""
+    from contextree.runtime import DefaultCompactionPipeline, SessionTree, ToolResultLoop
+
+    path = tmp_path / "s.jsonl"
+    _long_session(path, prose=True).close()
+    with CompactingAnthropicServer() as server:
+        model = _anthropic(server)
+        events: list[tuple[str, Any]] = []
+        agent = (ct.agent().use(SessionTree, path=path).use(ToolResultLoop)
+                 .use(DefaultCompactionPipeline, window=WINDOW, compact_to=0.3,
+                      ladder=default_ladder(model, native=True))
+                 .run(model))
+        agent.on("compacted", lambda env, p: events.append(("compacted", p)))
+        agent.on("compaction_failed", lambda env, p: events.append(("failed", p)))
+        server.reply(message(text("All 24 modules pass.")))
+        assert agent.start("Go on.").text == "All 24 modules pass."
+        assert [e for e, _ in events] == ["compacted"]
+        provider = events[0][1].stages[1]
+        assert provider.name == "provider" and provider.applied, events[0][1].stages
+        turn = server.requests[-1]
+        assert BETA in turn.headers["anthropic-beta"] and turn.body["stream"] is True
+        assert turn.body["messages"][0]["content"][0]["type"] == "compaction"
+
+        # The next compaction is refused: the event says so, the digest compacts.
+        s = ct.Session.open(path)
+        for i in range(14):
+            s.append_message(Message.user(f"More {i}."))
+            s.append_message(Message.assistant("word " * 20_000))
+        s.close()
+        server.refuse = error(529, "Overloaded", kind="overloaded_error")
+        # (the ladder's summarizer is the same model: its summary, then the turn's reply)
+        server.reply(message(text("## Objective\nFinish the modules.")), message(text("Done.")))
+        events.clear()
+        assert agent.start("Finish.").text == "Done."
+        assert [e for e, _ in events] == ["failed", "compacted"]
+        assert events[0][1].stage == "provider" and "Overloaded" in events[0][1].reason
+        last = server.requests[-1].body["messages"]
+        assert not any(b.get("type") == "compaction" for m in last
+                       for b in (m["content"] if isinstance(m["content"], list) else []))
+
+
+def test_compact_native_on_the_command_line(tmp_path: Path) -> None:
+    from helpers import run, run_json
+
+    path = tmp_path / "s.jsonl"
+    _long_session(path, prose=True).close()
+    with CompactingAnthropicServer() as server:
+        out = run_json("compact", path, "--window", str(WINDOW), "--compact-to", "0.3",
+                       "--model", "anthropic:claude-opus-4-6", "--base-url", server.url,
+                       "--native")
+        assert out["stages"][1]["name"] == "provider" and out["stages"][1]["applied"]
+        entry = ct.Session.open(path).get_entry(out["entry_id"])
+        assert entry.details["native"]["items"][0]["type"] == "compaction"
+        # A refusal: the table says why and the digest compacted.
+        _long_session(tmp_path / "t.jsonl", prose=True).close()
+        server.refuse = error(400, "compaction is not available for this model")
+        text_out = run("compact", tmp_path / "t.jsonl", "--window", str(WINDOW),
+                       "--compact-to", "0.3", "--model", "anthropic:claude-opus-4-6",
+                       "--base-url", server.url, "--native").stdout
+        assert "compaction is not available for this model" in text_out
+        assert "wrote compaction entry" in text_out
+    with ResponsesServer(compact_endpoint=False) as server:
+        _long_session(tmp_path / "u.jsonl", turns=12, size=4_000, prose=True).close()
+        out = run_json("compact", tmp_path / "u.jsonl", "--window", "14000",
+                       "--model", "responses:local", "--base-url", server.base_url, "--native")
+        provider = next(s for s in out["stages"] if s["name"] == "provider")
+        assert provider["error"] and "404" in provider["note"] and out["entry_id"]
+    bad = run("compact", path, "--native", code=2)
+    assert "--native needs the model" in bad.stderr
