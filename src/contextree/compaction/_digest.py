@@ -57,7 +57,7 @@ _SHORT_USER = 160  # an old user message past the user budget: its first sentenc
 _NOTE = 300  # the first sentences of an assistant message
 _EXCERPT = 600  # a tool output excerpt in the details
 _KEEP = {"identifiers": 500, "candidates": 500, "notes": 400, "commands": 300,
-         "errors": 200, "details": 300}
+         "errors": 200, "details": 300, "read": 300}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 _EDIT_ARGS = (("old_string", "new_string"), ("old", "new"), ("oldText", "newText"),
@@ -105,6 +105,7 @@ class DigestState:
     model: str = ""  # the latest summary a model wrote (carried verbatim)
     errors: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    read: dict[str, None] = field(default_factory=dict)  # files read, newest last
     identifiers: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)  # seen in tool output, not yet used
     notes: list[str] = field(default_factory=list)
@@ -126,6 +127,7 @@ class DigestState:
             "errors": {k: dict(v) for k, v in _bounded_dict(self.errors,
                                                            _KEEP["errors"]).items()},
             "files": dict(self.files),
+            "read": _bounded(list(self.read), _KEEP["read"]),
             "identifiers": list(_bounded(self.identifiers, _KEEP["identifiers"])),
             "candidates": self._candidates(),
             "notes": _newest(self.notes, _KEEP["notes"], 40_000),
@@ -155,6 +157,7 @@ class DigestState:
                 model=str(data.get("model", "")),
                 errors={str(k): dict(v) for k, v in dict(data.get("errors", {})).items()},
                 files={str(k): str(v) for k, v in dict(data.get("files", {})).items()},
+                read=dict.fromkeys(str(r) for r in data.get("read", [])),
                 identifiers=[str(i) for i in data.get("identifiers", [])],
                 candidates=[str(i) for i in data.get("candidates", [])],
                 notes=[str(n) for n in data.get("notes", [])],
@@ -177,6 +180,7 @@ class DigestState:
             users=list(self.users), opening=self.opening, opening_done=self.opening_done,
             earlier=list(self.earlier), model=self.model,
             errors={k: dict(v) for k, v in self.errors.items()}, files=dict(self.files),
+            read=dict(self.read),
             identifiers=list(self.identifiers), candidates=list(self.candidates),
             notes=list(self.notes), commands=dict(self.commands), details=list(self.details),
             folded=self.folded, folded_tokens=self.folded_tokens, _seen=dict(self._seen),
@@ -265,9 +269,13 @@ class DigestState:
                       else "failed" if failing else "ok")
             self.commands[cmd] = f"`{cmd}` -> {status}"
         else:
-            target = (path_of(call) or cap(orjson.dumps(call.arguments).decode(), 160)
+            path = path_of(call) if call is not None else None
+            target = (path or cap(orjson.dumps(call.arguments).decode(), 160)
                       if call is not None else "")
             key, what = f"{name}({target})", f"{name}({target})"
+            if path and kind is ToolKind.READ:  # the artifact trail: what was read
+                self.read.pop(path, None)
+                self.read[path] = None
         if failing:
             self.errors.pop(key, None)
             full, brief = error_excerpts(text, 500, 240)
@@ -417,6 +425,8 @@ class DigestState:
                      [", ".join(i for i in self.identifiers if not _is_path(i))], join=True),
             _Section("Paths from tool output that were used", 2,
                      [", ".join(i for i in self.identifiers if _is_path(i))], join=True),
+            _Section("Files read (newest last)", 2,
+                     [", ".join(p for p in self.read if p not in self.files)], join=True),
             _Section("What the assistant said (first sentences, newest last)", 4,
                      list(dict.fromkeys(self.notes))),
             _Section("Errors since resolved", 3, resolved),
