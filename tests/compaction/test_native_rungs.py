@@ -328,3 +328,21 @@ def test_compact_native_on_the_command_line(tmp_path: Path) -> None:
         assert provider["error"] and "404" in provider["note"] and out["entry_id"]
     bad = run("compact", path, "--native", code=2)
     assert "--native needs the model" in bad.stderr
+
+
+def test_the_recorded_system_prompt_and_tools_go_with_the_compaction_request() -> None:
+    """A session the runtime wrote records its system prompt and tool schemas in a request
+    entry (not as messages): the provider compacts with them, as the conversation ran."""
+    s = ct.Session.in_memory()
+    spec = {"name": "read", "description": "Read a file.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    s.append_request("You are a careful agent.", [spec], {"max_tokens": 4096})
+    for e in _long_session().branch()[1:]:  # (all but its system message)
+        s.append_message(e.message)
+    with CompactingAnthropicServer() as server:
+        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
+        assert result.applied == ["provider"], result.stages
+        body = server.requests[0].body
+    assert body["system"][0]["text"] == "You are a careful agent."
+    assert [t["name"] for t in body["tools"]] == ["read"]
+    assert body["tools"][0]["input_schema"] == spec["parameters"]

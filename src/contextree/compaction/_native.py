@@ -59,6 +59,7 @@ class ProviderCompaction:
         if folded is None:
             return None
         messages = request_messages(state, folded)
+        tools = state.render(state.initial_plan).tools or ()
         size = round(state.estimate(messages) * state.scale)
         if size < model.min_native_tokens:
             state.report(f"{size} tokens to compact, under the {model.min_native_tokens} "
@@ -66,7 +67,8 @@ class ProviderCompaction:
             return None
         name = getattr(model, "name", None)
         try:
-            native = model.compact_native(messages, instructions=self.instructions)
+            native = model.compact_native(messages, tools=tools,
+                                          instructions=self.instructions)
         except Exception:
             state.calls.append(CallRecord(provider=model.provider, model=name,
                                           outcome="summarizer_failed"))
@@ -77,11 +79,15 @@ class ProviderCompaction:
 
 
 def request_messages(state: CompactionState, folded: Plan) -> list[Message]:
-    """What the provider is asked to compact for ``folded``: the system prompts, the
-    current summary (its provider items, if it has them), then the messages the cut drops,
-    as first written, with every tool call answered."""
+    """What the provider is asked to compact for ``folded``: the system prompts (the one the
+    session recorded with its requests first), the current summary (its provider items, if
+    it has them), then the messages the cut drops, as first written, with every tool call
+    answered."""
     initial = state.initial_plan
-    head = [m for m in state.render(initial).messages if m.role == "system" and m.kind is None]
+    view = state.render(initial)
+    head = [m for m in view.messages if m.role == "system" and m.kind is None]
+    if view.system:
+        head.insert(0, Message.system(view.system))
     base = state.base
     if base is not None and initial.summary:
         # The base's own summary message carries its provider items; a summary the

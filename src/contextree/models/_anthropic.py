@@ -110,15 +110,16 @@ class AnthropicMessages(SdkModel):
     min_native_tokens = ANTHROPIC_MIN_TRIGGER
     """The Messages API compacts nothing under its lowest trigger (50,000 input tokens)."""
 
-    def compact_native(self, messages: Sequence[Message], *,
+    def compact_native(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
                        instructions: str | None = None) -> NativeCompaction:
         """Server-side compaction of ``messages``: one request with the ``compact_20260112``
         context-management edit (beta ``compact-2026-01-12``), triggered at the lowest
         threshold and paused after the compaction, so the provider returns its
-        ``compaction`` block and samples nothing. A reply that is not a compaction (the
+        ``compaction`` block and samples nothing; ``tools`` are the conversation's (its
+        ``tool_use`` blocks name them). A reply that is not a compaction (the
         conversation was under the trigger, the block has no summary) raises
         ``CompactionError``; a refused call raises ``ModelError``."""
-        request = self._request(messages, (), {})
+        request = self._request(messages, tools, {})
         request.pop("extra_headers", None)
         edit: dict[str, Any] = {"type": ANTHROPIC_COMPACT_EDIT,
                                 "trigger": {"type": "input_tokens",

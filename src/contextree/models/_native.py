@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from contextree._messages import Message, Usage
+from contextree.models._base import ToolSpec
 from contextree.models._wire_common import Json
 
 __all__ = [
@@ -84,8 +85,9 @@ def native_items(native: Mapping[str, Any] | None, api: str) -> list[Json] | Non
 class NativeCompactionModel(Protocol):
     """A model whose provider compacts a conversation itself.
 
-    ``compact_native`` sends ``messages`` (system messages first, as in any request) to be
-    compacted and returns what the provider gave back; it raises a ``ContextreeError``
+    ``compact_native`` sends ``messages`` (system messages first, as in any request) with
+    the ``tools`` the conversation was offered to be compacted and returns what the
+    provider gave back; it raises a ``ContextreeError``
     (``ModelError`` when the call failed, ``CompactionError`` when the provider answered
     without compacting) so the ladder goes on to its next rung. ``min_native_tokens`` is the
     least the provider compacts (0: no minimum).
@@ -94,8 +96,8 @@ class NativeCompactionModel(Protocol):
     provider: str
     min_native_tokens: int
 
-    def compact_native(self, messages: Sequence[Message], *,
+    def compact_native(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
                        instructions: str | None = None) -> NativeCompaction:
-        """What the provider returned for compacting ``messages`` (``instructions``: for
-        its summarizer)."""
+        """What the provider returned for compacting ``messages`` (``tools``: those the
+        conversation was offered; ``instructions``: for its summarizer)."""
         ...

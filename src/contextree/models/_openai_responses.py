@@ -130,11 +130,12 @@ class OpenAIResponses(SdkModel):
             model=data.get("model") or self.name, provider=self.provider,
             stop_reason=data.get("status")))
 
-    def compact_native(self, messages: Sequence[Message], *,
+    def compact_native(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
                        instructions: str | None = None) -> NativeCompaction:
         """``POST /responses/compact`` on ``messages`` (system messages become the
         ``instructions``): the output items, all user messages then one encrypted
-        ``compaction`` item, are what later requests send in their place. An answer
+        ``compaction`` item, are what later requests send in their place (``tools``: the
+        endpoint takes none; they are not sent). An answer
         without a compaction item raises ``CompactionError``; a refused call (a server
         without the endpoint answers 404) raises ``ModelError``."""
         system = [m.text for m in messages if m.role == "system" and m.kind is None and m.text]
