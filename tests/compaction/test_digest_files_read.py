@@ -27,7 +27,7 @@ def _session() -> ct.Session:
 
 def test_a_file_only_read_is_named_in_the_summary_and_carried() -> None:
     s = _session()
-    first = s.compact(4_000, ladder=CompactionLadder([Digest()]))
+    first = s.compact(12_000, ladder=CompactionLadder([Digest()]), force=True)
     assert "config/ingest/limits.toml" in first.summary
     assert "## Files read" in first.summary
     state = DigestState.from_json(s.get_entry(first.entry_id).details["digest"])
@@ -35,7 +35,7 @@ def test_a_file_only_read_is_named_in_the_summary_and_carried() -> None:
     for i in range(30, 45):
         s.append_message(Message.user(f"step {i}: go on"))
         s.append_message(Message.assistant("More work. " * 60))
-    again = s.compact(4_000, ladder=CompactionLadder([Digest()]))
+    again = s.compact(12_000, ladder=CompactionLadder([Digest()]), force=True)
     assert "config/ingest/limits.toml" in again.summary
     # A file that was changed is listed as changed, not again as read.
     section = again.summary.split("## Files read", 1)[1].split("##", 1)[0]
