@@ -62,11 +62,9 @@ class CompactingAnthropicServer(AnthropicServer):
         return super().validate(body)
 
     def _answer(self, req: Recorded) -> Reply | SSE:
-        if not self.route_ok(req.method, req.path):
-            return self.error_reply(404, f"no route for {req.method} {req.path}")
-        problem = self.validate(req.body)
-        if problem is not None:
-            return self.error_reply(400, problem)
+        refused = self.refusal(req)
+        if refused is not None:
+            return refused
         body = req.body
         betas = req.headers.get("anthropic-beta", "")
         messages = body.get("messages") or []
@@ -176,9 +174,9 @@ class ResponsesServer(FakeServer):
     def _answer(self, req: Recorded) -> Reply | SSE:
         if req.path != "/v1/responses/compact" or not self.route_ok(req.method, req.path):
             return super()._answer(req)
-        problem = self.validate(req.body)
-        if problem is not None:
-            return self.error_reply(400, problem)
+        refused = self.refusal(req)
+        if refused is not None:
+            return refused
         items = req.body["input"]
         users = [i for i in items if i.get("type") == "message" and i.get("role") == "user"]
         key = f"enc-{len(self.issued) + 1}-{len(items)}"
