@@ -14,7 +14,10 @@ summarizer). A seeded generator builds sessions of about 50k, 200k and 1M estima
 - 22 planted facts per session, each with a kind and a key string (the task, the rules,
   values the user corrects later, identifiers found only in a tool output and then used in
   a tool call, deferred todos, decisions, files changed, errors resolved and still open,
-  and the test a last message refers back to without naming it).
+  and the test a last message refers back to without naming it);
+- 5 more probes, reported only per category (Factory's recall, artifact trail,
+  continuation, decisions): a date the user gave, a command that ran, a file only read, the
+  next step the agent announced, a library the user ruled out.
 
 A fact is *kept* when its key appears (case-insensitive) anywhere in the text of the
 compacted context: message text and tool-call names and arguments. For a correction the
@@ -85,10 +88,22 @@ KIND_LABEL = dict(KINDS)
 # retrace the artifact trail (files changed, errors met and fixed, ids it used), continue
 # (what is left to do, what "it" refers to), and keep to what was decided.
 CATEGORIES = [
-    ("recall", ("task", "rule", "correction", "user_fact")),
-    ("artifact trail", ("file", "error_resolved", "error_open", "tool_id")),
-    ("continuation", ("todo", "back_ref")),
-    ("decisions", ("decision",)),
+    ("recall", ("task", "rule", "correction", "user_fact", "user_date")),
+    ("artifact trail", ("file", "error_resolved", "error_open", "tool_id", "command",
+                        "file_read")),
+    ("continuation", ("todo", "back_ref", "next_step")),
+    ("decisions", ("decision", "rejected")),
+]
+# The probes planted besides the 22 facts (``Fact.probe``): one more of each category, for
+# what the facts did not ask: a date the user gave, a command that ran, a file only read,
+# the next step the agent announced, an option the user ruled out. They count in the
+# category lines only, so the 22-fact figures stay comparable with earlier runs.
+PROBE_KINDS = [
+    ("user_date", "date the user gave"),
+    ("command", "command that ran"),
+    ("file_read", "file only read"),
+    ("next_step", "next step announced"),
+    ("rejected", "option ruled out"),
 ]
 
 
@@ -98,6 +113,7 @@ class Fact:
     key: str
     note: str
     stale: str | None = None  # for corrections: the value the user retracted
+    probe: bool = False  # one of the category probes, not of the 22 facts
 
 
 def _words(text: str) -> list[str]:
@@ -226,6 +242,12 @@ class Plan:
     turns: list[Turn]
     facts: list[Fact]
     guard: list[str]  # every key and stale value: filler never contains them
+    probes: list[Fact] = field(default_factory=list)
+
+    @property
+    def scored(self) -> list[Fact]:
+        """The 22 facts and the probes, as ``score`` takes them."""
+        return [*self.facts, *self.probes]
 
 
 SYSTEM_PROMPT = (
@@ -283,8 +305,25 @@ class Gen:
             Fact("back_ref", d.test, "the failing test the last message points to"),
         ]
         assert len(self.facts) == 22
-        self.guard = sorted({f.key for f in self.facts} | {f.stale for f in self.facts
-                                                            if f.stale} | {self.sha})
+        self.freeze = f"2027-{r.randint(1, 9):02d}-{r.randint(10, 28)}"
+        self.rev = "".join(r.choice("0123456789abcdef") for _ in range(12))
+        self.migration = f"alembic upgrade {self.rev}"
+        self.read_only = f"config/{d.pkg}/{d.mod}_limits.toml"
+        self.next_fn = f"_flush_{d.mod}_batches"
+        self.ruled_out = r.choice(["gevent", "eventlet", "APScheduler", "django-q"])
+        self.probes = [
+            Fact("user_date", self.freeze, "release freeze date the user gave (15%)",
+                 probe=True),
+            Fact("command", self.migration, "migration command that ran (38%)", probe=True),
+            Fact("file_read", self.read_only, "config file read, never changed (58%)",
+                 probe=True),
+            Fact("next_step", self.next_fn, "the next step the agent announced (86%)",
+                 probe=True),
+            Fact("rejected", self.ruled_out, "a library the user ruled out (40%)", probe=True),
+        ]
+        every = [*self.facts, *self.probes]
+        self.guard = sorted({f.key for f in every} | {f.stale for f in every if f.stale}
+                            | {self.sha})
         self._guard_re = re.compile("|".join(re.escape(g) for g in self.guard), re.I)
         self.tokens = 0
 
@@ -674,11 +713,43 @@ class Gen:
                      [self.filler_step(), self.filler_step()], "Je regarde la CI."),
             ]
 
+        # -- the category probes (``PROBE_KINDS``) --
+        def freeze() -> list[Turn]:
+            return [Turn(f"heads-up: the release freeze starts on {self.freeze}, this has to "
+                         "land before", [self.filler_step()], "Compris, je vise avant le gel.")]
+
+        def migration() -> list[Turn]:
+            out = (f"INFO  [alembic.runtime.migration] Context impl PostgresqlImpl.\n"
+                   f"INFO  [alembic.runtime.migration] Running upgrade -> {self.rev}, add "
+                   f"{d.mod} tenant column")
+            return [Turn(r.choice(FILLER_USER), [
+                Step("Applying the schema migration first.",
+                     [Action("shell", {"command": self.migration}, out)])],
+                "La migration est appliquée.")]
+
+        def ruled_out() -> list[Turn]:
+            return [Turn(f"and whatever you do, don't bring in {self.ruled_out}: it deadlocked "
+                         "in prod last spring", [self.filler_step()], "D'accord, je l'évite.")]
+
+        def read_only() -> list[Turn]:
+            toml = (f"[{d.mod}]\nwindow_seconds = 60\nburst = 20\n\n[{d.mod}.overrides]\n"
+                    f"enterprise = 4\n")
+            return [Turn(r.choice(FILLER_USER), [
+                Step("Checking the configured limits.",
+                     [Action("read", {"path": self.read_only}, toml)])],
+                "Les limites configurées sont cohérentes.")]
+
+        def next_step() -> list[Turn]:
+            return [Turn(r.choice(FILLER_USER), [self.filler_step()],
+                         f"Prochaine étape : profiler {self.next_fn} dans {self.file1}, "
+                         "c'est là que la CI perd du temps.")]
+
         return [(0.0, start), (0.06, user_fact), (0.08, stale_port), (0.12, stale_limit),
-                (0.18, sha), (0.27, todo1), (0.30, issue), (0.35, decision1),
+                (0.15, freeze), (0.18, sha), (0.27, todo1), (0.30, issue), (0.35, decision1),
+                (0.38, migration), (0.40, ruled_out),
                 (0.42, correct_port), (0.45, file1), (0.48, decision2), (0.50, error_resolved),
-                (0.52, redis_port), (0.55, correct_limit), (0.62, envvar), (0.66, todo2),
-                (0.70, file2), (0.76, error_open)]
+                (0.52, redis_port), (0.55, correct_limit), (0.58, read_only), (0.62, envvar),
+                (0.66, todo2), (0.70, file2), (0.76, error_open), (0.86, next_step)]
 
     def scrub_except(self, text: str, *allowed: str) -> str:
         """Scrub ``text`` but keep the planted strings ``allowed``."""
@@ -702,7 +773,8 @@ class Gen:
                 self.tokens += COUNTER.count_messages(render_turn(t, "native"))
             turns += new
         turns.append(Turn("now go back to the failing test from before and keep to my rules"))
-        return Plan(self.seed, self.budget, SYSTEM_PROMPT, turns, self.facts, self.guard)
+        return Plan(self.seed, self.budget, SYSTEM_PROMPT, turns, self.facts, self.guard,
+                    self.probes)
 
 
 def make_plan(seed: int, budget: int) -> Plan:
@@ -875,9 +947,15 @@ def stale_shown(texts: list[str], new: str, stale: str, near: int = 120) -> bool
 
 @dataclass
 class Score:
-    kept: dict[str, list[bool]]  # kind -> kept flags
+    kept: dict[str, list[bool]]  # kind -> kept flags (the 22 facts)
     stale: int  # corrections whose stale value is shown as current
     missing: list[str]
+    probes: dict[str, list[bool]] = field(default_factory=dict)  # kind -> kept (probes)
+
+    def category(self, kinds: Sequence[str]) -> list[bool]:
+        """The kept flags of the facts and probes of ``kinds``."""
+        return [f for kind in kinds for f in [*self.kept.get(kind, []),
+                                              *self.probes.get(kind, [])]]
 
     @property
     def total(self) -> tuple[int, int]:
@@ -889,15 +967,16 @@ def score(msgs: Sequence[Message], facts: Sequence[Fact]) -> Score:
     texts = context_text(msgs)
     blob = "\n".join(texts)
     kept: dict[str, list[bool]] = defaultdict(list)
+    probes: dict[str, list[bool]] = defaultdict(list)
     stale, missing = 0, []
     for f in facts:
         ok = f.key.lower() in blob
-        kept[f.kind].append(ok)
-        if not ok:
+        (probes if f.probe else kept)[f.kind].append(ok)
+        if not ok and not f.probe:
             missing.append(f"{f.kind}:{f.key}")
         if f.stale and stale_shown(texts, f.key, f.stale):
             stale += 1
-    return Score(dict(kept), stale, missing)
+    return Score(dict(kept), stale, missing, dict(probes))
 
 
 def pairing_ok(msgs: Sequence[Message]) -> tuple[bool, str]:
@@ -1064,6 +1143,10 @@ def print_table(title: str, runs: list[Run], facts: Sequence[Fact], headers: lis
         row = [fmt_kept(r.score.kept.get(kind, [])) for r in runs]
         print(f"{label + f' ({counts[kind]})':{w0}}" + "".join(
             f"{c:>{w}}" for c, w in zip(row, widths, strict=True)))
+    for kind, label in PROBE_KINDS:
+        row = [fmt_kept(r.score.probes.get(kind, [])) for r in runs]
+        print(f"{'probe: ' + label:{w0}}" + "".join(
+            f"{c:>{w}}" for c, w in zip(row, widths, strict=True)))
     cells = []
     for r in runs:
         k, n = r.score.total
@@ -1183,7 +1266,7 @@ def agent_loop(plan: Plan, window: int, with_model: bool) -> LoopRun:
     bad = sum(not pairing_ok(c)[0] for c in model.calls)
     last = model.calls[-1]
     return LoopRun("with scripted summarizer" if with_model else "no model",
-                   score(last, plan.facts), len(events), len(failed), ratios,
+                   score(last, plan.scored), len(events), len(failed), ratios,
                    len(model.calls), bad, COUNTER.count_messages(last), dt,
                    " ".join(f"{k}x{v}" for k, v in used.items()) or "-",
                    len(summ.calls) if summ else 0)
@@ -1229,15 +1312,15 @@ def main(argv: list[str] | None = None) -> int:
         gen_s = time.perf_counter() - t0
         print(f"\n=== (a)(b) {name} session: {tokens:,} estimated tokens, {len(msgs):,} "
               f"messages, {len(plan.turns)} user turns (generated in {gen_s:.1f} s)")
-        base = score(msgs, plan.facts)
+        base = score(msgs, plan.scored)
         print(f"uncompacted: {pct(*base.total)} facts present, stale shown: {base.stale}, "
               f"pairing {'ok' if pairing_ok(msgs)[0] else 'BROKEN'}")
         for ratio in RATIOS:
-            runs = [one_shot(msgs, plan.facts, label, make(), ratio) for label, make in CONFIGS]
+            runs = [one_shot(msgs, plan.scored, label, make(), ratio) for label, make in CONFIGS]
             all_runs += [(f"ab:{name}", r) for r in runs]
             if name == "1M" and ratio == 0.2:  # the median of 3 runs, each on a fresh session
                 times = [next(r.seconds for r in runs if r.label == "default")]
-                times += [one_shot(msgs, plan.facts, "default", default_ladder(), 0.2).seconds
+                times += [one_shot(msgs, plan.scored, "default", default_ladder(), 0.2).seconds
                           for _ in range(2)]
                 timing_1m = sorted(times)[1]
             print_table(f"-- {name}, target {int(ratio * 100)}% of {tokens:,} tokens",
@@ -1258,7 +1341,7 @@ def main(argv: list[str] | None = None) -> int:
         for ratio in RATIOS:
             runs = []
             for scen, label, msgs, scale in variants:
-                r = one_shot(msgs, vplan.facts, label, make(), ratio, scale)
+                r = one_shot(msgs, vplan.scored, label, make(), ratio, scale)
                 runs.append(r)
                 all_runs.append((f"{scen}:{cfg_label}", r))
             print_table(f"-- (d)(e)(f) {vname} session, {cfg_label}, target {int(ratio * 100)}%"
@@ -1276,6 +1359,9 @@ def main(argv: list[str] | None = None) -> int:
     for kind, label in KINDS:
         print(f"{label + f' ({counts[kind]})':24}" + "".join(
             f"{fmt_kept(lr.score.kept.get(kind, [])):>28}" for lr in loops))
+    for kind, label in PROBE_KINDS:
+        print(f"{'probe: ' + label:24}" + "".join(
+            f"{fmt_kept(lr.score.probes.get(kind, [])):>28}" for lr in loops))
     rows = [
         ("facts in the final call", [pct(*lr.score.total) for lr in loops]),
         ("stale shown as current", [str(lr.score.stale) for lr in loops]),
@@ -1328,14 +1414,17 @@ def main(argv: list[str] | None = None) -> int:
         k = n = 0
         for scen, r in all_runs:
             if r.label == "default" or scen.endswith(":default"):
-                flags = [f for kind in kinds for f in r.score.kept.get(kind, [])]
+                flags = r.score.category(kinds)
                 k, n = k + sum(flags), n + len(flags)
-        flags = [f for kind in kinds for f in loops[0].score.kept.get(kind, [])]
+        flags = loops[0].score.category(kinds)
         lk, ln = sum(flags), len(flags)
+        new = [f for scen, r in all_runs if r.label == "default" or scen.endswith(":default")
+               for kind in kinds for f in r.score.probes.get(kind, [])]
         goal = cat in ("recall", "artifact trail")
         line((n > 0 and k / n >= 0.95) if goal else None,
              f"probes, {cat} (no model): {pct(k, n)} of one-shot runs, {lk}/{ln} in the "
-             f"loop{' (target >= 95%)' if goal else ''}")
+             f"loop{' (target >= 95%)' if goal else ''}; the new probes alone "
+             f"{pct(sum(new), len(new))}")
     for cfg in ("default", "default+LLM"):
         rt_k = rt_n = 0
         worst = []

@@ -129,3 +129,19 @@ def test_replay_tools_cover_the_plan(bench, plan):
     assert set(tools) == {"read", "grep", "shell", "edit", "write"}
     actions = [a for t in plan.turns for s in t.steps for a in s.actions]
     assert actions and all(bench.render_action(a, "native")[0] in tools for a in actions)
+
+
+def test_category_probes_planted(bench, plan):
+    """The five probes besides the 22 facts: one a category, each present uncompacted,
+    counted apart from the facts."""
+    assert [p.kind for p in plan.probes] == [k for k, _ in bench.PROBE_KINDS]
+    assert all(p.probe for p in plan.probes)
+    covered = {k for _, kinds in bench.CATEGORIES for k in kinds}
+    assert {p.kind for p in plan.probes} <= covered
+    s = bench.score(bench.render(plan), plan.scored)
+    assert s.total == (22, 22)
+    assert all(all(flags) for flags in s.probes.values()) and len(s.probes) == 5
+    msgs = bench.render(plan)
+    read = next(p for p in plan.probes if p.kind == "file_read").key
+    assert not any(read in str(c.arguments) for m in msgs for c in m.tool_calls or ()
+                   if c.name in ("edit", "write"))  # read, never changed

@@ -206,11 +206,13 @@ def _edited(m: Message, edit: ContextEditEntry) -> Message:
 def summary_message(comp: CompactionEntry) -> Message:
     """The compaction summary as the model sees it: a system message whose marker carries
     the raw summary, so a list of messages can be compacted again without reading text."""
-    digest = comp.details.get("digest") if isinstance(comp.details, dict) else None
+    details = comp.details if isinstance(comp.details, dict) else {}
+    digest, native = details.get("digest"), details.get("native")
     mark = CompactionSummaryMarker(  # the digest: its state, for compacting the list again
         entry_id=comp.id, tokens_before=comp.tokens_before, tokens_after=comp.tokens_after,
         summary=comp.summary,
-        digest=digest if isinstance(digest, dict) else None)
+        digest=digest if isinstance(digest, dict) else None,
+        native=native if isinstance(native, dict) else None)  # the provider's own items
     return Message(role="system", content=SUMMARY_PREFIX + comp.summary, meta=mark.to_meta())
 
 

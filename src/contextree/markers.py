@@ -134,7 +134,9 @@ class CompactionSummaryMarker(Marker, kw_only=True, frozen=True):
     the view it made, which token counts carry on from), the raw ``summary`` and the
     ``digest`` state, so a list of messages can be compacted again without reading text;
     ``source`` names the tool an imported summary came from (``"codex"``,
-    ``"claude-code"``)."""
+    ``"claude-code"``); ``native`` is the provider's own compacted items when a provider
+    compacted (``details["native"]`` of the entry), which the wire conversion of that API
+    sends instead of the text."""
 
     kind: ClassVar[Kind] = Kind.COMPACTION_SUMMARY
     entry_id: str | None = None
@@ -143,6 +145,7 @@ class CompactionSummaryMarker(Marker, kw_only=True, frozen=True):
     summary: str | None = None
     digest: dict[str, Any] | None = None
     source: str | None = None
+    native: dict[str, Any] | None = None
 
 
 class BranchSummaryMarker(Marker, kw_only=True, frozen=True):

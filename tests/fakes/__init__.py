@@ -144,12 +144,18 @@ class FakeServer:
             return self.to_stream(reply.body, req)
         return reply
 
-    def _answer(self, req: Recorded) -> Reply | SSE:
+    def refusal(self, req: Recorded) -> Reply | None:
+        """The error a request gets before any reply is looked at: 404 for a route this
+        server does not serve, 400 for a body the API would reject; ``None`` when valid."""
         if not self.route_ok(req.method, req.path):
             return self.error_reply(404, f"no route for {req.method} {req.path}")
         problem = self.validate(req.body)
-        if problem is not None:
-            return self.error_reply(400, problem)
+        return self.error_reply(400, problem) if problem is not None else None
+
+    def _answer(self, req: Recorded) -> Reply | SSE:
+        refused = self.refusal(req)
+        if refused is not None:
+            return refused
         with self._lock:
             responder = self._replies.popleft() if self._replies else None
         if responder is None:

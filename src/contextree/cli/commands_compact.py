@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ..compaction import CompactionPolicy, CompactionResult
+from ..compaction import CompactionPolicy, CompactionResult, default_ladder
 from ..tokens import EstimateCounter
 from .app import command
 from .model_options import BaseUrlOpt, ModelOpt, make_model
@@ -46,6 +46,10 @@ def compact_command(
                                         "size, as the report says).")] = False,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    native: Annotated[bool, typer.Option("--native", help="Let the model's provider compact "
+                                         "first (Anthropic's server-side compaction, "
+                                         "responses:MODEL's /responses/compact); the other "
+                                         "rungs stand in when it refuses.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
     = False,
 ) -> None:
@@ -54,6 +58,11 @@ def compact_command(
     summary is written by --model, else by the offline digest."""
     check_policy(window, compact_at, compact_to)
     summarizer = make_model(model, base_url)
+    if native and summarizer is None:
+        raise UsageProblem("--native needs the model whose provider compacts: --model "
+                           "anthropic:NAME or responses:NAME (with --base-url for a server "
+                           "of your own)")
+    ladder = default_ladder(summarizer, native=True) if native else None
     policy = CompactionPolicy(window, compact_at, compact_to)
     with open_session(file, readonly=dry_run) as session, _busy("compacting"):
         # The one count (as `show --context` and the runtime trigger count): below the
@@ -65,7 +74,8 @@ def compact_command(
                                       f"(--compact-at {compact_at:g} of the window)")
         else:
             result = session.compact(window, compact_at=compact_at, compact_to=compact_to,
-                                     model=summarizer, dry_run=dry_run, force=force)
+                                     model=summarizer, ladder=ladder, dry_run=dry_run,
+                                     force=force)
     if as_json:
         emit_json({**result.payload(), "dry_run": dry_run, "reason": result.reason,
                    "reached_target": result.reached_target})

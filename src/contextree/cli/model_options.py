@@ -2,8 +2,8 @@
 
 ``--model [PROVIDER:]MODEL`` (default ``$CONTEXTREE_MODEL``) and ``--base-url URL`` (default
 ``$CONTEXTREE_BASE_URL``, else the provider's own ``OPENAI_BASE_URL`` or
-``ANTHROPIC_BASE_URL``). PROVIDER is ``openai`` (any OpenAI-compatible server) or
-``anthropic``; a bare MODEL is Anthropic's when ``ANTHROPIC_API_KEY`` or
+``ANTHROPIC_BASE_URL``). PROVIDER is ``openai`` (any OpenAI-compatible server),
+``anthropic``, or ``responses`` (OpenAI's Responses API); a bare MODEL is Anthropic's when ``ANTHROPIC_API_KEY`` or
 ``ANTHROPIC_BASE_URL`` is set and ``OPENAI_BASE_URL`` is not, else OpenAI-compatible. API
 keys come from the providers' variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 """
@@ -20,11 +20,12 @@ from .output import UsageProblem
 
 MODEL_ENV = "CONTEXTREE_MODEL"
 BASE_URL_ENV = "CONTEXTREE_BASE_URL"
-PROVIDERS = ("openai", "anthropic")
+PROVIDERS = ("openai", "anthropic", "responses")
 
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", envvar=MODEL_ENV, metavar="[PROVIDER:]MODEL", show_default=False,
-    help="The model: openai:NAME (any OpenAI-compatible server) or anthropic:NAME; a bare "
+    help="The model: openai:NAME (any OpenAI-compatible server), anthropic:NAME or "
+    "responses:NAME (OpenAI's Responses API); a bare "
     "NAME is Anthropic's when $ANTHROPIC_API_KEY or $ANTHROPIC_BASE_URL is set (and "
     "$OPENAI_BASE_URL is not), else OpenAI-compatible.")]
 BaseUrlOpt = Annotated[str | None, typer.Option(
@@ -43,8 +44,8 @@ def parse_model(spec: str) -> tuple[str, str]:
                      and not env.get("OPENAI_BASE_URL"))
         return ("anthropic" if anthropic else "openai"), spec.strip()
     if provider not in PROVIDERS:
-        raise UsageProblem(f"--model {spec!r}: unknown provider {provider!r} (openai or "
-                           "anthropic; OpenAI-compatible servers use openai: and --base-url; "
+        raise UsageProblem(f"--model {spec!r}: unknown provider {provider!r} (openai, "
+                           "anthropic or responses; OpenAI-compatible servers use openai: and --base-url; "
                            f"a model name with a colon is written openai:{spec})")
     if not name:
         raise UsageProblem(f"--model {spec!r}: name the model, e.g. {provider}:"
@@ -66,6 +67,10 @@ def make_model(spec: str | None, base_url: str | None,
         from ..models import AnthropicMessages
 
         return AnthropicMessages(name, base_url=base_url)
+    if provider == "responses":
+        from ..models import OpenAIResponses
+
+        return OpenAIResponses(name, base_url=base_url)
     from ..models import OpenAIChat
 
     return OpenAIChat(name, base_url=base_url, provider=provider)

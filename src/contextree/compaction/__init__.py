@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
         default_ladder,
         plan_compaction,
     )
+    from ._native import ProviderCompaction
     from ._policy import CompactionPolicy
     from ._stages import Digest, SlidingWindow, ToolResults, placeholder
     from ._state import CompactionState, Plan, Stage
@@ -36,6 +37,7 @@ __all__ = [
     "Digest",
     "DigestState",
     "Plan",
+    "ProviderCompaction",
     "SlidingWindow",
     "Stage",
     "StageReport",
@@ -51,6 +53,7 @@ _LAZY = {
     "._digest": ("DigestState", "digest_messages"),
     "._ladder": ("CompactionLadder", "CompactionResult", "StageReport", "default_ladder",
                  "plan_compaction"),
+    "._native": ("ProviderCompaction",),
     "._policy": ("CompactionPolicy",),
     "._stages": ("Digest", "SlidingWindow", "ToolResults", "placeholder"),
     "._state": ("CompactionState", "Plan", "Stage"),

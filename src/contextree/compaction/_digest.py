@@ -57,7 +57,7 @@ _SHORT_USER = 160  # an old user message past the user budget: its first sentenc
 _NOTE = 300  # the first sentences of an assistant message
 _EXCERPT = 600  # a tool output excerpt in the details
 _KEEP = {"identifiers": 500, "candidates": 500, "notes": 400, "commands": 300,
-         "errors": 200, "details": 300}
+         "errors": 200, "details": 300, "read": 300}
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 _EDIT_ARGS = (("old_string", "new_string"), ("old", "new"), ("oldText", "newText"),
@@ -105,6 +105,7 @@ class DigestState:
     model: str = ""  # the latest summary a model wrote (carried verbatim)
     errors: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    read: dict[str, None] = field(default_factory=dict)  # files read, newest last
     identifiers: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)  # seen in tool output, not yet used
     notes: list[str] = field(default_factory=list)
@@ -126,6 +127,7 @@ class DigestState:
             "errors": {k: dict(v) for k, v in _bounded_dict(self.errors,
                                                            _KEEP["errors"]).items()},
             "files": dict(self.files),
+            "read": _bounded(list(self.read), _KEEP["read"]),
             "identifiers": list(_bounded(self.identifiers, _KEEP["identifiers"])),
             "candidates": self._candidates(),
             "notes": _newest(self.notes, _KEEP["notes"], 40_000),
@@ -155,6 +157,7 @@ class DigestState:
                 model=str(data.get("model", "")),
                 errors={str(k): dict(v) for k, v in dict(data.get("errors", {})).items()},
                 files={str(k): str(v) for k, v in dict(data.get("files", {})).items()},
+                read=dict.fromkeys(str(r) for r in data.get("read", [])),
                 identifiers=[str(i) for i in data.get("identifiers", [])],
                 candidates=[str(i) for i in data.get("candidates", [])],
                 notes=[str(n) for n in data.get("notes", [])],
@@ -177,6 +180,7 @@ class DigestState:
             users=list(self.users), opening=self.opening, opening_done=self.opening_done,
             earlier=list(self.earlier), model=self.model,
             errors={k: dict(v) for k, v in self.errors.items()}, files=dict(self.files),
+            read=dict(self.read),
             identifiers=list(self.identifiers), candidates=list(self.candidates),
             notes=list(self.notes), commands=dict(self.commands), details=list(self.details),
             folded=self.folded, folded_tokens=self.folded_tokens, _seen=dict(self._seen),
@@ -265,9 +269,13 @@ class DigestState:
                       else "failed" if failing else "ok")
             self.commands[cmd] = f"`{cmd}` -> {status}"
         else:
-            target = (path_of(call) or cap(orjson.dumps(call.arguments).decode(), 160)
+            path = path_of(call) if call is not None else None
+            target = (path or cap(orjson.dumps(call.arguments).decode(), 160)
                       if call is not None else "")
             key, what = f"{name}({target})", f"{name}({target})"
+            if path and kind is ToolKind.READ:  # the artifact trail: what was read
+                self.read.pop(path, None)
+                self.read[path] = None
         if failing:
             self.errors.pop(key, None)
             full, brief = error_excerpts(text, 500, 240)
@@ -324,7 +332,7 @@ class DigestState:
         the newest that fit are kept whole, older ones shortened to their first sentence;
         the opening turn is always whole. ``hard_only``: only what is never trimmed (the
         header, the user messages, the carried summaries); ``essential``: without the
-        commands run and the details that fill the room.
+        files read, the commands run and the details that fill the room.
         """
         if user_chars is None:
             user_chars = max_chars // 4
@@ -351,7 +359,7 @@ class DigestState:
         if not hard_only:
             sections = self._sections(max_items)
             if essential:
-                sections = sections[:-2]
+                sections = sections[:-_FILLERS]
             budget = max_chars - sum(len(p) + 2 for p in [*parts, users])
             complete &= _fit(sections, budget)
             parts += [s.render() for s in sections if s.items]
@@ -420,7 +428,11 @@ class DigestState:
             _Section("What the assistant said (first sentences, newest last)", 4,
                      list(dict.fromkeys(self.notes))),
             _Section("Errors since resolved", 3, resolved),
-            _Section("Commands run (last exit code)", 2, list(self.commands.values())),
+            # (from here on: what fills the room the essentials leave, see ``render``)
+            _Section("Files read (newest last)", 1,
+                     [", ".join(p for p in self.read if p not in self.files)], join=True,
+                     noun="files", optional=True),
+            _Section("Commands run (last exit code)", 3, list(self.commands.values())),
             _Section("More detail from the folded messages (newest last)", 2,
                      list(dict.fromkeys(reversed(self.details)))[::-1]),
         ]
@@ -480,6 +492,7 @@ def _change(call: ToolCall, kind: ToolKind, path: str) -> str:
 
 
 _MORE = 80  # the line that says how many older items are not shown
+_FILLERS = 3  # the last sections (files read, commands run, details) fill leftover room
 
 
 @dataclass
@@ -489,6 +502,8 @@ class _Section:
     items: list[str] = field(default_factory=list)
     join: bool = False  # one item, trimmed by dropping its oldest comma-separated parts
     omitted: int = 0
+    noun: str = ""  # what its items are, when it says how many are not shown
+    optional: bool = False  # left out, its share given to the others, when too small
 
     def size(self) -> int:
         return len(self.title) + 5 + sum(len(i) + 3 for i in self.items) + (
@@ -530,7 +545,7 @@ class _Section:
     def render(self) -> str:
         more = ""
         if self.omitted:
-            what = "identifiers" if self.join else "items"
+            what = self.noun or ("identifiers" if self.join else "items")
             more = (f"\n- … {self.omitted} older {what} not shown (the full history is in the "
                     "session file)")
         return f"## {self.title}" + more + "".join(f"\n- {i}" for i in self.items)
@@ -539,7 +554,9 @@ class _Section:
 def _fit(sections: list[_Section], budget: int) -> bool:
     """Share ``budget`` among the sections: each first gets what it needs up to its weighted
     share, then what is left goes to those that want more, in priority order; each is
-    trimmed to what it got, oldest items first. True when nothing was cut."""
+    trimmed to what it got, oldest items first. An ``optional`` section whose share is too
+    small to show anything is left out, and its share goes to the others. True when
+    nothing was cut."""
     sizes = {id(s): s.size() for s in sections if s.items}
     if sum(sizes.values()) <= budget:
         return True
@@ -552,10 +569,22 @@ def _fit(sections: list[_Section], budget: int) -> bool:
         given[id(s)] = give
         remaining -= give
     for s in active:
+        if s.optional and given[id(s)] < min(sizes[id(s)], len(s.title) + 5 + _MORE + 60):
+            remaining += given[id(s)]
+            given[id(s)] = 0
+    for s in active:
+        if s.optional and not given[id(s)]:
+            continue  # (it takes what is left only after the others)
         more = min(sizes[id(s)] - given[id(s)], remaining)
         given[id(s)] += more
         remaining -= more
     for s in active:
+        if s.optional and not given[id(s)]:
+            given[id(s)] = min(sizes[id(s)], remaining)
+            remaining -= given[id(s)]
+            if given[id(s)] < min(sizes[id(s)], len(s.title) + 5 + _MORE + 60):
+                s.items = []  # no room for it
+                continue
         if given[id(s)] < sizes[id(s)]:
             s.trim(given[id(s)])
     return False

@@ -20,7 +20,7 @@ from ._cuts import choose_cut, dropped_items
 from ._digest import DEFAULT_MAX_CHARS, DigestState
 from ._state import CompactionState, Plan, Summarizer
 
-__all__ = ["fold"]
+__all__ = ["fold", "with_model_text"]
 
 LOW = 0.85  # the context should land at or above this fraction of the target...
 AIM = 0.97  # ...aiming here, never above 1.0
@@ -61,6 +61,18 @@ def fold(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float =
         if with_model is not None:
             return _restore(state, replace(with_model, summarized=ids))
     return _restore(state, replace(new, summary=summary, digest=digest, summarized=ids))
+
+
+def with_model_text(state: CompactionState, plan: Plan, text: str) -> Plan:
+    """``plan`` (a folded one) whose summary carries ``text``, a summary written elsewhere
+    (a provider's), in place of the summaries it updates; the user's messages and the
+    digest's other sections stay around it, in the room under the target."""
+    digest = (plan.digest or DigestState()).copy()
+    digest.earlier, digest.model = [], text.strip()
+    need = _essential(state, plan, digest)
+    summary, _ = _fill(state, plan, digest, _room(state, plan, digest, need),
+                       _user_chars(state, digest))
+    return replace(plan, summary=summary, digest=digest)
 
 
 def _restore(state: CompactionState, plan: Plan) -> Plan:
@@ -135,7 +147,7 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
             digest, extra = base.copy(), found
         digest.add(extra, state.fold.tool_kinds,
                    tokens=round(state.estimate([m for m, _ in extra]) * state.scale))
-        items, best = found, replace(plan, first_kept=first_kept, pinned=pins)
+        items, best = found, replace(plan, first_kept=first_kept, pinned=pins, native=None)
         need = _essential(state, best, digest) if reserve is None else max(
             reserve, _essential(state, best, digest))
         if state.bare_tokens(best) + need + margin <= target:

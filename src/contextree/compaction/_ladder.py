@@ -22,6 +22,7 @@ from ..errors import CompactionError, InvalidArgument
 from ..models._base import Model
 from ..tokens import EstimateCounter, TokenCounter, fresh_start
 from ..tools._kinds import ToolKind
+from ._native import ProviderCompaction
 from ._policy import CompactionPolicy
 from ._source import branch_of
 from ._stages import Digest, SlidingWindow, ToolResults
@@ -179,11 +180,17 @@ class CompactionLadder:
                             user_share=self.user_share)
 
 
-def default_ladder(model: Model | None = None) -> CompactionLadder:
+def default_ladder(model: Model | None = None, *, native: bool = False) -> CompactionLadder:
     """``ToolResults -> SlidingWindow -> Digest``, with ``Summarize(model)`` before the
     digest when a model is given. With a model, what any stage drops is summarized by it
-    (the digest stands in if it fails or its reply is rejected)."""
-    stages: list[Stage] = [ToolResults(), SlidingWindow()]
+    (the digest stands in if it fails or its reply is rejected). ``native=True`` with a
+    model whose provider compacts (``AnthropicMessages``, ``OpenAIResponses``) puts
+    ``ProviderCompaction(model)`` right after ``ToolResults``: the provider compacts, and
+    the next rungs stand in when it refuses."""
+    stages: list[Stage] = [ToolResults()]
+    if native and model is not None:  # (a model that cannot: the rung says so, steps aside)
+        stages.append(ProviderCompaction(model))
+    stages.append(SlidingWindow())
     if model is not None:
         stages.append(Summarize(model))
     stages.append(Digest())
@@ -265,6 +272,8 @@ def plan_compaction(
     if plan.digest is not None and plan.summary:
         # The summary's state: the next compaction merges it instead of reading the text.
         details["digest"] = plan.digest.to_json()
+    if plan.native is not None:  # the provider's own items, sent back to that provider
+        details["native"] = plan.native
     if state.calls:  # every summarizer call, by model, whatever became of its reply
         details["calls"] = [c.to_dict() for c in state.calls]
     result.entry = state.entry_for(plan, new_id(), now(), tokens_after=result.tokens_after,

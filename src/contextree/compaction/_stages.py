@@ -44,10 +44,18 @@ class ToolResults:
         sizes = state.sizes(messages)
         savings: dict[str, int] = {}  # results cleared here, oldest first
         index = CallIndex()  # a result answers the nearest preceding call with its id
+        # No placeholder is smaller than its fixed words: a result that is not larger
+        # cannot save anything, and is passed over without writing its placeholder.
+        floor = state.sizes((Message.tool(_FLOOR, tool_call_id="x"),))[0]
+        names: dict[str, int] = {}
         for i, m in enumerate(messages[:protected_from]):
             call = index.see(m)
             eid = ids[i]
             if m.role != "tool" or eid is None or eid in cleared or m.kind is not None:
+                continue
+            if m.name and m.name not in names:
+                names[m.name] = state.counter.count_text(m.name)
+            if sizes[i] <= floor + names.get(m.name or "", 0):
                 continue
             text = placeholder(m, call, state.fold.tool_kinds)
             # (the same text and name as the placeholder will have: its count is cached)
@@ -70,6 +78,10 @@ class ToolResults:
                     total += savings.pop(eid)
                     del cleared[eid]
         return replace(plan, cleared=cleared)
+
+
+# What every placeholder holds whatever the tool (see ``placeholder``), at its shortest.
+_FLOOR = "[Cleared to save context: result of (), 1 lines, 0 bytes. ]"
 
 
 def placeholder(result: Message, call: ToolCall | None,

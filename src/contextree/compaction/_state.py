@@ -22,6 +22,7 @@ from .._context import (
 )
 from .._messages import Message, Usage
 from ..entries import AnyEntry, CallRecord, CompactionEntry, CompactionReceipt, MessageEntry
+from ..markers import ClearedToolResultMarker
 from ..tokens import TokenCounter
 from ..tools._kinds import ToolKind
 from ._digest import DigestState
@@ -43,6 +44,7 @@ class Plan:
     usage: Usage | None = None
     summarized: tuple[str, ...] = ()  # entry ids whose content went into the summary
     digest: DigestState | None = None  # the summary's state (None: the summary is opaque)
+    native: dict[str, Any] | None = None  # the provider's own compacted items, if it compacted
 
 
 class Summarizer(Protocol):
@@ -90,7 +92,8 @@ def with_summary(plan: Plan, summary: str, summarized: Sequence[str],
     state, if it has one; without it the next compaction carries the summary verbatim)."""
     return replace(plan, summary=summary,
                    summarized=tuple(dict.fromkeys([*plan.summarized, *summarized])),
-                   usage=usage if usage is not None else plan.usage, digest=digest)
+                   usage=usage if usage is not None else plan.usage, digest=digest,
+                   native=None)
 
 
 class CompactionState:
@@ -123,8 +126,11 @@ class CompactionState:
         # Other messages (placeholders, summaries) are rebuilt by every render: their counts
         # are cached by what is counted.
         self._text_counts: dict[tuple[str, str, str | None], int] = {}
-        self._renders: dict[int, tuple[Plan, SessionContext]] = {}
-        self._tokens: dict[int, tuple[Plan, int]] = {}
+        # Renders and counts are cached by what decides the view (``_view_key``): stages
+        # build equal plans as new objects.
+        self._renders: dict[tuple[Any, ...], tuple[Plan, SessionContext]] = {}
+        self._tokens: dict[tuple[Any, ...], tuple[Plan, int]] = {}
+        self._by_cut: dict[tuple[int, tuple[str, ...]], tuple[Plan, SessionContext]] = {}
         self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
         self.tokens_before = 0  # until counted below
         self.base: CompactionEntry | None = None
@@ -175,8 +181,11 @@ class CompactionState:
                     digest.earlier.append(found[0].strip())
             digest.add(rest, self.fold.tool_kinds)
             summary = digest.render()[0]
+        # A provider's compacted items stay in force while the summary they stand for does.
+        native = details.get("native") if not base.retained_tail else None
         return Plan(summary=summary, first_kept=first, cleared=dict(base.cleared or {}),
-                    pinned=tuple(base.pinned or ()), digest=digest)
+                    pinned=tuple(base.pinned or ()), digest=digest,
+                    native=native if isinstance(native, dict) else None)
 
     def report(self, note: str, error: str | None = None) -> None:
         """Note something the running stage did (a summarizer reply rejected...), for its
@@ -212,12 +221,43 @@ class CompactionState:
         Cached per plan object (plans are immutable): the stages and the ladder ask for the
         same plans several times. The result is shared: do not modify it.
         """
-        hit = self._renders.get(id(plan))
-        if hit is not None and hit[0] is plan:
+        key = _view_key(plan)
+        hit = self._renders.get(key)
+        if hit is not None and hit[0].cleared is plan.cleared:
             return hit[1]
-        ctx = build_context([*self.branch, self.entry_for(plan)], projectors=self.projectors)
-        self._renders[id(plan)] = (plan, ctx)
+        if plan.summary:
+            # The same view without the summary, with the summary message first: it pairs
+            # with nothing, so building the whole branch again would give the same list.
+            bare = self.render(replace(plan, summary=""))
+            entry = self.entry_for(plan)
+            ctx = replace(bare, messages=[summary_message(entry), *bare.messages],
+                          entry_ids=[entry.id, *bare.entry_ids], compaction=entry,
+                          fresh_from=bare.fresh_from + 1)
+        else:
+            ctx = self._with_more_cleared(plan) or build_context(
+                [*self.branch, self.entry_for(plan)], projectors=self.projectors)
+        self._renders[key] = (plan, ctx)
+        if not plan.summary:
+            self._by_cut[plan.first_kept, plan.pinned] = (plan, ctx)
         return ctx
+
+    def _with_more_cleared(self, plan: Plan) -> SessionContext | None:
+        """``plan``'s view (no summary) from the last one rendered with the same cut and
+        pins, when ``plan`` only clears more tool results (what ``ToolResults`` does): the
+        same list with those results as placeholders, as ``build_context`` marks them."""
+        hit = self._by_cut.get((plan.first_kept, plan.pinned))
+        if hit is None:
+            return None
+        old, ctx = hit
+        if any(plan.cleared.get(k) != v for k, v in old.cleared.items()):
+            return None
+        new = {k: v for k, v in plan.cleared.items() if k not in old.cleared}
+        messages = list(ctx.messages)
+        mark = ClearedToolResultMarker(tokens_after=None)  # (a candidate entry has no count)
+        for i, eid in enumerate(ctx.entry_ids):
+            if eid is not None and eid in new and messages[i].role == "tool":
+                messages[i] = messages[i].marked(mark, content=new[eid])
+        return replace(ctx, messages=messages, compaction=self.entry_for(plan))
 
     def estimate(self, messages: Sequence[Message]) -> int:
         """The unscaled estimate of ``messages``."""
@@ -261,11 +301,12 @@ class CompactionState:
 
     def tokens(self, plan: Plan) -> int:
         """The tokens of the context ``plan`` describes, as the ladder counts them."""
-        hit = self._tokens.get(id(plan))
-        if hit is not None and hit[0] is plan:
+        key = _view_key(plan)
+        hit = self._tokens.get(key)
+        if hit is not None and hit[0].cleared is plan.cleared:
             return hit[1]
         n = round(self.estimate(self.render(plan).messages) * self.scale)
-        self._tokens[id(plan)] = (plan, n)
+        self._tokens[key] = (plan, n)
         return n
 
     def bare_tokens(self, plan: Plan) -> int:
@@ -286,7 +327,7 @@ class CompactionState:
         if plan.summary:
             message = summary_message(self.entry_for(plan))
             n += round(self.sizes((message,))[0] * self.scale)
-        self._tokens[id(plan)] = (plan, n)
+        self._tokens[_view_key(plan)] = (plan, n)
         return n
 
     def original(self, entry_id: str) -> Message | None:
@@ -296,6 +337,12 @@ class CompactionState:
             return None
         entry = self.branch[i]
         return entry.message if isinstance(entry, MessageEntry) else None
+
+
+def _view_key(plan: Plan) -> tuple[Any, ...]:
+    """What decides the view a plan renders: its summary, cut and pins, and its cleared
+    results (by identity: a caller checks that the cached plan holds the same dict)."""
+    return (plan.summary, plan.first_kept, plan.pinned, id(plan.cleared))
 
 
 class _Cached:

@@ -1,6 +1,6 @@
 """Model adapters: one ``Model`` interface over OpenAI-compatible and Anthropic APIs.
 
-``OpenAIChat`` and ``AnthropicMessages`` need the ``openai`` / ``anthropic`` extras, imported
+``OpenAIChat``, ``OpenAIResponses`` and ``AnthropicMessages`` need the ``openai`` / ``anthropic`` extras, imported
 only when constructed. Each can ``stream(...)`` a reply (a ``ReplyStream`` of ``TextDelta``,
 ``ThinkingDelta`` and ``ToolCallReady``, whose ``message`` is then what ``complete`` would
 have returned); ``stream_reply(model, ...)`` streams any model, completing and replaying one
@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
     from contextree._pricing import cost_of, table_cost
     from contextree.models._anthropic import AnthropicMessages
     from contextree.models._base import Model, ToolSpec
+    from contextree.models._native import NativeCompaction, NativeCompactionModel
     from contextree.models._openai_chat import OpenAIChat
+    from contextree.models._openai_responses import OpenAIResponses
     from contextree.models._scripted import ScriptedModel
     from contextree.models._stream import (
         AsyncReplyStream,
@@ -47,7 +49,10 @@ __all__ = [
     "AsyncReplyStream",
     "Delta",
     "Model",
+    "NativeCompaction",
+    "NativeCompactionModel",
     "OpenAIChat",
+    "OpenAIResponses",
     "ReplyStream",
     "ScriptedModel",
     "StreamingModel",
@@ -71,7 +76,9 @@ _LAZY = {
     "contextree._pricing": ("cost_of", "table_cost"),
     "._anthropic": ("AnthropicMessages",),
     "._base": ("Model", "ToolSpec"),
+    "._native": ("NativeCompaction", "NativeCompactionModel"),
     "._openai_chat": ("OpenAIChat",),
+    "._openai_responses": ("OpenAIResponses",),
     "._scripted": ("ScriptedModel",),
     "._stream": ("AsyncReplyStream", "Delta", "ReplyStream", "StreamingModel", "TextDelta",
                  "ThinkingDelta", "ToolCallReady", "astream_reply", "stream_reply"),

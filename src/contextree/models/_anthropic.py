@@ -12,13 +12,22 @@ from typing import TYPE_CHECKING, Any
 
 from contextree._messages import Message
 from contextree._pricing import with_cost
+from contextree.errors import CompactionError
 from contextree.models._base import ToolSpec, merge_options
+from contextree.models._native import (
+    ANTHROPIC_COMPACT_BETA,
+    ANTHROPIC_COMPACT_EDIT,
+    ANTHROPIC_MIN_TRIGGER,
+    MESSAGES_API,
+    NativeCompaction,
+)
 from contextree.models._sdk import SdkModel
 from contextree.models._stream import AnthropicAssembler, Assembler
 from contextree.models._wire_anthropic import (
     SYSTEM_SEPARATOR,
     assistant_from_anthropic,
     cache_breakpoints,
+    sends_compaction,
     to_anthropic,
     tools_to_anthropic,
     usage_from_anthropic,
@@ -89,7 +98,56 @@ class AnthropicMessages(SdkModel):
         if tools:
             request["tools"] = tools_to_anthropic(tools)
         request.update(opts)
+        if sends_compaction(wire):
+            # A compaction block sent back needs the beta that made it.
+            headers = dict(request.get("extra_headers") or {})
+            betas = [b for b in str(headers.get("anthropic-beta", "")).split(",") if b]
+            if ANTHROPIC_COMPACT_BETA not in betas:
+                headers["anthropic-beta"] = ",".join([*betas, ANTHROPIC_COMPACT_BETA])
+            request["extra_headers"] = headers
         return cache_breakpoints(request) if self.prompt_cache else request
+
+    min_native_tokens = ANTHROPIC_MIN_TRIGGER
+    """The Messages API compacts nothing under its lowest trigger (50,000 input tokens)."""
+
+    def compact_native(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
+                       instructions: str | None = None) -> NativeCompaction:
+        """Server-side compaction of ``messages``: one request with the ``compact_20260112``
+        context-management edit (beta ``compact-2026-01-12``), triggered at the lowest
+        threshold and paused after the compaction, so the provider returns its
+        ``compaction`` block and samples nothing; ``tools`` are the conversation's (its
+        ``tool_use`` blocks name them). A reply that is not a compaction (the
+        conversation was under the trigger, the block has no summary) raises
+        ``CompactionError``; a refused call raises ``ModelError``."""
+        request = self._request(messages, tools, {})
+        request.pop("extra_headers", None)
+        edit: dict[str, Any] = {"type": ANTHROPIC_COMPACT_EDIT,
+                                "trigger": {"type": "input_tokens",
+                                            "value": ANTHROPIC_MIN_TRIGGER},
+                                "pause_after_compaction": True}
+        if instructions:
+            edit["instructions"] = instructions
+        request["context_management"] = {"edits": [edit]}
+        request["betas"] = [ANTHROPIC_COMPACT_BETA]
+        data = self._call_json(lambda client: client.beta.messages.create, request)
+        blocks = [b for b in data.get("content") or () if isinstance(b, dict)
+                  and b.get("type") == "compaction"]
+        usage = usage_from_anthropic(data.get("usage"))
+        if not blocks or data.get("stop_reason") != "compaction":
+            raise CompactionError(
+                f"{self.provider}: the Messages API did not compact (stop reason "
+                f"{data.get('stop_reason')!r}, {len(blocks)} compaction blocks); the "
+                "conversation may be under its trigger of "
+                f"{ANTHROPIC_MIN_TRIGGER} input tokens")
+        block = blocks[-1]
+        summary = block.get("content")
+        if not isinstance(summary, str) or not summary.strip():
+            raise CompactionError(f"{self.provider}: the compaction block has no summary "
+                                  "(the provider's compaction failed)")
+        return NativeCompaction(self.provider, MESSAGES_API, str(data.get("model") or self.name),
+                                [block], summary.strip(), with_cost(
+                                    Message.assistant("", usage=usage, model=self.name,
+                                                      provider=self.provider)).usage or usage)
 
     def _assembler(self) -> Assembler:
         return AnthropicAssembler()

@@ -189,12 +189,26 @@ class SdkModel(Model, ABC):
                                 errors=self._stream_error, provider=self.provider,
                                 close=raw.close)
 
+    def _call_json(self, endpoint: Callable[[Any], Any], request: Mapping[str, Any]) -> Json:
+        """One call of another endpoint of the sync client (``endpoint(client)``: the
+        SDK method), its response as JSON; SDK errors are ``ModelError``s."""
+        with self._calling(self._client, request, endpoint) as call:
+            response = call()
+        body = response.to_dict(mode="json", warnings=False)
+        if not isinstance(body, dict):
+            raise malformed_reply(self.provider, UnreadableEvent("not a JSON object", response),
+                                  source=self.base_url, api=self.api_name,
+                                  streamed=False) or ValueError("not a JSON object")
+        return body
+
     @contextmanager
-    def _calling(self, client: Any, request: Mapping[str, Any]) -> Iterator[Callable[[], Any]]:
-        """The endpoint of ``client`` bound to ``request`` (what the SDK's signature
-        accepts); an SDK error raised in the block is mapped to a ``ModelError``. The sync
-        and async calls share it: the async one awaits what the call returns."""
-        create = self._endpoint(client)
+    def _calling(self, client: Any, request: Mapping[str, Any],
+                 endpoint: Callable[[Any], Any] | None = None) -> Iterator[Callable[[], Any]]:
+        """The endpoint of ``client`` (``endpoint(client)``, by default the completion one)
+        bound to ``request`` (what the SDK's signature accepts); an SDK error raised in the
+        block is mapped to a ``ModelError``. The sync and async calls share it: the async
+        one awaits what the call returns."""
+        create = (endpoint or self._endpoint)(client)
         kwargs = sdk_kwargs(create, request)
         try:
             yield lambda: create(**kwargs)

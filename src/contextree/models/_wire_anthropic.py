@@ -16,6 +16,9 @@ The mapping:
 * Assistant ``tool_calls`` -> ``tool_use`` blocks after the message's other content.
 * Tool messages -> ``tool_result`` blocks (``is_error`` carried); consecutive tool messages
   merge into ONE user message, as the API requires all results of a turn together.
+* A compaction summary whose marker carries the Messages API's own ``compaction`` block
+  (``ProviderCompaction``) is sent as that block, first in the conversation (in the first
+  assistant message), not as system text; any other summary is system text.
 * ``UnknownPart`` is sent verbatim (assumed to be an Anthropic block: server tool use, search
   results, documents...); unknown blocks read back as ``UnknownPart``.
 
@@ -41,7 +44,9 @@ from contextree._messages import (
     Usage,
 )
 from contextree._text import shorten
+from contextree.markers import CompactionSummaryMarker
 from contextree.models._base import ToolSpec
+from contextree.models._native import MESSAGES_API, native_items
 from contextree.models._wire_common import (
     Json,
     ToolNames,
@@ -59,6 +64,7 @@ __all__ = [
     "SYSTEM_SEPARATOR",
     "assistant_from_anthropic",
     "from_anthropic",
+    "sends_compaction",
     "to_anthropic",
     "tools_to_anthropic",
     "usage_from_anthropic",
@@ -117,10 +123,16 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
     system: list[str] = []
     made: list[str] = []  # system messages contextree made (a compaction summary): last
     out: list[Json] = []
+    compacted: list[Json] = []  # the provider's own compaction block, sent first
     results: list[Json] | None = None  # tool_result blocks of the user turn being built
     for msg in unique_call_ids(messages):
         if msg.role == "system":
-            if msg.text:
+            mark = msg.marker
+            blocks = (native_items(mark.native, MESSAGES_API)
+                      if isinstance(mark, CompactionSummaryMarker) else None)
+            if blocks is not None:
+                compacted = blocks
+            elif msg.text:
                 (system if msg.kind is None else made).append(msg.text)
             continue
         if msg.role == "tool":
@@ -133,10 +145,28 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
         wire = _assistant_to_wire(msg) if msg.role == "assistant" else _user_to_wire(msg)
         if wire is not None:
             out.append(wire)
-    if out and out[0]["role"] != "user":
+    if compacted:
+        # The compaction block is the first block of the conversation; the API drops
+        # nothing else (it summarizes only what came before it).
+        if out and out[0]["role"] == "assistant":
+            first = out[0]["content"]
+            rest = ([{"type": "text", "text": first}] if isinstance(first, str) and first
+                    else first if isinstance(first, list) else [])
+            out[0] = {"role": "assistant", "content": [*compacted, *rest]}
+        else:
+            out.insert(0, {"role": "assistant", "content": compacted})
+    elif out and out[0]["role"] != "user":
         out.insert(0, {"role": "user", "content": CONTINUING})
     system += made
     return (SYSTEM_SEPARATOR.join(system) if system else None), out
+
+
+def sends_compaction(wire: Sequence[Json]) -> bool:
+    """Whether the ``messages`` of a request send a ``compaction`` block back (which needs
+    the compaction beta header)."""
+    content = wire[0].get("content") if wire else None
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "compaction" for b in content)
 
 
 CACHE_CONTROL: Json = {"type": "ephemeral"}

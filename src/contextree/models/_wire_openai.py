@@ -38,6 +38,9 @@ Responses specifics:
 * Each ``ThinkingPart`` is a ``reasoning`` item: text in ``summary``, ``signature`` in
   ``encrypted_content``, item id in ``ThinkingPart.extra["id"]``. ``redacted`` is not kept.
 * ``function_call`` item ids are kept in ``ToolCall.extra["item_id"]``.
+* A compaction summary whose marker carries the output of ``/responses/compact``
+  (``ProviderCompaction``) is sent as those items (the user messages and the encrypted
+  ``compaction`` item) in its place; any other summary is a system message.
 * Consecutive assistant items (reasoning, message, function_call, and unknown item types as
   ``UnknownPart``) form one assistant message, so consecutive assistant messages merge; its content is the single message item's content
   as sent (string or parts) when that is all there is, else the parts in order.
@@ -59,7 +62,9 @@ from contextree._messages import (
     Usage,
 )
 from contextree._text import shorten
+from contextree.markers import CompactionSummaryMarker
 from contextree.models._base import ToolSpec
+from contextree.models._native import RESPONSES_API, native_items
 from contextree.models._wire_common import (
     Json,
     ToolNames,
@@ -335,7 +340,12 @@ def to_openai_responses(messages: Iterable[Message]) -> list[Json]:
     provider reused are made unique in the request."""
     out: list[Json] = []
     for msg in unique_call_ids(messages):
-        if msg.role == "assistant":
+        mark = msg.marker
+        native = (native_items(mark.native, RESPONSES_API)
+                  if isinstance(mark, CompactionSummaryMarker) else None)
+        if native is not None:
+            out.extend(native)  # what /responses/compact returned, sent back as it came
+        elif msg.role == "assistant":
             out.extend(_assistant_to_items(msg))
         elif msg.role == "tool":
             out.append(

@@ -1,0 +1,209 @@
+"""Fake servers for provider-native compaction, speaking the documented wire formats.
+
+``CompactingAnthropicServer``: the Messages API with server-side compaction (beta
+``compact-2026-01-12``): a request whose ``context_management.edits`` hold a
+``compact_20260112`` edit and whose input (estimated here at 4 characters a token) reaches
+the edit's trigger gets a ``compaction`` block (a readable ``content``, an opaque
+``encrypted_content``, a ``signature``) and, paused, ``stop_reason: "compaction"``; under
+the trigger it answers from the queue like any request. A ``compaction`` block sent back
+must be the first block of the conversation, carry the signature this server gave it, and
+come with the beta header.
+
+``ResponsesServer``: ``POST /v1/responses`` (answered from the queue) and, unless
+``compact_endpoint=False`` (a server that does not have it answers 404),
+``POST /v1/responses/compact``: the user messages of the input, then one ``compaction``
+item whose ``encrypted_content`` only this server can read; later requests may send it back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import SSE, FakeServer, Recorded, Reply
+from .anthropic_server import AnthropicServer, error
+
+BETA = "compact-2026-01-12"
+EDIT = "compact_20260112"
+MIN_TRIGGER = 50_000
+
+
+def estimate(*parts: Any, chars_per_token: int = 4) -> int:
+    """The server's own token count of request parts: 4 characters a token."""
+    return sum(len(json.dumps(p)) for p in parts if p is not None) // chars_per_token
+
+
+class CompactingAnthropicServer(AnthropicServer):
+    """``AnthropicServer`` with server-side compaction (see the module notes).
+
+    ``refuse`` (a ``Reply``), when set, answers every compaction request (a model without
+    compaction, an outage). ``compactions`` counts the compactions made;
+    ``chars_per_token`` is how the server counts (more: it counts fewer tokens).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse: Reply | None = None
+        self.compactions = 0
+        self.chars_per_token = 4
+
+    def route_ok(self, method: str, path: str) -> bool:
+        return method == "POST" and path in ("/v1/messages", "/v1/messages?beta=true")
+
+    def validate(self, body: Any) -> str | None:
+        messages = body.get("messages") if isinstance(body, dict) else None
+        if isinstance(messages, list) and messages and _starts_with_compaction(messages[0]):
+            # The compaction block stands first; the API drops what came before it.
+            rest = [*messages[0]["content"][1:]]
+            body = {**body, "messages": ([{"role": "user", "content": "[compacted]"},
+                                          {"role": "assistant", "content": rest}] if rest
+                                         else [{"role": "user", "content": "[compacted]"}])
+                    + messages[1:]}
+        return super().validate(body)
+
+    def _answer(self, req: Recorded) -> Reply | SSE:
+        refused = self.refusal(req)
+        if refused is not None:
+            return refused
+        body = req.body
+        betas = req.headers.get("anthropic-beta", "")
+        messages = body.get("messages") or []
+        for i, m in enumerate(messages):
+            content = m.get("content") if isinstance(m, dict) else None
+            for j, b in enumerate(content if isinstance(content, list) else []):
+                if isinstance(b, dict) and b.get("type") == "compaction":
+                    if BETA not in betas:
+                        return error(400, f"messages.{i}.content.{j}: compaction blocks need "
+                                          f"the beta header {BETA}")
+                    if i or j:
+                        return error(400, "compaction_block_misplaced: the compaction block "
+                                          "is not the first block of the conversation")
+                    if b.get("signature") != _signature(b.get("content")):
+                        return error(400, "compaction_signature_invalid")
+        edits = (body.get("context_management") or {}).get("edits") or []
+        edit = next((e for e in edits if e.get("type") == EDIT), None)
+        if edit is None:
+            return super()._answer(req)
+        if BETA not in betas:
+            return error(400, f"context_management.edits.0: {EDIT} needs the beta header {BETA}")
+        trigger = (edit.get("trigger") or {}).get("value", 150_000)
+        if not isinstance(trigger, int) or trigger < MIN_TRIGGER:
+            return error(400, f"context_management.edits.0.trigger: must be at least "
+                              f"{MIN_TRIGGER} input tokens")
+        if self.refuse is not None:
+            return self.refuse
+        tokens = estimate(body.get("system"), messages, chars_per_token=self.chars_per_token)
+        if tokens < trigger:
+            return super()._answer(req)  # under the trigger: an ordinary reply
+        self.compactions += 1
+        summary = summarize(messages, edit.get("instructions"))
+        block = {"type": "compaction", "content": summary,
+                 "encrypted_content": f"opaque-{self.compactions}-{len(messages)}",
+                 "signature": _signature(summary)}
+        if not edit.get("pause_after_compaction"):
+            return error(400, "fake server: only pause_after_compaction is served")
+        return Reply(200, {"id": f"msg_compact_{self.compactions}", "type": "message",
+                           "role": "assistant", "model": body.get("model"),
+                           "content": [block], "stop_reason": "compaction",
+                           "stop_sequence": None,
+                           "usage": {"input_tokens": tokens, "output_tokens": 40,
+                                     "cache_read_input_tokens": 0,
+                                     "cache_creation_input_tokens": 0}})
+
+
+def _starts_with_compaction(message: Any) -> bool:
+    content = message.get("content") if isinstance(message, dict) else None
+    return (message.get("role") == "assistant" and isinstance(content, list) and bool(content)
+            and isinstance(content[0], dict) and content[0].get("type") == "compaction")
+
+
+def _signature(summary: Any) -> str:
+    return f"sig:{len(str(summary))}"
+
+
+def summarize(messages: list[Any], instructions: str | None = None) -> str:
+    """The fake provider's summary: the user's texts it saw (a previous compaction's summary
+    first), so a test can tell what was compacted."""
+    said: list[str] = []
+    for m in messages:
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for b in blocks or ():
+            if b.get("type") == "compaction":
+                said.append(f"(earlier: {b.get('content')})")
+            elif m.get("role") == "user" and b.get("type") == "text":
+                said.append(b["text"][:60])
+    head = f"[{instructions}] " if instructions else ""
+    return head + "The user asked: " + " | ".join(said)
+
+
+class ResponsesServer(FakeServer):
+    """The Responses API and its compaction endpoint (see the module notes)."""
+
+    def __init__(self, *, compact_endpoint: bool = True) -> None:
+        super().__init__()
+        self.compact_endpoint = compact_endpoint
+        self.issued: dict[str, int] = {}  # encrypted_content -> input items it stands for
+
+    @property
+    def base_url(self) -> str:
+        return self.url + "/v1"
+
+    def route_ok(self, method: str, path: str) -> bool:
+        paths = {"/v1/responses", *(("/v1/responses/compact",) if self.compact_endpoint
+                                    else ())}
+        return method == "POST" and path in paths
+
+    def error_reply(self, status: int, message: str) -> Reply:
+        return Reply(status, {"error": {"message": message, "type": "invalid_request_error",
+                                        "param": None, "code": None}})
+
+    def validate(self, body: Any) -> str | None:
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+            return "model: required"
+        items = body.get("input")
+        if not isinstance(items, list):
+            return "input: an array of items is required here"
+        for i, item in enumerate(items):
+            if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+                return f"input[{i}]: each item needs a type"
+            if item["type"] == "compaction" and item.get("encrypted_content") not in self.issued:
+                return f"input[{i}]: invalid encrypted_content in the compaction item"
+        return None
+
+    def _answer(self, req: Recorded) -> Reply | SSE:
+        if req.path != "/v1/responses/compact" or not self.route_ok(req.method, req.path):
+            return super()._answer(req)
+        refused = self.refusal(req)
+        if refused is not None:
+            return refused
+        items = req.body["input"]
+        users = [i for i in items if i.get("type") == "message" and i.get("role") == "user"]
+        key = f"enc-{len(self.issued) + 1}-{len(items)}"
+        self.issued[key] = len(items)
+        output = [{"type": "message", "id": f"msg_{n}", "role": "user", "status": "completed",
+                   "content": u["content"]} for n, u in enumerate(users)]
+        output.append({"type": "compaction", "id": f"cmp_{len(self.issued)}",
+                       "encrypted_content": key})
+        used = estimate(items)
+        return Reply(200, {"id": f"resp_compact_{len(self.issued)}",
+                           "object": "response.compaction", "created_at": 1_780_000_000,
+                           "output": output,
+                           "usage": {"input_tokens": used, "output_tokens": 50,
+                                     "total_tokens": used + 50,
+                                     "input_tokens_details": {"cached_tokens": 0},
+                                     "output_tokens_details": {"reasoning_tokens": 0}}})
+
+
+def response(text: str, *, model: str = "gpt-test", input_tokens: int = 30) -> dict[str, Any]:
+    """A ``response`` body whose output is one assistant message of ``text``."""
+    return {"id": "resp_1", "object": "response", "created_at": 1_780_000_000,
+            "model": model, "status": "completed",
+            "output": [{"type": "message", "id": "msg_out", "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": text,
+                                     "annotations": []}]}],
+            "usage": {"input_tokens": input_tokens, "output_tokens": 5,
+                      "total_tokens": input_tokens + 5,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
