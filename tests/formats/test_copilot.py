@@ -20,12 +20,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from contextree import Message, Session
-from contextree.cli import app
-from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
-from contextree.errors import SessionError
-from contextree.formats import detect_format, import_session, list_tool_sessions
-from contextree.markers import CompactionSummaryMarker
 from agent_fixtures import (
     Importer,
     Item,
@@ -38,6 +32,12 @@ from agent_fixtures import (
     subagent_links,
     subtree_leaf,
 )
+from contextree import Session
+from contextree.cli import app
+from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
+from contextree.errors import SessionError
+from contextree.formats import detect_format, import_session, list_tool_sessions
+from contextree.markers import CompactionSummaryMarker
 from helpers import FORMATS_DATA
 
 CP = FORMATS_DATA / "real" / "copilot"

@@ -101,7 +101,7 @@ def test_pi_branch_holds_every_message_in_order(imported: Any) -> None:
     rel, s = imported
     wanted = [e["id"] for e in pi_path(lines_of(PI / rel)) if e["type"] == "message"]
     got = [e.id for e in s.branch() if isinstance(e, MessageEntry)
-           or isinstance(e, CustomEntry) and e.custom_type != CALLS_TYPE]
+           or (isinstance(e, CustomEntry) and e.custom_type != CALLS_TYPE)]
     assert got == wanted
     for e in s.branch():
         if isinstance(e, MessageEntry):

@@ -163,7 +163,9 @@ def _read_one(path: Path, progress: Progress | None = None
                                                               / 1000),
                            custom_type=f"{FORMAT}/fork",
                            data={"session": fork.session["id"], "title": fork.session["title"],
-                                 "copied_messages": [r["id"] for r in fork.rows[:shared]]})
+                                 "copied_messages": [r["id"] for r in fork.rows[:shared]],
+                                 "copied_parts": [pid for r in fork.rows[:shared]
+                                                  for pid, _ in fork.parts.get(r["id"], ())]})
         entries.append(mark)
         _chain(fork, shared, mark.id, ids, entries, None)
         fork_rows.append(fork.session["id"])
