@@ -13,12 +13,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from agent_fixtures import (
+    Importer,
+    Item,
+    Json,
+    importer,
+    json_lines,
+    manifest,
+    request_body,
+    requests,
+    subagent_links,
+    subtree_leaf,
+)
 from contextree import Message, Session
 from contextree.cli import app
 from contextree.entries import CustomEntry, MessageEntry
@@ -29,38 +42,19 @@ from helpers import FORMATS_DATA
 
 GM = FORMATS_DATA / "real" / "gemini_cli"
 FILES = sorted(p.relative_to(GM) for p in GM.glob("*/session-*.jsonl"))
-Json = dict[str, Any]
-Item = tuple[Any, ...]
 
 
-def lines_of(path: Path) -> list[Json]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def manifest(scenario: Path) -> Json:
-    return json.loads((scenario / "manifest.json").read_text())  # type: ignore[no-any-return]
-
-
-def requests(scenario: Path) -> list[Json]:
-    return json.loads((scenario / "requests.json").read_text())  # type: ignore[no-any-return]
+lines_of = json_lines
 
 
 def test_every_scenario_is_covered() -> None:
-    assert {p.parent.name for p in FILES} == {"simple", "tools", "resume", "compress"}
+    assert {p.parent.name for p in FILES} == {"simple", "tools", "resume", "compress",
+                                              "subagent"}
 
 
 @pytest.fixture
-def imported(tmp_path: Path) -> Any:
-    opened: list[Session] = []
-
-    def load(src: Path, fmt: str = "gemini-cli") -> Session:
-        s = import_session(fmt, src, tmp_path / f"{len(opened)}.jsonl", durable=False)
-        opened.append(s)
-        return s
-
-    yield load
-    for s in opened:
-        s.close()
+def imported(tmp_path: Path) -> Iterator[Importer]:
+    yield from importer(tmp_path, "gemini-cli")
 
 
 # -- normalized items -----------------------------------------------------------------------
@@ -225,6 +219,36 @@ def test_resume_continues_the_same_file(imported: Any) -> None:
     s = imported(GM / "resume" / "session-1.jsonl")
     texts = [m.text for m in s.build_context().messages if m.role == "user"]
     assert texts[1:] == ["List the files in this directory.", "What does a.txt contain?"]
+
+
+def test_subagent_chat_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> None:
+    path = GM / "subagent" / "session-1.jsonl"
+    s = imported(path)
+    (link,) = subagent_links(s, "gemini-cli")
+    call = next(c for line in lines_of(path) for c in line.get("toolCalls") or ()
+                if c["name"] == "invoke_agent")
+    assert link.data["agent_id"] == call["agentId"] and link.data["tool_use_id"] == call["id"]
+    assert link.data["meta"]["agent_name"] == "generalist"
+    agent_file = path.parent / s.header.id / f"{call['agentId']}.jsonl"
+    assert link.data["file"] == str(agent_file)
+    result = s.get_entry(link.parent_id)
+    assert isinstance(result, MessageEntry) and result.message.tool_call_id == call["id"]
+    # the sub-agent's context is what the CLI sent in its last sub-agent request, + reply
+    sent = request_items(request_body(GM / "subagent", "final_subagent_request"))
+    root = link.data["first_entry_id"]
+    ctx = [i for m in s.build_context(subtree_leaf(s, root)).messages
+           for i in message_items(m)]
+    assert ctx[:len(sent)] == sent
+    # the reply: the complete_task call, and the result the CLI recorded for it
+    assert ctx[len(sent):] == [
+        ("assistant", "call", "complete_task",
+         {"result": {"response": "The directory contains a.txt."}}),
+        ("tool", "complete_task", {"output": "Output submitted and task completed."})]
+    # its chat imported alone is the same, linked to the parent's session id
+    alone = imported(agent_file)
+    assert [i for m in alone.build_context().messages for i in message_items(m)] == ctx
+    assert alone.header.parent_session == s.header.id
+    assert alone.header.cwd == lines_of(agent_file)[0]["directories"][0]
 
 
 # -- where Gemini CLI keeps them; detection; wrong formats ---------------------------------
