@@ -13,9 +13,12 @@ Import makes the messages a chain in file order, but for the system prompt, whic
 writes after the user message of its turn and sends first (it is kept again only where it
 changed): each user message as sent, each reply with its usage, each tool result (an error when
 ``success`` is false). An applied compaction becomes a compaction entry where it started (the
-messages after it were kept), followed by the user message the CLI sends in place of the
-history: its text, the user's messages and the summary. Every other event is kept as a custom
-entry, in place, so that nothing is lost and the context holds what the model saw.
+messages after it were kept) holding the summary the model wrote, followed by the user message
+the CLI sends in place of the history: its text, every message the user typed so far and the
+summary (the context sends that message, not contextree's own rendering of the summary). Every
+other event is kept as a custom entry, in place, so that nothing is lost and the context holds
+what the model saw. A sub-agent's events (see ``owners``) are a session of their own: a root
+in the same session, linked after the ``task`` call's result (``_subagents``).
 """
 
 from __future__ import annotations
@@ -222,7 +225,8 @@ def _build(path: Path, first_event: tuple[int, Json], events: list[tuple[int, Js
             start = add(eid, when, None, "copilot_" + kind, event)
             done = applied[data["compactionAttemptId"]]
             summary = str(done.get("summaryContent") or "")
-            comp = CompactionEntry(ids.new(), parent, when, summary="", first_kept_entry_id=start,
+            comp = CompactionEntry(ids.new(), parent, when, summary=summary,
+                                   first_kept_entry_id=start,
                                    tokens_before=int(done.get("preCompactionTokens") or 0),
                                    tokens_after=done.get("postCompactionTokens"),
                                    pinned=[system[0]] if system is not None else None,
@@ -231,9 +235,11 @@ def _build(path: Path, first_event: tuple[int, Json], events: list[tuple[int, Js
             entries.append(comp)
             parent = comp.id
             text = summary_text(users, summary)
-            add(None, when, Message(role="user", content=text).marked(
-                CompactionSummaryMarker(summary=summary, source=FORMAT,
-                                        tokens_before=comp.tokens_before)), kind, None)
+            # the summary is sent as the CLI sent it: this message, not contextree's own
+            comp.details["summary_entry"] = add(None, when, Message(
+                role="user", content=text).marked(CompactionSummaryMarker(
+                    summary=summary, source=FORMAT, tokens_before=comp.tokens_before)),
+                kind, None)
         else:
             add(eid, when, None, "copilot_" + kind, event)
     first = first_event[1]

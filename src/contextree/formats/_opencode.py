@@ -14,8 +14,9 @@ parts are one user message; each step of an assistant message (from ``step-start
 message's usage on its last step) followed by one tool message per tool part, holding what the
 tool returned (``state.output``, or ``state.error`` marked as an error). A ``compaction`` part
 (opencode's request for a summary) is sent as the user text "What did we do so far?" and the
-assistant message that answers it is the summary: a compaction entry goes before it, so that
-the context starts there as opencode's does, and the summary is marked as one. What has no
+assistant message that answers it is the summary: a compaction entry holding its text goes
+before it, so that the context starts there as opencode's does (sending that reply, marked as
+the summary, not contextree's own rendering of it). What has no
 message of its own stays on the message it came with (step parts, tool metadata, the rows'
 own fields), and the session row in the header. The system prompt is not stored (opencode
 builds it for every request), nor is the ``event`` table read: it is a log of the same changes.
@@ -190,6 +191,7 @@ def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[A
                if r["id"] in summaries}
     tokens_before = 0  # what the context held, by the last reply's usage
     last: dict[str, str] = {}
+    waiting: dict[str, CompactionEntry] = {}  # a summary's row -> its compaction
     for n, (row, data) in enumerate(zip(s.rows, s.datas, strict=True)):
         if n < start:
             continue
@@ -201,6 +203,7 @@ def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[A
                                    details={"source": FORMAT,
                                             "summary_message": answers.get(row["id"])})
             entries.append(comp)
+            waiting[str(answers.get(row["id"]))] = comp
             parent = comp.id
         for i, msg in enumerate(_messages(row["id"], data, its_parts, row["id"] in summaries)):
             if msg.usage is not None:
@@ -208,6 +211,10 @@ def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[A
             eid = row["id"] if i == 0 and ids.claim(row["id"]) else ids.new()
             entries.append(MessageEntry(eid, parent, when, message=msg))
             parent = eid
+            comp_of = waiting.pop(row["id"], None) if msg.role == "assistant" else None
+            if comp_of is not None:  # the summary the model wrote, sent as this reply
+                comp_of.summary = msg.text
+                comp_of.details["summary_entry"] = eid
         if parent is not None:
             last[row["id"]] = parent
         if progress is not None:
