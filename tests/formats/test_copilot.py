@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from agent_fixtures import (
     Importer,
     Item,
+    Json,
     chat_context_items,
     chat_message_items,
     chat_request_items,
@@ -53,7 +54,21 @@ def scenario(rel: Path) -> Path:
 
 def test_every_scenario_is_covered() -> None:
     assert {p.parts[0] for p in FILES} == {"simple", "tools", "resume", "compact",
-                                           "compact_long", "compact_twice", "subagent"}
+                                           "compact_long", "compact_twice", "subagent",
+                                           "fork"}
+
+
+# The run whose last request a file's context is compared with, where it is not the last
+# request of the scenario: the fork (session-2) was resumed before the session it forked.
+FINAL_RUN = {Path("fork/session-2/events.jsonl"): "resume-fork"}
+
+
+def final_request(rel: Path) -> Json:
+    m = json.loads((scenario(rel) / "manifest.json").read_text())
+    reqs = json.loads((scenario(rel) / "requests.json").read_text())
+    run = FINAL_RUN.get(rel)
+    index = m["last_request_of_run"][run] if run else m["final_main_request"]
+    return reqs[int(index)]["body"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture
@@ -129,9 +144,7 @@ def test_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
 @pytest.mark.parametrize("rel", FILES, ids=str)
 def test_context_is_what_copilot_sent(rel: Path, imported: Any) -> None:
     s = imported(CP / rel)
-    manifest = json.loads((scenario(rel) / "manifest.json").read_text())
-    requests = json.loads((scenario(rel) / "requests.json").read_text())
-    sent = request_items(requests[int(manifest["final_main_request"])]["body"])
+    sent = request_items(final_request(rel))
     ctx = [i for m in s.build_context().messages for i in message_items(m)]
     # a system prompt that changed on resume is in the context where it changed; the CLI
     # sends only the newest one, first
@@ -243,6 +256,34 @@ def test_subagent_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> N
     alone = imported(f"{path}#{started['toolCallId']}")
     assert chat_context_items(alone) == got
     assert alone.header.parent_session == s.header.id != alone.header.id
+
+
+def test_fork_is_a_branch_from_the_last_event_it_copied(imported: Any) -> None:
+    """``/fork`` (typed in the interactive CLI) wrote a new session whose events begin with
+    copies of the first's, ids and all; imported with the first, its own events are a branch
+    from the last event it copied, and the leaf stays the first's."""
+    first, second = CP / "fork" / "session-1" / "events.jsonl", \
+        CP / "fork" / "session-2" / "events.jsonl"
+    s = imported(first)
+    copied = {e["id"] for e in events_of(second)} & {e["id"] for e in events_of(first)}
+    own = [e for e in events_of(second) if e["id"] not in copied]
+    assert own[0]["type"] == "session.info" and own[0]["data"]["infoType"] == "fork"
+    branch_start = s.get_entry(own[0]["id"])
+    assert branch_start is not None and branch_start.parent_id in copied
+    assert s.get_entry(branch_start.parent_id) is not None
+    fork_leaf = subtree_leaf(s, branch_start.id)
+    assert s.leaf_id != fork_leaf and branch_start.id not in [e.id for e in s.branch()]
+    # the branch's context is what the CLI sent when the fork was resumed, + its reply
+    sent = [i for i in request_items(final_request(Path("fork/session-2/events.jsonl")))
+            if i[0] != "system"]
+    got = [i for i in chat_context_items(s, fork_leaf) if i[0] != "system"]
+    assert got[:len(sent)] == sent
+    assert got[len(sent):] == [("assistant", "text", "Forked: this session answers differently.")]
+    # and the fork imported alone has the same context
+    alone = imported(second)
+    assert [i for i in chat_context_items(alone) if i[0] != "system"] == got
+    (fork,) = s.header.metadata["imported_from"]["report"]["forks"]
+    assert fork["session"] == alone.header.id and fork["file"] == str(second)
 
 
 def copilot_home(tmp_path: Path) -> Path:

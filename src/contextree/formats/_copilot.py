@@ -24,6 +24,7 @@ in the same session, linked after the ``task`` call's result (``_subagents``).
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ from ._base import (
     read_json_lines,
     split_selector,
 )
-from ._subagents import SubagentRef, place
+from ._subagents import SubagentRef, place, report
 
 FORMAT = "copilot"
 _SUMMARY_HEAD = ("Some of the conversation history has been summarized to free up context.\n\n"
@@ -161,7 +162,64 @@ def _read_one(path: Path, progress: Progress | None = None
         _ref(src, e["data"]) for _, e in mine if e["type"] == "subagent.started"
         and isinstance(e.get("data"), dict) and isinstance(e["data"].get("toolCallId"), str)]
     imported = _build(src, first, mine, agent)
+    if agent is None:
+        _add_forks(imported, src, events)
     return imported, refs
+
+
+_FORKED_INTO = re.compile(r"Forked this session into .*\(([0-9A-Za-z-]+)\)\.?$")
+"""The message of the ``session.info`` event (``infoType: fork``) that ``/fork`` writes in the
+session it forked, naming the new session's id last."""
+
+
+def _add_forks(imported: Imported, src: Path, events: list[tuple[int, Json]]) -> None:
+    """Each fork of the session (``/fork``: a new session whose events begin with copies of
+    this one's, ids and all) as a branch from the last event it copied: its own events,
+    starting with its ``session.info`` that says where it came from."""
+    forks = []
+    for _, e in events:
+        data: Json = e["data"] if isinstance(e.get("data"), dict) else {}
+        m = _FORKED_INTO.search(str(data.get("message") or "")) if data.get(
+            "infoType") == "fork" else None
+        if m is not None:
+            forks.append(m.group(1))
+    if not forks:
+        return
+    if imported.leaf_id is None and imported.entries:
+        imported.leaf_id = imported.entries[-1].id  # the session's own leaf
+    taken = {e.id for e in imported.entries}
+    found: list[Json] = []
+    missing: list[Json] = []
+    for fork_id in forks:
+        path = _session_file(src.parent.parent, fork_id)
+        if path is None:
+            missing.append({"session": fork_id,
+                            "error": "its events.jsonl is not beside this session's folder"})
+            continue
+        fork, _ = _read_one(path)
+        own = [e for e in fork.entries if e.id not in taken and e.parent_id is not None]
+        imported.entries.extend(own)
+        taken |= {e.id for e in own}
+        found.append({"session": fork_id, "file": str(path), "entries": len(own)})
+    report(imported, {"forks": found, **({"fork_errors": missing} if missing else {})})
+
+
+def _session_file(root: Path, session_id: str) -> Path | None:
+    """The ``events.jsonl`` of session ``session_id`` under ``root`` (a ``session-state``
+    folder): in the folder of that name, else in the one whose ``session.start`` says so."""
+    named = root / session_id / "events.jsonl"
+    if named.is_file():
+        return named
+    for events in sorted(root.glob("*/events.jsonl")):
+        with open(events, "rb") as f:
+            line = f.readline(1 << 20)
+        try:
+            first = parse_json(line)
+        except ValueError:
+            continue
+        if looks_like_copilot(first) and first["data"].get("sessionId") == session_id:
+            return events
+    return None
 
 
 def _ref(src: Path, data: Json) -> SubagentRef:

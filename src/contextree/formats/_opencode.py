@@ -172,8 +172,9 @@ def _read_one(path: Path, progress: Progress | None = None
         fork_rows.append(fork.session["id"])
         report["parts"] += sum(len(fork.parts.get(r["id"], ())) for r in fork.rows[shared:])
     if fork_rows:
-        report["forks"] = fork_rows
-    meta = imported_metadata(FORMAT, db, session_id=session["id"])
+        report["forks"] = [{"session": f} for f in fork_rows]
+    meta = imported_metadata(FORMAT, db, session_id=session["id"],
+                             report={"forks": report["forks"]} if fork_rows else None)
     meta["opencode"] = {k: _cell(session[k]) for k in session.keys()}  # noqa: SIM118 - a Row
     hdr = header(session["id"], iso_from_seconds(session["time_created"] / 1000),
                  cwd=session["directory"], metadata=meta, parent_session=session["parent_id"])

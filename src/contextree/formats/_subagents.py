@@ -41,7 +41,8 @@ from ..entries import (
 from ..errors import SessionError, SessionExists
 from ._base import Ids, Imported, Json, Progress
 
-__all__ = ["SubagentRef", "import_with_subagents", "place", "pointed_at", "session_path"]
+__all__ = ["SubagentRef", "import_with_subagents", "place", "pointed_at", "report",
+           "session_path"]
 
 WriteImported = Callable[..., Session]
 ReadAgent = Callable[[Path], Imported]
@@ -113,9 +114,14 @@ def place(imported: Imported, fmt: str, refs: list[SubagentRef], read_agent: Rea
                            custom_type=f"{fmt}/subagent", data=data)
         _insert_after(entries, after, link)
         links.append(data)
-    found: Json = {"subagents": links, **({"subagent_errors": errors} if errors else {})}
+    report(imported, {"subagents": links, **({"subagent_errors": errors} if errors else {})})
+
+
+def report(imported: Imported, found: Json) -> None:
+    """Add ``found`` to what the import reports: ``imported.report`` and the header's
+    ``imported_from.report``, where ``import`` finds it again."""
     imported.report.update(found)
-    meta = imported.header.metadata  # where `import` and `tree` find the links again
+    meta = imported.header.metadata
     info = meta.get("imported_from") if isinstance(meta, dict) else None
     if isinstance(info, dict):
         info["report"] = {**(info.get("report") or {}), **found}
