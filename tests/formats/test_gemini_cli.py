@@ -33,6 +33,7 @@ from agent_fixtures import (
     subtree_leaf,
 )
 from contextree import Message, Session
+from contextree._context import INTERRUPTED
 from contextree.cli import app
 from contextree.entries import CustomEntry, MessageEntry
 from contextree.errors import SessionError
@@ -49,7 +50,7 @@ lines_of = json_lines
 
 def test_every_scenario_is_covered() -> None:
     assert {p.parent.name for p in FILES} == {"simple", "tools", "resume", "compress",
-                                              "subagent"}
+                                              "subagent", "rewind"}
 
 
 @pytest.fixture
@@ -156,7 +157,10 @@ def test_context_is_what_gemini_cli_sent(rel: Path, imported: Any) -> None:
     m = manifest(path.parent)
     body = requests(path.parent)[int(m["final_main_request"])]["body"]
     sent = request_items(body)
-    ctx = [i for msg in s.build_context().messages for i in message_items(msg)]
+    # a call the rewind left without its result gets contextree's placeholder result (the
+    # pairing every provider asks for); the CLI sends the call alone
+    ctx = [i for msg in s.build_context().messages if msg.text != INTERRUPTED
+           for i in message_items(msg)]
     assert ctx[:len(sent)] == sent
     reply = ctx[len(sent):]
     assert reply and all(i[0] == "assistant" for i in reply)
@@ -180,6 +184,9 @@ def test_every_record_is_kept(rel: Path, imported: Any) -> None:
                     assert {m["id"] for m in value} <= ids
                 else:
                     assert key in meta
+        elif "$rewindTo" in line:  # what it took out stays, off the branch
+            on_branch = {e.id for e in s.branch()}
+            assert any(isinstance(e, MessageEntry) and e.id not in on_branch for e in entries)
         else:
             assert line["sessionId"] == meta["sessionId"] == s.header.id
 
@@ -249,6 +256,23 @@ def test_subagent_chat_is_a_root_of_its_own_linked_after_its_call(imported: Any)
     assert [i for m in alone.build_context().messages for i in message_items(m)] == ctx
     assert alone.header.parent_session == s.header.id
     assert alone.header.cwd == lines_of(agent_file)[0]["directories"][0]
+
+
+def test_rewind_leaves_what_it_took_out_on_a_branch(imported: Any) -> None:
+    """``/rewind`` (typed in the interactive CLI) then a new prompt: the messages it took out
+    are a branch of their own, whose context is what the first run sent; the leaf is the
+    answer to the new prompt."""
+    s = imported(GM / "rewind" / "session-1.jsonl")
+    texts = [m.text for m in s.build_context().messages]
+    assert texts[-2:] == ["Answer differently.", "Rewound: a different answer."]
+    old = next(e for e in s.entries() if isinstance(e, MessageEntry)
+               and e.message.text == "There is one file here: a.txt.")
+    assert old.id not in {e.id for e in s.branch()}
+    first = request_items(requests(GM / "rewind")[manifest(GM / "rewind")[
+        "last_request_of_run"]["prompt"]]["body"])
+    ctx = [i for m in s.build_context(old.id).messages for i in message_items(m)]
+    assert ctx[:len(first)] == first and ctx[len(first):] == [
+        ("assistant", "text", "There is one file here: a.txt.")]
 
 
 # -- where Gemini CLI keeps them; detection; wrong formats ---------------------------------
