@@ -102,6 +102,11 @@ SENT_AS_MESSAGE = [
 ]
 
 
+each_sent_as_message = pytest.mark.parametrize(
+    ("fmt", "src"), SENT_AS_MESSAGE,
+    ids=[f"{fmt}/{p.parts[-3 if fmt == 'copilot' else -2]}" for fmt, p in SENT_AS_MESSAGE])
+
+
 def _replied_summaries(src: Path) -> list[str]:
     """What the fake server answered to each summarization request (requests.json notes the
     role; the reply is the next text the CLI recorded: Copilot's ``summaryContent``,
@@ -120,9 +125,7 @@ def _replied_summaries(src: Path) -> list[str]:
             if '"session.compaction_complete"' in x]
 
 
-@pytest.mark.parametrize(("fmt", "src"), SENT_AS_MESSAGE,
-                         ids=[f"{fmt}/{p.parts[-3 if fmt == 'copilot' else -2]}"
-                              for fmt, p in SENT_AS_MESSAGE])
+@each_sent_as_message
 def test_the_summary_is_held_and_sent_once_as_the_tool_sent_it(fmt: str, src: Path,
                                                               tmp_path: Path) -> None:
     with _imported(fmt, src, tmp_path) as s:
@@ -146,9 +149,7 @@ def _tree(s: Session) -> list[str]:
     return run("tree", s.location).stdout.splitlines()
 
 
-@pytest.mark.parametrize(("fmt", "src"), SENT_AS_MESSAGE,
-                         ids=[f"{fmt}/{p.parts[-3 if fmt == 'copilot' else -2]}"
-                              for fmt, p in SENT_AS_MESSAGE])
+@each_sent_as_message
 def test_a_contextree_compaction_on_top_of_it_carries_the_summary(fmt: str, src: Path,
                                                                  tmp_path: Path) -> None:
     with _imported(fmt, src, tmp_path) as s:

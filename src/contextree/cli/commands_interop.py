@@ -175,7 +175,7 @@ def _import_with_subagents(name: str, src: Path, target: str, *, force: bool,
     for path in agents:
         out.line(f"  sub-agent -> {path}")
     for err in errors:
-        out.line(f"  WARNING: sub-agent {err['file']} not imported: {err['error']}")
+        out.line(f"  WARNING: sub-agent transcript {err['file']} not imported: {err['error']}")
 
 
 def _write_import(name: str, source: str, target: str, *, force: bool,
