@@ -214,7 +214,6 @@ def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[A
             parent = eid
             comp_of = waiting.pop(row["id"], None) if msg.role == "assistant" else None
             if comp_of is not None:  # the summary the model wrote, sent as this reply
-                comp_of.summary = msg.text
                 comp_of.details["summary_entry"] = eid
         if parent is not None:
             last[row["id"]] = parent
