@@ -14,8 +14,8 @@ parts are one user message; each step of an assistant message (from ``step-start
 message's usage on its last step) followed by one tool message per tool part, holding what the
 tool returned (``state.output``, or ``state.error`` marked as an error). A ``compaction`` part
 (opencode's request for a summary) is sent as the user text "What did we do so far?" and the
-assistant message that answers it is the summary: a compaction entry holding its text goes
-before it, so that the context starts there as opencode's does (sending that reply, marked as
+assistant message that answers it is the summary: a compaction entry (naming it as
+``summary_entry``) goes before it, so that the context starts there as opencode's does (sending that reply, marked as
 the summary, not contextree's own rendering of it). What has no
 message of its own stays on the message it came with (step parts, tool metadata, the rows'
 own fields), and the session row in the header. The system prompt is not stored (opencode
