@@ -175,7 +175,8 @@ def build_context(
     tokens_after = comp.tokens_after if comp is not None else None
     raw: list[tuple[Message, str | None]] = []
     if comp is not None and not (comp.id in edits and edits[comp.id].content is None):
-        if comp.summary and not tail_renders_summary(comp):
+        if comp.summary and not tail_renders_summary(comp) and not sent_as_entry(comp,
+                                                                                  entries):
             raw.append((summary_message(comp), comp.id))
         for m in comp.retained_tail or ():
             raw.append((m, comp.id))
@@ -225,6 +226,15 @@ def tail_renders_summary(comp: CompactionEntry) -> bool:
         if isinstance(mark, CompactionSummaryMarker) and mark.summary == comp.summary:
             return True
     return False
+
+
+def sent_as_entry(comp: CompactionEntry, entries: Sequence[AnyEntry]) -> bool:
+    """Whether an entry of the context already sends ``comp``'s summary the way another tool
+    sent it: an import names that message entry in ``details["summary_entry"]`` (Copilot
+    CLI's user message after the compaction, opencode's summary reply), so it is not sent
+    twice."""
+    named = comp.details.get("summary_entry") if isinstance(comp.details, dict) else None
+    return isinstance(named, str) and any(e.id == named for e in entries)
 
 
 def summary_of(message: Message) -> tuple[str, int] | None:

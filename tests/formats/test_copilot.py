@@ -13,13 +13,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
-from contextree import Message, Session
+from agent_fixtures import (
+    Importer,
+    Item,
+    Json,
+    chat_context_items,
+    chat_message_items,
+    chat_request_items,
+    importer,
+    json_lines,
+    request_body,
+    subagent_links,
+    subtree_leaf,
+)
+from contextree import Session
 from contextree.cli import app
 from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
 from contextree.errors import SessionError
@@ -29,12 +43,9 @@ from helpers import FORMATS_DATA
 
 CP = FORMATS_DATA / "real" / "copilot"
 FILES = sorted(p.relative_to(CP) for p in CP.glob("*/session-*/events.jsonl"))
-Json = dict[str, Any]
-Item = tuple[Any, ...]
-
-
-def events_of(path: Path) -> list[Json]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+events_of = json_lines
+request_items = chat_request_items
+message_items = chat_message_items
 
 
 def scenario(rel: Path) -> Path:
@@ -42,46 +53,49 @@ def scenario(rel: Path) -> Path:
 
 
 def test_every_scenario_is_covered() -> None:
-    assert {p.parts[0] for p in FILES} == {"simple", "tools", "resume", "compact"}
+    assert {p.parts[0] for p in FILES} == {"simple", "tools", "resume", "compact",
+                                           "compact_long", "compact_twice", "subagent",
+                                           "fork"}
+
+
+# The run whose last request a file's context is compared with, where it is not the last
+# request of the scenario: the fork (session-2) was resumed before the session it forked.
+FINAL_RUN = {Path("fork/session-2/events.jsonl"): "resume-fork"}
+
+
+def final_request(rel: Path) -> Json:
+    m = json.loads((scenario(rel) / "manifest.json").read_text())
+    reqs = json.loads((scenario(rel) / "requests.json").read_text())
+    run = FINAL_RUN.get(rel)
+    index = m["last_request_of_run"][run] if run else m["final_main_request"]
+    return reqs[int(index)]["body"]  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def imported(tmp_path: Path) -> Any:
-    opened: list[Session] = []
-
-    def load(src: Path, fmt: str = "copilot") -> Session:
-        s = import_session(fmt, src, tmp_path / f"{len(opened)}.jsonl", durable=False)
-        opened.append(s)
-        return s
-
-    yield load
-    for s in opened:
-        s.close()
+def imported(tmp_path: Path) -> Iterator[Importer]:
+    yield from importer(tmp_path, "copilot")
 
 
-def request_items(body: Json) -> list[Item]:
-    out: list[Item] = []
-    for m in body["messages"]:
-        if m["role"] == "tool":
-            out.append(("tool", m["tool_call_id"], m["content"]))
-            continue
-        if m.get("reasoning_content"):
-            out.append(("thinking", m["reasoning_content"]))
-        if m.get("content"):
-            out.append((m["role"], "text", m["content"]))
-        for c in m.get("tool_calls") or ():
-            out.append(("call", c["id"], c["function"]["name"],
-                        json.loads(c["function"]["arguments"])))
-    return out
-
-
-def message_items(m: Message) -> list[Item]:
-    if m.role == "tool":
-        return [("tool", m.tool_call_id, m.text)]
-    out: list[Item] = [("thinking", p.thinking) for p in m.thinking]
-    if m.text:
-        out.append((m.role, "text", m.text))
-    out += [("call", c.id, c.name, c.arguments) for c in m.tool_calls or ()]
+def sub_agent_events(path: Path) -> set[str]:
+    """The ids of the events of the file's sub-agents: those naming a running sub-agent's
+    call as ``parentToolCallId``, those of an interaction such an event is in, and, while
+    one runs, the ones of no interaction the session's own events have."""
+    events = events_of(path)
+    calls = {e["data"]["toolCallId"] for e in events if e["type"] == "subagent.started"}
+    theirs = {e["data"]["interactionId"] for e in events
+              if e.get("data", {}).get("parentToolCallId") in calls
+              and "interactionId" in e["data"]}
+    out: set[str] = set()
+    running = 0
+    for e in events:
+        data = e.get("data") or {}
+        if e["type"] == "subagent.started":
+            running += 1
+        elif e["type"] in ("subagent.completed", "subagent.failed"):
+            running -= 1
+        elif data.get("parentToolCallId") in calls or data.get("interactionId") in theirs \
+                or (running and "interactionId" not in data):
+            out.add(e["id"])
     return out
 
 
@@ -90,8 +104,11 @@ def file_items(path: Path) -> list[Item]:
     turn's user message and sent first, before it; a prompt written again unchanged once)."""
     out: list[Item] = []
     prompts: list[str] = []
+    theirs = sub_agent_events(path)
     for e in events_of(path):
         kind, data = e["type"], e.get("data") or {}
+        if e["id"] in theirs:
+            continue
         if kind == "system.message":
             if prompts and prompts[-1] == data["content"]:
                 continue
@@ -127,9 +144,7 @@ def test_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
 @pytest.mark.parametrize("rel", FILES, ids=str)
 def test_context_is_what_copilot_sent(rel: Path, imported: Any) -> None:
     s = imported(CP / rel)
-    manifest = json.loads((scenario(rel) / "manifest.json").read_text())
-    requests = json.loads((scenario(rel) / "requests.json").read_text())
-    sent = request_items(requests[int(manifest["final_main_request"])]["body"])
+    sent = request_items(final_request(rel))
     ctx = [i for m in s.build_context().messages for i in message_items(m)]
     # a system prompt that changed on resume is in the context where it changed; the CLI
     # sends only the newest one, first
@@ -180,6 +195,95 @@ def test_compaction_summary_and_kept_messages(imported: Any) -> None:
     # the history before the compaction is still on the branch
     texts = [m.text for e in s.branch() if isinstance(e, MessageEntry) for m in [e.message]]
     assert any("List the files, then show a.txt." in t for t in texts)
+
+
+@pytest.mark.parametrize("name", ["compact", "compact_long", "compact_twice"])
+def test_each_compaction_holds_the_summary_the_cli_sent(name: str, imported: Any) -> None:
+    """Every applied compaction (a short and a 3 KB summary, two user messages before one,
+    a second on top of the first) is a compaction entry followed by the user message the CLI
+    sent in place of the history, byte for byte as in its next request."""
+    path = CP / name / "session-1" / "events.jsonl"
+    s = imported(path)
+    done = [e["data"] for e in events_of(path) if e["type"] == "session.compaction_complete"]
+    comps = [e for e in s.branch() if isinstance(e, CompactionEntry)]
+    assert [c.details["summary"] for c in comps] == [d["summaryContent"] for d in done]
+    assert [c.tokens_before for c in comps] == [d["preCompactionTokens"] for d in done]
+    marks = [m for e in s.branch() if isinstance(e, MessageEntry)
+             for m in [e.message] if isinstance(m.marker, CompactionSummaryMarker)]
+    assert [m.marker.summary for m in marks] == [d["summaryContent"] for d in done]
+    # each summary message is what the CLI sent first after the system prompt, in the
+    # first main request after that compaction
+    reqs = json.loads((CP / name / "requests.json").read_text())
+    compact_at = [r["index"] for r in reqs if r["reply_role"] == "compact"]
+    sent = []
+    for k, end in zip(compact_at, [*compact_at[1:], len(reqs)], strict=True):
+        after = [r for r in reqs if k < r["index"] < end and r["reply_role"] == "main"
+                 and "Here is a summary of the prior context" in json.dumps(r["body"])]
+        sent.append(next(m["content"] for m in after[-1]["body"]["messages"]
+                         if m["role"] == "user"))
+    assert sent == [m.text for m in marks]  # each compaction's own summary message
+    users = [e["data"]["content"] for e in events_of(path) if e["type"] == "user.message"]
+    for m, d in zip(marks, done, strict=True):
+        before = [u for u in users if f"<user_message>\n{u}\n</user_message>" in m.text]
+        assert m.text.endswith(f"<summary>\n{d['summaryContent']}\n</summary>\n")
+        assert before, "the user's messages are quoted before the summary"
+    if name == "compact_twice":  # the second replaces the first: only it is in the context
+        ctx = [m.text for m in s.build_context().messages]
+        assert marks[1].text in ctx and marks[0].text not in ctx
+        assert "List the files, then show a.txt." in marks[1].text
+        assert "Count the lines of a.txt." in marks[1].text
+
+
+def test_subagent_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> None:
+    path = CP / "subagent" / "session-1" / "events.jsonl"
+    s = imported(path)
+    (link,) = subagent_links(s, "copilot")
+    started = next(e["data"] for e in events_of(path) if e["type"] == "subagent.started")
+    assert link.data["tool_use_id"] == link.data["agent_id"] == started["toolCallId"]
+    assert link.data["meta"]["agentType"] == started["agentType"]
+    result = s.get_entry(link.parent_id)
+    assert isinstance(result, MessageEntry) and result.message.tool_call_id == started[
+        "toolCallId"]
+    assert link.id in [e.id for e in s.branch()]  # on the parent's branch, after the result
+    root = s.get_entry(link.data["first_entry_id"])
+    assert root is not None and root.parent_id is None
+    # the sub-agent's context is what the CLI sent in its last sub-agent request, + reply
+    body = request_body(CP / "subagent", "final_subagent_request")
+    sent = chat_request_items(body)
+    got = chat_context_items(s, subtree_leaf(s, root.id))
+    assert got[:len(sent)] == sent and got[len(sent):][0][0] == "assistant"
+    # and the sub-agent named on its own imports the same, linked to its parent
+    alone = imported(f"{path}#{started['toolCallId']}")
+    assert chat_context_items(alone) == got
+    assert alone.header.parent_session == s.header.id != alone.header.id
+
+
+def test_fork_is_a_branch_from_the_last_event_it_copied(imported: Any) -> None:
+    """``/fork`` (typed in the interactive CLI) wrote a new session whose events begin with
+    copies of the first's, ids and all; imported with the first, its own events are a branch
+    from the last event it copied, and the leaf stays the first's."""
+    first, second = CP / "fork" / "session-1" / "events.jsonl", \
+        CP / "fork" / "session-2" / "events.jsonl"
+    s = imported(first)
+    copied = {e["id"] for e in events_of(second)} & {e["id"] for e in events_of(first)}
+    own = [e for e in events_of(second) if e["id"] not in copied]
+    assert own[0]["type"] == "session.info" and own[0]["data"]["infoType"] == "fork"
+    branch_start = s.get_entry(own[0]["id"])
+    assert branch_start is not None and branch_start.parent_id in copied
+    assert s.get_entry(branch_start.parent_id) is not None
+    fork_leaf = subtree_leaf(s, branch_start.id)
+    assert s.leaf_id != fork_leaf and branch_start.id not in [e.id for e in s.branch()]
+    # the branch's context is what the CLI sent when the fork was resumed, + its reply
+    sent = [i for i in request_items(final_request(Path("fork/session-2/events.jsonl")))
+            if i[0] != "system"]
+    got = [i for i in chat_context_items(s, fork_leaf) if i[0] != "system"]
+    assert got[:len(sent)] == sent
+    assert got[len(sent):] == [("assistant", "text", "Forked: this session answers differently.")]
+    # and the fork imported alone has the same context
+    alone = imported(second)
+    assert [i for i in chat_context_items(alone) if i[0] != "system"] == got
+    (fork,) = s.header.metadata["imported_from"]["report"]["forks"]
+    assert fork["session"] == alone.header.id and fork["file"] == str(second)
 
 
 def copilot_home(tmp_path: Path) -> Path:

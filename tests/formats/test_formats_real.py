@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 
+from agent_fixtures import Item, Json, json_lines, manifest, requests
 from contextree import ImagePart, Message, Session, TextPart, ThinkingPart
 from contextree.entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from contextree.errors import SessionExists, SessionNotFound
@@ -48,20 +49,7 @@ from helpers import FORMATS_DATA, ROOT
 REAL = FORMATS_DATA / "real"
 CC = REAL / "claude_code"
 CX = REAL / "codex"
-Json = dict[str, Any]
-Item = tuple[Any, ...]
-
-
-def lines_of(path: Path) -> list[Json]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def manifest(scenario: Path) -> Json:
-    return json.loads((scenario / "manifest.json").read_text())  # type: ignore[no-any-return]
-
-
-def requests(scenario: Path) -> list[Json]:
-    return json.loads((scenario / "requests.json").read_text())  # type: ignore[no-any-return]
+lines_of = json_lines
 
 
 def final_request(scenario: Path, session_id: str, key: str) -> int:

@@ -31,6 +31,7 @@ import pytest
 
 from contextree import Message, Session
 from contextree.entries import (
+    CALLS_TYPE,
     CompactionEntry,
     ContextEditEntry,
     CustomEntry,
@@ -99,7 +100,8 @@ def test_every_scenario_is_there() -> None:
 def test_pi_branch_holds_every_message_in_order(imported: Any) -> None:
     rel, s = imported
     wanted = [e["id"] for e in pi_path(lines_of(PI / rel)) if e["type"] == "message"]
-    got = [e.id for e in s.branch() if isinstance(e, MessageEntry | CustomEntry)]
+    got = [e.id for e in s.branch() if isinstance(e, MessageEntry)
+           or (isinstance(e, CustomEntry) and e.custom_type != CALLS_TYPE)]
     assert got == wanted
     for e in s.branch():
         if isinstance(e, MessageEntry):
@@ -178,9 +180,10 @@ def test_pi_every_line_is_accounted_for(imported: Any) -> None:
     assert len(entries) == len(lines) - 1
     for line in lines[1:]:
         e = entries[line["id"]]
-        assert e.type == ("custom" if line["type"] == "message" and isinstance(e, CustomEntry)
-                          else line["type"])
-        assert not isinstance(e, UnknownEntry) or line["type"] == "usage"
+        as_custom = (line["type"] == "message" or line["type"] == "usage") and \
+            isinstance(e, CustomEntry)
+        assert e.type == ("custom" if as_custom else line["type"])
+        assert not isinstance(e, UnknownEntry)
     assert s.leaf_id == lines[-1]["id"]
     meta = s.header.metadata["imported_from"]  # type: ignore[index]
     assert meta["pi"] == "1.x"
@@ -213,12 +216,35 @@ def test_pi_retain_none_compaction_keeps_nothing_before_it(tmp_path: Path) -> No
 def test_pi_cache_warming_usage_is_kept_outside_the_context(tmp_path: Path) -> None:
     src = PI / "usage" / "session-1.jsonl"
     with import_session("pi", src, tmp_path / "s.jsonl") as s:
-        usage = [e for e in s.branch() if isinstance(e, UnknownEntry) and e.type == "usage"]
-        assert len(usage) >= 1 and all(e.data["kind"] == "cache_warm" for e in usage)
+        usage = [e for e in s.branch() if isinstance(e, CustomEntry)
+                 and e.custom_type == CALLS_TYPE]
+        assert len(usage) >= 1 and all(e.data["calls"][0]["outcome"] == "cache_warm"
+                                       for e in usage)
         assert not {e.id for e in usage} & set(s.build_context().entry_ids)
         # they sit between the tool call and its result: the pair still holds
         roles = [m.role for m in s.build_context().messages]
         assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_pi_usage_entries_are_counted_by_stats(tmp_path: Path) -> None:
+    """pi 1.x's ``usage`` lines (the cache warm-up calls) are model calls: ``stats`` counts
+    them, by model, at the cost pi recorded, beside the calls the messages record."""
+    src = PI / "usage" / "session-1.jsonl"
+    lines = lines_of(src)
+    warm = [x for x in lines if x["type"] == "usage"]
+    replies = [x["message"] for x in lines if x["type"] == "message"
+               and x["message"]["role"] == "assistant"]
+    out = tmp_path / "s.jsonl"
+    run("import", "pi", str(src), "-o", str(out))
+    stats = json.loads(run("stats", str(out), "--json", "--by-model").stdout)
+    want_calls = len(warm) + len(replies)
+    cost = sum(x["usage"]["cost"]["total"] for x in warm + replies)
+    cache_read = sum(x["usage"]["cacheRead"] for x in warm + replies)
+    total = stats["total"]
+    assert total["calls"] == want_calls and total["cache_read"] == cache_read
+    assert total["cost"] == pytest.approx(cost) and total["unpriced_calls"] == 0
+    assert list(stats["by_model"]) == ["fake/claude-fake"]
+    assert stats["by_model"]["fake/claude-fake"]["calls"] == want_calls
 
 
 def test_pi_branch_summary_and_an_edit_on_one_branch(tmp_path: Path) -> None:

@@ -13,13 +13,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from agent_fixtures import (
+    Importer,
+    Item,
+    Json,
+    importer,
+    json_lines,
+    manifest,
+    request_body,
+    requests,
+    subagent_links,
+    subtree_leaf,
+)
 from contextree import Message, Session
+from contextree._context import INTERRUPTED
 from contextree.cli import app
 from contextree.entries import CustomEntry, MessageEntry
 from contextree.errors import SessionError
@@ -29,38 +43,19 @@ from helpers import FORMATS_DATA
 
 GM = FORMATS_DATA / "real" / "gemini_cli"
 FILES = sorted(p.relative_to(GM) for p in GM.glob("*/session-*.jsonl"))
-Json = dict[str, Any]
-Item = tuple[Any, ...]
 
 
-def lines_of(path: Path) -> list[Json]:
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-
-
-def manifest(scenario: Path) -> Json:
-    return json.loads((scenario / "manifest.json").read_text())  # type: ignore[no-any-return]
-
-
-def requests(scenario: Path) -> list[Json]:
-    return json.loads((scenario / "requests.json").read_text())  # type: ignore[no-any-return]
+lines_of = json_lines
 
 
 def test_every_scenario_is_covered() -> None:
-    assert {p.parent.name for p in FILES} == {"simple", "tools", "resume", "compress"}
+    assert {p.parent.name for p in FILES} == {"simple", "tools", "resume", "compress",
+                                              "subagent", "rewind"}
 
 
 @pytest.fixture
-def imported(tmp_path: Path) -> Any:
-    opened: list[Session] = []
-
-    def load(src: Path, fmt: str = "gemini-cli") -> Session:
-        s = import_session(fmt, src, tmp_path / f"{len(opened)}.jsonl", durable=False)
-        opened.append(s)
-        return s
-
-    yield load
-    for s in opened:
-        s.close()
+def imported(tmp_path: Path) -> Iterator[Importer]:
+    yield from importer(tmp_path, "gemini-cli")
 
 
 # -- normalized items -----------------------------------------------------------------------
@@ -162,7 +157,10 @@ def test_context_is_what_gemini_cli_sent(rel: Path, imported: Any) -> None:
     m = manifest(path.parent)
     body = requests(path.parent)[int(m["final_main_request"])]["body"]
     sent = request_items(body)
-    ctx = [i for msg in s.build_context().messages for i in message_items(msg)]
+    # a call the rewind left without its result gets contextree's placeholder result (the
+    # pairing every provider asks for); the CLI sends the call alone
+    ctx = [i for msg in s.build_context().messages if msg.text != INTERRUPTED
+           for i in message_items(msg)]
     assert ctx[:len(sent)] == sent
     reply = ctx[len(sent):]
     assert reply and all(i[0] == "assistant" for i in reply)
@@ -186,6 +184,9 @@ def test_every_record_is_kept(rel: Path, imported: Any) -> None:
                     assert {m["id"] for m in value} <= ids
                 else:
                     assert key in meta
+        elif "$rewindTo" in line:  # what it took out stays, off the branch
+            on_branch = {e.id for e in s.branch()}
+            assert any(isinstance(e, MessageEntry) and e.id not in on_branch for e in entries)
         else:
             assert line["sessionId"] == meta["sessionId"] == s.header.id
 
@@ -225,6 +226,53 @@ def test_resume_continues_the_same_file(imported: Any) -> None:
     s = imported(GM / "resume" / "session-1.jsonl")
     texts = [m.text for m in s.build_context().messages if m.role == "user"]
     assert texts[1:] == ["List the files in this directory.", "What does a.txt contain?"]
+
+
+def test_subagent_chat_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> None:
+    path = GM / "subagent" / "session-1.jsonl"
+    s = imported(path)
+    (link,) = subagent_links(s, "gemini-cli")
+    call = next(c for line in lines_of(path) for c in line.get("toolCalls") or ()
+                if c["name"] == "invoke_agent")
+    assert link.data["agent_id"] == call["agentId"] and link.data["tool_use_id"] == call["id"]
+    assert link.data["meta"]["agent_name"] == "generalist"
+    agent_file = path.parent / s.header.id / f"{call['agentId']}.jsonl"
+    assert link.data["file"] == str(agent_file)
+    result = s.get_entry(link.parent_id)
+    assert isinstance(result, MessageEntry) and result.message.tool_call_id == call["id"]
+    # the sub-agent's context is what the CLI sent in its last sub-agent request, + reply
+    sent = request_items(request_body(GM / "subagent", "final_subagent_request"))
+    root = link.data["first_entry_id"]
+    ctx = [i for m in s.build_context(subtree_leaf(s, root)).messages
+           for i in message_items(m)]
+    assert ctx[:len(sent)] == sent
+    # the reply: the complete_task call, and the result the CLI recorded for it
+    assert ctx[len(sent):] == [
+        ("assistant", "call", "complete_task",
+         {"result": {"response": "The directory contains a.txt."}}),
+        ("tool", "complete_task", {"output": "Output submitted and task completed."})]
+    # its chat imported alone is the same, linked to the parent's session id
+    alone = imported(agent_file)
+    assert [i for m in alone.build_context().messages for i in message_items(m)] == ctx
+    assert alone.header.parent_session == s.header.id
+    assert alone.header.cwd == lines_of(agent_file)[0]["directories"][0]
+
+
+def test_rewind_leaves_what_it_took_out_on_a_branch(imported: Any) -> None:
+    """``/rewind`` (typed in the interactive CLI) then a new prompt: the messages it took out
+    are a branch of their own, whose context is what the first run sent; the leaf is the
+    answer to the new prompt."""
+    s = imported(GM / "rewind" / "session-1.jsonl")
+    texts = [m.text for m in s.build_context().messages]
+    assert texts[-2:] == ["Answer differently.", "Rewound: a different answer."]
+    old = next(e for e in s.entries() if isinstance(e, MessageEntry)
+               and e.message.text == "There is one file here: a.txt.")
+    assert old.id not in {e.id for e in s.branch()}
+    first = request_items(requests(GM / "rewind")[manifest(GM / "rewind")[
+        "last_request_of_run"]["prompt"]]["body"])
+    ctx = [i for m in s.build_context(old.id).messages for i in message_items(m)]
+    assert ctx[:len(first)] == first and ctx[len(first):] == [
+        ("assistant", "text", "There is one file here: a.txt.")]
 
 
 # -- where Gemini CLI keeps them; detection; wrong formats ---------------------------------

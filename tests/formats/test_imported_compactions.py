@@ -90,3 +90,75 @@ def test_a_contextree_compaction_on_top_carries_the_imported_summary(
         # The old summary is in the new one, and nowhere else in the context.
         assert _mentions(ctx.messages, summary) == 1
         assert ctx.messages[0].kind == "compaction_summary"
+
+
+# -- Copilot CLI and opencode: the summary is sent as a message entry of its own ------------
+
+SENT_AS_MESSAGE = [
+    ("copilot", REAL / "copilot" / "compact" / "session-1" / "events.jsonl"),
+    ("copilot", REAL / "copilot" / "compact_long" / "session-1" / "events.jsonl"),
+    ("copilot", REAL / "copilot" / "compact_twice" / "session-1" / "events.jsonl"),
+]
+
+
+each_sent_as_message = pytest.mark.parametrize(
+    ("fmt", "src"), SENT_AS_MESSAGE,
+    ids=[f"{fmt}/{p.parts[-3 if fmt == 'copilot' else -2]}" for fmt, p in SENT_AS_MESSAGE])
+
+
+def _replied_summaries(src: Path) -> list[str]:
+    """What the fake server answered to each summarization request (requests.json notes the
+    role; the reply is the next text the CLI recorded: Copilot's ``summaryContent``,
+    opencode's summary reply)."""
+    import json
+    import sqlite3
+
+    if src.suffix == ".db":
+        con = sqlite3.connect(src)
+        rows = [json.loads(d) for (d,) in con.execute(
+            "select p.data from part p join message m on p.message_id = m.id "
+            "where json_extract(m.data, '$.summary') = 1 order by p.id")]
+        con.close()
+        return ["".join(p["text"] for p in rows if p.get("type") == "text")]
+    return [json.loads(x)["data"]["summaryContent"] for x in src.read_text().splitlines()
+            if '"session.compaction_complete"' in x]
+
+
+@each_sent_as_message
+def test_the_summary_is_held_and_sent_once_as_the_tool_sent_it(fmt: str, src: Path,
+                                                              tmp_path: Path) -> None:
+    with _imported(fmt, src, tmp_path) as s:
+        comps = s.find(CompactionEntry)
+        assert [c.summary for c in comps] == _replied_summaries(src)
+        ctx = s.build_context()
+        latest = comps[-1]
+        assert ctx.compaction is not None and ctx.compaction.id == latest.id
+        # sent once: the message the tool sent it in, not contextree's rendering of it
+        assert _mentions(ctx.messages, latest.summary) == 1
+        (sent,) = [m for m in ctx.messages if latest.summary in m.text]
+        assert sent.kind == "compaction_summary"
+        assert ctx.entry_ids[ctx.messages.index(sent)] == latest.details["summary_entry"]
+        assert f"compaction: {latest.tokens_before}" in "".join(
+            line for line in _tree(s) if latest.summary.splitlines()[0][:30] in line)
+
+
+def _tree(s: Session) -> list[str]:
+    from helpers import run
+
+    return run("tree", s.location).stdout.splitlines()
+
+
+@each_sent_as_message
+def test_a_contextree_compaction_on_top_of_it_carries_the_summary(fmt: str, src: Path,
+                                                                 tmp_path: Path) -> None:
+    with _imported(fmt, src, tmp_path) as s:
+        summary = s.find(CompactionEntry)[-1].summary
+        for i in range(8):
+            s.append_message(Message.user(f"Step {i}: describe a.txt again, at length."))
+            s.append_message(Message.assistant(f"Step {i}: a.txt holds one line. " * 60))
+        result = s.compact(window=200_000, force=True)
+        assert isinstance(result.entry, CompactionEntry), result
+        assert summary in result.entry.summary
+        ctx = s.build_context()
+        assert _mentions(ctx.messages, summary) == 1
+        assert ctx.messages[0].kind == "compaction_summary"

@@ -15,84 +15,62 @@ import json
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from agent_fixtures import (
+    Importer,
+    Item,
+    Json,
+    chat_context_items,
+    chat_message_items,
+    chat_request_items,
+    importer,
+    manifest,
+    request_body,
+    requests,
+    subagent_links,
+    subtree_leaf,
+)
 from contextree import Message, Session
 from contextree.cli import app
-from contextree.entries import CompactionEntry, MessageEntry
-from contextree.formats import detect_format, import_session, list_tool_sessions
+from contextree.entries import CompactionEntry, CustomEntry, MessageEntry
+from contextree.formats import detect_format, list_tool_sessions
 from contextree.markers import CompactionSummaryMarker
 from helpers import FORMATS_DATA
 
 OC = FORMATS_DATA / "real" / "opencode"
 DBS = sorted(p.relative_to(OC) for p in OC.glob("*/opencode.db"))
-Json = dict[str, Any]
-Item = tuple[Any, ...]
-
-
-def manifest(scenario: Path) -> Json:
-    return json.loads((scenario / "manifest.json").read_text())  # type: ignore[no-any-return]
-
-
-def requests(scenario: Path) -> list[Json]:
-    return json.loads((scenario / "requests.json").read_text())  # type: ignore[no-any-return]
-
-
-def test_every_scenario_is_covered() -> None:
-    assert {p.parent.name for p in DBS} == {"simple", "tools", "resume", "compact"}
-
-
-@pytest.fixture
-def imported(tmp_path: Path) -> Any:
-    opened: list[Session] = []
-
-    def load(src: Path | str, fmt: str = "opencode") -> Session:
-        s = import_session(fmt, src, tmp_path / f"{len(opened)}.jsonl", durable=False)
-        opened.append(s)
-        return s
-
-    yield load
-    for s in opened:
-        s.close()
+message_items = chat_message_items
 
 
 def request_items(body: Json) -> list[Item]:
-    out: list[Item] = []
-    for m in body["messages"]:
-        if m["role"] == "system":
-            continue
-        if m["role"] == "tool":
-            out.append(("tool", m["tool_call_id"], m["content"]))
-            continue
-        if m.get("reasoning_content"):
-            out.append(("thinking", m["reasoning_content"]))
-        if m.get("content"):
-            out.append((m["role"], "text", m["content"]))
-        for c in m.get("tool_calls") or ():
-            out.append(("call", c["id"], c["function"]["name"],
-                        json.loads(c["function"]["arguments"])))
-    return out
+    return chat_request_items(body, system=False)  # opencode does not store its prompt
 
 
-def message_items(m: Message) -> list[Item]:
-    if m.role == "tool":
-        return [("tool", m.tool_call_id, m.text)]
-    out: list[Item] = [("thinking", p.thinking) for p in m.thinking]
-    if m.text:
-        out.append((m.role, "text", m.text))
-    out += [("call", c.id, c.name, c.arguments) for c in m.tool_calls or ()]
-    return out
+def test_every_scenario_is_covered() -> None:
+    assert {p.parent.name for p in DBS} == {"simple", "tools", "resume", "compact",
+                                            "subagent", "fork"}
 
 
-def db_items(db: Path) -> list[Item]:
-    """The session's messages read straight from the tables, in order."""
+@pytest.fixture
+def imported(tmp_path: Path) -> Iterator[Importer]:
+    yield from importer(tmp_path, "opencode")
+
+
+def db_items(db: Path, session: str | None = None) -> list[Item]:
+    """The session's messages read straight from the tables, in order (``session``: those
+    of that one; else the database holds one)."""
     con = sqlite3.connect(db)
+    if session is None:
+        (session,) = [r[0] for r in con.execute("select id from session")]
     out: list[Item] = []
-    for mid, data in con.execute("select id, data from message order by time_created, id"):
+    for mid, data in con.execute("select id, data from message where session_id = ? order "
+                                 "by time_created, id", (session,)):
         role = json.loads(data)["role"]
         parts = [json.loads(p) for (p,) in con.execute(
             "select data from part where message_id = ? order by id", (mid,))]
@@ -123,7 +101,8 @@ def branch_messages(s: Session) -> list[Message]:
 @pytest.mark.parametrize("rel", DBS, ids=str)
 def test_branch_holds_every_message_in_order(rel: Path, imported: Any) -> None:
     s = imported(OC / rel)
-    assert [i for m in branch_messages(s) for i in message_items(m)] == db_items(OC / rel)
+    assert [i for m in branch_messages(s) for i in message_items(m)] == db_items(OC / rel,
+                                                                                s.header.id)
 
 
 @pytest.mark.parametrize("rel", DBS, ids=str)
@@ -151,10 +130,14 @@ def test_every_row_is_kept(rel: Path, imported: Any) -> None:
         seen |= {p["id"] for p in extra.get("opencode_parts", ())}
         seen |= {p["id"] for p in extra.get("opencode_text_parts", ())}
         seen |= {c.extra["opencode_part"]["id"] for c in e.message.tool_calls or ()}
+    for e in s.entries():  # a fork's copies of the session's messages
+        if isinstance(e, CustomEntry) and e.custom_type == "opencode/fork":
+            seen |= {*e.data["copied_messages"], *e.data["copied_parts"]}
     con = sqlite3.connect(db)
     messages = {r[0] for r in con.execute("select id from message")}
     parts = {r[0] for r in con.execute("select id from part")}
-    session = con.execute("select id, title, directory from session").fetchone()
+    session = con.execute("select id, title, directory from session where id = ?",
+                          (s.header.id,)).fetchone()
     con.close()
     assert messages <= seen and parts <= seen
     assert s.header.id == session[0] and s.header.cwd == session[2]
@@ -186,6 +169,55 @@ def test_compaction_starts_the_context_and_keeps_the_history(imported: Any) -> N
     assert msgs[1].marker.summary == msgs[1].text and msgs[1].marker.source == "opencode"
     before = [m.text for m in branch_messages(s)]
     assert before[0] == '"List the files, then show a.txt."'  # still on the branch
+
+
+def test_subagent_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> None:
+    db = OC / "subagent" / "opencode.db"
+    s = imported(db)
+    (link,) = subagent_links(s, "opencode")
+    con = sqlite3.connect(db)
+    (child,) = [r[0] for r in con.execute("select id from session where parent_id = ?",
+                                          (s.header.id,))]
+    con.close()
+    assert link.data["agent_id"] == child and link.data["tool_use_id"] == "call_fx_task"
+    assert link.data["meta"]["subagent_type"] == "general"
+    result = s.get_entry(link.parent_id)
+    assert isinstance(result, MessageEntry) and result.message.tool_call_id == "call_fx_task"
+    root = link.data["first_entry_id"]
+    sent = request_items(request_body(OC / "subagent", "final_subagent_request"))
+    got = chat_context_items(s, subtree_leaf(s, root))
+    assert got[:len(sent)] == sent and got[len(sent):][0][0] == "assistant"
+    # the child session named on its own imports the same, linked to its parent
+    alone = imported(f"{db}#{child}")
+    assert chat_context_items(alone) == got and alone.header.parent_session == s.header.id
+
+
+def test_fork_is_a_branch_from_the_last_message_it_copied(imported: Any) -> None:
+    db = OC / "fork" / "opencode.db"
+    s = imported(db)
+    m = manifest(OC / "fork")
+    bodies = [r["body"] for r in requests(OC / "fork")]
+    runs = m["last_request_of_run"]
+    # the session's own branch is what its last run sent; the fork's, what the fork run sent
+    main = chat_context_items(s, system=False)
+    sent = request_items(bodies[runs["session"]])
+    assert main[:len(sent)] == sent
+    leaf = fork_leaf(s)
+    fork = chat_context_items(s, leaf, system=False)
+    sent = request_items(bodies[runs["fork"]])
+    assert fork[:len(sent)] == sent and fork[len(sent):] == [
+        ("assistant", "text", "Forked: this session answers differently.")]
+    # they share the copied messages: the branch starts after the first run's answer
+    (mark,) = [e for e in s.entries() if isinstance(e, CustomEntry)
+               and e.custom_type == "opencode/fork"]
+    shared = s.get_entry(mark.parent_id)
+    assert isinstance(shared, MessageEntry)
+    assert shared.message.text == "There is one file here: a.txt."
+    assert s.leaf_id != leaf and s.leaf_id in [e.id for e in s.branch()]
+    # the fork named on its own is a session of its own, with its copies of the history
+    alone = imported(f"{db}#{mark.data['session']}")
+    assert chat_context_items(alone, system=False) == fork
+    assert "fork #1" in alone.header.metadata["opencode"]["title"]
 
 
 def data_home(tmp_path: Path) -> tuple[Path, Path]:
@@ -276,16 +308,26 @@ def test_export_has_the_shape_opencode_export_writes(tmp_path: Path, imported: A
     assert tool["state"]["status"] == "completed" and tool["state"]["output"]
 
 
+def fork_leaf(s: Session) -> str:
+    """The last entry of the branch an opencode fork became."""
+    (mark,) = [e for e in s.entries() if isinstance(e, CustomEntry)
+               and e.custom_type == "opencode/fork"]
+    return subtree_leaf(s, mark.id)
+
+
 @needs_opencode
-@pytest.mark.parametrize("name", EXPORTED)
+@pytest.mark.parametrize("name", [*EXPORTED, "fork"])
 def test_opencode_resumes_the_export(name: str, tmp_path: Path, imported: Any) -> None:
+    """An export resumed by the real opencode (``fork``: the branch a fork became, exported
+    at its leaf) sends the exported context, then the new prompt."""
     import subprocess
 
     from contextree.formats import export_session
     from fakes.openai_server import OpenAIServer, completion
 
     s = imported(OC / name / "opencode.db")
-    out = export_session("opencode", s, tmp_path / "export.json")
+    at = fork_leaf(s) if name == "fork" else None
+    out = export_session("opencode", s, tmp_path / "export.json", at=at)
     sid = json.loads(out.read_text())["info"]["id"]
     home, cwd = tmp_path / "home", tmp_path / "work"
     cwd.mkdir()
@@ -311,8 +353,7 @@ def test_opencode_resumes_the_export(name: str, tmp_path: Path, imported: Any) -
         main = [b for b in server.bodies if "title generator" not in json.dumps(b["messages"][0])]
     assert main, "opencode sent no request"
     sent = request_items(main[-1])
-    want = [i for m in s.build_context().messages if m.role != "system"
-            for i in message_items(m)]
+    want = chat_context_items(s, at, system=False)
     assert sent == [*want, ("user", "text", '"Go on."')]
     # and the database opencode wrote imports back to the same context
     back = imported(f"{home / 'data' / 'opencode' / 'opencode.db'}#{sid}")

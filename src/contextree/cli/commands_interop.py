@@ -93,9 +93,10 @@ def import_command(
                                              "of opencode.db, ~/.local/share/opencode; "
                                              "$COPILOT_HOME or ~/.copilot).")] = None,
     with_subagents: Annotated[bool, typer.Option(
-        "--with-subagents", help="claude-code: also import each sub-agent transcript of the "
-        "session as a session of its own beside OUTPUT (OUTPUT's name + .agent-<id>.jsonl), "
-        "linked to it.")] = False,
+        "--with-subagents", help="claude-code, gemini-cli, opencode, copilot: import each "
+        "sub-agent of the session as a session of its own beside OUTPUT (OUTPUT's name + "
+        ".agent-<id>.jsonl), linked to it (without it, each is a root inside the one "
+        "session).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Read another agent's session (or a provider message list) into a new session."""
@@ -146,9 +147,11 @@ def import_command(
 def _import_with_subagents(name: str, src: Path, target: str, *, force: bool,
                            as_json: bool) -> None:
     """``--with-subagents``: the session and each sub-agent transcript, as files."""
-    if name != "claude-code":
-        raise UsageProblem(f"--with-subagents: only claude-code sessions have sub-agent "
-                           f"transcripts ({src} is {name})")
+    from ..formats import _SUBAGENT_FORMATS
+
+    if name not in _SUBAGENT_FORMATS:
+        raise UsageProblem(f"--with-subagents: only {', '.join(_SUBAGENT_FORMATS)} sessions "
+                           f"have sub-agents of their own ({src} is {name})")
     if target == STDOUT or not address_of(target).is_file:
         raise UsageProblem("--with-subagents writes one file per sub-agent beside the "
                            "session: give -o a file path")
@@ -156,7 +159,7 @@ def _import_with_subagents(name: str, src: Path, target: str, *, force: bool,
         raise UsageProblem("--with-subagents does not replace files: remove the old "
                            "imports first, or import to another -o")
     check_output(target, force=False, inputs=[str(src)])
-    with progress_bar(f"importing {src.name}", src.stat().st_size) as bar, \
+    with progress_bar(f"importing {src.name}", split_selector(src)[0].stat().st_size) as bar, \
             import_session(name, src, target, progress=bar, with_subagents=True) as session:
         info = _imported(session, name, str(src), session.location)
         report = (session.header.metadata or {}).get("imported_from", {}).get("report", {})

@@ -199,18 +199,45 @@ def import_session(
     if spec.reader is None:
         raise InvalidArgument(f"format {spec.name!r} can be exported, not imported")
     if with_subagents:
-        if spec.name != "claude-code":
-            raise InvalidArgument(f"with_subagents: only claude-code sessions have sub-agent "
-                                  f"transcripts, not {spec.name!r}")
+        if spec.name not in _SUBAGENT_FORMATS:
+            raise InvalidArgument(f"with_subagents: only {', '.join(_SUBAGENT_FORMATS)} "
+                                  f"sessions have sub-agents of their own, not {spec.name!r}")
         from ..storage import resolve
-        from ._claude_code_subagents import import_with_subagents
 
         if resolve(dest_path).scheme is not None:
             raise InvalidArgument("with_subagents writes one file per sub-agent beside the "
                                   "session: import to a file path, not a database URL")
-        return import_with_subagents(source, Path(dest_path), _write_imported,
-                                     progress=progress, durable=durable)
+        return _import_with_subagents(spec.name, source, Path(dest_path), progress=progress,
+                                      durable=durable)
     return _write_imported(spec.reader(source, progress), dest_path, durable=durable)
+
+
+_SUBAGENT_FORMATS = ("claude-code", "gemini-cli", "opencode", "copilot")
+"""The formats whose sessions record sub-agents (``import_session(..., with_subagents=True)``,
+``contextree import FMT SRC --with-subagents``)."""
+
+
+def _import_with_subagents(fmt: str, source: Path, dest: Path, *, progress: Progress | None,
+                           durable: bool) -> Session:
+    """``import_session(..., with_subagents=True)``: the session and each of its sub-agents,
+    as files (``_subagents``; Claude Code's own in ``_claude_code_subagents``)."""
+    if fmt == "claude-code":
+        from ._claude_code_subagents import import_with_subagents
+
+        return import_with_subagents(source, dest, _write_imported, progress=progress,
+                                     durable=durable)
+    from . import _copilot, _gemini_cli, _opencode
+    from ._subagents import import_with_subagents as with_agents
+
+    module = {"gemini-cli": _gemini_cli, "opencode": _opencode, "copilot": _copilot}[fmt]
+
+    def parent(src: Path, progress: Progress | None, sessions: dict[str, str]) -> Imported:
+        imported: Imported = module.read(src, progress, subagent_sessions=sessions)
+        return imported
+
+    return with_agents(source, dest, _write_imported, module.subagents(source),
+                       module.read, parent,
+                       progress=progress, durable=durable)
 
 
 def _write_imported(imported: Imported, dest_path: str | os.PathLike[str], *,

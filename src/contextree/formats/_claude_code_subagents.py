@@ -16,19 +16,16 @@ named in the parent's report (``subagent_errors``): the parent still imports.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from pathlib import Path
-
-import msgspec
 
 from .._session import Session
 from ..errors import SessionError, SessionExists
-from ._base import Imported, Progress
+from ._base import Progress
 from ._claude_code import read, subagent_files
+from ._subagents import WriteImported, pointed_at
 
 __all__ = ["import_with_subagents", "subagent_session_path"]
 
-WriteImported = Callable[..., Session]
 
 
 def subagent_session_path(dest: Path, transcript: Path) -> Path:
@@ -55,7 +52,7 @@ def import_with_subagents(src: Path, dest: Path, write: WriteImported, *,
                 imported = read(transcript)
             except (SessionError, OSError):
                 continue  # the parent's read reports it (subagent_errors)
-            write(_pointed_at(imported, dest, target), target, durable=durable).close()
+            write(pointed_at(imported, dest, target), target, durable=durable).close()
             written.append(target)
         sessions = {t: str(targets[t]) for t in transcripts if targets[t] in written}
         return write(read(src, progress, subagent_sessions=sessions), dest, durable=durable)
@@ -64,17 +61,3 @@ def import_with_subagents(src: Path, dest: Path, write: WriteImported, *,
             with contextlib.suppress(OSError):
                 path.unlink()
         raise
-
-
-def _pointed_at(imported: Imported, dest: Path, target: Path) -> Imported:
-    """``imported`` (a sub-agent transcript) with its header linked to the session ``dest``."""
-    hdr = imported.header
-    meta = dict(hdr.metadata or {})
-    info = dict(meta.get("imported_from") or {})
-    link = dict(info.get("subagent") or {})
-    link.update(parent_session=str(dest), session=str(target), resolved=True)
-    link.pop("note", None)
-    info["subagent"] = link
-    meta["imported_from"] = info
-    imported.header = msgspec.structs.replace(hdr, parent_session=str(dest), metadata=meta)
-    return imported

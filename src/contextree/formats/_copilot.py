@@ -13,14 +13,19 @@ Import makes the messages a chain in file order, but for the system prompt, whic
 writes after the user message of its turn and sends first (it is kept again only where it
 changed): each user message as sent, each reply with its usage, each tool result (an error when
 ``success`` is false). An applied compaction becomes a compaction entry where it started (the
-messages after it were kept), followed by the user message the CLI sends in place of the
-history: its text, the user's messages and the summary. Every other event is kept as a custom
-entry, in place, so that nothing is lost and the context holds what the model saw.
+messages after it were kept) holding the summary the model wrote, followed by the user message
+the CLI sends in place of the history: its text, every message the user typed so far and the
+summary (the context sends that message, not contextree's own rendering of the summary). Every
+other event is kept as a custom entry, in place, so that nothing is lost and the context holds
+what the model saw. A sub-agent's events (see ``owners``) are a session of their own: a root
+in the same session, linked after the ``task`` call's result (``_subagents``).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +45,9 @@ from ._base import (
     imported_metadata,
     input_error,
     read_json_lines,
+    split_selector,
 )
+from ._subagents import SubagentRef, place, report
 
 FORMAT = "copilot"
 _SUMMARY_HEAD = ("Some of the conversation history has been summarized to free up context.\n\n"
@@ -76,17 +83,154 @@ def detect(path: Path) -> bool:
         return False
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Copilot CLI ``events.jsonl`` (see the module notes)."""
+def read(path: Path, progress: Progress | None = None, *,
+         subagent_sessions: dict[str, str] | None = None) -> Imported:
+    """Read a Copilot CLI ``events.jsonl`` (see the module notes), or one sub-agent of it
+    (``events.jsonl#TOOL_CALL_ID``), with its sub-agents (``subagents``): each one a root of
+    its own in the session, linked after the result of the ``task`` call, or, with
+    ``subagent_sessions`` (agent id -> session), linked to the session it was imported
+    into."""
+    imported, refs = _read_one(path, progress)
+    place(imported, FORMAT, refs, lambda p: _read_one(p)[0], subagent_sessions)
+    return imported
+
+
+def subagents(path: Path) -> list[SubagentRef]:
+    """The sub-agents of a session: one per ``subagent.started`` event (its ``toolCallId``
+    is the ``task`` call), whose events are in the same file: those that name the call as
+    ``parentToolCallId``, or belong to an interaction that one of those began."""
+    return _read_one(path)[1]
+
+
+def owners(events: list[tuple[int, Json]]) -> list[str | None]:
+    """Whose each event is: the ``toolCallId`` of the sub-agent it belongs to, ``None`` for
+    the session's own. An event names its sub-agent (``parentToolCallId``) or shares an
+    ``interactionId`` with one that does; an event naming neither, while a sub-agent runs,
+    is the sub-agent's if its interaction is not the session's (its prompt and system
+    message, the model change it makes)."""
+    out: list[str | None] = []
+    running: list[str] = []
+    agents: set[str] = set()
+    interaction: dict[str, str | None] = {}
+    for _, event in events:
+        data: Json = event["data"] if isinstance(event.get("data"), dict) else {}
+        kind, call = event["type"], data.get("toolCallId")
+        if kind == "subagent.started" and isinstance(call, str):
+            running.append(call)
+            agents.add(call)
+            out.append(None)
+            continue
+        if kind in ("subagent.completed", "subagent.failed") and isinstance(call, str):
+            if call in running:
+                running.remove(call)
+            out.append(None)
+            continue
+        parent, iid = data.get("parentToolCallId"), data.get("interactionId")
+        if isinstance(parent, str) and parent in agents:
+            who: str | None = parent
+        elif isinstance(iid, str) and iid in interaction:
+            who = interaction[iid]
+        else:
+            who = running[-1] if running else None
+        if isinstance(iid, str):
+            interaction.setdefault(iid, who)
+        out.append(who)
+    return out
+
+
+def _read_one(path: Path, progress: Progress | None = None
+              ) -> tuple[Imported, list[SubagentRef]]:
+    """The session's own events (or, for ``FILE#CALL``, that sub-agent's) as a session, and
+    the sub-agents it started."""
+    src, agent = split_selector(path)
     events: list[tuple[int, Json]] = []
-    for n, obj in read_json_lines(path, progress):
+    for n, obj in read_json_lines(src, progress):
         if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            raise input_error(path, n, "expected an event: a JSON object with a string `type`")
+            raise input_error(src, n, "expected an event: a JSON object with a string `type`")
         if not events and not looks_like_copilot(obj):
-            raise input_error(path, n, _not_copilot(path))
+            raise input_error(src, n, _not_copilot(src))
         events.append((n, obj))
     if not events:
-        raise input_error(path, None, "this Copilot CLI session file is empty")
+        raise input_error(src, None, "this Copilot CLI session file is empty")
+    whose = owners(events)
+    if agent is not None and agent not in whose:
+        raise input_error(src, None, f"no sub-agent {agent!r} in this Copilot CLI session "
+                          "(a sub-agent is named by the toolCallId of its task call)")
+    first = events[0]
+    mine = [e for e, w in zip(events, whose, strict=True) if w == agent]
+    refs = [] if agent is not None else [
+        _ref(src, e["data"]) for _, e in mine if e["type"] == "subagent.started"
+        and isinstance(e.get("data"), dict) and isinstance(e["data"].get("toolCallId"), str)]
+    imported = _build(src, first, mine, agent)
+    if agent is None:
+        _add_forks(imported, src, events)
+    return imported, refs
+
+
+_FORKED_INTO = re.compile(r"Forked this session into .*\(([0-9A-Za-z-]+)\)\.?$")
+"""The message of the ``session.info`` event (``infoType: fork``) that ``/fork`` writes in the
+session it forked, naming the new session's id last."""
+
+
+def _add_forks(imported: Imported, src: Path, events: list[tuple[int, Json]]) -> None:
+    """Each fork of the session (``/fork``: a new session whose events begin with copies of
+    this one's, ids and all) as a branch from the last event it copied: its own events,
+    starting with its ``session.info`` that says where it came from."""
+    forks = []
+    for _, e in events:
+        data: Json = e["data"] if isinstance(e.get("data"), dict) else {}
+        m = _FORKED_INTO.search(str(data.get("message") or "")) if data.get(
+            "infoType") == "fork" else None
+        if m is not None:
+            forks.append(m.group(1))
+    if not forks:
+        return
+    if imported.leaf_id is None and imported.entries:
+        imported.leaf_id = imported.entries[-1].id  # the session's own leaf
+    taken = {e.id for e in imported.entries}
+    found: list[Json] = []
+    missing: list[Json] = []
+    for fork_id in forks:
+        path = _session_file(src.parent.parent, fork_id)
+        if path is None:
+            missing.append({"session": fork_id,
+                            "error": "its events.jsonl is not beside this session's folder"})
+            continue
+        fork, _ = _read_one(path)
+        own = [e for e in fork.entries if e.id not in taken and e.parent_id is not None]
+        imported.entries.extend(own)
+        taken |= {e.id for e in own}
+        found.append({"session": fork_id, "file": str(path), "entries": len(own)})
+    report(imported, {"forks": found, **({"fork_errors": missing} if missing else {})})
+
+
+def _session_file(root: Path, session_id: str) -> Path | None:
+    """The ``events.jsonl`` of session ``session_id`` under ``root`` (a ``session-state``
+    folder): in the folder of that name, else in the one whose ``session.start`` says so."""
+    named = root / session_id / "events.jsonl"
+    if named.is_file():
+        return named
+    for events in sorted(root.glob("*/events.jsonl")):
+        with open(events, "rb") as f:
+            line = f.readline(1 << 20)
+        try:
+            first = parse_json(line)
+        except ValueError:
+            continue
+        if looks_like_copilot(first) and first["data"].get("sessionId") == session_id:
+            return events
+    return None
+
+
+def _ref(src: Path, data: Json) -> SubagentRef:
+    meta: Json = {k: data[k] for k in ("agentName", "agentDisplayName", "agentDescription",
+                                 "agentType", "model", "executionMode") if k in data}
+    call = str(data["toolCallId"])
+    return SubagentRef(call, call, Path(f"{src}#{call}"), meta)
+
+
+def _build(path: Path, first_event: tuple[int, Json], events: list[tuple[int, Json]],
+           agent: str | None) -> Imported:
     applied = {e["data"].get("compactionAttemptId"): e["data"] for _, e in events
                if e["type"] == "session.compaction_complete"
                and isinstance(e.get("data"), dict) and e["data"].get("outcome") == "applied"}
@@ -139,7 +283,8 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
             start = add(eid, when, None, "copilot_" + kind, event)
             done = applied[data["compactionAttemptId"]]
             summary = str(done.get("summaryContent") or "")
-            comp = CompactionEntry(ids.new(), parent, when, summary="", first_kept_entry_id=start,
+            comp = CompactionEntry(ids.new(), parent, when, summary=summary,
+                                   first_kept_entry_id=start,
                                    tokens_before=int(done.get("preCompactionTokens") or 0),
                                    tokens_after=done.get("postCompactionTokens"),
                                    pinned=[system[0]] if system is not None else None,
@@ -148,19 +293,27 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
             entries.append(comp)
             parent = comp.id
             text = summary_text(users, summary)
-            add(None, when, Message(role="user", content=text).marked(
-                CompactionSummaryMarker(summary=summary, source=FORMAT,
-                                        tokens_before=comp.tokens_before)), kind, None)
+            # the summary is sent as the CLI sent it: this message, not contextree's own
+            comp.details["summary_entry"] = add(None, when, Message(
+                role="user", content=text).marked(CompactionSummaryMarker(
+                    summary=summary, source=FORMAT, tokens_before=comp.tokens_before)),
+                kind, None)
         else:
             add(eid, when, None, "copilot_" + kind, event)
-    first = events[0][1]
+    first = first_event[1]
     begun: Json = first["data"] if isinstance(first.get("data"), dict) else {}
     where = begun.get("context")
     cwd = str(where["cwd"]) if isinstance(where, dict) and where.get("cwd") else None
-    meta = {**imported_metadata(FORMAT, path), "copilot": begun,
+    sid = str(begun.get("sessionId") or "") or None
+    link = None
+    if agent is not None:  # a sub-agent: an id of its own, linked to the session
+        link = {"agent_id": agent, "tool_use_id": agent, "parent_session_id": sid,
+                "parent_file": str(path)}
+        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"copilot:{sid}#{agent}"))
+    meta = {**imported_metadata(FORMAT, path, subagent=link), "copilot": begun,
             "copilot_workspace": _workspace(path.parent / "workspace.yaml")}
-    hdr = header(str(begun.get("sessionId") or "") or None,
-                 str(begun.get("startTime") or stamp), cwd=cwd, metadata=meta)
+    hdr = header(sid, str(begun.get("startTime") or stamp), cwd=cwd, metadata=meta,
+                 parent_session=link["parent_session_id"] if link else None)
     counts: dict[str, int] = {}
     for _, e in events:
         counts[e["type"]] = counts.get(e["type"], 0) + 1

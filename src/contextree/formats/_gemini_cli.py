@@ -50,6 +50,7 @@ from ._base import (
     input_error,
     read_json_lines,
 )
+from ._subagents import SubagentRef, place
 
 FORMAT = "gemini-cli"
 SESSION_CONTEXT = "<session_context>"
@@ -172,8 +173,48 @@ def detect(path: Path) -> bool:
 # -- import ------------------------------------------------------------------------------
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Gemini CLI chat file (see the module notes)."""
+def read(path: Path, progress: Progress | None = None, *,
+         subagent_sessions: dict[str, str] | None = None) -> Imported:
+    """Read a Gemini CLI chat file (see the module notes) with its sub-agents' chats
+    (``subagents``): each one a root of its own in the session, linked after the result of
+    the ``invoke_agent`` call, or, with ``subagent_sessions`` (agent id -> session), linked
+    to the session it was imported into."""
+    imported, refs = _read_one(path, progress)
+    place(imported, FORMAT, refs, lambda p: _read_one(p)[0], subagent_sessions)
+    return imported
+
+
+def subagents(path: Path) -> list[SubagentRef]:
+    """The sub-agents of a chat: each ``invoke_agent`` call whose record names an
+    ``agentId``, whose own chat the CLI writes to ``chats/<this session's id>/<agent id>.jsonl``
+    (a chat of ``kind`` ``subagent``; its sub-agents, if any, beside it)."""
+    meta, instances, _ = replay(path)
+    return _refs(path, meta, instances)
+
+
+def _refs(path: Path, meta: Json, instances: list[_Instance]) -> list[SubagentRef]:
+    if meta.get("kind") == "subagent":
+        folder = path.parent
+    else:
+        folder = path.parent / str(meta.get("sessionId"))
+    refs: dict[str, SubagentRef] = {}
+    for inst in instances:
+        for call in inst.record.get("toolCalls") or ():
+            agent = call.get("agentId") if isinstance(call, dict) else None
+            if not isinstance(agent, str) or not agent or agent in refs:
+                continue
+            args = call.get("args") if isinstance(call.get("args"), dict) else {}
+            refs[agent] = SubagentRef(str(call.get("id") or "") or None, agent,
+                                      folder / f"{agent}.jsonl",
+                                      {"agent_name": args.get("agent_name"),
+                                       "prompt": args.get("prompt")})
+    return [r for r in refs.values() if r.source.is_file()]
+
+
+def _read_one(path: Path, progress: Progress | None = None
+              ) -> tuple[Imported, list[SubagentRef]]:
+    """One chat file (a sub-agent's chat links to its parent's session id), and the
+    sub-agents it names."""
     meta, instances, live = replay(path, progress)
     answered = {r["id"] for inst in instances for r in _responses(inst.record)}
     ids = Ids()
@@ -203,11 +244,18 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
                                        data=record))
             inst.entry_ids.append(eid)
     leaf = _last_entry(instances, live[-1]) if live else None
-    cwd = _cwd_of(path)
+    sub = meta.get("kind") == "subagent"
+    dirs = meta.get("directories")
+    cwd = (str(dirs[0]) if sub and isinstance(dirs, list) and dirs
+           else _cwd_of(path.parent if sub else path))
+    link = {"parent_session_id": path.parent.name, "agent_id": meta["sessionId"]} if sub \
+        else None
     hdr = header(str(meta["sessionId"]), str(meta.get("startTime") or stamp), cwd=cwd,
-                 metadata={**imported_metadata(FORMAT, path), "gemini_cli": meta})
+                 metadata={**imported_metadata(FORMAT, path, subagent=link),
+                           "gemini_cli": meta},
+                 parent_session=path.parent.name if sub else None)
     report = {"records": counts, "messages": len(live), "rewound": len(instances) - len(live)}
-    return Imported(hdr, entries, leaf_id=leaf, report=report)
+    return Imported(hdr, entries, leaf_id=leaf, report=report), _refs(path, meta, instances)
 
 
 def _last_entry(instances: list[_Instance], k: int | None) -> str | None:

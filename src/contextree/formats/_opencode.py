@@ -14,8 +14,9 @@ parts are one user message; each step of an assistant message (from ``step-start
 message's usage on its last step) followed by one tool message per tool part, holding what the
 tool returned (``state.output``, or ``state.error`` marked as an error). A ``compaction`` part
 (opencode's request for a summary) is sent as the user text "What did we do so far?" and the
-assistant message that answers it is the summary: a compaction entry goes before it, so that
-the context starts there as opencode's does, and the summary is marked as one. What has no
+assistant message that answers it is the summary: a compaction entry (naming it as
+``summary_entry``) goes before it, so that the context starts there as opencode's does (sending that reply, marked as
+the summary, not contextree's own rendering of it). What has no
 message of its own stays on the message it came with (step parts, tool metadata, the rows'
 own fields), and the session row in the header. The system prompt is not stored (opencode
 builds it for every request), nor is the ``event`` table read: it is a log of the same changes.
@@ -24,6 +25,7 @@ builds it for every request), nor is the ``event`` table read: it is a log of th
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from typing import Any
 
 from .._limits import parse_json
 from .._messages import Message, TextPart, ThinkingPart, ToolCall, Usage
-from ..entries import AnyEntry, CompactionEntry, MessageEntry
+from ..entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
@@ -45,6 +47,7 @@ from ._base import (
     iso_from_seconds,
     split_selector,
 )
+from ._subagents import SubagentRef, place
 
 FORMAT = "opencode"
 COMPACTION_PROMPT = "What did we do so far?"
@@ -90,8 +93,48 @@ def _json(raw: object, db: Path, where: str) -> Json:
 # -- import ------------------------------------------------------------------------------
 
 
-def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read one session of opencode's database (see the module notes)."""
+def read(path: Path, progress: Progress | None = None, *,
+         subagent_sessions: dict[str, str] | None = None) -> Imported:
+    """Read one session of opencode's database (see the module notes), with its forks as
+    branches and its sub-agents (``subagents``): each one a root of its own in the session,
+    linked after the result of the ``task`` call, or, with ``subagent_sessions`` (agent id
+    -> session), linked to the session it was imported into."""
+    imported, refs = _read_one(path, progress)
+    place(imported, FORMAT, refs, lambda p: _read_one(p)[0], subagent_sessions)
+    return imported
+
+
+def subagents(path: Path) -> list[SubagentRef]:
+    """The sub-agents of one session of the database: its child sessions (``parent_id``),
+    each named by the ``task`` call whose result's metadata holds its ``sessionId``."""
+    return _read_one(path)[1]
+
+
+@dataclass
+class _Loaded:
+    """One session's rows: the session, its messages (with their ``data``) and parts."""
+
+    session: sqlite3.Row
+    rows: list[sqlite3.Row]
+    datas: list[Json]
+    parts: dict[str, list[tuple[str, Json]]]
+
+
+def _load(con: sqlite3.Connection, db: Path, session: sqlite3.Row) -> _Loaded:
+    rows = con.execute("select * from message where session_id = ? order by "
+                       "time_created, id", (session["id"],)).fetchall()
+    parts: dict[str, list[tuple[str, Json]]] = {}
+    for p in con.execute("select * from part where session_id = ? order by id",
+                         (session["id"],)):
+        parts.setdefault(p["message_id"], []).append((p["id"], _json(p["data"], db,
+                                                                     f"part {p['id']}")))
+    datas = [_json(r["data"], db, f"message {r['id']}") for r in rows]
+    return _Loaded(session, rows, datas, parts)
+
+
+def _read_one(path: Path, progress: Progress | None = None
+              ) -> tuple[Imported, list[SubagentRef]]:
+    """One session with its forks, and the sub-agents it names."""
     db, key = split_selector(path)
     if not is_opencode_db(db):
         raise input_error(db, None, _not_opencode(db))
@@ -99,33 +142,69 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
         with _connect(db) as con:
             con.row_factory = sqlite3.Row
             session = _session_row(con, db, key)
-            rows = con.execute("select * from message where session_id = ? order by "
-                               "time_created, id", (session["id"],)).fetchall()
-            parts: dict[str, list[sqlite3.Row]] = {}
-            for p in con.execute("select * from part where session_id = ? order by id",
-                                 (session["id"],)):
-                parts.setdefault(p["message_id"], []).append(p)
+            own = _load(con, db, session)
+            forks = [_load(con, db, f) for f in _fork_rows(con, own)]
+            children = [r["id"] for r in con.execute(
+                "select id from session where parent_id = ? order by time_created, id",
+                (session["id"],))]
     except sqlite3.Error as e:
         raise input_error(db, None, f"cannot read the opencode database ({e}); is it "
                           "opencode's opencode.db?") from None
     ids = Ids()
     entries: list[AnyEntry] = []
-    parent: str | None = None
-    datas = [_json(r["data"], db, f"message {r['id']}") for r in rows]
-    summaries = {r["id"] for r, d in zip(rows, datas, strict=True) if d.get("summary") is True}
-    answers = {d.get("parentID"): r["id"] for r, d in zip(rows, datas, strict=True)
+    at_row = _chain(own, 0, None, ids, entries, progress)
+    report: Json = {"messages": len(own.rows),
+                    "parts": sum(len(v) for v in own.parts.values())}
+    leaf = entries[-1].id if entries else None
+    fork_rows = []
+    for fork in forks:
+        shared = _shared_prefix(own, fork)
+        base = at_row.get(own.rows[shared - 1]["id"]) if shared else None
+        mark = CustomEntry(ids.new(), base, iso_from_seconds(fork.session["time_created"]
+                                                              / 1000),
+                           custom_type=f"{FORMAT}/fork",
+                           data={"session": fork.session["id"], "title": fork.session["title"],
+                                 "copied_messages": [r["id"] for r in fork.rows[:shared]],
+                                 "copied_parts": [pid for r in fork.rows[:shared]
+                                                  for pid, _ in fork.parts.get(r["id"], ())]})
+        entries.append(mark)
+        _chain(fork, shared, mark.id, ids, entries, None)
+        fork_rows.append(fork.session["id"])
+        report["parts"] += sum(len(fork.parts.get(r["id"], ())) for r in fork.rows[shared:])
+    if fork_rows:
+        report["forks"] = [{"session": f} for f in fork_rows]
+    meta = imported_metadata(FORMAT, db, session_id=session["id"],
+                             report={"forks": report["forks"]} if fork_rows else None)
+    meta["opencode"] = {k: _cell(session[k]) for k in session.keys()}  # noqa: SIM118 - a Row
+    hdr = header(session["id"], iso_from_seconds(session["time_created"] / 1000),
+                 cwd=session["directory"], metadata=meta, parent_session=session["parent_id"])
+    imported = Imported(hdr, entries, leaf_id=leaf if fork_rows else None, report=report)
+    return imported, _refs(db, own, children)
+
+
+def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[AnyEntry],
+           progress: Progress | None) -> dict[str, str]:
+    """Append the messages of ``s`` from row ``start`` on as a chain below ``parent``;
+    returns the last entry id of each message row."""
+    summaries = {r["id"] for r, d in zip(s.rows, s.datas, strict=True)
+                 if d.get("summary") is True}
+    answers = {d.get("parentID"): r["id"] for r, d in zip(s.rows, s.datas, strict=True)
                if r["id"] in summaries}
     tokens_before = 0  # what the context held, by the last reply's usage
-    for n, (row, data) in enumerate(zip(rows, datas, strict=True)):
+    last: dict[str, str] = {}
+    waiting: dict[str, CompactionEntry] = {}  # a summary's row -> its compaction
+    for n, (row, data) in enumerate(zip(s.rows, s.datas, strict=True)):
+        if n < start:
+            continue
         when = iso_from_seconds(row["time_created"] / 1000)
-        its_parts = [(p["id"], _json(p["data"], db, f"part {p['id']}"))
-                     for p in parts.get(row["id"], ())]
+        its_parts = s.parts.get(row["id"], [])
         if any(p.get("type") == "compaction" for _, p in its_parts):
             comp = CompactionEntry(ids.new(), parent, when, summary="",
                                    first_kept_entry_id=None, tokens_before=tokens_before,
                                    details={"source": FORMAT,
                                             "summary_message": answers.get(row["id"])})
             entries.append(comp)
+            waiting[str(answers.get(row["id"]))] = comp
             parent = comp.id
         for i, msg in enumerate(_messages(row["id"], data, its_parts, row["id"] in summaries)):
             if msg.usage is not None:
@@ -133,14 +212,78 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
             eid = row["id"] if i == 0 and ids.claim(row["id"]) else ids.new()
             entries.append(MessageEntry(eid, parent, when, message=msg))
             parent = eid
+            comp_of = waiting.pop(row["id"], None) if msg.role == "assistant" else None
+            if comp_of is not None:  # the summary the model wrote, sent as this reply
+                comp_of.details["summary_entry"] = eid
+        if parent is not None:
+            last[row["id"]] = parent
         if progress is not None:
-            progress(n + 1, len(rows))
-    meta = imported_metadata(FORMAT, db, session_id=session["id"])
-    meta["opencode"] = {k: _cell(session[k]) for k in session.keys()}  # noqa: SIM118 - a Row
-    hdr = header(session["id"], iso_from_seconds(session["time_created"] / 1000),
-                 cwd=session["directory"], metadata=meta, parent_session=session["parent_id"])
-    return Imported(hdr, entries, report={"messages": len(rows),
-                                          "parts": sum(len(v) for v in parts.values())})
+            progress(n + 1, len(s.rows))
+    return last
+
+
+def _fork_rows(con: sqlite3.Connection, own: _Loaded) -> list[sqlite3.Row]:
+    """The forks of a session (``opencode run --fork``, ``/fork``): top-level sessions titled
+    ``<its title> (fork #N)`` whose messages start with copies of its own. opencode records no
+    other link: a copy has a new id but keeps the time it was created and its parts."""
+    title = own.session["title"]
+    if own.session["parent_id"] is not None or not own.rows:
+        return []
+    found = []
+    for row in con.execute("select * from session where parent_id is null and id != ? and "
+                           "title like ? order by time_created, id",
+                           (own.session["id"], title.replace("%", "_") + " (fork #%)")):
+        m = _FORK_TITLE.fullmatch(row["title"])
+        if m is None or m.group(1) != title:
+            continue
+        first = con.execute("select time_created from message where session_id = ? order by "
+                            "time_created, id limit 1", (row["id"],)).fetchone()
+        if first is not None and first[0] == own.rows[0]["time_created"]:
+            found.append(_row(row))
+    return found
+
+
+_FORK_TITLE = re.compile(r"(.*) \(fork #\d+\)")
+"""The title opencode gives a fork: the forked session's, then `` (fork #N)``."""
+
+
+def _shared_prefix(own: _Loaded, fork: _Loaded) -> int:
+    """How many leading messages of ``fork`` are copies of ``own``'s: the same role, creation
+    time and part contents (ids aside)."""
+    n = 0
+    for (a, da), (b, db_) in zip(zip(own.rows, own.datas, strict=True),
+                                 zip(fork.rows, fork.datas, strict=True), strict=False):
+        same = (da.get("role") == db_.get("role") and a["time_created"] == b["time_created"]
+                and _contents(own.parts.get(a["id"], [])) == _contents(
+                    fork.parts.get(b["id"], [])))
+        if not same:
+            break
+        n += 1
+    return n
+
+
+def _contents(parts: list[tuple[str, Json]]) -> list[Any]:
+    return [(p.get("type"), p.get("text"), p.get("callID"),
+             (p.get("state") or {}).get("output") if isinstance(p.get("state"), dict) else None)
+            for _, p in parts if p.get("type") in ("text", "tool", "reasoning")]
+
+
+def _refs(db: Path, own: _Loaded, children: list[str]) -> list[SubagentRef]:
+    """A sub-agent for each child session, with the ``task`` call that started it."""
+    calls: dict[str, tuple[str, Any]] = {}
+    for parts in own.parts.values():
+        for _, p in parts:
+            state: Json = p["state"] if isinstance(p.get("state"), dict) else {}
+            meta: Json = state["metadata"] if isinstance(state.get("metadata"), dict) else {}
+            if p.get("type") == "tool" and isinstance(meta.get("sessionId"), str):
+                calls[meta["sessionId"]] = (str(p.get("callID")), state.get("input"))
+    out = []
+    for child in children:
+        call, args = calls.get(child, (None, None))
+        info: Json = {k: args[k] for k in ("subagent_type", "description", "prompt")
+                      if isinstance(args, dict) and k in args}
+        out.append(SubagentRef(call, child, Path(f"{db}#{child}"), info))
+    return out
 
 
 def _cell(value: object) -> object:
@@ -153,8 +296,15 @@ def _cell(value: object) -> object:
 
 
 def _session_row(con: sqlite3.Connection, db: Path, key: str | None) -> sqlite3.Row:
-    if key is None:
-        rows = con.execute("select * from session order by time_updated desc").fetchall()
+    if key is None:  # the one session, with its sub-agents (its children) and forks if any
+        rows = con.execute("select * from session where parent_id is null order by "
+                           "time_updated desc").fetchall() or con.execute(
+            "select * from session order by time_updated desc").fetchall()
+        titles = {r["title"] for r in rows}
+        origins = [r for r in rows if not (m := _FORK_TITLE.fullmatch(r["title"]))
+                   or m.group(1) not in titles]
+        if len(origins) == 1:
+            return _row(origins[0])
         if len(rows) == 1:
             return _row(rows[0])
         if not rows:

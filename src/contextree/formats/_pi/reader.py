@@ -27,9 +27,11 @@ from ..._messages import (
 )
 from ..._text import shorten
 from ...entries import (
+    CALLS_TYPE,
     ActiveToolsChangeEntry,
     AnyEntry,
     BranchSummaryEntry,
+    CallRecord,
     CompactionEntry,
     CompactionReceipt,
     ContextEditEntry,
@@ -292,7 +294,26 @@ def _typed_entry(kind: str, eid: str, parent: str | None, ts: str, d: Json) -> A
         content = None if replacement is None else _content_from_pi(replacement["content"])
         return ContextEditEntry(eid, parent, ts, target_id=_pop_str(d, "targetId"),
                                 content=content)
+    if kind == "usage":
+        return _usage_entry_from_pi(eid, parent, ts, d)
     return None
+
+
+def _usage_entry_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> CustomEntry:
+    """pi 1.x's ``usage`` entry (a model call outside the context: a cache warm-up) as the
+    entry contextree counts such calls by: a ``contextree.calls`` custom entry of one call.
+    pi's own fields stay in the entry's extra (``kind``, ``provider``, ``model``, ``usage``,
+    ``note``), so that export writes the same line back."""
+    raw = d.get("usage")
+    if not isinstance(raw, dict):
+        raise ValueError("`usage` must be an object")
+    kind = d.get("kind")
+    if not isinstance(kind, str):
+        raise ValueError("`kind` must be a string")
+    provider, model = _str(d.get("provider")), _str(d.get("model"))
+    call = CallRecord(provider=provider, model=model, usage=_usage_from_pi(raw), outcome=kind)
+    return CustomEntry(eid, parent, ts, custom_type=CALLS_TYPE,
+                       data={"calls": [call.to_dict()]})
 
 
 def _compaction_from_pi(eid: str, parent: str | None, ts: str, d: Json) -> CompactionEntry:

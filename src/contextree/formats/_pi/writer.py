@@ -25,6 +25,7 @@ from ..._messages import (
 )
 from ..._session import Session
 from ...entries import (
+    CALLS_TYPE,
     ActiveToolsChangeEntry,
     AnyEntry,
     BranchSummaryEntry,
@@ -173,6 +174,8 @@ def _fields_to_pi(entry: AnyEntry, names: dict[str, str],
     if isinstance(entry, CustomEntry):
         if entry.custom_type == PI_MESSAGE and isinstance(entry.data, dict):
             return {"type": "message", "message": entry.data.get("message")}
+        if entry.custom_type == CALLS_TYPE and {"kind", "usage"} <= entry.extra.keys():
+            return {"type": "usage"}  # pi 1.x's own line: its fields are in the extra
         out = {"customType": entry.custom_type}
         if entry.data is not None:
             out["data"] = entry.data
