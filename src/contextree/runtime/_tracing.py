@@ -8,7 +8,8 @@ session id (``gen_ai.conversation.id``) and the entry ids the session stored
 (``contextree.entry_id``), the tokens (``gen_ai.usage.*``) and the cost in USD
 (``contextree.cost_usd``; ``contextree.cost_unknown`` where no price is known). Message
 content is left out unless ``capture_content=True`` (``gen_ai.input.messages``,
-``gen_ai.output.messages``, tool arguments and results).
+``gen_ai.output.messages``, tool arguments and results), and what is recorded then is
+redacted (``[REDACTED:aws-key:1]``, see docs/redaction.md) unless ``redact=False``.
 
 The ``otel`` extra installs ``opentelemetry-api`` and ``opentelemetry-sdk``; without it,
 building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextree[otel]'``.
@@ -21,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from .._messages import Message, Usage
+from .._messages import Usage
 from .._pricing import cost_of
 from ..errors import missing_extra
+from ..redaction import Redactor
 from ._env import Env, SentRequest
 from ._events import (
     CommittedPayload,
@@ -42,6 +42,7 @@ from ._events import (
     ToolStartPayload,
     TurnEndPayload,
 )
+from ._trace_content import CapturedContent
 
 __all__ = ["OTEL_EXTRA", "Tracing"]
 
@@ -72,10 +73,11 @@ class Tracing:
     """Turn the agent's events into OpenTelemetry spans (see the module notes): add it with
     ``agent.on("*", Tracing())``. ``tracer_provider``: where the spans go (default: the
     global one); ``capture_content``: also record message content (off by default, as the
-    conventions ask); ``agent_name``: ``gen_ai.agent.name`` of the turn spans."""
+    conventions ask), redacted like every exit unless ``redact=False`` (or your own
+    ``Redactor``); ``agent_name``: ``gen_ai.agent.name`` of the turn spans."""
 
     def __init__(self, *, tracer_provider: Any = None, capture_content: bool = False,
-                 agent_name: str = "contextree") -> None:
+                 agent_name: str = "contextree", redact: bool | Redactor = True) -> None:
         try:
             from opentelemetry import trace
             from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -86,6 +88,7 @@ class Tracing:
         self._status, self._code = Status, StatusCode
         self.tracer = trace.get_tracer("contextree", tracer_provider=tracer_provider)
         self.capture_content = capture_content
+        self._content = CapturedContent(redact)  # what content is recorded goes through it
         self.agent_name = agent_name
         self._turns: dict[int, _Turn] = {}
         self._lock = threading.Lock()
@@ -174,11 +177,11 @@ class Tracing:
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     attributes[name] = value
             if self.capture_content and request.system is not None:
-                attributes["gen_ai.system_instructions"] = request.system
+                attributes["gen_ai.system_instructions"] = self._content.text(request.system)
         if env.session is not None:
             attributes["gen_ai.conversation.id"] = env.session.id
         if self.capture_content:
-            attributes["gen_ai.input.messages"] = _messages_json(env.messages)
+            attributes["gen_ai.input.messages"] = self._content.messages_json(env.messages)
         turn.model = self._child(turn, f"chat {p.model}", self._kinds.CLIENT, attributes)
         turn.model_start = env.turn_usage
 
@@ -195,7 +198,7 @@ class Tracing:
         if m.stop_reason:
             more["gen_ai.response.finish_reasons"] = [m.stop_reason]
         if self.capture_content:
-            more["gen_ai.output.messages"] = _messages_json([m])
+            more["gen_ai.output.messages"] = self._content.messages_json([m])
         _usage_attributes(span, m.usage, cost_of(m), **more)
         span.end()
 
@@ -217,7 +220,7 @@ class Tracing:
                                       "gen_ai.tool.call.id": call.id,
                                       "gen_ai.tool.type": "function"}
         if self.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = orjson.dumps(call.arguments).decode()
+            attributes["gen_ai.tool.call.arguments"] = self._content.json(call.arguments)
         span = self._child(turn, f"execute_tool {call.name}", self._kinds.INTERNAL,
                            attributes)
         with self._lock:
@@ -231,7 +234,7 @@ class Tracing:
             span.set_status(self._status(self._code.ERROR, "the tool reported an error"))
             span.set_attribute("error.type", "tool_error")
         if self.capture_content:
-            span.set_attribute("gen_ai.tool.call.result", str(p.result.content))
+            span.set_attribute("gen_ai.tool.call.result", self._content.text(str(p.result.content)))
 
     def _compaction_start(self, env: Env, turn: _Turn, p: CompactionStartPayload) -> None:
         turn.compaction_usage = env.turn_usage
@@ -322,7 +325,3 @@ def _minus(after: Usage, before: Usage) -> Usage:
     return Usage(input=after.input - before.input, output=after.output - before.output,
                  cache_read=after.cache_read - before.cache_read,
                  cache_write=after.cache_write - before.cache_write, cost=cost)
-
-
-def _messages_json(messages: Any) -> str:
-    return orjson.dumps([m.to_dict() for m in messages if isinstance(m, Message)]).decode()
