@@ -41,6 +41,16 @@ def test_texts_give_what_text_gives_for_each_one() -> None:
     assert Redactor(enabled=False).texts(texts) == texts
 
 
+def test_a_pattern_anchored_at_the_start_sees_each_text_alone() -> None:
+    texts = ["ticket-1234 opened", "ticket-5678 closed", "see ticket-9999"]
+    for pattern in (r"^ticket-\d+", r"\Aticket-\d+", r"ticket-\d+ closed$"):
+        batched = Redactor([pattern]).texts(texts)
+        one = Redactor([pattern])
+        assert batched == [one.text(t) for t in texts], pattern
+    assert Redactor([r"^ticket-\d+"]).texts(texts)[1:] == ["[REDACTED:custom:2] closed",
+                                                          "see ticket-9999"]
+
+
 def test_a_secret_found_by_its_key_is_also_replaced_where_it_came_before() -> None:
     secret = password()
     out = Redactor().texts([f"mysql -p{secret} -e 'select 1'", "", f"DB_PASSWORD={secret}"])

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from itertools import product
 from typing import Any, Generic, TypeVar
 
-__all__ = ["IGNORE_CASE", "MIN_NEEDLE", "Prefilter", "needles_of"]
+__all__ = ["IGNORE_CASE", "MIN_NEEDLE", "Prefilter", "anchored", "needles_of"]
 
 IGNORE_CASE = "(?i)"
 """The first of a detector's needles when they are to be found in any case."""
@@ -61,6 +61,35 @@ def needles_of(pattern: re.Pattern[str] | str) -> tuple[str, ...] | None:
     if compiled.flags & re.IGNORECASE:
         return (IGNORE_CASE, *sorted({n.lower() for n in best}))
     return tuple(sorted(best))
+
+
+def anchored(pattern: str) -> bool:
+    """True when ``pattern`` holds ``^``, ``$``, ``\\A`` or ``\\Z`` outside multi-line mode:
+    it matches at the start or end of the whole text only, so it must see each text alone
+    (not a batch of texts joined)."""
+    if _parser is None:
+        return True
+    try:
+        items = _parser.parse(pattern).data
+    except Exception:
+        return True
+    ends = (_c.AT_BEGINNING, _c.AT_BEGINNING_STRING, _c.AT_END, _c.AT_END_STRING)
+
+    def walk(seq: Any) -> bool:
+        for op, av in seq:
+            if op is _c.AT and av in ends:
+                return True
+            if op is _c.SUBPATTERN and walk(av[3]):
+                return True
+            if op is _c.BRANCH and any(walk(alt) for alt in av[1]):
+                return True
+            if op in (_c.MAX_REPEAT, _c.MIN_REPEAT, _c.POSSESSIVE_REPEAT) and walk(av[2]):
+                return True
+            if op in (_c.ASSERT, _c.ASSERT_NOT) and walk(av[1]):
+                return True
+        return False
+
+    return walk(items)
 
 
 def _runs(items: list[Any]) -> list[set[str]]:

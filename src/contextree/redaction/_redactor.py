@@ -18,7 +18,7 @@ from ._keywords import Assignments, is_secret_key, kind_of_key
 from ._patterns import UserPattern, compile_pattern
 from ._placeholders import KnownSecrets, Placeholders, is_placeholder_text, is_placeholder_value
 from ._plugins import plugin_detectors
-from ._prefilter import Prefilter
+from ._prefilter import Prefilter, anchored
 from ._scanner import scan
 
 __all__ = ["BATCH_CHARS", "BATCH_TEXTS", "SEPARATOR", "Redactor"]
@@ -71,6 +71,8 @@ class Redactor:
             HighEntropy(),
         )
         self._prefilter = Prefilter(self._detectors)
+        # a pattern anchored at the text's start or end must see each text alone
+        self._one_by_one = any(anchored(p.source) for p in self._user)
 
     @property
     def enabled(self) -> bool:
@@ -135,7 +137,7 @@ class Redactor:
         return out
 
     def _batch(self, texts: list[str]) -> list[str]:
-        if len(texts) <= 1:
+        if len(texts) <= 1 or self._one_by_one:
             return [self.text(t) for t in texts]
         out = self.text(SEPARATOR.join(texts)).split(SEPARATOR) \
             if not any(SEPARATOR in t for t in texts) else []
