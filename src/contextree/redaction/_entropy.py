@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._detectors import Hit
-from ._patterns import encoded
+from ._prefilter import encoded
 
 __all__ = ["MAX_LENGTH", "MIN_LENGTH", "HighEntropy", "entropy", "looks_random"]
 

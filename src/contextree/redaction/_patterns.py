@@ -18,9 +18,9 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ._detectors import Hit
-from ._prefilter import needles_of
+from ._prefilter import encoded, needles_of
 
-__all__ = ["UserPattern", "compile_pattern", "encoded", "re2_matches"]
+__all__ = ["UserPattern", "compile_pattern", "re2_matches"]
 
 try:  # the optional linear-time engine
     import re2 as _re2
@@ -32,7 +32,6 @@ except ImportError:  # pragma: no cover - depends on the environment
 _NESTED = re.compile(r"[+*}]\)[+*{]|[+*}]\)\?[+*{]")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def re2_matches(compiled: Any, text: str) -> list[Any]:
@@ -56,24 +55,6 @@ def re2_matches(compiled: Any, text: str) -> list[Any]:
         chars[o] = count
         prev = o
     return [_CharSpans([(chars[a], chars[b]) for a, b in spans]) for spans in byte_spans]
-
-
-_last: tuple[str | None, bytes, bool] = (None, b"", True)  # a text, its bytes, if ASCII
-
-
-def encoded(text: str) -> tuple[bytes, bool]:
-    """``text`` in UTF-8 as RE2 reads it, and whether it is ASCII (kept for the next call:
-    the patterns run on one text in a row)."""
-    global _last
-    last = _last  # one read: another thread may replace it
-    if last[0] is text:
-        return last[1], last[2]
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:
-        data = _SURROGATE.sub("\ufffd", text).encode()
-    _last = (text, data, len(data) == len(text))
-    return data, len(data) == len(text)
 
 
 class _CharSpans:

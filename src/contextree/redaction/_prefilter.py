@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from itertools import product
 from typing import Any, Generic, TypeVar
 
-__all__ = ["IGNORE_CASE", "MIN_NEEDLE", "Prefilter", "anchored", "needles_of"]
+__all__ = ["IGNORE_CASE", "MIN_NEEDLE", "Prefilter", "anchored", "encoded", "needles_of"]
 
 IGNORE_CASE = "(?i)"
 """The first of a detector's needles when they are to be found in any case."""
@@ -170,6 +170,26 @@ def _literals(item: tuple[Any, Any]) -> set[str] | None:
     return None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_last: tuple[str | None, bytes, bool] = (None, b"", True)  # a text, its bytes, if ASCII
+
+
+def encoded(text: str) -> tuple[bytes, bool]:
+    """``text`` in UTF-8 as RE2 reads it, and whether it is ASCII (kept for the next call:
+    the patterns run on one text in a row)."""
+    global _last
+    last = _last  # one read: another thread may replace it
+    if last[0] is text:
+        return last[1], last[2]
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        data = _SURROGATE.sub("\ufffd", text).encode()
+    _last = (text, data, len(data) == len(text))
+    return data, len(data) == len(text)
+
+
+
 class Prefilter(Generic[D]):
     """Which of ``detectors`` (in their order) can match a text, from their ``needles``."""
 
@@ -209,10 +229,7 @@ class Prefilter(Generic[D]):
         """The detectors to run on ``text``: those without needles and those whose needles
         occur in it."""
         if self._set is not None:
-            try:
-                hits = self._set.Match(text) or ()
-            except UnicodeEncodeError:  # a lone surrogate: RE2 takes UTF-8
-                hits = self._set.Match(text.encode("utf-8", "surrogatepass")) or ()
+            hits = self._set.Match(encoded(text)[0]) or ()
             on = {self._set_index[i] for i in hits}
             return [d for k, d in enumerate(self.detectors)
                     if self._needles[k] is None or k in on]
