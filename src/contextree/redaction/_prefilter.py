@@ -189,7 +189,6 @@ def encoded(text: str) -> tuple[bytes, bool]:
     return data, len(data) == len(text)
 
 
-
 class Prefilter(Generic[D]):
     """Which of ``detectors`` (in their order) can match a text, from their ``needles``."""
 
