@@ -15,7 +15,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,7 +71,9 @@ __all__ = [
     "line_problem",
     "new_id",
     "now",
+    "recorded_system",
     "request_digest",
+    "system_texts",
     "to_dict",
 ]
 
@@ -323,12 +325,14 @@ class RequestEntry(Entry, tag="request", kw_only=True):
     the one in force appends nothing, so an unchanged prompt costs nothing per turn. A
     request equal to an earlier one on the same branch is written as ``same_as`` (that
     entry's id) with the content left out. ``stream``: the calls were streamed (the body
-    then asks for a stream). ``system`` is the text of the leading system messages; the
-    messages themselves come from the branch.
+    then asks for a stream). ``system`` holds the leading system messages as they were sent:
+    the text of the one, or the list of their texts when there were several (an entry
+    written before lists were recorded holds several joined by a blank line; read it with
+    ``system_texts``). The messages themselves come from the branch.
     """
 
     sha256: str
-    system: str | None = None
+    system: str | list[str] | None = None
     tools: list[dict[str, Any]] | None = None
     params: dict[str, Any] | None = None
     stream: bool = False
@@ -358,11 +362,30 @@ class CallRecord(msgspec.Struct, kw_only=True, omit_defaults=True):
         return to_builtins(self)  # type: ignore[no-any-return]
 
 
-def request_digest(system: str | None, tools: list[dict[str, Any]] | None,
+def system_texts(system: str | Sequence[str] | None) -> list[str]:
+    """The system messages a recorded ``system`` (``RequestEntry.system``) stands for, as
+    texts in order: none, the one, or each of a list."""
+    if system is None:
+        return []
+    return [system] if isinstance(system, str) else list(system)
+
+
+def recorded_system(texts: str | Sequence[str] | None) -> str | list[str] | None:
+    """How ``RequestEntry.system`` records the leading system messages ``texts``: ``None``
+    for none, the text of one, the list of several (so the digest of one prompt is the
+    same as before lists were recorded)."""
+    found = system_texts(texts)
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else found
+
+
+def request_digest(system: str | Sequence[str] | None, tools: list[dict[str, Any]] | None,
                    params: dict[str, Any] | None, stream: bool = False) -> str:
     """The sha256 (hex) of a request's content, the same whatever order the keys of a
     schema or of the parameters were given in (the order of the tools counts)."""
-    data = {"system": system, "tools": tools or [], "params": params or {}, "stream": stream}
+    data = {"system": recorded_system(system), "tools": tools or [], "params": params or {},
+            "stream": stream}
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

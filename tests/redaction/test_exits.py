@@ -220,3 +220,21 @@ def test_tree_redacts_its_lines_unless_raw(planted) -> None:  # type: ignore[no-
     raw = runner.invoke(app, ["tree", str(path), "--all", "--raw"])
     assert raw.exit_code == 0 and secrets[0] in raw.stdout
     assert raw.stderr.startswith("not redacted: ")
+
+
+def test_ls_redacts_names_and_directories_unless_raw(tmp_path: Path) -> None:
+    import json
+    key, token = aws_key(), github_token()
+    with Session.create(tmp_path / "a.jsonl", cwd=f"/home/me/{token}") as s:
+        s.append_message(Message.user("hi"))
+        s.set_name(f"deploy with {key}")
+    with Session.create(tmp_path / "b.jsonl") as s:
+        s.set_name("plain name")
+    shown = run("ls", tmp_path).stdout
+    assert "[REDACTED:aws-key:1]" in shown and key not in shown and "plain name" in shown
+    rows = json.loads(run("ls", tmp_path, "--json").stdout)
+    text = json.dumps(rows)
+    assert key not in text and token not in text and "[REDACTED:github-token:1]" in text
+    raw = runner.invoke(app, ["ls", str(tmp_path), "--raw", "--json"])
+    assert raw.exit_code == 0 and key in raw.stdout and token in raw.stdout
+    assert raw.stderr.startswith("not redacted: ")

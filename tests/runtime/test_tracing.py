@@ -147,6 +147,41 @@ def test_several_system_messages_are_the_system_instructions_in_order(tmp_path: 
     assert chat.attributes["gen_ai.system_instructions"] == ("Rules first.", "Secret prompt.")
 
 
+def test_captured_content_is_redacted_unless_redact_false(tmp_path: Path) -> None:
+    import random
+    import string
+    rng = random.Random(22)
+    key = "AKIA" + "".join(rng.choice(string.ascii_uppercase + string.digits) for _ in range(16))
+    token = "ghp_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(36))
+    for redact in (True, False):
+        tracing, exporter = _tracing(capture_content=True, redact=redact)
+        with OpenAIServer() as server:
+            server.reply(completion(tool_calls=[tool_call("call_1", "lookup", {"city": key})]),
+                         completion(f"Deployed with {token}."))
+            model = OpenAIChat("gpt-test", base_url=server.base_url, api_key="k")
+            agent = (ct.agent().use(SessionTree, path=tmp_path / f"{redact}.jsonl")
+                     .use(SystemPrompt, text=f"You deploy with {token}.").use(ToolResultLoop)
+                     .use(DefaultToolPipeline, tools=[lookup]).run(model))
+            agent.on("*", tracing)
+            agent.start(f"Weather with {key}?")
+        recorded = " ".join(str(v) for span in exporter.get_finished_spans()
+                            for v in span.attributes.values())
+        spans = _by_name(exporter)
+        tool = spans["execute_tool lookup"][0].attributes
+        last = spans["chat gpt-test"][-1].attributes
+        if redact:  # the system prompt, the messages in and out, the tool's input and output
+            assert key not in recorded and token not in recorded
+            assert "[REDACTED:aws-key:1]" in tool["gen_ai.tool.call.arguments"]
+            assert tool["gen_ai.tool.call.result"] == "sunny in [REDACTED:aws-key:1]"
+            assert "[REDACTED:github-token:1]" in last["gen_ai.system_instructions"]
+            assert "[REDACTED:github-token:1]" in last["gen_ai.output.messages"]
+            assert "Weather with [REDACTED:aws-key:1]?" in last["gen_ai.input.messages"]
+        else:
+            assert key in tool["gen_ai.tool.call.result"] and token in last["gen_ai.output.messages"]
+        with Session.open(tmp_path / f"{redact}.jsonl", readonly=True) as s:  # stored as it was
+            assert key in str([e for e in s.entries()])
+
+
 def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     tracing, exporter = _tracing()

@@ -266,7 +266,8 @@ def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path) -> None:
 
 def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     from contextree.redaction import Redactor
-    from contextree.view._model import _SEP, redact_slots
+    from contextree.redaction._redactor import SEPARATOR as _SEP
+    from contextree.view._model import redact_slots
 
     texts = [f"line {i}" for i in range(9000)]
     texts[10] = f"key {SECRET} here"

@@ -199,3 +199,39 @@ def test_fold_and_unfold_keep_only_the_branch_in_the_document(chromium: Any, sam
             assert page.locator(".others .node").count() == 0
         assert page.locator("#msgs .msg.assistant").count() <= 6  # one retry, not forty
         _clean(watch)
+
+
+def test_a_served_catalog_index_leads_to_each_session(chromium: Any, tmp_path: Path,
+                                                       shots: Path) -> None:
+    # view --serve DIR: the index in the browser, its names redacted, a click on a row opens
+    # that session's viewer under the same token; nothing is fetched from elsewhere
+    from test_view_catalog import GITHUB, catalog_dir
+
+    from contextree.storage import open_catalog
+    from contextree.view import ViewServer, view_html
+
+    catalog_dir(tmp_path)
+
+    def render(target: str) -> str:
+        with Session.open(target, readonly=True) as s:
+            return view_html(s)
+
+    server = ViewServer(open_catalog(tmp_path), render).start()
+    try:
+        with open_page(chromium, server.url, allow=server.url, ready="table") as (page, watch):
+            rows = page.locator("table tr").all_inner_texts()
+            assert len(rows) == 4 and any("deploy [REDACTED:aws-key:1]" in r for r in rows)
+            assert SECRET not in page.content()
+            page.screenshot(path=str(shots / "catalog-index.png"))
+            page.click("text=deploy [REDACTED:aws-key:1]")
+            page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+            assert page.url.startswith(server.url + "s/")
+            text = page.inner_text("#msgs")
+            assert "deploy with [REDACTED:github-token:1]" in text and GITHUB not in text
+            page.go_back()
+            page.click("text=calc fix")
+            page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+            assert "Attempt 7:" in page.content()
+            _clean(watch)
+    finally:
+        server.close()

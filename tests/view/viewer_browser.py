@@ -53,16 +53,23 @@ def browser() -> Iterator[Any]:
 
 
 @contextmanager
-def open_page(b: Any, page_file: Path, *, width: int = 1280,
-              height: int = 860) -> Iterator[tuple[Any, Watch]]:
-    """``page_file`` open in a new page of ``b``, ready (its script ran), and what it did."""
+def open_page(b: Any, page_file: Path | str, *, width: int = 1280, height: int = 860,
+              allow: str | None = None,
+              ready: str | None = "body[data-ready='1']") -> Iterator[tuple[Any, Watch]]:
+    """``page_file`` (a file, or an http:// URL of ``view --serve``) open in a new page of
+    ``b``, ready (its script ran, when ``ready`` names the element that says so), and what
+    it did. Requests go through only to the page itself, or to URLs under ``allow`` (the
+    server's token: the index's links)."""
     watch = Watch()
     ctx = b.new_context(viewport={"width": width, "height": height},
                         java_script_enabled=True)
-    url = page_file.resolve().as_uri()
+    url = page_file if isinstance(page_file, str) else page_file.resolve().as_uri()
+
+    def allowed(u: str) -> bool:
+        return u == url or (allow is not None and u.startswith(allow))
 
     def route(r: Any) -> None:
-        if r.request.url == url:
+        if allowed(r.request.url):
             r.continue_()
         else:
             watch.requests.append(r.request.url)
@@ -70,13 +77,14 @@ def open_page(b: Any, page_file: Path, *, width: int = 1280,
 
     ctx.route("**/*", route)
     page = ctx.new_page()
-    page.on("request", lambda req: req.url != url and not req.url.startswith("data:")
+    page.on("request", lambda req: not allowed(req.url) and not req.url.startswith("data:")
             and watch.requests.append(req.url))
     page.on("dialog", lambda d: (watch.dialogs.append(d.message), d.dismiss()))
     page.on("console", lambda m: m.type == "error" and watch.errors.append(m.text))
     page.on("pageerror", lambda e: watch.errors.append(str(e)))
     page.goto(url)
-    page.wait_for_selector("body[data-ready='1']", timeout=20_000)
+    if ready is not None:
+        page.wait_for_selector(ready, timeout=20_000)
     try:
         yield page, watch
     finally:

@@ -6,6 +6,7 @@ nothing else (tests/test_startup.py keeps it so).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +19,7 @@ from .catalogs import open_catalog_of
 from .listing import DATABASE_COLUMNS, DIRECTORY_COLUMNS
 from .listing import rows as listing_rows
 from .output import Out, count_option, emit_json, warn
+from .redacting import RedactOpt, say_not_redacted
 from .terminal import visible
 
 SHOWN_UNLISTED = 5
@@ -44,6 +46,7 @@ def ls_command(
                                               "before this time (ISO, UTC).")] = None,
     limit: Annotated[str | None, typer.Option("--limit", metavar="N", help="At most this "
                                               "many sessions.")] = None,
+    redact: RedactOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
     """List the sessions under WHERE (a directory, a PostgreSQL database or another catalog),
@@ -52,19 +55,38 @@ def ls_command(
     Each file is read in bounded memory: its header, its tail and a few samples for the
     entry count (marked ≈ when estimated); a name set before the tail is found by a byte
     search backwards through the file. Files that are not sessions, and anything that cannot
-    be read, are counted below the table (listed with --json)."""
+    be read, are counted below the table (listed with --json). Names, working directories
+    and metadata are redacted unless --no-redact. (No --redact-pattern here: a list option
+    costs Typer its Pydantic import, a third of the time of an `ls`.)"""
     from ..storage._describe import utc_stamp
 
+    if not redact:
+        say_not_redacted("this listing")
     catalog, is_dir = open_catalog_of(where)
     query = Query(cwd=cwd, name=name, label=label, model=model,
                   since=utc_stamp(since) if since else None,
                   until=utc_stamp(until) if until else None)
     listing = catalog.list(query if query != Query() else None, limit=count_option(limit))
+    if redact and listing.sessions:
+        listing = dataclasses.replace(listing, sessions=redacted_infos(listing.sessions))
     report_unlisted(listing)
     if as_json:
         emit_json([_json_row(s, is_dir) for s in listing.sessions])
         return
     _print(listing, catalog.where, is_dir)
+
+
+def redacted_infos(infos: list[SessionInfo]) -> list[SessionInfo]:
+    """``infos`` with their names, working directories and metadata redacted (one
+    ``Redactor.texts`` call for all the names and directories)."""
+    from ..redaction import Redactor
+
+    redactor = Redactor()
+    texts = redactor.texts([t for s in infos for t in (s.name or "", s.cwd or "")])
+    return [dataclasses.replace(
+        s, name=texts[2 * i] if s.name else s.name, cwd=texts[2 * i + 1] if s.cwd else s.cwd,
+        metadata=redactor.value(s.metadata) if s.metadata else s.metadata)
+        for i, s in enumerate(infos)]
 
 
 def _json_row(info: SessionInfo, is_dir: bool) -> dict[str, Any]:

@@ -87,12 +87,20 @@ def tree_command(
         if not roots:
             out.line("(empty session)")
             return
-        for line in tree_lines(roots, expand=expand):
-            _print_tree_line(out, line, left, redactor)
+        lines = list(tree_lines(roots, expand=expand))
+        # every line's text and label redacted in one call (one by one, the detectors'
+        # fixed cost per call is most of the time of a big tree)
+        texts: list[str] = []
+        for line in lines:
+            if line.node is not None:
+                texts += [entry_summary(line.node.entry, left), line.node.label or ""]
+        done = iter(redactor.texts(texts))
+        for line in lines:
+            shown = (next(done), next(done)) if line.node is not None else ("", "")
+            _print_tree_line(out, line, *shown)
 
 
-def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None],
-                     redactor: Redactor) -> None:
+def _print_tree_line(out: Out, line: TreeLine, text: str, label: str) -> None:
     """One tree line, never wider than the output: the entry's text gives way first, then
     the notes; the current branch starts at the same column on every line."""
     node = line.node
@@ -107,16 +115,16 @@ def _print_tree_line(out: Out, line: TreeLine, left: Mapping[str, str | None],
     marker = "* " if node.on_branch else "  "
     tail = ""
     if node.label:
-        tail += f"  [{fit(visible(redactor.text(node.label)), LABEL_WIDTH)}]"
+        tail += f"  [{fit(visible(label), LABEL_WIDTH)}]"
     if node.is_leaf:
         tail += "  <- leaf"
     fixed = width_of(marker + line.prefix + eid + "  ")
     if out.width - fixed - width_of(tail + note) < MIN_TEXT:
         note = ""
     room = max(out.width - fixed - width_of(tail + note), 1)
-    # the line's text is redacted before it is cut (the summary, not the whole entry: a tree
-    # of a big session stays fast)
-    text = clip(redactor.text(entry_summary(node.entry, left)), room)
+    # the line's text was redacted before it is cut (the summary, not the whole entry: a
+    # tree of a big session stays fast)
+    text = clip(text, room)
     style = "bold" if node.on_branch else None
     out.styled(_fitted([(marker, "green" if node.on_branch else None), (line.prefix, "dim"),
                         (eid, "cyan"), ("  ", None), (text, style), (tail, "yellow bold"),
@@ -137,16 +145,18 @@ def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, 
 def _tree_json(session: Session, roots: list[TreeNode], left: Mapping[str, str | None],
                redactor: Redactor) -> dict[str, Any]:
     entries: list[dict[str, Any]] = []
+    texts: list[str] = []  # each entry's summary and label, redacted in one call below
     stack = list(reversed(roots))
     while stack:
         node = stack.pop()
+        texts += [entry_summary(node.entry, left), node.label or ""]
         entries.append({
             "id": node.entry.id,
             "parent_id": node.entry.parent_id,
             "type": node.entry.type,
             "timestamp": node.entry.timestamp,
-            "summary": redactor.text(entry_summary(node.entry, left)),
-            "label": redactor.text(node.label) if node.label else node.label,
+            "summary": "",
+            "label": node.label,
             "on_branch": node.on_branch,
             "is_leaf": node.is_leaf,
             "children": [c.entry.id for c in node.children],
@@ -154,6 +164,11 @@ def _tree_json(session: Session, roots: list[TreeNode], left: Mapping[str, str |
         if node.entry.id in left:
             entries[-1]["left_from"] = left[node.entry.id]
         stack.extend(reversed(node.children))
+    done = iter(redactor.texts(texts))
+    for e in entries:
+        e["summary"], label = next(done), next(done)
+        if e["label"]:
+            e["label"] = label
     name = redactor.text(session.name) if session.name else session.name
     return {"session_id": session.id, "name": name, "leaf_id": session.leaf_id,
             "roots": [r.entry.id for r in roots], "entries": entries}
@@ -201,7 +216,7 @@ def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor)
     from ..models._wire_body import request_body
 
     ctx = session.build_context(leaf)
-    messages = [redactor.message(m) for m in ctx.request_messages()]
+    messages = redactor.messages(ctx.request_messages())
     tools = redactor.value(ctx.tools) if ctx.tools else ()
     model = ctx.model[1] if ctx.model else "unknown-model"
     body = request_body(api, model, messages, tools, ctx.params, stream=ctx.stream)
@@ -213,8 +228,9 @@ def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor)
 def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Redactor) -> None:
     # only what is printed is redacted (the branch, not the whole file: a big session stays
     # fast to show)
-    path = [redactor.entry(e) for e in session.branch(leaf)]
-    labels = {k: redactor.text(v) for k, v in session.labels().items()}
+    path = redactor.entries(session.branch(leaf))
+    stored = session.labels()
+    labels = dict(zip(stored, redactor.texts(list(stored.values())), strict=True))
     if as_json:
         emit_json([{**to_dict(e), "label": labels.get(e.id)} for e in path])
         return
@@ -277,7 +293,7 @@ def _show_context(session: Session, leaf: str | None, as_json: bool,
     counter = EstimateCounter()
     counts = [counter.count_message(m) for m in ctx.messages]  # of what the model sees
     total, basis, how = context_size(ctx, counter)
-    shown = [redactor.message(m) for m in ctx.messages]
+    shown = redactor.messages(ctx.messages)
     model = "/".join(ctx.model) if ctx.model else None
     texts = [redactor.text(text) for text in ctx.system_texts()]
     system = recorded_system(texts)  # as recorded: one text, or the list of several

@@ -9,12 +9,14 @@ counted on stderr too, so stdout (``-o -``) carries the output alone.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..redaction import Redactor
 from .output import UsageProblem, one_line
+
+if TYPE_CHECKING:  # imported when a redactor is made: `ls` of no session needs none
+    from ..redaction import Redactor
 
 __all__ = ["PatternsOpt", "RedactOpt", "found_line", "make_redactor", "say_not_redacted"]
 
@@ -35,6 +37,8 @@ def make_redactor(redact: bool, patterns: list[str] | None, what: str) -> Redact
     An invalid pattern is an ``InvalidArgument`` (exit code 2); patterns with
     ``--no-redact`` contradict each other, also exit code 2.
     """
+    from ..redaction import Redactor
+
     if not redact:
         if patterns:
             raise UsageProblem("--redact-pattern and --no-redact contradict each other; "

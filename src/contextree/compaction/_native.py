@@ -86,8 +86,7 @@ def request_messages(state: CompactionState, folded: Plan) -> list[Message]:
     initial = state.initial_plan
     view = state.render(initial)
     head = [m for m in view.messages if m.role == "system" and m.kind is None]
-    if view.system:
-        head.insert(0, Message.system(view.system))
+    head[:0] = [Message.system(text) for text in view.system_texts()]
     base = state.base
     if base is not None and initial.summary:
         # The base's own summary message carries its provider items; a summary the

@@ -11,10 +11,13 @@ see a secret; the stored session is only read. ``as_redactor`` turns what the AP
 from __future__ import annotations
 
 from .._session import Session
+from ..entries import AnyEntry
 from ..redaction import Redactor
 from ..storage._memory import MemoryStorage
 
 __all__ = ["as_redactor", "redacted_copy"]
+
+_BATCH = 2000  # entries redacted together (their texts in one pass, the memory bounded)
 
 
 def as_redactor(redact: bool | Redactor) -> Redactor:
@@ -34,7 +37,14 @@ def redacted_copy(session: Session, redactor: Redactor) -> Session:
     if not redactor.enabled:
         return session
     storage = MemoryStorage(redactor.entry(session.header))
-    for entry in session.entries():
-        storage.append(redactor.entry(entry))
+    batch: list[AnyEntry] = []
+    for entry in session.entries():  # many entries to one Redactor.entries call, not one each
+        batch.append(entry)
+        if len(batch) == _BATCH:
+            for done in redactor.entries(batch):
+                storage.append(done)
+            batch = []
+    for done in redactor.entries(batch):
+        storage.append(done)
     # the leaf is the last entry appended or the target of the last leaf move: the same
     return Session(storage, projectors=session.projectors)

@@ -18,12 +18,14 @@ in time linear in the text, whatever it holds:
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from ._placeholders import is_placeholder_value
+from ._prefilter import needles_of
 
 __all__ = ["BUILTIN", "DB_SCHEMES", "Detector", "Hit", "Jwts", "NetrcPasswords", "PgpassLines",
            "PrivateKeys", "RegexDetector", "UrlPasswords"]
@@ -61,6 +63,7 @@ class RegexDetector:
     boundary: bool = True
     left: re.Pattern[str] | None = None
     left_max: int = 0
+    needles: tuple[str, ...] | None = None  # literals every match holds (see _prefilter)
 
     def find(self, text: str) -> Iterator[Hit]:
         """Every match of the pattern that passes the checks on its left."""
@@ -79,9 +82,14 @@ class RegexDetector:
 
 
 def _rx(kind: str, pattern: str, group: int = 0, *, boundary: bool = True,
-        left: str | None = None, left_max: int = 0) -> RegexDetector:
-    return RegexDetector(kind, re.compile(pattern), group, boundary,
-                         re.compile(left + r"\Z") if left else None, left_max)
+        left: str | None = None, left_max: int = 0,
+        needles: tuple[str, ...] | None = None) -> RegexDetector:
+    """A ``RegexDetector``; its needles are read from the pattern unless given (a shape
+    whose literals the reader cannot see: an alternation with a class in it, a short one)."""
+    compiled = re.compile(pattern)
+    return RegexDetector(kind, compiled, group, boundary,
+                         re.compile(left + r"\Z") if left else None, left_max,
+                         needles or needles_of(compiled))
 
 
 DB_SCHEMES = frozenset((
@@ -100,6 +108,7 @@ class UrlPasswords:
     ``://`` (a literal, so the search is fast); the scheme is read backwards from there.
     """
 
+    needles = ("://",)
     _AFTER = re.compile(r"://([^\s:/?#@\"'<>\\]{0,256}+):([^\s/?#@\"'<>\\]{1,256}+)@")
     _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,30}+$")
 
@@ -131,6 +140,7 @@ class NetrcPasswords:
     keyword and its value are separated by a space only, so it is read only on a line that
     starts with ``machine`` or ``default``, not in prose ("password reset link")."""
 
+    needles = ("password",)
     _WORD = re.compile(r"password[ \t]++(\S{1,256}+)")
 
     def find(self, text: str) -> Iterator[Hit]:
@@ -145,26 +155,28 @@ class NetrcPasswords:
 
 
 class PgpassLines:
-    """The password of a ``.pgpass`` line, ``host:port:database:user:password``, found from
-    its ``:port:`` and read within its line (at most ``MAX_LINE`` characters)."""
+    """The password of a ``.pgpass`` line, ``host:port:database:user:password``, read within
+    its line (at most ``MAX_LINE`` characters).
 
-    _PORT = re.compile(r":(?:[0-9]{1,5}+|\*):")
+    Lines are found from their start (after a newline, a fast literal search) by a pattern
+    that reads the first fields up to one that is a port (digits or ``*``), each field
+    bounded: a time (``12:30:05``) in the middle of a line is not even looked at."""
+
+    _FIELDS = r"[^ \t:\n]{1,1024}+:(?:[^ \t:\n]{1,1024}+:){0,2}(?:[0-9]{1,5}+|\*):"
+    _FIRST = re.compile(_FIELDS)
+    _LINE = re.compile(r"\n" + _FIELDS)
     MAX_LINE = 1024
 
     def find(self, text: str) -> Iterator[Hit]:
         """Each password field of a line of five colon-separated fields."""
-        done = -1
         n = len(text)
-        for m in self._PORT.finditer(text):
-            if m.start() < done:
-                continue
-            start = text.rfind("\n", max(0, m.start() - self.MAX_LINE), m.start()) + 1
-            end = text.find("\n", m.end(), m.end() + self.MAX_LINE)
-            end = n if end < 0 and n - m.end() <= self.MAX_LINE else end
-            if end < 0 or (start == 0 and m.start() > self.MAX_LINE):
-                done = m.end() + self.MAX_LINE if end < 0 else end  # a line too long
-                continue
-            done = end
+        starts = [0] if self._FIRST.match(text) else []
+        for start in itertools.chain(starts, (m.start() + 1 for m in self._LINE.finditer(text))):
+            end = text.find("\n", start, start + self.MAX_LINE + 1)
+            if end < 0:
+                if n - start > self.MAX_LINE:
+                    continue  # a line this long is no .pgpass entry
+                end = n
             line = text[start:end].rstrip("\r")
             fields = line.split(":")
             if len(fields) == 5 and all(f and " " not in f and "\t" not in f for f in fields) \
@@ -182,6 +194,7 @@ class PrivateKeys:
     when a text holds a million BEGIN lines and no END.
     """
 
+    needles = ("-----BEGIN",)
     _BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
     _END = re.compile(r"-----END[A-Z0-9 ]{0,40}?PRIVATE KEY(?: BLOCK)?-----")
     _BODY = re.compile(r"[A-Za-z0-9+/=\s\\:,.-]{0,20000}+")
@@ -215,6 +228,7 @@ class Jwts:
     once, so a text of a million ``eyJ`` without a dot costs one pass, not a million.
     """
 
+    needles = ("eyJ",)
     _RUN = re.compile(r"eyJ[A-Za-z0-9_.=-]*+")
     _SEGMENT = re.compile(r"[A-Za-z0-9_-]*+")
 
@@ -256,7 +270,8 @@ BUILTIN: tuple[Detector, ...] = (
     Jwts(),
     _rx("anthropic-key", r"sk-ant-(?:api|admin|oat|ort)[0-9]{2}-" + _TOKEN_TAIL + r"{20,250}+"),
     _rx("openai-key", r"sk-(?:proj-|svcacct-|admin-|None-)?" + _TOKEN_TAIL + r"{20,250}+"),
-    _rx("aws-key", r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}"),
+    _rx("aws-key", r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}",
+        needles=("AKIA", "ASIA", "ABIA", "ACCA", "A3T")),
     _rx("gcp-api-key", r"AIza[0-9A-Za-z_-]{35}"),
     _rx("gcp-oauth-token", r"ya29\.[0-9A-Za-z_-]{20,2048}+"),
     _rx("gcp-client-secret", r"GOCSPX-[0-9A-Za-z_-]{28}"),
@@ -264,7 +279,7 @@ BUILTIN: tuple[Detector, ...] = (
         boundary=False),
     _rx("azure-sas", r"sig=([A-Za-z0-9%+/]{30,200}+)", 1, boundary=False),
     _rx("azure-client-secret", r"Q~[A-Za-z0-9_~.-]{31,34}+", left=r"[A-Za-z0-9_~.]{3}[0-9]",
-        left_max=4),
+        left_max=4, needles=("Q~",)),
     _rx("github-token", r"gh[pousr]_[A-Za-z0-9]{36,251}+"),
     _rx("github-token", r"github_pat_[A-Za-z0-9_]{22,255}+"),
     _rx("gitlab-token", r"gl(?:pat|dt|rt|ptt|ft|cbt|oas|soat|imt|agent)-"

@@ -20,12 +20,15 @@ pass without backtracking; the tests per token are linear in its length.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 from ._detectors import Hit
+from ._prefilter import encoded
 
 __all__ = ["MAX_LENGTH", "MIN_LENGTH", "HighEntropy", "entropy", "looks_random"]
 
@@ -43,6 +46,21 @@ _UPPER = re.compile(r"[A-Z]")
 _LOWER = re.compile(r"[a-z]")
 _DIGIT = re.compile(r"[0-9]")
 _WORDY = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z]))")
+
+
+@functools.cache
+def _gate() -> Any:
+    """The token pattern on RE2, to tell whether a text holds any token at all (a DFA reads
+    each character once, where Python's ``re`` starts an attempt at every letter of every
+    word; but Python's is faster at handing out many matches), or ``None`` without
+    ``google-re2``."""
+    try:
+        import re2
+    except ImportError:
+        return None
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(r"[A-Za-z0-9+/=_-]{20,}", options)
 
 
 def entropy(s: str) -> float:
@@ -89,6 +107,9 @@ class HighEntropy:
         """Each high-entropy token of ``text`` (see the module for what is left alone)."""
         prev_len = 0  # the length of the last token, when it was a line of a wrapped block
         prev_end = -1
+        gate = _gate()
+        if gate is not None and gate.search(encoded(text)[0]) is None:
+            return  # no token at all: what most batches of prose and logs are
         for m in _TOKEN.finditer(text):
             start, end = m.span()
             n = end - start

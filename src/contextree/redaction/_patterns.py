@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import InvalidArgument
 from ._detectors import Hit
+from ._prefilter import encoded, needles_of
 
 __all__ = ["UserPattern", "compile_pattern", "re2_matches"]
 
@@ -31,17 +32,47 @@ except ImportError:  # pragma: no cover - depends on the environment
 _NESTED = re.compile(r"[+*}]\)[+*{]|[+*}]\)\?[+*{]")
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def re2_matches(compiled: Any, text: str) -> list[Any]:
-    """The matches of an RE2 pattern in ``text``. RE2 takes UTF-8, which a lone surrogate
-    (an undecodable byte of a tool output, kept by ``surrogateescape``) is not: those are
-    matched as U+FFFD, one character for one, so every span is the same in ``text``."""
-    try:
-        return list(compiled.finditer(text))
-    except UnicodeEncodeError:
-        return list(compiled.finditer(_SURROGATE.sub("\ufffd", text)))
+    """The matches of an RE2 pattern in ``text``, their spans in characters of ``text``.
+
+    RE2 reads UTF-8: the text is encoded once for all the patterns run on it in a row (the
+    last text is kept), a lone surrogate (an undecodable byte of a tool output, kept by
+    ``surrogateescape``) as U+FFFD, one character for one. An ASCII text's byte offsets are
+    its character offsets; in another, the spans of the (rare) matches are converted."""
+    data, ascii_only = encoded(text)
+    found = list(compiled.finditer(data))
+    if ascii_only or not found:
+        return found
+    groups = compiled.groups
+    byte_spans = [[m.span(g) for g in range(groups + 1)] for m in found]
+    offsets = sorted({o for spans in byte_spans for span in spans for o in span if o >= 0})
+    chars: dict[int, int] = {-1: -1}
+    prev = count = 0
+    for o in offsets:  # one walk over the bytes, however many matches
+        count += len(data[prev:o].decode("utf-8", "replace"))
+        chars[o] = count
+        prev = o
+    return [_CharSpans([(chars[a], chars[b]) for a, b in spans]) for spans in byte_spans]
+
+
+class _CharSpans:
+    """A match's spans (by group), in characters."""
+
+    __slots__ = ("_spans",)
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self._spans = spans
+
+    def span(self, group: int = 0) -> tuple[int, int]:
+        return self._spans[group]
+
+    def start(self, group: int = 0) -> int:
+        return self._spans[group][0]
+
+    def end(self, group: int = 0) -> int:
+        return self._spans[group][1]
 
 
 class UserPattern:
@@ -51,6 +82,7 @@ class UserPattern:
 
     def __init__(self, source: str, compiled: Any, group: int, engine: str) -> None:
         self.source = source
+        self.needles = needles_of(source)
         self.engine = engine
         self._compiled = compiled
         self._group = group

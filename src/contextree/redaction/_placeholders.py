@@ -108,6 +108,19 @@ class KnownSecrets:
         if not plain and "\n" not in secret:
             self._kinds[secret] = kind
 
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def replace_new(self, text: str, since: int, tags: Placeholders) -> str:
+        """``text`` with every secret remembered after the first ``since`` replaced by its
+        tag: a secret found by its context after an earlier mention of it in the same
+        text (``mysql -pTr0ub4dor&3`` before ``password=Tr0ub4dor&3``)."""
+        for secret in list(self._kinds)[since:]:
+            tag = tags.known(secret)
+            if tag is not None:
+                text = text.replace(secret, tag)
+        return text
+
     def find(self, text: str) -> Iterator[tuple[int, int, str]]:
         """Each occurrence of a remembered secret."""
         for secret, kind in self._kinds.items():

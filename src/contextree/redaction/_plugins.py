@@ -25,6 +25,7 @@ from typing import Any
 
 from ._detectors import Hit
 from ._patterns import re2_matches
+from ._prefilter import needles_of
 
 __all__ = ["WINDOW", "PluginPattern", "available", "plugin_detectors"]
 
@@ -61,6 +62,7 @@ class PluginPattern:
         self._groups = pattern.groups
         self._fast: Any = _re2_compile(pattern)
         self._slow = pattern
+        self.needles = needles_of(pattern)
 
     def find(self, text: str) -> Iterator[Hit]:
         """Each match; its first non-empty group is the secret when it has groups."""

@@ -7,7 +7,7 @@ in the last), so use one per export, view or copy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .._messages import Message
@@ -18,12 +18,22 @@ from ._keywords import Assignments, is_secret_key, kind_of_key
 from ._patterns import UserPattern, compile_pattern
 from ._placeholders import KnownSecrets, Placeholders, is_placeholder_text, is_placeholder_value
 from ._plugins import plugin_detectors
+from ._prefilter import Prefilter, anchored
 from ._scanner import scan
 
-__all__ = ["Redactor"]
+__all__ = ["BATCH_CHARS", "BATCH_TEXTS", "SEPARATOR", "Redactor"]
 
 T = TypeVar("T")
 L = TypeVar("L", bound=Line)
+Take = Callable[[str], str]  # what the walk does with each text it meets
+
+SEPARATOR = "\n\x00\u241e\x00\n"
+"""What ``Redactor.texts`` puts between the texts of a batch: no secret holds a NUL."""
+BATCH_CHARS = 1 << 16
+"""About how many characters go to the detectors at once: few enough that the prefilter
+leaves out the detectors whose literals a batch lacks, many enough that a pass's fixed cost
+is spread thin."""
+BATCH_TEXTS = 4000
 
 # Fields of an entry's line that hold no user content: ids, times, tags, provider names, a
 # thinking signature (opaque and checked by the provider). Everything else is redacted.
@@ -60,6 +70,9 @@ class Redactor:
             self._known, *BUILTIN, *self._user, Assignments(), *plugin_detectors(detect_secrets),
             HighEntropy(),
         )
+        self._prefilter = Prefilter(self._detectors)
+        # a pattern anchored at the text's start or end must see each text alone
+        self._one_by_one = any(anchored(p.source) for p in self._user)
 
     @property
     def enabled(self) -> bool:
@@ -80,7 +93,8 @@ class Redactor:
         """``s`` with every secret replaced by its placeholder."""
         if not self._enabled or not s:
             return s
-        hits = scan(s, self._detectors)
+        known = len(self._known)
+        hits = scan(s, self._prefilter.select(s))
         if not hits:
             return s
         out: list[str] = []
@@ -93,7 +107,43 @@ class Redactor:
             out.append(self._tag(secret, kind))
             pos = end
         out.append(s[pos:])
-        return "".join(out)
+        done = "".join(out)
+        if len(self._known) > known:  # found by context here: also where it came earlier
+            done = self._known.replace_new(done, known, self._placeholders)
+        return done
+
+    def texts(self, texts: Sequence[str]) -> list[str]:
+        """Every text of ``texts`` redacted, in order: what ``text`` gives for each, in a
+        fraction of the time for many short ones.
+
+        Texts go to the detectors many at a time, joined by a separator no secret can
+        hold (a pass has a fixed cost far above that of a short text: a session's 50,000
+        texts take a second this way, a minute one by one). A batch whose separators do not
+        all come back (a text that holds one, a secret across two texts) is redone text by
+        text; the tags are the same either way.
+        """
+        if not self._enabled:
+            return list(texts)
+        out: list[str] = []
+        batch: list[str] = []
+        size = 0
+        for t in texts:
+            batch.append(t)
+            size += len(t)
+            if size >= BATCH_CHARS or len(batch) >= BATCH_TEXTS:
+                out += self._batch(batch)
+                batch, size = [], 0
+        out += self._batch(batch)
+        return out
+
+    def _batch(self, texts: list[str]) -> list[str]:
+        if len(texts) <= 1 or self._one_by_one:
+            return [self.text(t) for t in texts]
+        out = self.text(SEPARATOR.join(texts)).split(SEPARATOR) \
+            if not any(SEPARATOR in t for t in texts) else []
+        if len(out) != len(texts):
+            out = [self.text(t) for t in texts]
+        return out
 
     def value(self, obj: T) -> T:
         """A same-shaped copy of a JSON-like value with every string redacted.
@@ -105,27 +155,37 @@ class Redactor:
         """
         if not self._enabled:
             return obj
-        return self._value(obj, None)  # type: ignore[no-any-return]
+        return self._batched(lambda o, take: self._value(o, None, take), [obj])[0]  # type: ignore[no-any-return]
 
-    def entry(self, entry: L) -> L:
-        """A redacted copy of a session line (an entry, or the header).
+    def entries(self, entries: Iterable[L]) -> list[L]:
+        """A redacted copy of each session line (an entry, or the header), in order.
 
         Every string that holds content is redacted: message text, tool call arguments and
         results, thinking, compaction and branch summaries, labels, names, custom data,
         unknown fields and unknown entry types. Ids, timestamps, roles, model names, image
-        data and thinking signatures are kept, so the copy is a valid entry with the same
-        place in the tree. The entry given is not changed.
+        data and thinking signatures are kept, so each copy is a valid entry with the same
+        place in the tree. The entries given are not changed; their texts go to the
+        detectors together (``texts``), so many entries cost little more than one.
         """
-        data = to_dict(entry)
+        data = [to_dict(e) for e in entries]
         if self._enabled:
-            data = self._fields(data)
-        return from_dict(data)  # type: ignore[return-value]  # the same type: same tag
+            data = self._batched(self._fields, data)
+        return [from_dict(d) for d in data]  # type: ignore[misc]  # the same type: same tag
+
+    def entry(self, entry: L) -> L:
+        """A redacted copy of one session line (see ``entries``)."""
+        return self.entries([entry])[0]
+
+    def messages(self, messages: Iterable[Message]) -> list[Message]:
+        """A redacted copy of each message (what ``entries`` does to a message entry's)."""
+        if not self._enabled:
+            return list(messages)
+        return [Message.from_dict(d) for d in
+                self._batched(self._fields, [m.to_dict() for m in messages])]
 
     def message(self, message: Message) -> Message:
-        """A redacted copy of one message (what ``entry`` does to a message entry's)."""
-        if not self._enabled:
-            return message
-        return Message.from_dict(self._fields(message.to_dict()))
+        """A redacted copy of one message (see ``messages``)."""
+        return self.messages([message])[0]
 
     def _tag(self, secret: str, kind: str) -> str:
         if kind in _BY_CONTEXT:
@@ -134,24 +194,39 @@ class Redactor:
 
     # -- the walk ------------------------------------------------------------------------
 
-    def _value(self, obj: Any, key: str | None) -> Any:
+    def _batched(self, walk: Callable[[Any, Take], Any], items: list[Any]) -> list[Any]:
+        """``walk`` over each of ``items`` with every text redacted, the texts of all of
+        them redacted in one ``texts`` call: a first walk collects the texts, the second
+        (the same walk, so the same order) puts each one's redacted form in its place."""
+        seen: list[str] = []
+
+        def collect(s: str) -> str:
+            seen.append(s)
+            return s
+
+        for item in items:
+            walk(item, collect)
+        done = iter(self.texts(seen))
+        return [walk(item, lambda _s: next(done)) for item in items]
+
+    def _value(self, obj: Any, key: str | None, take: Take) -> Any:
         if isinstance(obj, str):
             if key is not None and is_secret_key(key) and not is_placeholder_value(obj):
                 return self._tag(obj, kind_of_key(key)) if not is_placeholder_text(obj) else obj
-            return self.text(obj)
+            return take(obj) if obj else obj
         if isinstance(obj, dict):
-            return {(self.text(k) if isinstance(k, str) else k): self._value(v, _key(k))
+            return {(take(k) if isinstance(k, str) and k else k): self._value(v, _key(k), take)
                     for k, v in obj.items()}
         if isinstance(obj, list):
-            return [self._value(v, None) for v in obj]
+            return [self._value(v, None, take) for v in obj]
         if isinstance(obj, tuple):
-            return tuple(self._value(v, None) for v in obj)
+            return tuple(self._value(v, None, take) for v in obj)
         if isinstance(obj, bytes | bytearray):
             text = bytes(obj).decode("utf-8", "surrogateescape")
-            return type(obj)(self._value(text, key).encode("utf-8", "surrogateescape"))
+            return type(obj)(self._value(text, key, take).encode("utf-8", "surrogateescape"))
         return obj
 
-    def _fields(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _fields(self, data: dict[str, Any], take: Take) -> dict[str, Any]:
         """A line's or content part's fields: structural ones kept, the rest redacted."""
         image = data.get("type") == "image"
         out: dict[str, Any] = {}
@@ -159,14 +234,14 @@ class Redactor:
             if k in _STRUCTURAL or (image and k == "data"):
                 out[k] = v
             elif k == "cleared" and isinstance(v, dict):  # entry ids -> placeholder text
-                out[k] = {eid: self._value(text, None) for eid, text in v.items()}
+                out[k] = {eid: self._value(text, None, take) for eid, text in v.items()}
             elif isinstance(v, dict):
-                out[k] = self._fields(v) if _is_part(v) else self._value(v, k)
+                out[k] = self._fields(v, take) if _is_part(v) else self._value(v, k, take)
             elif isinstance(v, list):
-                out[k] = [self._fields(x) if isinstance(x, dict) and _is_part(x)
-                          else self._value(x, None) for x in v]
+                out[k] = [self._fields(x, take) if isinstance(x, dict) and _is_part(x)
+                          else self._value(x, None, take) for x in v]
             else:
-                out[k] = self._value(v, k)
+                out[k] = self._value(v, k, take)
         return out
 
 

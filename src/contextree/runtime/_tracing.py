@@ -9,7 +9,8 @@ session id (``gen_ai.conversation.id``) and the entry ids the session stored
 (``contextree.cost_usd``; ``contextree.cost_unknown`` where no price is known). Message
 content is left out unless ``capture_content=True`` (``gen_ai.system_instructions``: the
 system prompt, a text or the texts of several system messages; ``gen_ai.input.messages``,
-``gen_ai.output.messages``, tool arguments and results).
+``gen_ai.output.messages``, tool arguments and results), and what is recorded then is
+redacted (``[REDACTED:aws-key:1]``, see docs/redaction.md) unless ``redact=False``.
 
 A turn's spans are made when it ends (see ``Tracing``), with the times recorded as it ran.
 
@@ -24,11 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from .._messages import Message, Usage
+from .._messages import Usage
 from .._pricing import cost_of
 from ..errors import missing_extra
+from ..redaction import Redactor
 from ._env import Env, SentRequest
 from ._events import (
     CommittedPayload,
@@ -45,6 +45,7 @@ from ._events import (
     TurnEndPayload,
     TurnStartPayload,
 )
+from ._trace_content import CapturedContent
 
 __all__ = ["OTEL_EXTRA", "Tracing"]
 
@@ -95,7 +96,8 @@ class Tracing:
     """Turn the agent's events into OpenTelemetry spans (see the module notes): add it with
     ``agent.on("*", Tracing())``. ``tracer_provider``: where the spans go (default: the
     global one); ``capture_content``: also record message content (off by default, as the
-    conventions ask); ``agent_name``: ``gen_ai.agent.name`` of the turn spans.
+    conventions ask), redacted like every exit unless ``redact=False`` (or your own
+    ``Redactor``); ``agent_name``: ``gen_ai.agent.name`` of the turn spans.
 
     A turn's spans are recorded as it runs (times, attributes, status) and handed to the
     SDK together when the turn ends, with the times they had: one burst of SDK work per turn
@@ -103,7 +105,7 @@ class Tracing:
     (``bench/bench_tracing.py``). So an exporter receives a turn's spans once it ended."""
 
     def __init__(self, *, tracer_provider: Any = None, capture_content: bool = False,
-                 agent_name: str = "contextree") -> None:
+                 agent_name: str = "contextree", redact: bool | Redactor = True) -> None:
         try:
             from opentelemetry import trace
             from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -114,6 +116,7 @@ class Tracing:
         self._status, self._code = Status, StatusCode
         self.tracer = trace.get_tracer("contextree", tracer_provider=tracer_provider)
         self.capture_content = capture_content
+        self._content = CapturedContent(redact)  # what content is recorded goes through it
         self.agent_name = agent_name
         # One turn per env; dict and list operations are atomic, so tools that run in
         # parallel threads need no lock.
@@ -211,12 +214,15 @@ class Tracing:
                             value, bool):
                         attributes[name] = value
             if self.capture_content and request.system is not None:
-                attributes["gen_ai.system_instructions"] = request.system
+                system = request.system
+                attributes["gen_ai.system_instructions"] = (
+                    self._content.text(system) if isinstance(system, str)
+                    else tuple(self._content.text(t) for t in system))
         session = env.session
         if session is not None:
             attributes["gen_ai.conversation.id"] = session.id
         if self.capture_content:
-            attributes["gen_ai.input.messages"] = _messages_json(env.messages)
+            attributes["gen_ai.input.messages"] = self._content.messages_json(env.messages)
         turn.model = self._child(turn, f"chat {p.model}", self._client, attributes)
         turn.model_start = env.turn_usage
 
@@ -233,7 +239,7 @@ class Tracing:
         if m.stop_reason:
             more["gen_ai.response.finish_reasons"] = [m.stop_reason]
         if self.capture_content:
-            more["gen_ai.output.messages"] = _messages_json([m])
+            more["gen_ai.output.messages"] = self._content.messages_json([m])
         _usage_attributes(span, m.usage, cost_of(m), **more)
         span.end()
 
@@ -255,7 +261,7 @@ class Tracing:
                                       "gen_ai.tool.call.id": call.id,
                                       "gen_ai.tool.type": "function"}
         if self.capture_content:
-            attributes["gen_ai.tool.call.arguments"] = orjson.dumps(call.arguments).decode()
+            attributes["gen_ai.tool.call.arguments"] = self._content.json(call.arguments)
         turn.tools[call.id] = self._child(turn, f"execute_tool {call.name}", self._internal,
                                           attributes)
 
@@ -267,7 +273,8 @@ class Tracing:
             span.fail("the tool reported an error")
             span.attributes["error.type"] = "tool_error"
         if self.capture_content:
-            span.attributes["gen_ai.tool.call.result"] = str(p.result.content)
+            span.attributes["gen_ai.tool.call.result"] = self._content.text(
+                str(p.result.content))
 
     def _compaction_start(self, env: Env, turn: _Turn, p: CompactionStartPayload) -> None:
         turn.compaction_usage = env.turn_usage
@@ -357,7 +364,3 @@ def _minus(after: Usage, before: Usage) -> Usage:
     return Usage(input=after.input - before.input, output=after.output - before.output,
                  cache_read=after.cache_read - before.cache_read,
                  cache_write=after.cache_write - before.cache_write, cost=cost)
-
-
-def _messages_json(messages: Any) -> str:
-    return orjson.dumps([m.to_dict() for m in messages if isinstance(m, Message)]).decode()

@@ -5,6 +5,11 @@ The server binds to the loopback address on a free port, and every page is under
 token (``http://127.0.0.1:PORT/TOKEN/``), so another user of the machine cannot guess a
 URL. Each session is read again on every request (a live session shows its new entries on
 reload); a PostgreSQL URL works as well as a file.
+
+Given a catalog (a directory of sessions, a PostgreSQL database: ``storage.open_catalog``)
+instead of sessions, the index lists the catalog's sessions as they are at each request
+(names redacted), and ``/TOKEN/s/SESSION_ID`` is the page of the session of exactly that id
+in that catalog: nothing outside it is reachable.
 """
 
 from __future__ import annotations
@@ -14,19 +19,35 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote
+
+from ..redaction import Redactor
+from ..storage import Catalog, SessionInfo
+from ._page import _asset, _hash, content_security_policy
 
 __all__ = ["ViewServer"]
 
-_INDEX_CSP = "default-src 'none'; base-uri 'none'; form-action 'none'"
+_INDEX_STYLE = ("body{font:15px/1.5 system-ui,sans-serif;max-width:960px;margin:2em auto;"
+                "padding:0 1em;color:#1d1f21}table{border-collapse:collapse;width:100%}"
+                "td,th{text-align:left;padding:4px 10px;border-bottom:1px solid #ddd}"
+                ".meta{color:#666;font-size:13px}code{font-size:13px}")
+_INDEX_CSP = (f"default-src 'none'; style-src {_hash(_INDEX_STYLE)}; base-uri 'none'; "
+              "form-action 'none'")
 
 
 class ViewServer:
     """An HTTP server on 127.0.0.1 for ``targets``: ``/TOKEN/`` lists them and
-    ``/TOKEN/N`` is the viewer page of the N-th (made by ``render(target)``)."""
+    ``/TOKEN/N`` is the viewer page of the N-th (made by ``render(target)``).
 
-    def __init__(self, targets: Sequence[str], render: Callable[[str], str], *,
-                 port: int = 0) -> None:
-        self.targets = list(targets)
+    ``targets`` may be a ``Catalog`` instead: ``/TOKEN/`` then lists its sessions (read at
+    each request, names redacted unless ``redact=False``) and ``/TOKEN/s/ID`` is the page of
+    the session of that id, ``render(its target)``."""
+
+    def __init__(self, targets: Sequence[str] | Catalog, render: Callable[[str], str], *,
+                 port: int = 0, redact: bool = True) -> None:
+        self.catalog: Catalog | None = None if isinstance(targets, Sequence) else targets
+        self.targets = list(targets) if isinstance(targets, Sequence) else []
+        self.redact = redact
         self.token = secrets.token_urlsafe(18)
         server = self
 
@@ -46,7 +67,7 @@ class ViewServer:
         """The address of the first page: the viewer itself for one session, else the list."""
         host, port = self.httpd.server_address[:2]
         base = f"http://{host!s}:{port}/{self.token}/"
-        return base + "0" if len(self.targets) == 1 else base
+        return base + "0" if self.catalog is None and len(self.targets) == 1 else base
 
     def start(self) -> ViewServer:
         """Serve in a background thread (for tests and embedding); returns ``self``."""
@@ -71,24 +92,54 @@ class ViewServer:
             self._send(req, 404, "not found", "text/plain")
             return
         rest = path[len(prefix):]
-        if rest == "":
-            self._send(req, 200, self._index(), "text/html", csp=_INDEX_CSP)
-            return
-        if not rest.isdigit() or int(rest) >= len(self.targets):
-            self._send(req, 404, "not found", "text/plain")
-            return
         try:
-            page = render(self.targets[int(rest)])
+            if rest == "":
+                self._send(req, 200, self._index(), "text/html", csp=_INDEX_CSP)
+                return
+            target = self._target(rest)
+            if target is None:
+                self._send(req, 404, "not found", "text/plain")
+                return
+            page = render(target)
         except Exception as e:  # the reason, on the page: the server keeps serving
-            self._send(req, 500, f"cannot show this session: {e}", "text/plain")
+            self._send(req, 500, f"cannot show this: {Redactor(enabled=self.redact).text(str(e))}",
+                       "text/plain")
             return
-        self._send(req, 200, page, "text/html")
+        self._send(req, 200, page, "text/html", csp=_viewer_csp())
+
+    def _target(self, rest: str) -> str | None:
+        """The session the path after the token names, if it is one of those served."""
+        if self.catalog is None:
+            return self.targets[int(rest)] if rest.isdigit() and int(rest) < len(
+                self.targets) else None
+        if not rest.startswith("s/"):
+            return None
+        wanted = unquote(rest[2:])
+        found = [s for s in self.catalog.list().sessions if s.id == wanted]  # exactly that id
+        return found[0].target if len(found) == 1 else None
 
     def _index(self) -> str:
-        rows = "".join(f"<li><a href=\"{i}\">{html.escape(t)}</a></li>"
-                       for i, t in enumerate(self.targets))
-        return (f"<!doctype html><meta charset=\"utf-8\"><title>contextree sessions</title>"
-                f"<h1>contextree sessions</h1><ul>{rows}</ul>")
+        redactor = Redactor(enabled=self.redact)  # one per page: one tag per secret in it
+        if self.catalog is None:
+            titles = redactor.texts(self.targets)
+            rows = "".join(f"<tr><td><a href=\"{i}\">{html.escape(t)}</a></td></tr>"
+                           for i, t in enumerate(titles))
+            where = f"{len(titles)} session{'' if len(titles) == 1 else 's'}"
+        else:
+            listing = self.catalog.list()
+            rows = _catalog_rows(listing.sessions, redactor)
+            n = len(listing.sessions)
+            where = (f"{n} session{'' if n == 1 else 's'} in "
+                     f"{redactor.text(self.catalog.where)}, newest activity first")
+            if listing.unlisted:
+                where += f"; {len(listing.unlisted)} other files not listed"
+        note = "" if self.redact else (" · NOT REDACTED (--no-redact): names as stored, "
+                                       "secrets included")
+        return (f"<!doctype html><html lang=\"en\"><meta charset=\"utf-8\">"
+                f"<meta name=\"referrer\" content=\"no-referrer\">"
+                f"<title>contextree sessions</title><style>{_INDEX_STYLE}</style>"
+                f"<h1>contextree sessions</h1><p class=\"meta\">{html.escape(where + note)}</p>"
+                f"<table>{rows}</table></html>")
 
     @staticmethod
     def _send(req: BaseHTTPRequestHandler, status: int, body: str, kind: str, *,
@@ -104,3 +155,24 @@ class ViewServer:
             req.send_header("Content-Security-Policy", csp)
         req.end_headers()
         req.wfile.write(data)
+
+
+def _catalog_rows(sessions: list[SessionInfo], redactor: Redactor) -> str:
+    """The index's rows for a catalog's sessions: name (redacted), id, last activity and
+    entries; each links to ``s/ID``."""
+    names = redactor.texts([s.name or "" for s in sessions])
+    head = "<tr><th>name</th><th>id</th><th>last activity</th><th>entries</th></tr>"
+    rows = [head]
+    for s, name in zip(sessions, names, strict=True):
+        shown = name or "(no name)"
+        count = f"{'' if s.entries_exact else '≈'}{s.entries:,}"
+        rows.append(f"<tr><td><a href=\"s/{quote(s.id, safe='')}\">{html.escape(shown)}</a></td>"
+                    f"<td><code>{html.escape(s.id[:12])}</code></td>"
+                    f"<td>{html.escape(s.last_activity[:19].replace('T', ' '))}</td>"
+                    f"<td>{count}</td></tr>")
+    return "".join(rows)
+
+
+def _viewer_csp() -> str:
+    """The viewer page's policy, also sent as a header (the page carries it in a meta tag)."""
+    return content_security_policy(_asset("page.js"), _asset("page.css"))
