@@ -17,13 +17,6 @@ from contextree.errors import CompactionError, ModelError
 from contextree.models._base import ToolSpec, merge_options
 from contextree.models._native import RESPONSES_API, NativeCompaction
 from contextree.models._sdk import SdkModel
-from contextree.models._stream import (
-    Assembler,
-    AsyncCompletedStream,
-    AsyncReplyStream,
-    CompletedStream,
-    ReplyStream,
-)
 from contextree.models._wire_common import Json
 from contextree.models._wire_openai import (
     from_openai_responses,
@@ -102,20 +95,9 @@ class OpenAIResponses(SdkModel):
         request.update(opts)
         return request
 
-    def _assembler(self) -> Assembler:
-        raise NotImplementedError("OpenAIResponses completes replies; it does not stream them")
-
-    def stream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> ReplyStream:
-        """The completed reply replayed as deltas (``complete`` then its deltas)."""
-        return CompletedStream(self.complete(messages, tools=tools, **options))
-
-    async def astream(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
-    ) -> AsyncReplyStream:
-        """Async ``stream``."""
-        return AsyncCompletedStream(await self.acomplete(messages, tools=tools, **options))
+    def _assembler(self) -> None:
+        """None: replies are completed, and ``stream`` replays them as deltas."""
+        return None
 
     def _from_body(self, data: Json) -> Message:
         """The assistant message of the response's output items, with usage, model and

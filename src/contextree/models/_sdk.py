@@ -32,7 +32,9 @@ from contextree.models._base import (
 )
 from contextree.models._stream import (
     Assembler,
+    AsyncCompletedStream,
     AsyncReplyStream,
+    CompletedStream,
     ReplyStream,
     UnreadableEvent,
     malformed_reply,
@@ -113,8 +115,9 @@ class SdkModel(Model, ABC):
         body a stream assembler rebuilt), with usage, cost, model and stop_reason."""
 
     @abstractmethod
-    def _assembler(self) -> Assembler:
-        """A fresh assembler of this API's stream chunks."""
+    def _assembler(self) -> Assembler | None:
+        """A fresh assembler of this API's stream chunks; ``None`` for an adapter that
+        completes replies, whose ``stream`` replays the completed reply as deltas."""
 
     def _too_deep(self, e: RecursionError) -> BaseException:
         """A response body nested too deeply to parse, as a ``ModelReplyMalformed``."""
@@ -172,20 +175,26 @@ class SdkModel(Model, ABC):
         """Start one completion and return its stream: iterate it for deltas, then
         ``.message`` is the same assistant message ``complete`` returns. Use it as a context
         manager so the connection is released if you stop early."""
+        assembler = self._assembler()
+        if assembler is None:
+            return CompletedStream(self.complete(messages, tools=tools, **options))
         request = self._stream_request(messages, tools, options)
         with self._calling(self._client, request) as call:
             raw = call()
-        return ReplyStream(iter(raw), self._assembler(), self._from_body,
+        return ReplyStream(iter(raw), assembler, self._from_body,
                            errors=self._stream_error, provider=self.provider, close=raw.close)
 
     async def astream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
     ) -> AsyncReplyStream:
         """Async ``stream``, through the SDK's async client (``async for`` the deltas)."""
+        assembler = self._assembler()
+        if assembler is None:
+            return AsyncCompletedStream(await self.acomplete(messages, tools=tools, **options))
         request = self._stream_request(messages, tools, options)
         with self._calling(self._aclient(), request) as call:
             raw = await call()
-        return AsyncReplyStream(raw.__aiter__(), self._assembler(), self._from_body,
+        return AsyncReplyStream(raw.__aiter__(), assembler, self._from_body,
                                 errors=self._stream_error, provider=self.provider,
                                 close=raw.close)
 
