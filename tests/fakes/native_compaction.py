@@ -9,7 +9,9 @@ the trigger it answers from the queue like any request. A ``compaction`` block s
 must be the first block of the conversation, carry the signature this server gave it, and
 come with the beta header.
 
-``ResponsesServer``: ``POST /v1/responses`` (answered from the queue) and, unless
+``ResponsesServer``: ``POST /v1/responses`` (answered from the queue; a request with
+``"stream": true`` gets the reply as the API's events: ``response.created``, each output
+item added, its deltas and done, ``response.completed`` with usage) and, unless
 ``compact_endpoint=False`` (a server that does not have it answers 404),
 ``POST /v1/responses/compact``: the user messages of the input, then one ``compaction``
 item whose ``encrypted_content`` only this server can read; later requests may send it back.
@@ -158,6 +160,64 @@ class ResponsesServer(FakeServer):
         return Reply(status, {"error": {"message": message, "type": "invalid_request_error",
                                         "param": None, "code": None}})
 
+    def to_stream(self, body: dict[str, Any], req: Recorded) -> SSE:
+        """A ``response`` body as the Responses API's events (see ``events``)."""
+        return SSE([(e["type"], e) for e in self.events(body)])
+
+    def events(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The events that stream ``body``, numbered: ``response.created`` and
+        ``response.in_progress`` (no output, no usage), then per output item
+        ``response.output_item.added``, its parts and deltas in pieces of ``chunk``
+        characters, ``response.output_item.done`` with the whole item, and
+        ``response.completed`` with the whole response."""
+        shell = {**{k: v for k, v in body.items() if k != "usage"},
+                 "status": "in_progress", "output": []}
+        out: list[dict[str, Any]] = [{"type": "response.created", "response": shell},
+                                     {"type": "response.in_progress", "response": shell}]
+        for i, item in enumerate(body.get("output") or ()):
+            out.extend(self._item_events(i, item))
+        out.append({"type": "response.completed",
+                    "response": {**body, "status": body.get("status") or "completed"}})
+        return [{**e, "sequence_number": n} for n, e in enumerate(out)]
+
+    def _item_events(self, i: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+        kind, item_id = item.get("type"), item.get("id")
+        at = {"item_id": item_id, "output_index": i}
+        added = dict(item)
+        inner: list[dict[str, Any]] = []
+        if kind == "message":
+            added.update(content=[], status="in_progress")
+            for c, part in enumerate(item.get("content") or ()):
+                text = part.get("text", "")
+                inner.append({"type": "response.content_part.added", **at, "content_index": c,
+                              "part": {**part, "text": ""}})
+                inner.extend({"type": "response.output_text.delta", **at, "content_index": c,
+                              "delta": p, "logprobs": []} for p in self.pieces(text))
+                inner.append({"type": "response.output_text.done", **at, "content_index": c,
+                              "text": text, "logprobs": []})
+                inner.append({"type": "response.content_part.done", **at, "content_index": c,
+                              "part": part})
+        elif kind == "reasoning":
+            added.update(summary=[])
+            for s, part in enumerate(item.get("summary") or ()):
+                text = part.get("text", "")
+                inner.append({"type": "response.reasoning_summary_part.added", **at,
+                              "summary_index": s, "part": {"type": "summary_text", "text": ""}})
+                inner.extend({"type": "response.reasoning_summary_text.delta", **at,
+                              "summary_index": s, "delta": p} for p in self.pieces(text))
+                inner.append({"type": "response.reasoning_summary_text.done", **at,
+                              "summary_index": s, "text": text})
+                inner.append({"type": "response.reasoning_summary_part.done", **at,
+                              "summary_index": s, "part": part})
+        elif kind == "function_call":
+            added.update(arguments="", status="in_progress")
+            inner.extend({"type": "response.function_call_arguments.delta", **at, "delta": p}
+                         for p in self.pieces(item.get("arguments", "")))
+            inner.append({"type": "response.function_call_arguments.done", **at,
+                          "name": item.get("name"), "arguments": item.get("arguments", "")})
+        return [{"type": "response.output_item.added", "output_index": i, "item": added},
+                *inner, {"type": "response.output_item.done", "output_index": i, "item": item}]
+
     def validate(self, body: Any) -> str | None:
         if not isinstance(body, dict) or not isinstance(body.get("model"), str):
             return "model: required"
@@ -195,15 +255,35 @@ class ResponsesServer(FakeServer):
                                      "output_tokens_details": {"reasoning_tokens": 0}}})
 
 
-def response(text: str, *, model: str = "gpt-test", input_tokens: int = 30) -> dict[str, Any]:
-    """A ``response`` body whose output is one assistant message of ``text``."""
+def response(text: str | None = None, *items: dict[str, Any], model: str = "gpt-test",
+             input_tokens: int = 30, cached_tokens: int = 0,
+             output_tokens: int = 5) -> dict[str, Any]:
+    """A ``response`` body whose output is ``items`` (``reasoning``, ``function_call``...)
+    then, when ``text`` is given, one assistant message of ``text``."""
+    output = list(items)
+    if text is not None:
+        output.append({"type": "message", "id": "msg_out", "role": "assistant",
+                       "status": "completed",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
     return {"id": "resp_1", "object": "response", "created_at": 1_780_000_000,
-            "model": model, "status": "completed",
-            "output": [{"type": "message", "id": "msg_out", "role": "assistant",
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": text,
-                                     "annotations": []}]}],
-            "usage": {"input_tokens": input_tokens, "output_tokens": 5,
-                      "total_tokens": input_tokens + 5,
-                      "input_tokens_details": {"cached_tokens": 0},
+            "model": model, "status": "completed", "output": output,
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens,
+                      "input_tokens_details": {"cached_tokens": cached_tokens},
                       "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def function_call(call_id: str, name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
+    """A ``function_call`` output item (``arguments``: an object, or the raw text sent)."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"type": "function_call", "id": f"fc_{call_id}", "call_id": call_id, "name": name,
+            "arguments": args, "status": "completed"}
+
+
+def reasoning(*summary: str, encrypted: str | None = None) -> dict[str, Any]:
+    """A ``reasoning`` output item with these summary texts."""
+    item: dict[str, Any] = {"type": "reasoning", "id": f"rs_{len(summary)}",
+                            "summary": [{"type": "summary_text", "text": t} for t in summary]}
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item

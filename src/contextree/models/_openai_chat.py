@@ -15,7 +15,7 @@ from contextree._pricing import with_cost
 from contextree._text import shorten
 from contextree.errors import ModelError, model_error_for_status
 from contextree.models._base import ToolSpec, merge_options
-from contextree.models._sdk import LOCAL_API_KEY, SdkModel
+from contextree.models._sdk import LOCAL_API_KEY, OpenAISdkModel
 from contextree.models._stream import Assembler, ChatAssembler
 from contextree.models._wire_common import Json
 from contextree.models._wire_openai import (
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL_API_KEY", "OpenAIChat"]
 
-class OpenAIChat(SdkModel):
+class OpenAIChat(OpenAISdkModel):
     """A chat model behind an OpenAI-compatible Chat Completions endpoint.
 
     ``default_options`` (``temperature``, ``max_completion_tokens``, ``reasoning_effort``,
@@ -44,12 +44,6 @@ class OpenAIChat(SdkModel):
     the server returns (``reasoning_content`` or ``reasoning``) is always read.
     """
 
-    sdk_module = "openai"
-    sync_client = "OpenAI"
-    async_client_class = "AsyncOpenAI"
-    sdk_error = "OpenAIError"
-    key_env = "OPENAI_API_KEY"
-    url_env = "OPENAI_BASE_URL"
     api_name = "OpenAI Chat Completions API"
 
     def __init__(
@@ -66,8 +60,7 @@ class OpenAIChat(SdkModel):
     ) -> None:
         self.reasoning_field = reasoning_field
         super().__init__(model, base_url=base_url, api_key=api_key, client=client,
-                         async_client=async_client, provider=provider,
-                         default_options=default_options)
+                         async_client=async_client, provider=provider, **default_options)
 
     def _endpoint(self, client: Any) -> Any:
         return client.chat.completions.create

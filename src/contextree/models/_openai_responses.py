@@ -3,29 +3,29 @@ compaction endpoint.
 
 Message conversion is ``to_openai_responses`` / ``from_openai_responses`` (``wire_openai``);
 this module calls ``responses.create`` and ``responses.compact`` and reads their bodies. A
-reply is completed, not streamed (``stream`` replays it as deltas).
+streamed reply is read from the API's events by ``ResponsesAssembler``
+(``_stream_responses``) into the body a completed one has.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from contextree._messages import Message, Usage
 from contextree._pricing import with_cost
 from contextree.errors import CompactionError, ModelError
 from contextree.models._base import ToolSpec, merge_options
 from contextree.models._native import RESPONSES_API, NativeCompaction
-from contextree.models._sdk import SdkModel
+from contextree.models._sdk import OpenAISdkModel
+from contextree.models._stream import Assembler
+from contextree.models._stream_responses import ResponsesAssembler
 from contextree.models._wire_common import Json
 from contextree.models._wire_openai import (
     from_openai_responses,
     to_openai_responses,
     tools_to_openai_responses,
 )
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = ["OpenAIResponses", "usage_from_openai_responses"]
 
@@ -42,7 +42,7 @@ def usage_from_openai_responses(usage: Mapping[str, Any] | None) -> Usage:
                  total=int(usage.get("total_tokens") or prompt + output))
 
 
-class OpenAIResponses(SdkModel):
+class OpenAIResponses(OpenAISdkModel):
     """A model behind the OpenAI Responses API (``POST /responses``).
 
     System messages are sent as ``system`` input items where they are; ``default_options``
@@ -51,31 +51,10 @@ class OpenAIResponses(SdkModel):
     ``compact_native`` calls ``POST /responses/compact`` (see ``ProviderCompaction``).
     """
 
-    sdk_module = "openai"
-    sync_client = "OpenAI"
-    async_client_class = "AsyncOpenAI"
-    sdk_error = "OpenAIError"
-    key_env = "OPENAI_API_KEY"
-    url_env = "OPENAI_BASE_URL"
     api_name = "OpenAI Responses API"
 
     min_native_tokens = 0
     """``/responses/compact`` has no documented minimum."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        client: openai.OpenAI | None = None,
-        async_client: openai.AsyncOpenAI | None = None,
-        provider: str = "openai",
-        **default_options: Any,
-    ) -> None:
-        super().__init__(model, base_url=base_url, api_key=api_key, client=client,
-                         async_client=async_client, provider=provider,
-                         default_options=default_options)
 
     def _endpoint(self, client: Any) -> Any:
         return client.responses.create
@@ -86,8 +65,8 @@ class OpenAIResponses(SdkModel):
         """The keyword arguments for ``responses.create``."""
         opts = merge_options(self.default_options, options)
         if opts.pop("stream", None):
-            raise ValueError("OpenAIResponses does not stream a request; call "
-                             "model.stream(...), which replays the completed reply")
+            raise ValueError("OpenAIResponses.complete does not stream; call "
+                             "model.stream(...) for a streamed reply")
         request: dict[str, Any] = {"model": opts.pop("model", self.name),
                                    "input": to_openai_responses(messages)}
         if tools:
@@ -95,9 +74,8 @@ class OpenAIResponses(SdkModel):
         request.update(opts)
         return request
 
-    def _assembler(self) -> None:
-        """None: replies are completed, and ``stream`` replays them as deltas."""
-        return None
+    def _assembler(self) -> Assembler:
+        return ResponsesAssembler(self.provider)
 
     def _from_body(self, data: Json) -> Message:
         """The assistant message of the response's output items, with usage, model and

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from weakref import WeakKeyDictionary
 
 from contextree._messages import Message
@@ -32,21 +32,23 @@ from contextree.models._base import (
 )
 from contextree.models._stream import (
     Assembler,
-    AsyncCompletedStream,
     AsyncReplyStream,
-    CompletedStream,
     ReplyStream,
     UnreadableEvent,
     malformed_reply,
 )
 from contextree.models._wire_common import Json
 
+if TYPE_CHECKING:
+    import openai
+
 LOCAL_API_KEY = "not-needed"
 """The key sent to a local server (localhost, a private address) when none is configured."""
 
 
 class SdkModel(Model, ABC):
-    """Base of ``OpenAIChat`` and ``AnthropicMessages``; see those for the options.
+    """Base of ``OpenAIChat``, ``OpenAIResponses`` and ``AnthropicMessages``; see those for
+    the options.
 
     SDK clients and responses are typed ``Any`` here: the SDKs are optional extras, imported
     when a model is built, so their types cannot be named at run time; the subclasses name
@@ -115,9 +117,8 @@ class SdkModel(Model, ABC):
         body a stream assembler rebuilt), with usage, cost, model and stop_reason."""
 
     @abstractmethod
-    def _assembler(self) -> Assembler | None:
-        """A fresh assembler of this API's stream chunks; ``None`` for an adapter that
-        completes replies, whose ``stream`` replays the completed reply as deltas."""
+    def _assembler(self) -> Assembler:
+        """A fresh assembler of this API's stream chunks."""
 
     def _too_deep(self, e: RecursionError) -> BaseException:
         """A response body nested too deeply to parse, as a ``ModelReplyMalformed``."""
@@ -175,26 +176,20 @@ class SdkModel(Model, ABC):
         """Start one completion and return its stream: iterate it for deltas, then
         ``.message`` is the same assistant message ``complete`` returns. Use it as a context
         manager so the connection is released if you stop early."""
-        assembler = self._assembler()
-        if assembler is None:
-            return CompletedStream(self.complete(messages, tools=tools, **options))
         request = self._stream_request(messages, tools, options)
         with self._calling(self._client, request) as call:
             raw = call()
-        return ReplyStream(iter(raw), assembler, self._from_body,
+        return ReplyStream(iter(raw), self._assembler(), self._from_body,
                            errors=self._stream_error, provider=self.provider, close=raw.close)
 
     async def astream(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (), **options: Any
     ) -> AsyncReplyStream:
         """Async ``stream``, through the SDK's async client (``async for`` the deltas)."""
-        assembler = self._assembler()
-        if assembler is None:
-            return AsyncCompletedStream(await self.acomplete(messages, tools=tools, **options))
         request = self._stream_request(messages, tools, options)
         with self._calling(self._aclient(), request) as call:
             raw = await call()
-        return AsyncReplyStream(raw.__aiter__(), assembler, self._from_body,
+        return AsyncReplyStream(raw.__aiter__(), self._assembler(), self._from_body,
                                 errors=self._stream_error, provider=self.provider,
                                 close=raw.close)
 
@@ -265,6 +260,34 @@ class SdkModel(Model, ABC):
                 self._client_args["api_key"] = self._client.api_key
             client = self._async_clients[loop] = self._make_client(self.async_client_class)
         return client
+
+
+class OpenAISdkModel(SdkModel, ABC):
+    """What the two adapters of the ``openai`` SDK share: the SDK's names, the key and URL
+    variables, and one constructor (``OpenAIChat`` adds ``reasoning_field`` to it;
+    ``OpenAIResponses`` takes it as it is)."""
+
+    sdk_module = "openai"
+    sync_client = "OpenAI"
+    async_client_class = "AsyncOpenAI"
+    sdk_error = "OpenAIError"
+    key_env = "OPENAI_API_KEY"
+    url_env = "OPENAI_BASE_URL"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: openai.OpenAI | None = None,
+        async_client: openai.AsyncOpenAI | None = None,
+        provider: str = "openai",
+        **default_options: Any,
+    ) -> None:
+        super().__init__(model, base_url=base_url, api_key=api_key, client=client,
+                         async_client=async_client, provider=provider,
+                         default_options=default_options)
 
 
 # An error event inside a stream (the HTTP status was 200), by its type.

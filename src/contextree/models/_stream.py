@@ -788,8 +788,8 @@ class _Done:
 
 @runtime_checkable
 class StreamingModel(Model, Protocol):
-    """A model that can stream its reply (``OpenAIChat``, ``AnthropicMessages``,
-    ``ScriptedModel``)."""
+    """A model that can stream its reply (``OpenAIChat``, ``OpenAIResponses``,
+    ``AnthropicMessages``, ``ScriptedModel``)."""
 
     def stream(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] = (),
                **options: Any) -> ReplyStream:
