@@ -1,6 +1,8 @@
-"""Provider-native compaction rungs: Anthropic's server-side compaction (``compact_20260112``,
-beta ``compact-2026-01-12``) and OpenAI's ``POST /responses/compact``, through the real SDKs
-against fake servers on 127.0.0.1 that speak the documented wire formats.
+"""Provider-native compaction rungs: Anthropic's server-side compaction, on demand (the
+``compaction`` parameter, beta ``compact-2026-09-04``) or at a threshold (the
+``compact_20260112`` edit, beta ``compact-2026-01-12``), and OpenAI's
+``POST /responses/compact``, through the real SDKs against fake servers on 127.0.0.1 that
+speak the documented wire formats.
 
 What the provider returns is stored in the compaction entry (``details["native"]``) and sent
 back to that provider in place of the summary; every other provider gets the readable
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import contextree as ct
 from contextree import Message
@@ -23,7 +27,7 @@ from contextree.compaction import (
     default_ladder,
 )
 from contextree.markers import Kind
-from contextree.models import AnthropicMessages, OpenAIResponses, ScriptedModel
+from contextree.models import AnthropicMessages, NativeCompaction, OpenAIResponses, ScriptedModel
 from contextree.models._wire_openai import to_openai_chat
 from contextree.runtime import Event
 from contextree.runtime._compaction import compaction_events
@@ -31,6 +35,7 @@ from fakes.anthropic_server import error, message, text
 from fakes.native_compaction import (
     BETA,
     EDIT,
+    ON_DEMAND_BETA,
     CompactingAnthropicServer,
     ResponsesServer,
     response,
@@ -58,28 +63,41 @@ def _long_session(path: Path | None = None, turns: int = 24, size: int = 18_000,
     return s
 
 
-def _anthropic(server: CompactingAnthropicServer) -> AnthropicMessages:
-    return AnthropicMessages("claude-opus-4-6", base_url=server.url, api_key="k")
+FORMS = ["on_demand", "threshold"]
+BETAS = {"on_demand": ON_DEMAND_BETA, "threshold": BETA}
+
+
+def _anthropic(server: CompactingAnthropicServer, form: Any = "on_demand",
+               **options: Any) -> AnthropicMessages:
+    return AnthropicMessages("claude-opus-4-6", base_url=server.url, api_key="k",
+                             native_compaction=form, **options)
 
 
 def _ladder(model: Any) -> CompactionLadder:
     return CompactionLadder([ProviderCompaction(model), SlidingWindow(), Digest()])
 
 
-def test_anthropic_compacts_on_its_side_and_the_block_goes_back_first(tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_anthropic_compacts_on_its_side_and_the_block_goes_back_first(tmp_path: Path,
+                                                                      form: str) -> None:
     path = tmp_path / "s.jsonl"
     s = _long_session(path)
     before = [e.id for e in s.branch()]
     with CompactingAnthropicServer() as server:
-        model = _anthropic(server)
+        model = _anthropic(server, form)
         result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(model))
         assert result.applied == ["provider"], result.stages
         req = server.requests[0]
         assert req.path.startswith("/v1/messages")
-        assert BETA in req.headers["anthropic-beta"]
-        edit = req.body["context_management"]["edits"][0]
-        assert edit == {"type": EDIT, "trigger": {"type": "input_tokens", "value": 50_000},
-                        "pause_after_compaction": True}
+        assert req.headers["anthropic-beta"] == BETAS[form]
+        if form == "on_demand":
+            assert req.body["compaction"] == {"type": "summarize"}
+            assert "context_management" not in req.body
+        else:
+            edit = req.body["context_management"]["edits"][0]
+            assert edit == {"type": EDIT, "trigger": {"type": "input_tokens", "value": 50_000},
+                            "pause_after_compaction": True}
+            assert "compaction" not in req.body
         # What the provider compacted: the turns the cut drops, the system prompt apart.
         assert req.body["system"][0]["text"] == "You are a coding agent."
         sent = " ".join(str(m["content"]) for m in req.body["messages"])
@@ -89,7 +107,9 @@ def test_anthropic_compacts_on_its_side_and_the_block_goes_back_first(tmp_path: 
         native = entry.details["native"]
         block = native["items"][0]
         assert native["api"] == "messages" and native["provider"] == "anthropic"
-        assert block["type"] == "compaction" and block["encrypted_content"].startswith("opaque-")
+        assert native["beta"] == BETAS[form]
+        assert block["type"] == "compaction" and block["signature"].startswith("sig-")
+        assert ("encrypted_content" in block) == (form == "threshold")
         assert block["content"].startswith("The user asked: Task 0:")
         # The readable summary holds the provider's, and the user's words around it.
         assert block["content"] in entry.summary
@@ -98,12 +118,13 @@ def test_anthropic_compacts_on_its_side_and_the_block_goes_back_first(tmp_path: 
         calls = entry.details["calls"]
         assert calls[0]["outcome"] == "summary" and calls[0]["usage"]["input"] > 50_000
 
-        # The next request to Anthropic sends the block back, first, with the beta header.
+        # The next request to Anthropic sends the block back, first, with its form's beta.
         server.reply(message(text("Running the suite.")))
         reply = model.complete(s.build_context().request_messages())
         assert reply.text == "Running the suite."
         nxt = server.requests[-1]
-        assert BETA in nxt.headers["anthropic-beta"]
+        assert nxt.headers["anthropic-beta"] == BETAS[form]
+        assert "compaction" not in nxt.body and "context_management" not in nxt.body
         first = nxt.body["messages"][0]
         assert first["role"] == "assistant"
         assert {k: v for k, v in first["content"][0].items() if k != "cache_control"} == block
@@ -118,10 +139,11 @@ def test_anthropic_compacts_on_its_side_and_the_block_goes_back_first(tmp_path: 
     assert [e.id for e in again.branch()][: len(before)] == before
 
 
-def test_a_second_compaction_sends_the_previous_block_and_clearing_keeps_it() -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_a_second_compaction_sends_the_previous_block_and_clearing_keeps_it(form: str) -> None:
     s = _long_session()
     with CompactingAnthropicServer() as server:
-        model = _anthropic(server)
+        model = _anthropic(server, form)
         first = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(model))
         block = s.get_entry(first.entry_id).details["native"]["items"][0]
         # Only tool results to clear: the block stays in force.
@@ -144,16 +166,19 @@ def test_a_second_compaction_sends_the_previous_block_and_clearing_keeps_it() ->
         second = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(model))
         assert second.applied == ["provider"], second.stages
         sent = server.requests[-1].body["messages"]
-        assert sent[0]["content"][0]["encrypted_content"] == block["encrypted_content"]
+        assert sent[0]["content"][0]["signature"] == block["signature"]
+        assert [b for m in sent for b in m["content"] if isinstance(m["content"], list)
+                and b.get("type") == "compaction"] == [sent[0]["content"][0]]
         newer = s.get_entry(second.entry_id).details["native"]["items"][0]
         assert newer["content"].startswith("The user asked: (earlier: The user asked: Task 0")
 
 
-def test_anthropic_refusing_falls_back_to_the_next_rung_with_an_event() -> None:
+@pytest.mark.parametrize("form", FORMS)
+def test_anthropic_refusing_falls_back_to_the_next_rung_with_an_event(form: str) -> None:
     s = _long_session()
     with CompactingAnthropicServer() as server:
         server.refuse = error(400, "compaction is not supported for this model")
-        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
+        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server, form)))
     provider = result.stages[0]
     assert provider.name == "provider" and not provider.applied and provider.failed
     assert "not supported for this model" in provider.note
@@ -173,7 +198,8 @@ def test_an_answer_that_is_no_compaction_falls_back() -> None:
     with CompactingAnthropicServer() as server:
         server.chars_per_token = 40  # it counts the conversation under its trigger
         server.reply(message(text("Sure, what next?")))
-        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
+        result = s.compact(WINDOW, compact_to=0.3,
+                           ladder=_ladder(_anthropic(server, "threshold")))
         assert len(server.requests) == 1
     provider = result.stages[0]
     assert provider.failed and "did not compact" in provider.note
@@ -184,10 +210,111 @@ def test_an_answer_that_is_no_compaction_falls_back() -> None:
 def test_under_the_providers_minimum_the_rung_steps_aside_without_a_call() -> None:
     s = _long_session(turns=12, size=2_000)
     with CompactingAnthropicServer() as server:
-        result = s.compact(6_000, ladder=_ladder(_anthropic(server)))
+        result = s.compact(6_000, ladder=_ladder(_anthropic(server, "threshold")))
         assert server.requests == []
     assert "50000" in result.stages[0].note and not result.stages[0].applied
     assert result.applied and "provider" not in result.applied
+
+
+def test_on_demand_compaction_has_no_minimum_and_takes_instructions() -> None:
+    s = _long_session(turns=12, size=2_000)
+    with CompactingAnthropicServer() as server:
+        model = _anthropic(server)
+        ladder = CompactionLadder([ProviderCompaction(model, instructions="Keep file names."),
+                                   Digest()])
+        result = s.compact(6_000, ladder=ladder)
+        assert result.applied == ["provider"], result.stages
+        (req,) = server.requests
+    assert req.body["compaction"] == {"type": "summarize", "instructions": "Keep file names."}
+    entry = s.get_entry(result.entry_id)
+    assert entry.details["native"]["items"][0]["content"].startswith("[Keep file names.] ")
+    # The call is counted from usage.iterations: the top-level counts are zero.
+    (call,) = entry.details["calls"]
+    assert call["usage"]["input"] > 2_000 and call["usage"]["output"] == 40
+
+
+@pytest.mark.parametrize(("stop", "why"), [
+    ("max_tokens", "give the model a larger max_tokens"),
+    ("tool_use", "say not to call tools"),
+    ("refusal", "the request was declined"),
+])
+def test_an_on_demand_answer_without_a_summary_falls_back_saying_why(stop: str,
+                                                                     why: str) -> None:
+    """The API answers 200 with no content and the summarization call's stop reason."""
+    s = _long_session()
+    with CompactingAnthropicServer() as server:
+        server.no_summary = stop
+        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
+        assert len(server.requests) == 1
+    provider = result.stages[0]
+    assert provider.failed and "did not compact" in provider.note
+    assert repr(stop) in provider.note and why in provider.note
+    assert result.applied == ["sliding_window"] and result.reached_target
+    assert "native" not in s.get_entry(result.entry_id).details
+
+
+def test_options_a_compaction_request_refuses_are_left_out_of_it_and_kept_on_turns() -> None:
+    s = _long_session()
+    options = {"stop_sequences": ["STOP"], "tool_choice": {"type": "any"},
+               "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}}
+    with CompactingAnthropicServer() as server:
+        model = _anthropic(server, **options)
+        result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(model))
+        assert result.applied == ["provider"], result.stages
+        body = server.requests[0].body
+        assert not set(options) & set(body) and body["compaction"] == {"type": "summarize"}
+        server.reply(message(text("Running the suite.")))
+        model.complete(s.build_context().request_messages())
+        turn = server.requests[-1].body
+    assert {k: turn[k] for k in options} == options
+
+
+def test_threshold_compaction_steps_aside_from_a_conversation_with_an_on_demand_block() -> None:
+    """The API refuses the threshold edit on a request that carries a signed block: the
+    rung says so without a call, and the next rung compacts."""
+    s = _long_session()
+    with CompactingAnthropicServer() as server:
+        first = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
+        assert first.applied == ["provider"]
+        for i in range(16):
+            s.append_message(Message.user(f"Step {i}: go on."))
+            s.append_message(Message.assistant("word " * 20_000))
+        calls = len(server.requests)
+        second = s.compact(WINDOW, compact_to=0.3,
+                           ladder=_ladder(_anthropic(server, "threshold")))
+        assert len(server.requests) == calls
+    provider = second.stages[0]
+    assert provider.failed and "native_compaction='on_demand'" in provider.note
+    assert second.applied == ["sliding_window"]
+
+
+def test_a_block_stored_without_its_beta_is_sent_with_the_threshold_beta() -> None:
+    """Payloads written before the on-demand form name no beta: they came from the
+    threshold edit, and go back with its beta."""
+
+    class Stored:
+        provider, name, min_native_tokens = "anthropic", "claude-opus-4-6", 0
+
+        def compact_native(self, messages: Any, *, tools: Any = (),
+                           instructions: Any = None) -> NativeCompaction:
+            block = {"type": "compaction", "content": "The user asked for m0.",
+                     "encrypted_content": "opaque", "signature": "sig-old"}
+            return NativeCompaction("anthropic", "messages", self.name, [block],
+                                    block["content"])
+
+    s = _long_session()
+    result = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(Stored()))
+    assert "beta" not in s.get_entry(result.entry_id).details["native"]
+    with CompactingAnthropicServer() as server:
+        server.issued["sig-old"] = (BETA, "The user asked for m0.")
+        server.reply(message(text("ok")))
+        assert _anthropic(server).complete(s.build_context().request_messages()).text == "ok"
+        assert server.requests[-1].headers["anthropic-beta"] == BETA
+
+
+def test_an_unknown_form_is_refused_with_the_accepted_ones() -> None:
+    with pytest.raises(ct.errors.InvalidArgument, match="'on_demand' or 'threshold'"):
+        AnthropicMessages("claude-opus-4-6", api_key="k", native_compaction="later")  # type: ignore[arg-type]
 
 
 def test_a_model_without_native_compaction_steps_aside_saying_so() -> None:
@@ -279,7 +406,7 @@ def test_the_agent_runtime_compacts_natively_and_sends_the_block(tmp_path: Path)
         provider = events[0][1].stages[1]
         assert provider.name == "provider" and provider.applied, events[0][1].stages
         turn = server.requests[-1]
-        assert BETA in turn.headers["anthropic-beta"] and turn.body["stream"] is True
+        assert turn.headers["anthropic-beta"] == ON_DEMAND_BETA and turn.body["stream"] is True
         assert turn.body["messages"][0]["content"][0]["type"] == "compaction"
 
         # The next compaction is refused: the event says so, the digest compacts.

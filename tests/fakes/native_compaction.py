@@ -1,13 +1,20 @@
 """Fake servers for provider-native compaction, speaking the documented wire formats.
 
-``CompactingAnthropicServer``: the Messages API with server-side compaction (beta
-``compact-2026-01-12``): a request whose ``context_management.edits`` hold a
-``compact_20260112`` edit and whose input (estimated here at 4 characters a token) reaches
-the edit's trigger gets a ``compaction`` block (a readable ``content``, an opaque
-``encrypted_content``, a ``signature``) and, paused, ``stop_reason: "compaction"``; under
-the trigger it answers from the queue like any request. A ``compaction`` block sent back
-must be the first block of the conversation, carry the signature this server gave it, and
-come with the beta header.
+``CompactingAnthropicServer``: the Messages API with server-side compaction in its two
+documented forms. On demand (beta ``compact-2026-09-04``): a request with
+``"compaction": {"type": "summarize"}`` (never with ``context_management``, nor
+``stop_sequences``, a forcing ``tool_choice`` or an output format, nor a last assistant turn
+whose tool call has no result) gets the signed ``compaction`` block alone (a readable
+``content``, a ``signature``), ``stop_reason: "compaction"``, and zero top-level usage with
+the call in ``usage.iterations``; ``no_summary`` makes it answer 200 with no content and
+that stop reason instead. At a threshold (beta ``compact-2026-01-12``): a request whose
+``context_management.edits`` hold a ``compact_20260112`` edit and whose input (estimated here
+at 4 characters a token) reaches the edit's trigger gets a ``compaction`` block (with an
+opaque ``encrypted_content`` too) and, paused, ``stop_reason: "compaction"``; under the
+trigger it answers from the queue like any request, and a request that carries an on-demand
+block is refused. A ``compaction`` block sent back must be the only one, the first block of
+the conversation, carry the signature this server gave it, and come with the beta of the
+form that made it.
 
 ``ResponsesServer``: ``POST /v1/responses`` (answered from the queue; a request with
 ``"stream": true`` gets the reply as the API's events: ``response.created``, each output
@@ -28,6 +35,7 @@ from .anthropic_server import AnthropicServer, error
 BETA = "compact-2026-01-12"
 EDIT = "compact_20260112"
 MIN_TRIGGER = 50_000
+ON_DEMAND_BETA = "compact-2026-09-04"
 
 
 def estimate(*parts: Any, chars_per_token: int = 4) -> int:
@@ -39,15 +47,18 @@ class CompactingAnthropicServer(AnthropicServer):
     """``AnthropicServer`` with server-side compaction (see the module notes).
 
     ``refuse`` (a ``Reply``), when set, answers every compaction request (a model without
-    compaction, an outage). ``compactions`` counts the compactions made;
+    compaction, an outage); ``no_summary`` (a stop reason), when set, makes an on-demand one
+    come back without a summary. ``compactions`` counts the compactions made;
     ``chars_per_token`` is how the server counts (more: it counts fewer tokens).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.refuse: Reply | None = None
+        self.no_summary: str | None = None
         self.compactions = 0
         self.chars_per_token = 4
+        self.issued: dict[str, tuple[str, str]] = {}  # signature -> (beta of its form, summary)
 
     def route_ok(self, method: str, path: str) -> bool:
         return method == "POST" and path in ("/v1/messages", "/v1/messages?beta=true")
@@ -70,24 +81,36 @@ class CompactingAnthropicServer(AnthropicServer):
         body = req.body
         betas = req.headers.get("anthropic-beta", "")
         messages = body.get("messages") or []
+        carried: str | None = None  # the beta of the block the request carries
         for i, m in enumerate(messages):
             content = m.get("content") if isinstance(m, dict) else None
             for j, b in enumerate(content if isinstance(content, list) else []):
                 if isinstance(b, dict) and b.get("type") == "compaction":
-                    if BETA not in betas:
+                    if carried is not None:
+                        return error(400, "a request carries at most one compaction block")
+                    made = self.issued.get(str(b.get("signature")))
+                    if made is None:
+                        return error(400, "compaction_signature_invalid")
+                    carried, summary = made
+                    if b.get("content") != summary:
+                        return error(400, "compaction_content_mismatch")
+                    if carried not in betas:
                         return error(400, f"messages.{i}.content.{j}: compaction blocks need "
-                                          f"the beta header {BETA}")
+                                          f"the beta header {carried}")
                     if i or j:
                         return error(400, "compaction_block_misplaced: the compaction block "
                                           "is not the first block of the conversation")
-                    if b.get("signature") != _signature(b.get("content")):
-                        return error(400, "compaction_signature_invalid")
+        if "compaction" in body:
+            return self._on_demand(body, betas)
         edits = (body.get("context_management") or {}).get("edits") or []
         edit = next((e for e in edits if e.get("type") == EDIT), None)
         if edit is None:
             return super()._answer(req)
         if BETA not in betas:
             return error(400, f"context_management.edits.0: {EDIT} needs the beta header {BETA}")
+        if carried == ON_DEMAND_BETA:
+            return error(400, f"{EDIT} cannot run on a request that carries a signed "
+                              "compaction block")
         trigger = (edit.get("trigger") or {}).get("value", 150_000)
         if not isinstance(trigger, int) or trigger < MIN_TRIGGER:
             return error(400, f"context_management.edits.0.trigger: must be at least "
@@ -97,13 +120,10 @@ class CompactingAnthropicServer(AnthropicServer):
         tokens = estimate(body.get("system"), messages, chars_per_token=self.chars_per_token)
         if tokens < trigger:
             return super()._answer(req)  # under the trigger: an ordinary reply
-        self.compactions += 1
-        summary = summarize(messages, edit.get("instructions"))
-        block = {"type": "compaction", "content": summary,
-                 "encrypted_content": f"opaque-{self.compactions}-{len(messages)}",
-                 "signature": _signature(summary)}
         if not edit.get("pause_after_compaction"):
             return error(400, "fake server: only pause_after_compaction is served")
+        block = self._block(messages, edit.get("instructions"), BETA)
+        block["encrypted_content"] = f"opaque-{self.compactions}-{len(messages)}"
         return Reply(200, {"id": f"msg_compact_{self.compactions}", "type": "message",
                            "role": "assistant", "model": body.get("model"),
                            "content": [block], "stop_reason": "compaction",
@@ -112,15 +132,60 @@ class CompactingAnthropicServer(AnthropicServer):
                                      "cache_read_input_tokens": 0,
                                      "cache_creation_input_tokens": 0}})
 
+    def _on_demand(self, body: dict[str, Any], betas: str) -> Reply:
+        """The answer to an on-demand compaction request (see the module notes)."""
+        config = body["compaction"]
+        if ON_DEMAND_BETA not in betas:
+            return error(400, f"compaction: the compaction parameter requires anthropic-beta: "
+                              f"{ON_DEMAND_BETA}")
+        if not isinstance(config, dict) or config.get("type") != "summarize":
+            return error(400, "compaction.type: Input should be 'summarize'")
+        if "context_management" in body:
+            return error(400, "compaction cannot be combined with context_management")
+        choice = body.get("tool_choice") or {}
+        if ("stop_sequences" in body or choice.get("type") in ("any", "tool")
+                or "format" in (body.get("output_config") or {})):
+            return error(400, "compaction cannot be combined with stop_sequences, a forced "
+                              "tool_choice or an output format")
+        messages = body["messages"]
+        last = messages[-1]
+        if last.get("role") == "assistant" and any(
+                isinstance(b, dict) and b.get("type") == "tool_use"
+                for b in (last["content"] if isinstance(last["content"], list) else [])):
+            return error(400, "compaction_incomplete_turn: the last assistant turn ends in a "
+                              "tool call with no result")
+        if self.refuse is not None:
+            return self.refuse
+        tokens = estimate(body.get("system"), body.get("tools"), messages,
+                          chars_per_token=self.chars_per_token)
+        iteration = {"type": "compaction", "input_tokens": tokens, "output_tokens": 40,
+                     "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        content: list[dict[str, Any]] = []
+        stop = self.no_summary
+        if stop is None:
+            content = [self._block(messages, config.get("instructions"), ON_DEMAND_BETA)]
+            stop = "compaction"
+        return Reply(200, {"id": f"msg_compact_{self.compactions}", "type": "message",
+                           "role": "assistant", "model": body.get("model"),
+                           "content": content, "stop_reason": stop, "stop_sequence": None,
+                           "usage": {"input_tokens": 0, "output_tokens": 0,
+                                     "cache_read_input_tokens": 0,
+                                     "cache_creation_input_tokens": 0,
+                                     "iterations": [iteration]}})
+
+    def _block(self, messages: list[Any], instructions: str | None, beta: str) -> dict[str, Any]:
+        """A new signed compaction block of ``messages``, made by the form of ``beta``."""
+        self.compactions += 1
+        summary = summarize(messages, instructions)
+        signature = f"sig-{self.compactions}-{len(summary)}"
+        self.issued[signature] = (beta, summary)
+        return {"type": "compaction", "content": summary, "signature": signature}
+
 
 def _starts_with_compaction(message: Any) -> bool:
     content = message.get("content") if isinstance(message, dict) else None
     return (message.get("role") == "assistant" and isinstance(content, list) and bool(content)
             and isinstance(content[0], dict) and content[0].get("type") == "compaction")
-
-
-def _signature(summary: Any) -> str:
-    return f"sig:{len(str(summary))}"
 
 
 def summarize(messages: list[Any], instructions: str | None = None) -> str:

@@ -1,8 +1,9 @@
 """``ProviderCompaction``: the rung where the provider compacts the conversation itself.
 
-Anthropic's server-side compaction (the ``compact_20260112`` edit) and OpenAI's
-``POST /responses/compact`` return an item only that provider reads (a signed or encrypted
-summary). The rung chooses its cut like the digest does, sends what the cut drops (after
+Anthropic's server-side compaction (on demand, the ``compaction`` parameter; or the
+``compact_20260112`` threshold edit: ``AnthropicMessages(native_compaction=...)``) and
+OpenAI's ``POST /responses/compact`` return an item only that provider reads (a signed or
+encrypted summary). The rung chooses its cut like the digest does, sends what the cut drops (after
 the current summary, whose own provider items go back as they came) to the provider, and
 keeps what it returned in the plan: the entry stores it in ``details["native"]``, the wire
 conversion of that API sends it in place of the summary text, and every other provider gets

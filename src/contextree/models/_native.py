@@ -3,8 +3,9 @@ returns, and the facts of the two wire formats.
 
 ``NativeCompaction`` is the provider's answer, kept as plain data: the opaque items the next
 request to the same API sends back in place of what they summarize (Anthropic's
-``compaction`` block; the output of OpenAI's ``POST /responses/compact``: the user messages
-and one encrypted ``compaction`` item), the readable summary when the provider gives one
+signed ``compaction`` block, asked for on demand or by the threshold edit; the output of
+OpenAI's ``POST /responses/compact``: the user messages and one encrypted ``compaction``
+item), the readable summary when the provider gives one
 (Anthropic does, OpenAI's is encrypted), and what the call used. ``NativeCompactionModel`` is what
 the ``ProviderCompaction`` rung asks of a model (``AnthropicMessages``, ``OpenAIResponses``).
 
@@ -27,6 +28,8 @@ __all__ = [
     "ANTHROPIC_COMPACT_BETA",
     "ANTHROPIC_COMPACT_EDIT",
     "ANTHROPIC_MIN_TRIGGER",
+    "ANTHROPIC_ON_DEMAND_BETA",
+    "ANTHROPIC_SUMMARIZE",
     "MESSAGES_API",
     "RESPONSES_API",
     "NativeCompaction",
@@ -40,12 +43,18 @@ RESPONSES_API = "responses"
 """``NativeCompaction.api`` of the OpenAI Responses API."""
 
 ANTHROPIC_COMPACT_BETA = "compact-2026-01-12"
-"""The ``anthropic-beta`` header value server-side compaction needs, on the request that
-compacts and on every request that sends a ``compaction`` block back."""
+"""The ``anthropic-beta`` header value threshold compaction needs, on the request that
+compacts and on every request that sends its ``compaction`` block back."""
 ANTHROPIC_COMPACT_EDIT = "compact_20260112"
-"""The ``context_management.edits[].type`` of server-side compaction."""
+"""The ``context_management.edits[].type`` of threshold compaction."""
 ANTHROPIC_MIN_TRIGGER = 50_000
-"""The lowest ``trigger`` (input tokens) the Messages API accepts for compaction."""
+"""The lowest ``trigger`` (input tokens) the Messages API accepts for threshold
+compaction."""
+ANTHROPIC_ON_DEMAND_BETA = "compact-2026-09-04"
+"""The ``anthropic-beta`` header value on-demand compaction needs, on the request that asks
+for the summary and on every request that sends its signed block back."""
+ANTHROPIC_SUMMARIZE = "summarize"
+"""The ``compaction.type`` of an on-demand compaction request."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,9 @@ class NativeCompaction:
 
     ``items`` are sent back verbatim, first, by requests to the same ``api`` of the same
     ``provider``; ``summary`` is the provider's readable summary (``None`` when it gives
-    none: the ladder's offline digest then writes the readable one).
+    none: the ladder's offline digest then writes the readable one); ``beta`` is the beta
+    feature the requests that send the items back must name (Anthropic's
+    ``anthropic-beta``), when there is one.
     """
 
     provider: str
@@ -63,11 +74,15 @@ class NativeCompaction:
     items: list[Json]
     summary: str | None = None
     usage: Usage = field(default_factory=Usage)
+    beta: str | None = None
 
     def to_json(self) -> Json:
         """The payload as the compaction entry stores it (``details["native"]``)."""
-        return {"provider": self.provider, "api": self.api, "model": self.model,
-                "items": [dict(i) for i in self.items]}
+        payload: Json = {"provider": self.provider, "api": self.api, "model": self.model,
+                         "items": [dict(i) for i in self.items]}
+        if self.beta:
+            payload["beta"] = self.beta
+        return payload
 
 
 def native_items(native: Mapping[str, Any] | None, api: str) -> list[Json] | None:

@@ -46,7 +46,7 @@ from contextree._messages import (
 from contextree._text import shorten
 from contextree.markers import CompactionSummaryMarker
 from contextree.models._base import ToolSpec
-from contextree.models._native import MESSAGES_API, native_items
+from contextree.models._native import ANTHROPIC_COMPACT_BETA, MESSAGES_API, native_items
 from contextree.models._wire_common import (
     Json,
     ToolNames,
@@ -63,8 +63,8 @@ from contextree.models._wire_ids import unique_call_ids
 __all__ = [
     "SYSTEM_SEPARATOR",
     "assistant_from_anthropic",
+    "compaction_beta",
     "from_anthropic",
-    "sends_compaction",
     "to_anthropic",
     "tools_to_anthropic",
     "usage_from_anthropic",
@@ -161,12 +161,19 @@ def to_anthropic(messages: Iterable[Message]) -> tuple[str | None, list[Json]]:
     return (SYSTEM_SEPARATOR.join(system) if system else None), out
 
 
-def sends_compaction(wire: Sequence[Json]) -> bool:
-    """Whether the ``messages`` of a request send a ``compaction`` block back (which needs
-    the compaction beta header)."""
-    content = wire[0].get("content") if wire else None
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "compaction" for b in content)
+def compaction_beta(messages: Iterable[Message]) -> str | None:
+    """The beta (``anthropic-beta`` value) the ``compaction`` block that ``to_anthropic``
+    sends for ``messages`` needs, or ``None`` when it sends none: the one stored with the
+    block (on-demand compaction's), else threshold compaction's, the only kind stored
+    without one."""
+    beta: str | None = None
+    for msg in messages:
+        mark = msg.marker if msg.role == "system" else None
+        if isinstance(mark, CompactionSummaryMarker) and native_items(mark.native,
+                                                                     MESSAGES_API):
+            stored = mark.native.get("beta") if isinstance(mark.native, Mapping) else None
+            beta = stored if isinstance(stored, str) and stored else ANTHROPIC_COMPACT_BETA
+    return beta
 
 
 CACHE_CONTROL: Json = {"type": "ephemeral"}
