@@ -262,8 +262,9 @@ class ResponsesServer(FakeServer):
                               "text": text, "logprobs": []})
                 inner.append({"type": "response.content_part.done", **at, "content_index": c,
                               "part": part})
-        elif kind == "reasoning":
+        elif kind == "reasoning":  # (its encrypted content comes with the done item)
             added.update(summary=[])
+            added.pop("encrypted_content", None)
             for s, part in enumerate(item.get("summary") or ()):
                 text = part.get("text", "")
                 inner.append({"type": "response.reasoning_summary_part.added", **at,

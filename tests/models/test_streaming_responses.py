@@ -22,7 +22,13 @@ import contextree as ct
 from contextree import Message, Session, ToolCall
 from contextree.errors import ModelError, ModelRateLimited, ModelReplyMalformed, ModelUnavailable
 from contextree.markers import Kind
-from contextree.models import OpenAIResponses, TextDelta, ThinkingDelta, ToolCallReady
+from contextree.models import (
+    OpenAIResponses,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallReady,
+    to_openai_responses,
+)
 from contextree.runtime import DefaultToolPipeline, Event, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded
 from fakes.native_compaction import ResponsesServer, function_call, reasoning, response
@@ -55,6 +61,14 @@ def model_of(server: ResponsesServer) -> OpenAIResponses:
 
 def events_of(server: ResponsesServer, body: dict[str, Any]) -> list[tuple[str | None, Any]]:
     return server.to_stream(body, NO_REQUEST).events
+
+
+def held_at(server: ResponsesServer, body: dict[str, Any], kind: str, nth: int) -> SSE:
+    """``body`` streamed, held after the ``nth`` event of type ``kind``."""
+    events = events_of(server, body)
+    sse = SSE(events, hold_after=index_of(events, kind, nth) + 1)
+    server.reply(sse)
+    return sse
 
 
 def index_of(events: list[tuple[str | None, Any]], kind: str, nth: int = 0) -> int:
@@ -133,6 +147,25 @@ def test_a_tool_call_is_announced_when_its_item_is_done(rs: ResponsesServer) -> 
         held.release.set()
         assert list(stream) == [ToolCallReady(ToolCall(id="call_2", name="weather",
                                                        arguments={"city": "Rome"}))]
+
+
+def test_a_reasoning_item_cut_short_keeps_its_id_for_the_next_request(
+        rs: ResponsesServer) -> None:
+    """The Responses API needs a reasoning item's id when it is sent back: a partial reply
+    keeps the id the item was announced with."""
+    body = response("Rome.", reasoning("Paris is rainy today.", encrypted="enc-1"))
+    held = held_at(rs, body, "response.reasoning_summary_text.delta", 1)
+    with model_of(rs).stream(ASK) as stream:
+        assert [next(iter(stream)), next(iter(stream))] == [ThinkingDelta("Pari"),
+                                                            ThinkingDelta("s is")]
+        partial = stream.partial()
+        held.release.set()
+    assert partial is not None and partial.text == "" and partial.stop_reason is None
+    (thought,) = partial.thinking
+    assert thought.thinking == "Paris is" and thought.extra["id"] == "rs_1"
+    (item,) = to_openai_responses([partial])
+    assert item == {"type": "reasoning", "id": "rs_1",
+                    "summary": [{"type": "summary_text", "text": "Paris is"}]}
 
 
 def test_astream_gives_the_same_message(rs: ResponsesServer) -> None:
@@ -250,18 +283,10 @@ def agent_of(rs: ResponsesServer, path: Path) -> ct.Agent:
             .use(DefaultToolPipeline, tools=[weather]).run(model_of(rs)))
 
 
-def held_reply(rs: ResponsesServer, body: dict[str, Any], kind: str, nth: int) -> SSE:
-    """``body`` streamed, held after the ``nth`` event of type ``kind``."""
-    events = events_of(rs, body)
-    sse = SSE(events, hold_after=index_of(events, kind, nth) + 1)
-    rs.reply(sse)
-    return sse
-
-
 def test_leaving_the_stream_mid_reply_stores_the_partial_reply_and_the_next_turn_goes_on(
         rs: ResponsesServer, tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    sse = held_reply(rs, response("The weather in Paris is sunny."),
+    sse = held_at(rs, response("The weather in Paris is sunny."),
                      "response.output_text.delta", 2)
     got = ""
     with agent_of(rs, path).stream("Weather?") as stream:
@@ -292,7 +317,7 @@ def test_an_interrupted_turn_gives_its_finished_tool_call_an_interrupted_result(
     path = tmp_path / "s.jsonl"
     body = response("While that runs, some words about Oslo.",
                     function_call("call_1", "weather", {"city": "Oslo"}))
-    sse = held_reply(rs, body, "response.output_text.delta", 1)
+    sse = held_at(rs, body, "response.output_text.delta", 1)
     with agent_of(rs, path).stream("Oslo?") as stream:
         for event in stream:
             if event["event"] == Event.TOOL_CALL:
@@ -315,7 +340,7 @@ def test_an_interrupted_turn_gives_its_finished_tool_call_an_interrupted_result(
 def test_ctrl_c_in_start_stores_the_partial_reply_then_raises(rs: ResponsesServer,
                                                               tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    sse = held_reply(rs, response("A slow answer, word by word."),
+    sse = held_at(rs, response("A slow answer, word by word."),
                      "response.output_text.delta", 1)
     agent = agent_of(rs, path)
     sent = threading.Event()
@@ -338,7 +363,7 @@ def test_ctrl_c_in_start_stores_the_partial_reply_then_raises(rs: ResponsesServe
 def test_cancelling_astart_stores_the_partial_reply(rs: ResponsesServer,
                                                     tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    sse = held_reply(rs, response("An answer that never ends."),
+    sse = held_at(rs, response("An answer that never ends."),
                      "response.output_text.delta", 1)
 
     async def run() -> None:

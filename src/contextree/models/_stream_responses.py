@@ -9,7 +9,9 @@ whole item, then ``response.completed`` (or ``response.incomplete``) carrying th
 response with its usage. The assembler yields the text and reasoning deltas as they come and
 each function call once its item is done; the body it hands to the adapter's parser is the
 final response itself (its output rebuilt from the done items when a server leaves it
-empty), so a streamed reply equals a completed one. An ``error`` event or
+empty), so a streamed reply equals a completed one. A partial reply (an interrupted
+turn) holds the done items and the text and reasoning of those still arriving, with the ids
+they were announced with; a function call still arriving is left out. An ``error`` event or
 ``response.failed`` is a ``ModelError`` of the status its code stands for.
 """
 
@@ -54,6 +56,7 @@ class ResponsesAssembler:
         self._events = 0
         self._model: str | None = None
         self._final: Json | None = None  # the response of response.completed / incomplete
+        self._added: dict[int, Json] = {}  # output_index -> the item as it was announced
         self._items: dict[int, Json] = {}  # output_index -> the item, once done
         self._text: dict[int, list[str]] = {}  # output_index -> text of a message so far
         self._reasoning: dict[int, dict[int, list[str]]] = {}  # output_index -> part -> text
@@ -85,8 +88,17 @@ class ResponsesAssembler:
             if delta:
                 out.append(ThinkingDelta(delta))
             return out
-        if kind == "response.output_item.done":
-            return self._item_done(chunk)
+        if kind in ("response.output_item.added", "response.output_item.done"):
+            index, item = self._item(chunk)
+            self._events += 1
+            if kind == "response.output_item.added":
+                self._added[index] = item
+                return []
+            self._items[index] = item
+            if item["type"] != "function_call":
+                return []
+            return [ToolCallReady(call) for m in from_openai_responses([item])
+                    for call in m.tool_calls or ()]
         if kind in _ENDS:
             self._final = self._response(chunk)
             self._events += 1
@@ -124,19 +136,16 @@ class ResponsesAssembler:
             raise UnreadableEvent(f"`{chunk.type}` has no `response` object", chunk)
         return data
 
-    def _item_done(self, chunk: Any) -> list[Delta]:
+    @staticmethod
+    def _item(chunk: Any) -> tuple[int, Json]:
+        """The output index and the item of an item event, checked."""
         index = _typed(chunk.output_index, int, "output_index", chunk)
         item = _object(chunk.item, "item", chunk)
         data = item.to_dict(mode="json", warnings=False) if item is not None else None
         if index is None or not isinstance(data, dict) or not isinstance(data.get("type"), str):
-            raise UnreadableEvent("an item is done without an `output_index` and an `item` "
+            raise UnreadableEvent("an item event without an `output_index` and an `item` "
                                   "with a `type`", chunk)
-        self._events += 1
-        self._items[index] = data
-        if data["type"] != "function_call":
-            return []
-        return [ToolCallReady(call) for m in from_openai_responses([data])
-                for call in m.tool_calls or ()]
+        return index, data
 
     def _failure(self, code: Any, message: Any) -> ModelError:
         """The error an ``error`` event or a failed response stands for."""
@@ -155,13 +164,20 @@ class ResponsesAssembler:
             elif not partial:
                 continue
             elif index in self._text:
-                out.append({"type": "message", "role": "assistant", "content": [
-                    {"type": "output_text", "text": "".join(self._text[index])}]})
+                out.append({**self._announced_id(index), "type": "message",
+                            "role": "assistant", "content": [
+                                {"type": "output_text", "text": "".join(self._text[index])}]})
             else:
                 parts = self._reasoning[index]
-                out.append({"type": "reasoning", "summary": [
+                out.append({**self._announced_id(index), "type": "reasoning", "summary": [
                     {"type": "summary_text", "text": "".join(parts[p])} for p in sorted(parts)]})
         return out
+
+    def _announced_id(self, index: int) -> Json:
+        """``{"id": ...}`` of the item at ``index`` as it was announced (the API needs a
+        reasoning item's id when it is sent back), or nothing."""
+        item_id = self._added.get(index, {}).get("id")
+        return {"id": item_id} if isinstance(item_id, str) and item_id else {}
 
     def body(self, *, partial: bool = False) -> Json:
         if not partial and self._final is not None:
