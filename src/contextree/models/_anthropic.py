@@ -44,6 +44,7 @@ __all__ = ["AnthropicMessages"]
 NativeForm = Literal["on_demand", "threshold"]
 """How ``compact_native`` asks the Messages API to compact."""
 
+
 class AnthropicMessages(SdkModel):
     """A Claude model (or an Anthropic-compatible server) behind the Messages API.
 
@@ -243,8 +244,8 @@ def _compaction_usage(usage: Any) -> Usage:
     is reported there; the top-level counts are zero when no reply was sampled), else the
     top-level counts."""
     iterations = usage.get("iterations") if isinstance(usage, Mapping) else None
-    parts = [i for i in iterations or () if isinstance(i, Mapping)] if isinstance(
-        iterations, list) else []
+    parts = ([i for i in iterations if isinstance(i, Mapping)]
+             if isinstance(iterations, list) else [])
     if not parts:
         return usage_from_anthropic(usage if isinstance(usage, Mapping) else None)
     total = Usage()
