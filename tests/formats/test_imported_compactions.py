@@ -98,6 +98,7 @@ SENT_AS_MESSAGE = [
     ("copilot", REAL / "copilot" / "compact" / "session-1" / "events.jsonl"),
     ("copilot", REAL / "copilot" / "compact_long" / "session-1" / "events.jsonl"),
     ("copilot", REAL / "copilot" / "compact_twice" / "session-1" / "events.jsonl"),
+    ("opencode", REAL / "opencode" / "compact" / "opencode.db"),
 ]
 
 
