@@ -55,7 +55,7 @@ def scenario(rel: Path) -> Path:
 def test_every_scenario_is_covered() -> None:
     assert {p.parts[0] for p in FILES} == {"simple", "tools", "resume", "compact",
                                            "compact_long", "compact_twice", "subagent",
-                                           "fork"}
+                                           "subagents", "fork"}
 
 
 # The run whose last request a file's context is compared with, where it is not the last
@@ -101,7 +101,8 @@ def sub_agent_events(path: Path) -> set[str]:
 
 def file_items(path: Path) -> list[Item]:
     """The messages the events file records, in order (the system prompt, written after its
-    turn's user message and sent first, before it; a prompt written again unchanged once)."""
+    turn's user message and sent first, before it; a prompt written again unchanged once; a
+    reply's tool results, written as they finished, in the order of its calls, as sent)."""
     out: list[Item] = []
     prompts: list[str] = []
     theirs = sub_agent_events(path)
@@ -129,6 +130,21 @@ def file_items(path: Path) -> list[Item]:
                     for r in data.get("toolRequests") or ()]
         elif kind == "tool.execution_complete":
             out.append(("tool", data["toolCallId"], data["result"]["content"]))
+    return in_call_order(out)
+
+
+def in_call_order(items: list[Item]) -> list[Item]:
+    """Each run of tool results sorted by where their calls are."""
+    where = {i[1]: n for n, i in enumerate(items) if i[0] == "call"}
+    out: list[Item] = []
+    for item in items:
+        run = len(out)
+        while run and out[run - 1][0] == "tool":
+            run -= 1
+        if item[0] != "tool" or run == len(out):
+            out.append(item)
+            continue
+        out[run:] = sorted([*out[run:], item], key=lambda i: where.get(i[1], len(items)))
     return out
 
 
@@ -258,6 +274,34 @@ def test_subagent_is_a_root_of_its_own_linked_after_its_call(imported: Any) -> N
     assert alone.header.parent_session == s.header.id != alone.header.id
 
 
+def test_two_parallel_subagents_are_each_linked_after_their_own_call(imported: Any) -> None:
+    """Two task calls in one reply: the CLI runs both sub-agents at once, their events
+    interleaved in one file. Each is a root of its own, linked after its own call's result,
+    and its context is what the CLI last sent for it."""
+    path = CP / "subagents" / "session-1" / "events.jsonl"
+    s = imported(path)
+    links = subagent_links(s, "copilot")
+    assert sorted(x.data["tool_use_id"] for x in links) == ["call_fx_task1", "call_fx_task2"]
+    m = json.loads((CP / "subagents" / "manifest.json").read_text())
+    reqs = json.loads((CP / "subagents" / "requests.json").read_text())
+    branch = [e.id for e in s.branch()]
+    for link in links:
+        n = link.data["tool_use_id"][-1]
+        result = s.get_entry(link.parent_id)
+        assert isinstance(result, MessageEntry)
+        assert result.message.tool_call_id == link.data["tool_use_id"] and link.id in branch
+        root = s.get_entry(link.data["first_entry_id"])
+        assert root is not None and root.parent_id is None
+        got = chat_context_items(s, subtree_leaf(s, root.id))
+        sent = chat_request_items(reqs[m["final_subagent_requests"][f"subagent-{n}"]]["body"])
+        assert got[:len(sent)] == sent
+        assert got[len(sent):] == [("assistant", "text", {"1": "a.txt has 1 line.",
+                                                          "2": "a.txt says hello."}[n])]
+        assert f"FIXTURE-SUBAGENT-TASK-{n}:" in json.dumps(got[:3])  # its own task only
+        alone = imported(f"{path}#{link.data['tool_use_id']}")
+        assert chat_context_items(alone) == got
+
+
 def test_fork_is_a_branch_from_the_last_event_it_copied(imported: Any) -> None:
     """``/fork`` (typed in the interactive CLI) wrote a new session whose events begin with
     copies of the first's, ids and all; imported with the first, its own events are a branch
@@ -341,7 +385,7 @@ needs_copilot = pytest.mark.skipif(
     not (COPILOT_BIN and Path(COPILOT_BIN).exists()),
     reason="set COPILOT_BIN to node_modules/@github/copilot-linux-x64/copilot of "
            "@github/copilot@1.0.102 (npm install) to resume exports with the real Copilot CLI")
-EXPORTED = ["tools", "compact"]
+EXPORTED = ["tools", "compact", "subagents"]
 NEXT = "Go on."
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -473,6 +474,103 @@ def test_claude_code_subagent_file_imports_as_its_own_session(scenario: Path,
     else:
         sent = without_system(cc_request_items(body))
         assert without_system(cc_context_items(s))[:len(sent)] == sent
+
+
+@pytest.mark.parametrize("linked", [False, True], ids=["root", "with-subagents"])
+@pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
+def test_claude_code_export_writes_the_subagent_beside_the_session(scenario: Path, linked: bool,
+                                                                   tmp_path: Path) -> None:
+    """The sub-agent of the exported branch (a root in the session, or a session of its own
+    with ``with_subagents``) is written as Claude Code lays it out, and read back, it is the
+    same sub-agent linked to the same call."""
+    from contextree.formats import export_session
+
+    parent = scenario / "session-1.jsonl"
+    (agent_file,) = claude_code.subagent_files(parent)
+    aid = lines_of(agent_file)[0]["agentId"]
+    with import_session("claude-code", parent, tmp_path / "parent.jsonl", durable=False,
+                        with_subagents=linked) as s, \
+            import_session("claude-code", agent_file, tmp_path / "alone.jsonl",
+                           durable=False) as alone:
+        out = export_session("claude-code", s, tmp_path / "export.jsonl")
+        (written,) = claude_code.subagent_files(out)
+        assert written == tmp_path / "export" / "subagents" / f"agent-{aid}.jsonl"
+        sid = lines_of(out)[0]["sessionId"]
+        assert all(d["isSidechain"] is True and d["agentId"] == aid and d["sessionId"] == sid
+                   for d in lines_of(written))
+        meta = json.loads(written.with_suffix(".meta.json").read_text())
+        assert meta["toolUseId"] == "toolu_fx_agent" and meta["agentType"] == "general-purpose"
+        back = import_session("claude-code", out, tmp_path / "back.jsonl", durable=False)
+        (link,) = [e for e in back.find(CustomEntry) if e.custom_type == "claude-code/subagent"]
+        assert link.data["tool_use_id"] == "toolu_fx_agent" and link.data["agent_id"] == aid
+        assert cc_context_items(back, link.data["last_entry_id"]) == cc_context_items(alone)
+        back.close()
+
+
+def test_claude_code_export_refuses_a_sidechain_already_there(tmp_path: Path) -> None:
+    """All or nothing: a sub-agent file in the way stops the export before the session file
+    is written; with overwrite both are written."""
+    from contextree.formats import export_session
+
+    parent = CC_NEW / "subagent" / "session-1.jsonl"
+    aid = lines_of(claude_code.subagent_files(parent)[0])[0]["agentId"]
+    out = tmp_path / "export.jsonl"
+    there = tmp_path / "export" / "subagents" / f"agent-{aid}.meta.json"
+    there.parent.mkdir(parents=True)
+    there.write_text("{}")
+    with import_session("claude-code", parent, tmp_path / "p.jsonl", durable=False) as s:
+        with pytest.raises(SessionExists) as err:
+            export_session("claude-code", s, out)
+        assert str(there) in str(err.value) and not out.exists()
+        assert not there.with_name(f"agent-{aid}.jsonl").exists()
+        export_session("claude-code", s, out, overwrite=True)
+    assert out.exists() and json.loads(there.read_text())["toolUseId"] == "toolu_fx_agent"
+
+
+@pytest.mark.parametrize("redact", [True, False], ids=["redacted", "no-redact"])
+def test_claude_code_export_redacts_a_linked_subagent_session(redact: bool,
+                                                              tmp_path: Path) -> None:
+    """``contextree export`` redacts the sub-agent session an import linked, as it redacts
+    the parent (and leaves both alone with --no-redact)."""
+    from helpers import run
+
+    key = "AKIA" + "Q" * 16
+    parent = CC_NEW / "subagent" / "session-1.jsonl"
+    dest = tmp_path / "parent.jsonl"
+    import_session("claude-code", parent, dest, with_subagents=True, durable=False).close()
+    with Session.open(tmp_path / "parent.agent-1.jsonl") as sub:
+        sub.append_message(Message.user(f"Use the key {key}."))
+    out = tmp_path / "export.jsonl"
+    run("export", "claude-code", dest, "-o", out, *([] if redact else ["--no-redact"]))
+    (written,) = claude_code.subagent_files(out)
+    text = written.read_text()
+    assert (key in text) is not redact and ("[REDACTED:aws-key:" in text) is redact
+    assert f"Use the key {'[REDACTED' if redact else key}" in text
+
+
+def test_claude_code_export_of_another_tools_subagent(tmp_path: Path) -> None:
+    """A Copilot CLI sub-agent exported to Claude Code: a sidechain file with an id of Claude
+    Code's shape, linked to the ``task`` call, holding the sub-agent's conversation."""
+    from agent_fixtures import subagent_links, subtree_leaf
+    from contextree.formats import export_session
+
+    src = REAL / "copilot" / "subagent" / "session-1" / "events.jsonl"
+    with import_session("copilot", src, tmp_path / "parent.jsonl", durable=False) as s:
+        (link,) = subagent_links(s, "copilot")
+        out = export_session("claude-code", s, tmp_path / "export.jsonl")
+        (written,) = claude_code.subagent_files(out)
+        assert re.fullmatch(r"agent-a[0-9a-f]{16}\.jsonl", written.name)
+        back = import_session("claude-code", out, tmp_path / "back.jsonl", durable=False)
+        (back_link,) = subagent_links(back, "claude-code")
+        assert back_link.data["tool_use_id"] == link.data["tool_use_id"]
+        want = [(m.role, m.text) for m in s.build_context(
+            subtree_leaf(s, link.data["first_entry_id"])).messages if m.role != "system"]
+        got = [(m.role, m.text) for m in back.build_context(
+            back_link.data["last_entry_id"]).messages]
+        # its system prompt goes the way the export writes harness text: a system reminder
+        assert [x for x in got if not x[1].startswith("<system-reminder>")] == want
+        assert len(want) >= 3 and len(got) == len(want) + 1
+        back.close()
 
 
 @pytest.mark.parametrize("scenario", SUBAGENT_SCENARIOS, ids=cc_id)
@@ -984,6 +1082,9 @@ def test_claude_code_resumes_the_export(kind: str, src: Path | None, tmp_path: P
     cwd.mkdir()
     sid, path = export_to_claude_code_home(s, home=home / ".claude", cwd=str(cwd))
     assert path.parent.parent == home / ".claude" / "projects"
+    agents = claude_code.subagent_files(path)  # beside it, as Claude Code lays them out
+    assert len(agents) == (src is not None and src.parent.name == "subagent")
+    assert all(d["sessionId"] == sid and d["isSidechain"] for a in agents for d in lines_of(a))
     server = mf.FakeAnthropic(mf.ClaudeScript(main=[{"content": [mf.a_text("Resumed.")]}]))
     server.start()
     try:

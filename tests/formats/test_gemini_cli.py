@@ -406,8 +406,7 @@ def test_gemini_cli_resumes_the_export(name: str, tmp_path: Path) -> None:
         return {"parts": [{"text": "Resumed." if main else '{"next_speaker": "user"}'}],
                 "role": "main" if main else "side"}
 
-    server = FakeGemini(reply).start()
-    try:
+    with FakeGemini(reply) as server:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
                "TERM": "dumb", "GEMINI_API_KEY": "sk-test", "GOOGLE_GEMINI_BASE_URL": server.url,
                "GEMINI_CLI_TRUST_WORKSPACE": "true", "GEMINI_CLI_NO_RELAUNCH": "1"}
@@ -415,10 +414,8 @@ def test_gemini_cli_resumes_the_export(name: str, tmp_path: Path) -> None:
                                "-m", "gemini-2.5-flash", "--resume", sid, "-p", NEXT],
                               cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=180)
-    finally:
-        server.stop()
     assert done.returncode == 0, done.stderr[-2000:]
-    main = [r for r in server.requests if r.get("reply_role") == "main"]
+    main = [r for r in server.log if r.get("reply_role") == "main"]
     assert main, f"Gemini CLI sent no request: {done.stdout[-1000:]}"
     sent = request_items(main[-1]["body"])
     # the CLI puts a fresh <session_context> first, in place of the exported one

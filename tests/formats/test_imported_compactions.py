@@ -1,4 +1,5 @@
-"""Compactions imported from Claude Code and Codex hold the summary the model wrote.
+"""Compactions imported from Claude Code, Codex, Copilot CLI, opencode and Gemini CLI hold the
+summary the model wrote.
 
 The fixtures are the real CLIs' files (``tests/data/formats/real``, made by
 ``scripts/fixtures/make_fixtures.py`` against a fake model server whose scripted summary
@@ -10,6 +11,7 @@ message, Codex's replacement history); and a contextree compaction on top carrie
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,12 +94,14 @@ def test_a_contextree_compaction_on_top_carries_the_imported_summary(
         assert ctx.messages[0].kind == "compaction_summary"
 
 
-# -- Copilot CLI and opencode: the summary is sent as a message entry of its own ------------
+# -- Copilot CLI, opencode, Gemini CLI: the summary is sent as a message entry of its own --
 
 SENT_AS_MESSAGE = [
     ("copilot", REAL / "copilot" / "compact" / "session-1" / "events.jsonl"),
     ("copilot", REAL / "copilot" / "compact_long" / "session-1" / "events.jsonl"),
     ("copilot", REAL / "copilot" / "compact_twice" / "session-1" / "events.jsonl"),
+    ("opencode", REAL / "opencode" / "compact" / "opencode.db"),
+    ("gemini-cli", REAL / "gemini_cli" / "compress" / "session-1.jsonl"),
 ]
 
 
@@ -120,6 +124,12 @@ def _replied_summaries(src: Path) -> list[str]:
             "where json_extract(m.data, '$.summary') = 1 order by p.id")]
         con.close()
         return ["".join(p["text"] for p in rows if p.get("type") == "text")]
+    if fmt_of(src) == "gemini-cli":  # the user record the CLI's compression wrote, once
+        records = [json.loads(x) for x in src.read_text().splitlines()]
+        found = {r["id"]: r["content"][0]["text"] for r in _gemini_records(records)
+                 if r.get("type") == "user" and r["content"][0].get("text", "").startswith(
+                     "<state_snapshot>")}
+        return list(found.values())
     return [json.loads(x)["data"]["summaryContent"] for x in src.read_text().splitlines()
             if '"session.compaction_complete"' in x]
 
@@ -140,6 +150,28 @@ def test_the_summary_is_held_and_sent_once_as_the_tool_sent_it(fmt: str, src: Pa
         assert ctx.entry_ids[ctx.messages.index(sent)] == latest.details["summary_entry"]
         assert f"compaction: {latest.tokens_before}" in "".join(
             line for line in _tree(s) if latest.summary.splitlines()[0][:30] in line)
+
+
+def fmt_of(src: Path) -> str:
+    return next(fmt for fmt, p in SENT_AS_MESSAGE if p == src)
+
+
+def _gemini_records(records: list[Any]) -> list[Any]:
+    """Every message record of a Gemini CLI log, those its ``$set.messages`` rewrite too."""
+    out = []
+    for r in records:
+        out += r.get("$set", {}).get("messages", []) if "$set" in r else [r] if "id" in r else []
+    return out
+
+
+def test_gemini_cli_summary_is_what_the_fake_server_replied() -> None:
+    (summary,) = _replied_summaries(REAL / "gemini_cli" / "compress" / "session-1.jsonl")
+    script = (ROOT / "scripts" / "fixtures" / "make_fixtures_new.py").read_text()
+    # the fake's scripted `compact` reply (make_fixtures_new.py, GeminiScript.default)
+    assert summary.splitlines() == [
+        "<state_snapshot>", "<overall_goal>List the files, then show a.txt.</overall_goal>",
+        "<key_knowledge>The directory holds a.txt.</key_knowledge>", "</state_snapshot>"]
+    assert '"holds a.txt.</key_knowledge>\\n</state_snapshot>"' in script
 
 
 def _tree(s: Session) -> list[str]:

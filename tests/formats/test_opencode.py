@@ -130,6 +130,7 @@ def test_every_row_is_kept(rel: Path, imported: Any) -> None:
         seen |= {p["id"] for p in extra.get("opencode_parts", ())}
         seen |= {p["id"] for p in extra.get("opencode_text_parts", ())}
         seen |= {c.extra["opencode_part"]["id"] for c in e.message.tool_calls or ()}
+        seen |= {extra["opencode_message_id"]} if "opencode_message_id" in extra else set()
     for e in s.entries():  # a fork's copies of the session's messages
         if isinstance(e, CustomEntry) and e.custom_type == "opencode/fork":
             seen |= {*e.data["copied_messages"], *e.data["copied_parts"]}
@@ -167,6 +168,23 @@ def test_compaction_starts_the_context_and_keeps_the_history(imported: Any) -> N
     assert msgs[0].text == "What did we do so far?"
     assert isinstance(msgs[1].marker, CompactionSummaryMarker)
     assert msgs[1].marker.summary == msgs[1].text and msgs[1].marker.source == "opencode"
+    assert comp[0].summary == msgs[1].text.strip() and comp[0].summary.startswith("## Goal")
+    assert sum(comp[0].summary in m.text for m in msgs) == 1
+
+
+def test_a_compaction_exports_in_opencode_shape_its_summary_once(tmp_path: Path,
+                                                                 imported: Any) -> None:
+    from contextree.formats import export_session
+
+    s = imported(OC / "compact" / "opencode.db")
+    (comp,) = s.find(CompactionEntry)
+    doc = json.loads(export_session("opencode", s, tmp_path / "e.json").read_text())
+    texts = [p.get("text", "") for m in doc["messages"] for p in m["parts"]]
+    assert sum(comp.summary in t for t in texts) == 1
+    ask, answer = doc["messages"][:2]
+    assert [p["type"] for p in ask["parts"]] == ["compaction"]
+    assert ask["parts"][0]["auto"] is True  # as opencode wrote it
+    assert answer["info"]["summary"] is True and answer["info"]["agent"] == "compaction"
     before = [m.text for m in branch_messages(s)]
     assert before[0] == '"List the files, then show a.txt."'  # still on the branch
 
@@ -359,3 +377,6 @@ def test_opencode_resumes_the_export(name: str, tmp_path: Path, imported: Any) -
     back = imported(f"{home / 'data' / 'opencode' / 'opencode.db'}#{sid}")
     got = [i for m in back.build_context().messages for i in message_items(m)]
     assert got[:len(want)] == want
+    # a compaction comes back as opencode's: the same summary, sent once
+    assert [c.summary for c in back.find(CompactionEntry)] == [
+        c.summary for c in s.find(CompactionEntry)]

@@ -134,7 +134,8 @@ def _register_builtins() -> None:
         Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
                _lists.read_anthropic, _lists.write_anthropic, ".json"),
         Format("claude-code", "Claude Code session JSONL", _claude_code.read,
-               _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME),
+               _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME,
+               companions=_claude_code_export.subagent_files),
         Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
                home=CODEX_HOME),
         Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
@@ -354,6 +355,7 @@ def export_session(
     from .._files import atomic_write
     from ..errors import EntryNotFound, InvalidArgument, SessionExists
     from ..storage import create_storage
+    from ._base import write_beside
     from ._redacted import as_redactor, redacted_copy
     from ._registry import get_format
 
@@ -371,8 +373,12 @@ def export_session(
     data = spec.write(session, at, version)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
+    beside = spec.companions(session, at, redactor) if spec.companions is not None else {}
     try:  # refusing an existing file and writing are one atomic step: no race between them
-        atomic_write(out, data, overwrite=overwrite)
+        write_beside(out, beside, lambda: atomic_write(out, data, overwrite=overwrite),
+                     overwrite=overwrite)
+    except SessionExists:
+        raise  # a file beside it, named
     except FileExistsError:
         raise SessionExists("a file is already there; choose another path or allow "
                             "overwriting it (overwrite=True; --force on the command line)",

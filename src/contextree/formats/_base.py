@@ -7,6 +7,7 @@ children where the source allows it, or a ``stream`` of them for files too big t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
@@ -335,3 +336,36 @@ def dumps(value: object) -> bytes:
 def dump_lines(values: Sequence[object]) -> bytes:
     """JSON Lines: one compact JSON value per line."""
     return b"".join(orjson.dumps(v) + b"\n" for v in values)
+
+
+def write_beside(main: Path, files: dict[str, bytes], write_main: Callable[[], object], *,
+                 overwrite: bool) -> None:
+    """Write ``files`` (paths relative to ``main`` without its suffix: a tool's files
+    beside a session, e.g. Claude Code's ``<session>/subagents/``), then ``write_main()``:
+    all or nothing, so an existing file (unless ``overwrite``) or a failure leaves none of
+    them written."""
+    from .._files import atomic_write
+    from ..errors import SessionExists
+
+    folder = main.with_suffix("")
+    targets = {folder / rel: data for rel, data in files.items()}
+    if not overwrite:
+        for target in targets:
+            if target.exists():
+                raise SessionExists("a file is already there; choose another path or allow "
+                                    "overwriting it (overwrite=True; --force on the command "
+                                    "line)", path=str(target))
+    written: list[Path] = []
+    try:
+        for target, data in targets.items():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            existed = target.exists()
+            atomic_write(target, data)
+            if not existed:
+                written.append(target)
+        write_main()
+    except BaseException:
+        for target in written:
+            with contextlib.suppress(OSError):
+                target.unlink()
+        raise

@@ -21,11 +21,15 @@ Entries imported from Claude Code give back their lines' other fields (``toolUse
 ``promptId``...) and uuids. The file's ``sessionId`` is a UUID derived from the session id
 and the exported entry (see ``session_uuid``); ``export_to_claude_code_home`` writes the file where
 Claude Code looks for it: ``<config dir>/projects/<cwd with every non-alphanumeric character
-as '-'>/<sessionId>.jsonl``.
+as '-'>/<sessionId>.jsonl``. The sub-agents linked on the exported branch go beside it as
+Claude Code lays them out (``<sessionId>/subagents/agent-<id>.jsonl`` and its ``.meta.json``,
+see ``subagent_files``), from ``export_session`` too; a sub-agent imported from Claude Code
+keeps its id and meta, another tool's gets an id of Claude Code's shape derived from its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid as uuidlib
@@ -40,12 +44,13 @@ from ..entries import CompactionEntry, MessageEntry, UnknownEntry, now
 from ..errors import SessionExists
 from ..markers import CompactionSummaryMarker, Kind
 from ..redaction import Redactor
-from ._base import Json, dump_lines
+from ._base import Json, dump_lines, dumps, write_beside
 from ._claude_code import EXTRA_KEY, claude_home
 from ._redacted import as_redactor, redacted_copy
+from ._subagents import linked_agents
 
 __all__ = ["TESTED_VERSION", "export_to_claude_code_home", "project_folder", "records", "session_uuid",
-           "write"]
+           "subagent_files", "write"]
 
 TESTED_VERSION = "2.1.197"
 _NAMESPACE = uuidlib.UUID("8e3c1f4a-6b2d-4c1e-9a7f-3d5b8c0e2f61")
@@ -78,7 +83,8 @@ def export_to_claude_code_home(session: Session, *, home: str | os.PathLike[str]
     ``(session id, path)``. ``home`` is Claude Code's config dir (default
     ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``); ``cwd`` defaults to the session's. Secrets
     are redacted unless ``redact=False``, as in ``export_session``."""
-    session = redacted_copy(session, as_redactor(redact))  # like export_session: redacted
+    redactor = as_redactor(redact)
+    session = redacted_copy(session, redactor)  # like export_session: redacted
     where = cwd or session.header.cwd or os.getcwd()
     sid = session_id or session_uuid(session, at)
     path = claude_home(home) / project_folder(where) / f"{sid}.jsonl"
@@ -86,15 +92,64 @@ def export_to_claude_code_home(session: Session, *, home: str | os.PathLike[str]
         raise SessionExists("a Claude Code session with this id is already there; pass "
                             "another session_id or allow overwriting", path=str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, dump_lines(records(session, at, session_id=sid, cwd=where)))
+    data = dump_lines(records(session, at, session_id=sid, cwd=where))
+    agents = subagent_files(session, at, redactor, session_id=sid, cwd=where)
+    write_beside(path, agents, lambda: atomic_write(path, data), overwrite=overwrite)
     return sid, path
 
 
+def subagent_files(session: Session, at: str | None, redactor: Redactor, *,
+                   session_id: str | None = None, cwd: str | None = None) -> dict[str, bytes]:
+    """The sidechain files of the sub-agents linked on the branch at ``at``
+    (``_subagents.linked_agents``), by their path under the exported file less its suffix:
+    ``subagents/agent-<id>.jsonl``, every line ``isSidechain`` with its ``agentId`` under the
+    parent's ``sessionId``, and ``agent-<id>.meta.json``, naming the call (``toolUseId``)."""
+    sid = session_id or session_uuid(session, at)
+    out: dict[str, bytes] = {}
+    with linked_agents(session, at, redactor) as agents:
+        for agent in agents:
+            aid = _agent_id(agent.link.data)
+            lines = records(agent.session, agent.leaf, session_id=sid, agent_id=aid,
+                            cwd=cwd if cwd is not None else session.header.cwd)
+            if lines:
+                out[f"subagents/agent-{aid}.jsonl"] = dump_lines(lines)
+                out[f"subagents/agent-{aid}.meta.json"] = dumps(_agent_meta(agent.link.data))
+    return out
+
+
+_AGENT_ID = re.compile(r"[0-9a-z]{6,40}")
+"""What a Claude Code agent id looks like (``a`` and 16 hex digits since 2.1): safe in a name."""
+
+
+def _agent_id(link: Json) -> str:
+    """Claude Code's id for a linked agent: its own when it came from Claude Code, else one
+    of that shape derived from the other tool's."""
+    aid = str(link.get("agent_id") or link.get("tool_use_id") or "agent")
+    if _AGENT_ID.fullmatch(aid):
+        return aid
+    return "a" + hashlib.sha256(aid.encode()).hexdigest()[:16]
+
+
+def _agent_meta(link: Json) -> Json:
+    """``agent-<id>.meta.json``: Claude Code's own when the link kept it, else its fields
+    from what the other tool said of the agent."""
+    meta: Json = dict(link["meta"]) if isinstance(link.get("meta"), dict) else {}
+    if "agentType" not in meta:
+        kind = meta.get("subagent_type") or meta.get("agent_name")
+        meta = {"agentType": str(kind or "general-purpose"),
+                "description": str(meta.get("description") or meta.get("prompt") or "")[:200]}
+    if isinstance(link.get("tool_use_id"), str):
+        meta["toolUseId"] = link["tool_use_id"]
+    return meta
+
+
 class _Writer:
-    def __init__(self, session: Session, sid: str, cwd: str | None) -> None:
+    def __init__(self, session: Session, sid: str, cwd: str | None,
+                 agent_id: str | None = None) -> None:
         self.session = session
         self.sid = sid
         self.cwd = cwd
+        self.agent_id = agent_id  # a sub-agent's sidechain file: every line says so
         self.out: list[Json] = []
         self.prev: str | None = None  # uuid of the last line of the chain
         self.tool_line: dict[str, str] = {}  # tool_use id -> uuid of its assistant line
@@ -113,6 +168,11 @@ class _Writer:
             line.update({k: v for k, v in envelope.items() if k not in _ENVELOPE_DROP})
         line.update({"type": kind, "userType": line.get("userType", "external"),
                      "entrypoint": line.get("entrypoint", "sdk-cli")})
+        line["isSidechain"] = self.agent_id is not None
+        if self.agent_id is not None:
+            line["agentId"] = self.agent_id
+        else:
+            line.pop("agentId", None)
         if self.cwd is not None:
             line["cwd"] = self.cwd
         line.setdefault("version", TESTED_VERSION)
@@ -131,11 +191,12 @@ class _Writer:
 
 
 def records(session: Session, at: str | None = None, *, session_id: str | None = None,
-            cwd: str | None = None) -> list[Json]:
-    """The lines of the export as JSON objects (``write`` encodes them)."""
+            cwd: str | None = None, agent_id: str | None = None) -> list[Json]:
+    """The lines of the export as JSON objects (``write`` encodes them); with ``agent_id``,
+    the sidechain lines of that sub-agent of the session ``session_id``."""
     sid = session_id or session_uuid(session, at)
     ctx = session.build_context(at)
-    w = _Writer(session, sid, cwd if cwd is not None else session.header.cwd)
+    w = _Writer(session, sid, cwd if cwd is not None else session.header.cwd, agent_id)
     for i, (msg, eid) in enumerate(zip(ctx.messages, ctx.entry_ids, strict=True)):
         entry = session.get_entry(eid) if eid is not None else None
         # The lines an imported entry came from, when this message is that entry's own

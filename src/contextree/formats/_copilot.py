@@ -104,13 +104,16 @@ def subagents(path: Path) -> list[SubagentRef]:
 
 def owners(events: list[tuple[int, Json]]) -> list[str | None]:
     """Whose each event is: the ``toolCallId`` of the sub-agent it belongs to, ``None`` for
-    the session's own. An event names its sub-agent (``parentToolCallId``) or shares an
-    ``interactionId`` with one that does; an event naming neither, while a sub-agent runs,
-    is the sub-agent's if its interaction is not the session's (its prompt and system
-    message, the model change it makes)."""
+    the session's own. 1.0.102 marks each of a sub-agent's events with the ``agentId`` its
+    ``subagent.started`` event has, which tells sub-agents running side by side apart. Else
+    an event names its sub-agent (``parentToolCallId``) or shares an ``interactionId`` with
+    one that does; an event naming neither, while a sub-agent runs, is the latest one's if
+    its interaction is not the session's (its prompt and system message, the model change
+    it makes)."""
     out: list[str | None] = []
     running: list[str] = []
     agents: set[str] = set()
+    by_agent_id: dict[str, str] = {}  # the agentId of a subagent.started -> its toolCallId
     interaction: dict[str, str | None] = {}
     for _, event in events:
         data: Json = event["data"] if isinstance(event.get("data"), dict) else {}
@@ -118,6 +121,8 @@ def owners(events: list[tuple[int, Json]]) -> list[str | None]:
         if kind == "subagent.started" and isinstance(call, str):
             running.append(call)
             agents.add(call)
+            if isinstance(event.get("agentId"), str):
+                by_agent_id[event["agentId"]] = call
             out.append(None)
             continue
         if kind in ("subagent.completed", "subagent.failed") and isinstance(call, str):
@@ -126,8 +131,10 @@ def owners(events: list[tuple[int, Json]]) -> list[str | None]:
             out.append(None)
             continue
         parent, iid = data.get("parentToolCallId"), data.get("interactionId")
-        if isinstance(parent, str) and parent in agents:
-            who: str | None = parent
+        if isinstance(event.get("agentId"), str) and event["agentId"] in by_agent_id:
+            who: str | None = by_agent_id[event["agentId"]]
+        elif isinstance(parent, str) and parent in agents:
+            who = parent
         elif isinstance(iid, str) and iid in interaction:
             who = interaction[iid]
         else:
@@ -161,10 +168,40 @@ def _read_one(path: Path, progress: Progress | None = None
     refs = [] if agent is not None else [
         _ref(src, e["data"]) for _, e in mine if e["type"] == "subagent.started"
         and isinstance(e.get("data"), dict) and isinstance(e["data"].get("toolCallId"), str)]
-    imported = _build(src, first, mine, agent)
+    imported = _build(src, first, _results_in_call_order(mine), agent)
     if agent is None:
         _add_forks(imported, src, events)
     return imported, refs
+
+
+def _results_in_call_order(events: list[tuple[int, Json]]) -> list[tuple[int, Json]]:
+    """``events`` with each reply's ``tool.execution_complete`` events in the order of its
+    calls, where the last of them was written: the CLI sends the results so, while the file
+    has them as they finished (two sub-agents run side by side and finish in any order). A
+    result still missing when the next message comes leaves the others where they are then."""
+    out: list[tuple[int, Json]] = []
+    calls: list[str] = []  # the tool calls of the last reply
+    held: dict[str, tuple[int, Json]] = {}
+
+    def flush() -> None:
+        out.extend(held.pop(c) for c in calls if c in held)
+
+    for item in events:
+        kind, data = item[1]["type"], item[1].get("data")
+        data = data if isinstance(data, dict) else {}
+        if kind == "tool.execution_complete" and data.get("toolCallId") in calls:
+            held[data["toolCallId"]] = item
+            if len(held) == len(calls):
+                flush()
+                calls = []
+            continue
+        if kind in ("assistant.message", "user.message"):
+            flush()
+            calls = [str(r.get("toolCallId")) for r in data.get("toolRequests") or ()
+                     if isinstance(r, dict) and r.get("toolCallId")]
+        out.append(item)
+    flush()
+    return out
 
 
 _FORKED_INTO = re.compile(r"Forked this session into .*\(([0-9A-Za-z-]+)\)\.?$")

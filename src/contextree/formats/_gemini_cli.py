@@ -19,7 +19,8 @@ the results of calls that no user record answers follow it. A rewind leaves the 
 took out on a branch of their own, and the conversation goes on from the message before them;
 so does a ``$set.messages`` that writes a different conversation: when the CLI compresses the
 history, the new one (its ``<state_snapshot>`` summary, marked as a compaction summary, and
-what was kept) starts a branch from the root, and the old one stays as it was.
+what was kept) starts a branch from the root, and the old one stays as it was; a compaction
+entry holding that summary goes before it (the setup text before it kept in the context).
 ``info``/``error``/``warning`` records (shown to the user, never sent to the model) are kept as
 custom entries; record fields contextree has no place for stay on the message. The system
 prompt is not in the file (the CLI builds it anew each run), so the context starts with the
@@ -36,7 +37,7 @@ from typing import Any
 
 from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
-from ..entries import AnyEntry, CustomEntry, MessageEntry
+from ..entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from ..markers import CompactionSummaryMarker
 from ._base import (
     Ids,
@@ -221,6 +222,7 @@ def _read_one(path: Path, progress: Progress | None = None
     entries: list[AnyEntry] = []
     stamp = file_time(path)
     counts: dict[str, int] = {}
+    tokens_before = 0  # what the context held, by the last reply's usage
     for inst in instances:
         parent = _last_entry(instances, inst.parent)
         record = inst.record
@@ -232,6 +234,11 @@ def _read_one(path: Path, progress: Progress | None = None
             if isinstance(item, Message):
                 if i == 0:
                     item = item.set_extra({"gemini_cli_id": record["id"]})
+                if item.usage is not None:
+                    tokens_before = item.usage.context_tokens
+                if isinstance(item.marker, CompactionSummaryMarker):
+                    parent = _compaction(item, eid, parent, when, tokens_before,
+                                         _first_entry(instances, inst.parent), ids, entries)
                 entries.append(MessageEntry(eid, parent, when, message=item))
             else:
                 entries.append(CustomEntry(eid, parent, when, custom_type="gemini_cli_" + kind,
@@ -256,6 +263,28 @@ def _read_one(path: Path, progress: Progress | None = None
                  parent_session=path.parent.name if sub else None)
     report = {"records": counts, "messages": len(live), "rewound": len(instances) - len(live)}
     return Imported(hdr, entries, leaf_id=leaf, report=report), _refs(path, meta, instances)
+
+
+def _compaction(summary: Message, eid: str, parent: str | None, when: str, tokens_before: int,
+                first_kept: str | None, ids: Ids, entries: list[AnyEntry]) -> str:
+    """Append the compaction entry of the CLI's compression before its summary message
+    ``eid``; returns its id. It holds the summary and names that message
+    (``summary_entry``), which sends it once; what the new history holds before the summary
+    (the setup text) stays in the context (``first_kept_entry_id``)."""
+    comp = CompactionEntry(ids.new(), parent, when, summary=summary.text,
+                           first_kept_entry_id=first_kept, tokens_before=tokens_before,
+                           details={"source": FORMAT, "summary_entry": eid})
+    entries.append(comp)
+    return comp.id
+
+
+def _first_entry(instances: list[_Instance], k: int | None) -> str | None:
+    """The first entry of the conversation that ends with instance ``k``."""
+    first = None
+    while k is not None:
+        first = instances[k].entry_ids[0] if instances[k].entry_ids else first
+        k = instances[k].parent
+    return first
 
 
 def _last_entry(instances: list[_Instance], k: int | None) -> str | None:

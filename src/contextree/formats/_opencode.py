@@ -14,9 +14,10 @@ parts are one user message; each step of an assistant message (from ``step-start
 message's usage on its last step) followed by one tool message per tool part, holding what the
 tool returned (``state.output``, or ``state.error`` marked as an error). A ``compaction`` part
 (opencode's request for a summary) is sent as the user text "What did we do so far?" and the
-assistant message that answers it is the summary: a compaction entry (naming it as
-``summary_entry``) goes before it, so that the context starts there as opencode's does (sending that reply, marked as
-the summary, not contextree's own rendering of it). What has no
+assistant message that answers it is the summary: a compaction entry holding that text goes
+before them, so that the context starts there as opencode's does, and names the reply as
+``summary_entry``, so that the summary is sent once, as that reply (marked as the summary), not
+also as contextree's own rendering of it. What has no
 message of its own stays on the message it came with (step parts, tool metadata, the rows'
 own fields), and the session row in the header. The system prompt is not stored (opencode
 builds it for every request), nor is the ``event`` table read: it is a log of the same changes.
@@ -209,12 +210,18 @@ def _chain(s: _Loaded, start: int, parent: str | None, ids: Ids, entries: list[A
         for i, msg in enumerate(_messages(row["id"], data, its_parts, row["id"] in summaries)):
             if msg.usage is not None:
                 tokens_before = msg.usage.context_tokens
-            eid = row["id"] if i == 0 and ids.claim(row["id"]) else ids.new()
-            entries.append(MessageEntry(eid, parent, when, message=msg))
-            parent = eid
             comp_of = waiting.pop(row["id"], None) if msg.role == "assistant" else None
             if comp_of is not None:  # the summary the model wrote, sent as this reply
+                # an id of contextree's: the link survives an export's redaction, which takes
+                # an opencode id in `details` for a secret (the row id stays in `extra`)
+                eid = ids.new()
+                msg = msg.set_extra({"opencode_message_id": row["id"]})
+                comp_of.summary = msg.text
                 comp_of.details["summary_entry"] = eid
+            else:
+                eid = row["id"] if i == 0 and ids.claim(row["id"]) else ids.new()
+            entries.append(MessageEntry(eid, parent, when, message=msg))
+            parent = eid
         if parent is not None:
             last[row["id"]] = parent
         if progress is not None:

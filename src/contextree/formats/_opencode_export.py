@@ -5,6 +5,8 @@ this file: ``{"info": session, "messages": [{"info": message, "parts": [part, ..
 1.18.33 writes it. The context at the leaf becomes one user message per user (or summary)
 message, with a text part, and one assistant message per reply (reasoning, text and tool parts,
 each tool part holding its result, as opencode stores them; the reply's usage as ``tokens``).
+A compaction imported from opencode is written back in its shape: the question as a
+``compaction`` part, its answer as the ``summary`` message, so opencode resumes from there.
 Ids are opencode's: ``ses_``, ``msg_``, ``prt_`` followed by a time-ordered hex stamp, since
 opencode orders messages and parts by id. The system prompt is left out: opencode builds its
 own for every request.
@@ -14,13 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from .._messages import Message
 from .._session import Session
-from ..markers import SUMMARIES
+from ..markers import SUMMARIES, CompactionSummaryMarker
 from ._base import Json, dumps, iso_to_ms
+from ._opencode import COMPACTION_PROMPT
 
 _ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
@@ -60,7 +64,8 @@ def document(session: Session, at: str | None = None, *, cwd: str | None = None)
     user_id: str | None = None
     results: dict[str, Json] = {}  # tool call id -> its tool part
     last_ms = start
-    for msg, eid in zip(ctx.messages, ctx.entry_ids, strict=False):
+    asks = _summary_requests(ctx.messages)
+    for n, (msg, eid) in enumerate(zip(ctx.messages, ctx.entry_ids, strict=False)):
         entry = session.get_entry(eid) if eid is not None else None
         ms = max(iso_to_ms(entry.timestamp) or last_ms if entry is not None else last_ms,
                  last_ms)
@@ -79,25 +84,48 @@ def document(session: Session, at: str | None = None, *, cwd: str | None = None)
                           "agent": "build"}
             if model is not None:
                 info["model"] = {"providerID": model[0] or "", "modelID": model[1] or ""}
+            fields = asks.get(n, {"type": "text", "text": msg.text})
             messages.append({"info": info, "parts": [
-                {"id": ids.make("prt", ms), "sessionID": sid, "messageID": mid,
-                 "type": "text", "text": msg.text}]})
+                {"id": ids.make("prt", ms), "sessionID": sid, "messageID": mid, **fields}]})
             continue
         mid = ids.make("msg", ms)
         parts, results = _assistant_parts(msg, ids, sid, mid, ms)
+        agent = "compaction" if n - 1 in asks else "build"
         info = {"id": mid, "sessionID": sid, "role": "assistant", "parentID": user_id or mid,
-                "mode": "build", "agent": "build", "path": {"cwd": where, "root": "/"},
+                "mode": agent, "agent": agent, "path": {"cwd": where, "root": "/"},
                 "cost": (msg.usage.cost or 0) if msg.usage is not None else 0,
                 "tokens": _tokens(msg), "modelID": msg.model or (model[1] if model else ""),
                 "providerID": msg.provider or (model[0] if model else "") or "",
                 "time": {"created": ms, "completed": ms},
                 "finish": "tool-calls" if msg.tool_calls else "stop"}
+        if n - 1 in asks:
+            info["summary"] = True  # the answer to a compaction part: opencode's summary
         messages.append({"info": info, "parts": parts})
-    title = next((m["parts"][0]["text"] for m in messages if m["info"]["role"] == "user"), "")
+    title = next((m["parts"][0]["text"] for m in messages if m["info"]["role"] == "user"
+                  and m["parts"][0]["type"] == "text"), "")
     info = {"id": sid, "slug": sid[4:16].lower(), "projectID": "global", "directory": where,
             "title": title.strip()[:80] or "contextree export", "version": "1.18.33",
             "time": {"created": start, "updated": last_ms}}
     return {"info": info, "messages": messages}
+
+
+def _summary_requests(messages: list[Message]) -> dict[int, Json]:
+    """The user messages that asked opencode for a summary (its question, answered by a
+    message marked as the summary), by index: each one's ``compaction`` part, as opencode
+    wrote it when the session came from opencode, so that it resumes the session as
+    compacted there."""
+    out: dict[int, Json] = {}
+    for n, (ask, answer) in enumerate(pairwise(messages)):
+        if (ask.role == "user" and ask.text == COMPACTION_PROMPT and answer.role == "assistant"
+                and isinstance(answer.marker, CompactionSummaryMarker)):
+            kept = [p for p in ask.extra.get("opencode_parts", ())
+                    if isinstance(p, dict) and p.get("type") == "compaction"]
+            fields = {k: v for k, v in kept[0].items() if k != "id"} if kept else {}
+            out[n] = {"type": "compaction", "auto": bool(fields.get("auto")),
+                      "overflow": bool(fields.get("overflow")),
+                      **{k: v for k, v in fields.items() if k not in ("type", "auto",
+                                                                      "overflow")}}
+    return out
 
 
 def _assistant_parts(msg: Message, ids: _Ids, sid: str, mid: str,

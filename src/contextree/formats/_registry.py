@@ -20,10 +20,12 @@ from typing import Any
 
 from .._session import Session
 from ..errors import InvalidArgument, UnknownFormat
+from ..redaction import Redactor
 from ._base import Imported, Progress
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Companions",
     "Format",
     "FoundSession",
     "Reader",
@@ -45,6 +47,9 @@ Writer = Callable[[Session, str | None], bytes]
 """Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
 VersionWriter = Callable[[Session, str | None, str], bytes]
 """A ``Writer`` that also takes the version of the format to write (one of ``versions``)."""
+Companions = Callable[[Session, str | None, Redactor], dict[str, bytes]]
+"""The files a format writes beside an export (paths relative to the file less its suffix),
+from the redacted session, the exported entry and the redactor (for sessions it links)."""
 Home = str | os.PathLike[str] | None
 """A tool's home directory (``None``: where the tool keeps it by default)."""
 
@@ -87,6 +92,8 @@ class Format:
     own sessions by id (``import FMT --list``). ``copy`` is contextree's own format: every
     entry as it is, any storage. ``versions`` are the versions of the format ``export`` can
     write (the default first), each by ``version_writer``; ``writer`` writes the default.
+    ``companions`` gives the files the tool keeps beside a session file (Claude Code's
+    sub-agent transcripts), which ``export_session`` writes with it.
     """
 
     name: str
@@ -100,6 +107,7 @@ class Format:
     copy: bool = field(default=False, kw_only=True)
     versions: tuple[str, ...] = field(default=(), kw_only=True)
     version_writer: VersionWriter | None = field(default=None, kw_only=True)
+    companions: Companions | None = field(default=None, kw_only=True)
 
     @property
     def can_import(self) -> bool:

@@ -15,13 +15,19 @@ custom entry names the sub-agent (``agent_id``, ``tool_use_id``, ``file``, ``met
 
 The leaf stays the parent's. Claude Code's sub-agents (``_claude_code_subagents``) work the
 same way and share ``pointed_at``.
+
+On export, ``linked_agents(session, at, redactor)`` finds the sub-agents linked on the
+exported branch, each with the session that holds it and where its context ends: its root in
+the same session (``first_entry_id``), or the session it was imported into (``session``,
+opened read-only and redacted like the parent), for a format that writes them beside the
+session (Claude Code's sidechain files).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +45,12 @@ from ..entries import (
     MessageEntry,
 )
 from ..errors import SessionError, SessionExists
+from ..redaction import Redactor
 from ._base import Ids, Imported, Json, Progress
+from ._redacted import redacted_copy, redactor_for
 
-__all__ = ["SubagentRef", "import_with_subagents", "place", "pointed_at", "report",
-           "session_path"]
+__all__ = ["LinkedAgent", "SubagentRef", "import_with_subagents", "linked_agents", "place",
+           "pointed_at", "report", "session_path"]
 
 WriteImported = Callable[..., Session]
 ReadAgent = Callable[[Path], Imported]
@@ -227,3 +235,62 @@ def import_with_subagents(src: Path, dest: Path, write: WriteImported, refs: lis
             with contextlib.suppress(OSError):
                 Path(path).unlink()
         raise
+
+
+# -- export: the sub-agents a branch links to -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkedAgent:
+    """A sub-agent linked on an exported branch: its link (the ``<format>/subagent`` entry,
+    whose data names ``agent_id``, ``tool_use_id``, ``meta``), the session that holds it and
+    the entry its context ends at (``None``: that session's leaf)."""
+
+    link: CustomEntry
+    session: Session
+    leaf: str | None
+
+
+@contextlib.contextmanager
+def linked_agents(session: Session, at: str | None,
+                  redactor: Redactor) -> Iterator[list[LinkedAgent]]:
+    """The sub-agents linked on the branch at ``at`` of ``session`` (the redacted copy an
+    export is written from), their sessions open until the block ends (see the module
+    notes). A link whose sub-agent is not there (a session file gone) is left out."""
+    with contextlib.ExitStack() as stack:
+        out = []
+        for link in session.branch(at):
+            if not (isinstance(link, CustomEntry) and link.custom_type.endswith("/subagent")
+                    and isinstance(link.data, dict)):
+                continue
+            found = _agent_context(session, link.data, redactor, stack)
+            if found is not None:
+                out.append(LinkedAgent(link, *found))
+        yield out
+
+
+def _agent_context(session: Session, data: Json, redactor: Redactor,
+                   stack: contextlib.ExitStack) -> tuple[Session, str | None] | None:
+    root = data.get("first_entry_id")
+    if isinstance(root, str) and root in session:
+        last = data.get("last_entry_id")
+        return session, last if isinstance(last, str) and last in session else _leaf_below(
+            session, root)
+    where = data.get("session")
+    if not isinstance(where, str) or not Path(where).is_file():
+        return None
+    try:
+        linked = stack.enter_context(Session.open(where, readonly=True))
+    except SessionError:
+        return None
+    return redacted_copy(linked, redactor_for(session, redactor)), None
+
+
+def _leaf_below(session: Session, root: str) -> str:
+    """The last entry appended below ``root`` (a sub-agent's own root in its parent)."""
+    below, last = {root}, root
+    for e in session.entries():
+        if e.parent_id in below:
+            below.add(e.id)
+            last = e.id
+    return last
