@@ -12,7 +12,8 @@ system prompt, a text or the texts of several system messages; ``gen_ai.input.me
 ``gen_ai.output.messages``, tool arguments and results), and what is recorded then is
 redacted (``[REDACTED:aws-key:1]``, see docs/redaction.md) unless ``redact=False``.
 
-A turn's spans are made when it ends (see ``Tracing``), with the times recorded as it ran.
+A turn's spans are recorded as it runs and made with the SDK off the turn's thread, in
+batches, with the times recorded (see ``Tracing``); ``Tracing.flush()`` makes them at once.
 
 The ``otel`` extra installs ``opentelemetry-api`` and ``opentelemetry-sdk``; without it,
 building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextree[otel]'``.
@@ -20,10 +21,15 @@ building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextre
 
 from __future__ import annotations
 
+import atexit
+import logging
+import os
+import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 from .._messages import Usage
 from .._pricing import cost_of
@@ -52,9 +58,18 @@ __all__ = ["OTEL_EXTRA", "Tracing"]
 OTEL_EXTRA = "otel"
 """The extra that installs OpenTelemetry: ``pip install 'contextree[otel]'``."""
 
+BATCH_SECONDS = 0.2
+"""How long after a turn ended its spans wait to be made: the turns that end meanwhile are
+made in the same burst, while the SDK's code is warm (about half the CPU per span)."""
+
+_YIELD_SECONDS = 0.0001  # the daemon thread's pause between two turns' spans
+
+log = logging.getLogger("contextree.tracing")
+
+
 class _Pending:
     """A span as its turn runs: name, kind, attributes, times, status and events, kept
-    until the turn ends and ``Tracing`` makes the real span of it (same times)."""
+    until the span maker makes the real span of it (same times)."""
 
     __slots__ = ("attributes", "end_time", "error", "events", "kind", "name", "start_time")
 
@@ -63,12 +78,14 @@ class _Pending:
         self.start_time = time.time_ns()  # the clock the SDK stamps spans with
         self.end_time: int | None = None
         self.error: str | None = None  # the description of an ERROR status
-        self.events: list[tuple[str, dict[str, Any], int]] = []
+        self.events: list[tuple[str, dict[str, Any], int]] | None = None  # few spans have any
 
     def fail(self, description: str) -> None:
         self.error = description
 
     def add_event(self, name: str, attributes: dict[str, Any]) -> None:
+        if self.events is None:
+            self.events = []
         self.events.append((name, attributes, time.time_ns()))
 
     def end(self) -> None:
@@ -76,20 +93,95 @@ class _Pending:
             self.end_time = time.time_ns()
 
 
-@dataclass
 class _Turn:
     """The spans of one turn (one ``Env``): the turn's, its children in the order they
     started, and those still open."""
 
-    span: _Pending
-    children: list[_Pending] = field(default_factory=list)
-    model: _Pending | None = None  # the model call's span
-    model_start: Usage | None = None  # the turn's usage when the model call started
-    tools: dict[str, _Pending] = field(default_factory=dict)  # call id -> span
-    compaction: _Pending | None = None
-    compaction_usage: Usage | None = None
-    request: SentRequest | None = None
-    reply_id: str | None = None  # the entry the model call's reply was stored as
+    __slots__ = ("children", "compaction", "compaction_usage", "model", "model_start",
+                 "reply_id", "request", "span", "tools")
+
+    def __init__(self, span: _Pending) -> None:
+        self.span = span
+        self.children: list[_Pending] = []
+        self.model: _Pending | None = None  # the model call's span
+        self.model_start: Usage | None = None  # the turn's usage when the model call started
+        self.tools: dict[str, _Pending] = {}  # call id -> span
+        self.compaction: _Pending | None = None
+        self.compaction_usage: Usage | None = None
+        self.request: SentRequest | None = None
+        self.reply_id: str | None = None  # the entry the model call's reply was stored as
+
+    def sent(self, request: SentRequest) -> None:
+        """``env.on_request``'s listener: the request of the model call about to start."""
+        self.request = request
+
+
+class _SpanMaker:
+    """The daemon thread that makes ended turns' spans with the SDK, one process-wide for
+    every ``Tracing``: woken by the first turn that ends, it waits ``BATCH_SECONDS`` and
+    makes every turn queued by then. ``drain`` makes them at once on the calling thread
+    (``Tracing.flush``, and at interpreter exit)."""
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[Tracing, _Turn]] = deque()  # append/popleft are atomic
+        self._wake = threading.Event()
+        self._making = threading.Lock()  # one drainer at a time: turns made in order
+        self._starting = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, tracing: Tracing, turn: _Turn) -> None:
+        """Queue ``turn``'s spans (from the thread that ran it: an append, mostly)."""
+        self._queue.append((tracing, turn))
+        if not self._wake.is_set():  # set until the worker takes the batch
+            if self._thread is None:
+                self._start()
+            self._wake.set()
+
+    def _start(self) -> None:
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="contextree-tracing",
+                                                daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            time.sleep(BATCH_SECONDS)
+            self._wake.clear()  # before draining: a turn queued from now on wakes it again
+            while self._make_one():
+                # Let go of the GIL between turns: a turn's thread waiting for it gets it
+                # now, not after the interpreter's switch interval (5 ms).
+                time.sleep(_YIELD_SECONDS)
+
+    def drain(self) -> None:
+        """Make the spans of every turn queued so far, here and now."""
+        while self._make_one():
+            pass
+
+    def _make_one(self) -> bool:
+        """Make the spans of the turn queued first; False when none was queued."""
+        with self._making:  # one turn at a time, in the order they ended
+            if not self._queue:
+                return False
+            tracing, turn = self._queue.popleft()
+            try:
+                tracing._make(turn)
+            except Exception:  # a span the SDK refused must not stop the others
+                log.exception("tracing: the spans of a turn could not be made")
+        return True
+
+    def forked(self) -> None:
+        """In a forked child: the parent's thread and queue are not this process's."""
+        self.__init__()  # type: ignore[misc]
+
+
+_MAKER = _SpanMaker()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_MAKER.forked)
+# At exit, the queued spans are made before any provider shuts down: threading's exit hooks
+# (what concurrent.futures uses) run before atexit's, where the SDK's providers shut down.
+getattr(threading, "_register_atexit", atexit.register)(_MAKER.drain)
 
 
 class Tracing:
@@ -99,10 +191,14 @@ class Tracing:
     conventions ask), redacted like every exit unless ``redact=False`` (or your own
     ``Redactor``); ``agent_name``: ``gen_ai.agent.name`` of the turn spans.
 
-    A turn's spans are recorded as it runs (times, attributes, status) and handed to the
-    SDK together when the turn ends, with the times they had: one burst of SDK work per turn
-    costs less than half as much as the same work spread over its events
-    (``bench/bench_tracing.py``). So an exporter receives a turn's spans once it ended."""
+    A turn's spans are recorded as it runs (times, attributes, status) and made with the
+    SDK, with the times they had, on a daemon thread ``BATCH_SECONDS`` (0.2 s) after the
+    turn ended, together with those of the turns that ended meanwhile: the turn's thread
+    only records, and a burst of SDK work costs about half what the same spans cost made
+    one turn at a time (``bench/bench_tracing.py``). ``flush()`` (or ``close()``, or leaving a ``with`` block)
+    makes the queued spans at once and has the provider export them; at interpreter exit
+    they are made before the SDK's providers shut down. Call ``flush()`` before calling
+    ``provider.shutdown()`` yourself: the spans still queued then are lost."""
 
     def __init__(self, *, tracer_provider: Any = None, capture_content: bool = False,
                  agent_name: str = "contextree", redact: bool | Redactor = True) -> None:
@@ -111,13 +207,16 @@ class Tracing:
             from opentelemetry.trace import SpanKind, Status, StatusCode
         except ImportError:
             raise missing_extra(OTEL_EXTRA, "opentelemetry") from None
+        self._trace = trace
         self._in_context = trace.set_span_in_context
         self._client, self._internal = SpanKind.CLIENT, SpanKind.INTERNAL
         self._status, self._code = Status, StatusCode
+        self._provider = tracer_provider
         self.tracer = trace.get_tracer("contextree", tracer_provider=tracer_provider)
         self.capture_content = capture_content
         self._content = CapturedContent(redact)  # what content is recorded goes through it
         self.agent_name = agent_name
+        self._turn_name = f"invoke_agent {agent_name}"
         # One turn per env; dict and list operations are atomic, so tools that run in
         # parallel threads need no lock.
         self._turns: dict[int, _Turn] = {}
@@ -141,6 +240,25 @@ class Tracing:
         if turn is not None:
             handler(env, turn, payload)
 
+    def flush(self, timeout_millis: int = 30_000) -> bool:
+        """Make the spans of every turn that has ended, now, and have the provider export
+        them (its ``force_flush``, when it has one, as the SDK's does): what it returns."""
+        _MAKER.drain()
+        provider = self._provider or self._trace.get_tracer_provider()
+        force_flush = getattr(provider, "force_flush", None)
+        return bool(force_flush(timeout_millis)) if force_flush is not None else True
+
+    def close(self) -> None:
+        """``flush()``: nothing recorded is left behind (the provider is not shut down)."""
+        self.flush()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
     # -- spans -------------------------------------------------------------------------------
     def _child(self, turn: _Turn, name: str, kind: Any, attributes: dict[str, Any]) -> _Pending:
         span = _Pending(name, kind, attributes)
@@ -148,50 +266,50 @@ class Tracing:
         return span
 
     def _turn_start(self, env: Env) -> None:
-        turn = _Turn(_Pending(f"invoke_agent {self.agent_name}", self._internal,
+        turn = _Turn(_Pending(self._turn_name, self._internal,
                               {"gen_ai.operation.name": "invoke_agent",
                                "gen_ai.agent.name": self.agent_name}))
         self._turns[id(env)] = turn
-
-        def sent(request: SentRequest) -> None:
-            turn.request = request
-
-        env.on_request(sent)
+        env.on_request(turn.sent)
 
     def _turn_end(self, env: Env, turn: _Turn, p: TurnEndPayload) -> None:
         self._turns.pop(id(env), None)
-        for open_span in [turn.model, turn.compaction, *turn.tools.values()]:
+        for open_span in (turn.model, turn.compaction, *turn.tools.values()):
             if open_span is not None:
                 open_span.end()
         span = turn.span
-        more: dict[str, Any] = {"contextree.iterations": p.iterations}
+        attributes = span.attributes
+        attributes["contextree.iterations"] = p.iterations
         if p.stopped is not None:
-            more["contextree.stopped"] = str(p.stopped)
+            attributes["contextree.stopped"] = str(p.stopped)
         if p.error is not None:
             span.fail(p.error)
-            more["error.type"] = p.error.split(":", 1)[0]
-        if env.session is not None:
-            more["gen_ai.conversation.id"] = env.session.id
-            more["contextree.leaf_id"] = env.session.leaf_id or ""
-        _usage_attributes(span, p.usage, p.cost, **more)
+            attributes["error.type"] = p.error.split(":", 1)[0]
+        session = env.session
+        if session is not None:
+            attributes["gen_ai.conversation.id"] = session.id
+            attributes["contextree.leaf_id"] = session.leaf_id or ""
+        _usage_attributes(attributes, p.usage, p.cost)
         span.end()
-        self._export(turn)
+        _MAKER.submit(self, turn)
 
-    def _export(self, turn: _Turn) -> None:
+    def _make(self, turn: _Turn) -> None:
         """Make the turn's spans with the SDK, children first (as they ended first)."""
         root = turn.span
-        real = self.tracer.start_span(root.name, kind=root.kind, attributes=root.attributes,
-                                      start_time=root.start_time)
+        start = self.tracer.start_span
+        real = start(root.name, kind=root.kind, attributes=root.attributes,
+                     start_time=root.start_time)
         context = self._in_context(real)
         for child in turn.children:
-            self._finish(self.tracer.start_span(
-                child.name, context=context, kind=child.kind, attributes=child.attributes,
-                start_time=child.start_time), child)
+            self._finish(start(child.name, context=context, kind=child.kind,
+                               attributes=child.attributes, start_time=child.start_time),
+                         child)
         self._finish(real, root)
 
     def _finish(self, real: Any, span: _Pending) -> None:
-        for name, attributes, stamp in span.events:
-            real.add_event(name, attributes, timestamp=stamp)
+        if span.events is not None:
+            for name, attributes, stamp in span.events:
+                real.add_event(name, attributes, timestamp=stamp)
         if span.error is not None:
             real.set_status(self._status(self._code.ERROR, span.error))
         real.end(end_time=span.end_time)
@@ -231,16 +349,16 @@ class Tracing:
         if span is None:
             return
         m = p.message
-        more: dict[str, Any] = {}
+        attributes = span.attributes
         if turn.reply_id is not None:
-            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
+            attributes["contextree.entry_id"], turn.reply_id = turn.reply_id, None
         if m.model:
-            more["gen_ai.response.model"] = m.model
+            attributes["gen_ai.response.model"] = m.model
         if m.stop_reason:
-            more["gen_ai.response.finish_reasons"] = [m.stop_reason]
+            attributes["gen_ai.response.finish_reasons"] = (m.stop_reason,)
         if self.capture_content:
-            more["gen_ai.output.messages"] = self._content.messages_json([m])
-        _usage_attributes(span, m.usage, cost_of(m), **more)
+            attributes["gen_ai.output.messages"] = self._content.messages_json([m])
+        _usage_attributes(attributes, m.usage, cost_of(m))
         span.end()
 
     def _committed(self, env: Env, turn: _Turn, p: CommittedPayload) -> None:
@@ -286,7 +404,7 @@ class Tracing:
         span, turn.compaction = turn.compaction, None
         if span is not None and turn.compaction_usage is not None:
             spent = _minus(env.turn_usage, turn.compaction_usage)  # the summarizer's calls
-            _usage_attributes(span, spent, spent.cost)
+            _usage_attributes(span.attributes, spent, spent.cost)
         return span
 
     def _compacted(self, env: Env, turn: _Turn, p: CompactedPayload) -> None:
@@ -315,13 +433,14 @@ class Tracing:
         if span is None:
             return
         span.fail("interrupted")
-        more: dict[str, Any] = {"error.type": "interrupted"}
+        attributes = span.attributes
+        attributes["error.type"] = "interrupted"
         if turn.reply_id is not None:  # what had arrived, stored
-            more["contextree.entry_id"], turn.reply_id = turn.reply_id, None
+            attributes["contextree.entry_id"], turn.reply_id = turn.reply_id, None
         spent = (_minus(env.turn_usage, turn.model_start) if turn.model_start is not None
                  else None)  # what the turn counted for the call (estimated)
-        _usage_attributes(span, spent, None if env.turn_cost is None or spent is None
-                          else spent.cost, **more)
+        _usage_attributes(attributes, spent, None if env.turn_cost is None or spent is None
+                          else spent.cost)
         span.end()
 
     def _retry(self, env: Env, turn: _Turn, p: RetryPayload) -> None:
@@ -340,23 +459,21 @@ _REQUEST_PARAMS = {
 }
 
 
-def _usage_attributes(span: _Pending, usage: Usage | None, cost: float | None,
-                      **more: Any) -> None:
-    """Set the token and cost attributes of ``usage`` (and ``more``) in one call."""
-    attributes: dict[str, Any] = more
-    if usage is not None:
-        attributes["gen_ai.usage.input_tokens"] = (usage.input + usage.cache_read
-                                                   + usage.cache_write)
-        attributes["gen_ai.usage.output_tokens"] = usage.output
-        if usage.cache_read:
-            attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
-        if usage.cache_write:
-            attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
-        if cost is None:
-            attributes["contextree.cost_unknown"] = True
-        else:
-            attributes["contextree.cost_usd"] = cost
-    span.attributes.update(attributes)
+def _usage_attributes(attributes: dict[str, Any], usage: Usage | None,
+                      cost: float | None) -> None:
+    """Set the token and cost attributes of ``usage`` in a span's ``attributes``."""
+    if usage is None:
+        return
+    attributes["gen_ai.usage.input_tokens"] = usage.input + usage.cache_read + usage.cache_write
+    attributes["gen_ai.usage.output_tokens"] = usage.output
+    if usage.cache_read:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cache_read
+    if usage.cache_write:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write
+    if cost is None:
+        attributes["contextree.cost_unknown"] = True
+    else:
+        attributes["contextree.cost_usd"] = cost
 
 
 def _minus(after: Usage, before: Usage) -> Usage:
