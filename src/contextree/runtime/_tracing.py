@@ -62,7 +62,8 @@ BATCH_SECONDS = 0.2
 """How long after a turn ended its spans wait to be made: the turns that end meanwhile are
 made in the same burst, while the SDK's code is warm (about half the CPU per span)."""
 
-_YIELD_SECONDS = 0.0001  # the daemon thread's pause between two turns' spans
+_HOLD_SECONDS = 0.002  # how long the daemon thread makes spans before it lets go of the GIL
+_YIELD_SECONDS = 0.0001  # and for how long
 
 log = logging.getLogger("contextree.tracing")
 
@@ -149,10 +150,14 @@ class _SpanMaker:
             self._wake.wait()
             time.sleep(BATCH_SECONDS)
             self._wake.clear()  # before draining: a turn queued from now on wakes it again
+            since = time.perf_counter()
             while self._make_one():
-                # Let go of the GIL between turns: a turn's thread waiting for it gets it
-                # now, not after the interpreter's switch interval (5 ms).
-                time.sleep(_YIELD_SECONDS)
+                # Let go of the GIL now and then: a turn's thread waiting for it gets it in
+                # a moment, not after the interpreter's switch interval (5 ms). Not after
+                # each turn: a burst keeps the SDK's code warm (half the CPU per span).
+                if time.perf_counter() - since > _HOLD_SECONDS:
+                    time.sleep(_YIELD_SECONDS)
+                    since = time.perf_counter()
 
     def drain(self) -> None:
         """Make the spans of every turn queued so far, here and now."""
