@@ -1,26 +1,28 @@
 """Benchmark: what OpenTelemetry tracing (``Tracing``) adds to a turn, on its thread and off.
 
-Run: ``python bench/bench_tracing.py [--turns 300] [--block 10]``.
+Run: ``python bench/bench_tracing.py [--turns 200] [--block 10] [--batch SECONDS]``.
 
 Each turn is a real agent turn: a ``SessionTree`` on a JSONL file, the system prompt, a tool
 call and its result, and two streamed model calls through the ``openai`` SDK to a local fake
-Chat Completions server (one HTTP round trip each, no network). Three ways alternate in
-blocks of ``--block`` turns, so drift in the machine's load hits them alike: no tracing (the
-baseline); ``agent.on("*", Tracing(...))`` as it ships, whose spans the SDK makes on
-``Tracing``'s daemon thread in batches; and the same with each turn's spans made at its end
-on the turn's thread (how ``Tracing`` worked before it had the daemon thread). Every span
-goes through the SDK's ``BatchSpanProcessor`` into an in-memory exporter; a traced block
-ends with ``tracing.flush()``, inside its measurement, so all its spans are made and
-exported in it.
+Chat Completions server (one HTTP round trip each, no network). Four ways alternate in
+blocks of ``--block`` turns, so drift in the machine's load hits them alike: no handler (the
+baseline); a timed handler that does nothing (what the timers themselves cost);
+``agent.on("*", Tracing(...))`` as it ships, whose spans the SDK makes on ``Tracing``'s
+daemon thread in batches; and the same with each turn's spans made at its ``turn_end`` on
+the turn's thread (how ``Tracing`` worked before it had the daemon thread). Every span goes
+through the SDK's ``BatchSpanProcessor`` into an in-memory exporter; a traced block ends
+with ``tracing.flush()``, inside its measurement, so all its spans are made and exported in
+it.
 
-Printed per turn: the median wall time and its ratio to the baseline's; the time spent
-inside the tracing handler (wall and CPU of the turn's thread, ``turn_end``'s apart); the
-CPU time of the threads that make and export the spans (``contextree-tracing``, the SDK's
-batch thread), read from their own CPU clocks; and the process's CPU time per turn (every
-thread, the fake server's included: block totals over their turns, median of the blocks)
-and its ratio to the baseline's, the honest total that moving work off the turn's thread
-cannot hide. A turn against a real provider takes far longer (the model's seconds), so the
-ratios here are upper bounds of the overhead.
+Printed per turn: the median wall time and its ratio to the baseline's; the process's CPU
+time (every thread, the fake server's included: block totals over their turns, median of
+the blocks) and its ratio to the baseline's (a few percent of noise on a busy machine);
+the time spent inside the handler (wall and CPU of the turn's thread, ``turn_end``'s apart,
+then less the timers' own); the CPU time of the threads that make and export the spans
+(``contextree-tracing``, the SDK's batch thread), read from their own CPU clocks, and of
+the flush ending each block; and their sum, tracing's CPU in all, which moving work off the
+turn's thread cannot hide. A turn against a real provider takes far longer (the model's
+seconds), so the ratios here are upper bounds of the overhead.
 """
 
 from __future__ import annotations
@@ -154,8 +156,9 @@ def _bare_spans(provider: Any, n: int) -> float:
 
 
 def _load() -> str:
+    """The load averages (1, 5, 15 minutes), for the record."""
     try:
-        return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
         return "unknown"
 

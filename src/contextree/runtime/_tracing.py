@@ -124,6 +124,11 @@ class _SpanMaker:
     (``Tracing.flush``, and at interpreter exit)."""
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Start empty, with no thread (also in a forked child: the parent's thread and
+        queue are not the child's)."""
         self._queue: deque[tuple[Tracing, _Turn]] = deque()  # append/popleft are atomic
         self._wake = threading.Event()
         self._making = threading.Lock()  # one drainer at a time: turns made in order
@@ -160,9 +165,11 @@ class _SpanMaker:
                     since = time.perf_counter()
 
     def drain(self) -> None:
-        """Make the spans of every turn queued so far, here and now."""
-        while self._make_one():
-            pass
+        """Make the spans of every turn queued so far, here and now (once a turn the
+        thread is making is made: the lock is taken at least once)."""
+        for _ in range(len(self._queue) + 1):
+            if not self._make_one():
+                break
 
     def _make_one(self) -> bool:
         """Make the spans of the turn queued first; False when none was queued."""
@@ -176,14 +183,10 @@ class _SpanMaker:
                 log.exception("tracing: the spans of a turn could not be made")
         return True
 
-    def forked(self) -> None:
-        """In a forked child: the parent's thread and queue are not this process's."""
-        self.__init__()  # type: ignore[misc]
-
 
 _MAKER = _SpanMaker()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_MAKER.forked)
+    os.register_at_fork(after_in_child=_MAKER.reset)
 # At exit, the queued spans are made before any provider shuts down: threading's exit hooks
 # (what concurrent.futures uses) run before atexit's, where the SDK's providers shut down.
 getattr(threading, "_register_atexit", atexit.register)(_MAKER.drain)
