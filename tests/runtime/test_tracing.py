@@ -4,9 +4,12 @@ entry ids, tokens and cost, and no message content unless asked for."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +30,39 @@ from contextree.runtime import (
 from fakes.models import HeldModel
 from fakes.openai_server import OpenAIServer, completion, tool_call
 from fakes.tools import lookup
+from helpers import SRC
 
 otel = pytest.importorskip("opentelemetry.sdk.trace")
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SimpleSpanProcessor,
+)
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
     InMemorySpanExporter,
 )
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 
-def _tracing(**options: Any) -> tuple[Tracing, InMemorySpanExporter]:
+def _tracing(*processors: SpanProcessor, **options: Any) -> tuple[Tracing, InMemorySpanExporter]:
+    """A ``Tracing`` whose spans reach an in-memory exporter (and ``processors``)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for processor in processors:
+        provider.add_span_processor(processor)
     return Tracing(tracer_provider=provider, **options), exporter
 
 
-def _by_name(exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
+def _spans(tracing: Tracing, exporter: InMemorySpanExporter) -> tuple[Any, ...]:
+    """The spans exported once ``tracing`` made those of the turns that ended."""
+    assert tracing.flush()
+    return exporter.get_finished_spans()
+
+
+def _by_name(tracing: Tracing, exporter: InMemorySpanExporter) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
-    for span in exporter.get_finished_spans():
+    for span in _spans(tracing, exporter):
         out.setdefault(span.name, []).append(span)
     return out
 
@@ -66,7 +82,7 @@ def test_a_turn_gives_genai_spans_with_session_and_entry_ids(tmp_path: Path) -> 
     tracing, exporter = _tracing()
     with OpenAIServer() as server:
         _turn(path, server, tracing)
-    spans = _by_name(exporter)
+    spans = _by_name(tracing, exporter)
     (turn,) = spans["invoke_agent contextree"]
     chats = spans["chat gpt-test"]
     (tool,) = spans["execute_tool lookup"]
@@ -95,7 +111,7 @@ def test_a_turn_gives_genai_spans_with_session_and_entry_ids(tmp_path: Path) -> 
     assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
     assert tool.attributes["contextree.entry_id"] == result
     # Content is off by default: no prompt, message or tool output in any attribute.
-    for span in exporter.get_finished_spans():
+    for span in _spans(tracing, exporter):
         for value in span.attributes.values():
             assert "Secret prompt" not in str(value) and "Oslo" not in str(value)
 
@@ -105,7 +121,7 @@ def test_the_spans_keep_the_times_and_order_the_turn_ran_in(tmp_path: Path) -> N
     tracing, exporter = _tracing()
     with OpenAIServer() as server:
         _turn(tmp_path / "s.jsonl", server, tracing)
-    spans = _by_name(exporter)
+    spans = _by_name(tracing, exporter)
     (turn,) = spans["invoke_agent contextree"]
     first, second = spans["chat gpt-test"]
     (tool,) = spans["execute_tool lookup"]
@@ -113,7 +129,7 @@ def test_the_spans_keep_the_times_and_order_the_turn_ran_in(tmp_path: Path) -> N
     assert tool.start_time < tool.end_time <= second.start_time < second.end_time
     assert second.end_time <= turn.end_time
     # Children are exported before their parent, as when each ended on its own.
-    names = [s.name for s in exporter.get_finished_spans()]
+    names = [s.name for s in _spans(tracing, exporter)]
     assert names[-1] == "invoke_agent contextree"
 
 
@@ -121,7 +137,7 @@ def test_capture_content_records_messages_and_tool_io(tmp_path: Path) -> None:
     tracing, exporter = _tracing(capture_content=True)
     with OpenAIServer() as server:
         _turn(tmp_path / "s.jsonl", server, tracing)
-    spans = _by_name(exporter)
+    spans = _by_name(tracing, exporter)
     first = spans["chat gpt-test"][0].attributes
     assert first["gen_ai.system_instructions"] == "Secret prompt."
     assert "Weather in Oslo?" in first["gen_ai.input.messages"]
@@ -143,7 +159,7 @@ def test_several_system_messages_are_the_system_instructions_in_order(tmp_path: 
              .use(SystemPrompt, text="Secret prompt.").use(preamble).run(ScriptedModel(["ok"])))
     agent.on("*", tracing)
     agent.start("Hi")
-    (chat,) = _by_name(exporter)["chat scripted"]
+    (chat,) = _by_name(tracing, exporter)["chat scripted"]
     assert chat.attributes["gen_ai.system_instructions"] == ("Rules first.", "Secret prompt.")
 
 
@@ -164,9 +180,9 @@ def test_captured_content_is_redacted_unless_redact_false(tmp_path: Path) -> Non
                      .use(DefaultToolPipeline, tools=[lookup]).run(model))
             agent.on("*", tracing)
             agent.start(f"Weather with {key}?")
-        recorded = " ".join(str(v) for span in exporter.get_finished_spans()
+        recorded = " ".join(str(v) for span in _spans(tracing, exporter)
                             for v in span.attributes.values())
-        spans = _by_name(exporter)
+        spans = _by_name(tracing, exporter)
         tool = spans["execute_tool lookup"][0].attributes
         last = spans["chat gpt-test"][-1].attributes
         if redact:  # the system prompt, the messages in and out, the tool's input and output
@@ -198,7 +214,7 @@ def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> No
              .use(DefaultCompactionPipeline, window=4000, summarizer=summarizer).run(model))
     agent.on("*", tracing)
     agent.start("And now?")
-    (compaction,) = _by_name(exporter)["contextree.compaction"]
+    (compaction,) = _by_name(tracing, exporter)["contextree.compaction"]
     a = compaction.attributes
     with Session.open(path, readonly=True) as s:
         (entry,) = s.find(ct.entries.CompactionEntry)
@@ -216,13 +232,13 @@ def test_a_compaction_and_an_interruption_have_their_spans(tmp_path: Path) -> No
             break
     threading.Timer(0.2, held.release.set).start()
     stream.close()
-    cut = [s for s in exporter.get_finished_spans() if s.name == "chat scripted"][-1]
+    cut = [s for s in _spans(tracing, exporter) if s.name == "chat scripted"][-1]
     assert cut.status.status_code is StatusCode.ERROR
     assert cut.attributes["error.type"] == "interrupted"
     assert cut.attributes["gen_ai.usage.input_tokens"] > 0  # estimated, as the stats count it
     with Session.open(path, readonly=True) as s:
         assert cut.attributes["contextree.entry_id"] == s.leaf_id  # the partial reply
-    turns = _by_name(exporter)["invoke_agent contextree"]
+    turns = _by_name(tracing, exporter)["invoke_agent contextree"]
     assert turns[-1].attributes["contextree.stopped"] == "interrupted"
 
 
@@ -259,4 +275,171 @@ def test_tracing_never_breaks_a_turn_it_cannot_follow(tmp_path: Path) -> None:
     agent.on(Event.MODEL_START, add_late)
     turn = agent.start("go")
     assert turn.text == "ok" and not turn.handler_errors
-    assert exporter.get_finished_spans() == ()
+    assert _spans(tracing, exporter) == ()
+
+
+
+class _Threads(SpanProcessor):
+    """Records the name of the thread each span ended on."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.names.append(threading.current_thread().name)
+
+
+def test_the_spans_are_made_off_the_turns_thread_once_it_ended(tmp_path: Path) -> None:
+    threads = _Threads()
+    tracing, exporter = _tracing(threads)
+    turn_thread: list[str] = []
+    agent = ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").run(ScriptedModel(["ok"]))
+    agent.on(Event.TURN_END, lambda env, p: turn_thread.append(threading.current_thread().name))
+    agent.on("*", tracing)
+    agent.start("Hi")
+    deadline = time.monotonic() + 60  # no flush: the daemon thread makes them, in a while
+    while len(exporter.get_finished_spans()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(s.name for s in exporter.get_finished_spans()) == [
+        "chat scripted", "invoke_agent contextree"]
+    assert threads.names == ["contextree-tracing"] * 2
+    assert turn_thread and turn_thread[0] != "contextree-tracing"
+
+
+def test_flush_and_close_have_the_provider_export_every_span(tmp_path: Path) -> None:
+    # A batch processor that would wait a minute exports them once flushed.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=60_000))
+    with Tracing(tracer_provider=provider) as tracing:
+        agent = ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").run(
+            ScriptedModel(["one", "two"]))
+        agent.on("*", tracing)
+        agent.start("Hi")
+        assert tracing.flush()
+        assert len(exporter.get_finished_spans()) == 2
+        agent.start("Again")
+    assert len(exporter.get_finished_spans()) == 4  # leaving the block closed it: flushed
+    provider.shutdown()
+
+
+_EXITS_WITHOUT_CLOSE = """
+import sys
+from pathlib import Path
+
+import contextree as ct
+from contextree.models import ScriptedModel
+from contextree.runtime import SessionTree, Tracing, _tracing
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+out = Path(sys.argv[1])
+_tracing.BATCH_SECONDS = 3600  # the daemon thread would make them in an hour: exit does
+
+
+class ToFile(SpanExporter):
+    def export(self, spans):
+        with out.open("a") as f:
+            f.writelines(span.name + "\\n" for span in spans)
+        return SpanExportResult.SUCCESS
+
+
+tracing = Tracing()  # the global provider, set afterwards: it shuts down at exit first
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(ToFile()))
+trace.set_tracer_provider(provider)
+agent = ct.agent().use(SessionTree, path=out.with_suffix(".jsonl")).run(ScriptedModel(["ok"]))
+agent.on("*", tracing)
+agent.start("Hi")
+out.write_text("")  # the turn ended; its spans are still queued: exit now, no close()
+"""
+
+
+def test_spans_still_queued_when_the_process_exits_are_exported(tmp_path: Path) -> None:
+    out = tmp_path / "spans.txt"
+    subprocess.run([sys.executable, "-c", _EXITS_WITHOUT_CLOSE, str(out)], check=True,
+                   env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert sorted(out.read_text().splitlines()) == ["chat scripted", "invoke_agent contextree"]
+
+
+def _meeting(n: int) -> Any:
+    """A tool every one of ``n`` turns must be inside at once before any returns."""
+    barrier = threading.Barrier(n, timeout=60)
+
+    @ct.tool
+    def meet(city: str) -> str:
+        """Wait for the other turns.
+
+        Args:
+            city: Which city.
+        """
+        barrier.wait()
+        return f"met in {city}"
+
+    return meet
+
+
+def _meeting_agent(path: Path, meet: Any, tracing: Tracing, i: int) -> ct.runtime.Agent:
+    call = ToolCall(id=f"call_{i}", name="meet", arguments={"city": f"C{i}"})
+    agent = (ct.agent().use(SessionTree, path=path).use(ToolResultLoop)
+             .use(DefaultToolPipeline, tools=[meet])
+             .run(ScriptedModel([Message.assistant("", tool_calls=[call]), f"done {i}"])))
+    agent.on("*", tracing)
+    return agent
+
+
+def _check_each_turn_has_its_spans(tracing: Tracing, exporter: InMemorySpanExporter,
+                                   paths: list[Path]) -> None:
+    spans = _spans(tracing, exporter)
+    turns = {s.attributes["gen_ai.conversation.id"]: s for s in spans
+             if s.name == "invoke_agent contextree"}
+    assert len(turns) == len(paths)
+    for i, path in enumerate(paths):
+        with Session.open(path, readonly=True) as s:
+            turn = turns[s.id]
+            entries = {e.id for e in s.entries()}
+        children = [c for c in spans if c.parent is not None
+                    and c.parent.span_id == turn.context.span_id]
+        assert sorted(c.name for c in children) == ["chat scripted", "chat scripted",
+                                                    "execute_tool meet"]
+        for child in children:
+            assert child.context.trace_id == turn.context.trace_id
+            assert child.attributes["contextree.entry_id"] in entries
+            if child.name == "execute_tool meet":
+                assert child.attributes["gen_ai.tool.call.id"] == f"call_{i}"
+            else:
+                assert child.attributes["gen_ai.conversation.id"] == s.id
+
+
+def test_turns_in_several_threads_at_once_keep_their_own_spans(tmp_path: Path) -> None:
+    tracing, exporter = _tracing()
+    meet = _meeting(4)
+    paths = [tmp_path / f"s{i}.jsonl" for i in range(4)]
+    agents = [_meeting_agent(path, meet, tracing, i) for i, path in enumerate(paths)]
+    results: list[Any] = [None] * 4
+
+    def run(i: int) -> None:
+        results[i] = agents[i].start("Go")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert [r.text for r in results] == [f"done {i}" for i in range(4)]
+    _check_each_turn_has_its_spans(tracing, exporter, paths)
+
+
+def test_turns_in_several_asyncio_tasks_keep_their_own_spans(tmp_path: Path) -> None:
+    tracing, exporter = _tracing()
+    meet = _meeting(3)
+    paths = [tmp_path / f"s{i}.jsonl" for i in range(3)]
+    agents = [_meeting_agent(path, meet, tracing, i) for i, path in enumerate(paths)]
+
+    async def all_at_once() -> list[Any]:
+        return await asyncio.gather(*(agent.astart("Go") for agent in agents))
+
+    results = asyncio.run(all_at_once())
+    assert [r.text for r in results] == [f"done {i}" for i in range(3)]
+    _check_each_turn_has_its_spans(tracing, exporter, paths)
