@@ -170,7 +170,7 @@ def main() -> None:
     parser.add_argument("--batch", type=float, default=_tracing.BATCH_SECONDS,
                         help="seconds a turn's spans wait to be made (default: Tracing's)")
     args = parser.parse_args()
-    _tracing.BATCH_SECONDS = args.batch
+    _tracing._MAKER.delay = args.batch
 
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor

@@ -335,7 +335,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 out = Path(sys.argv[1])
-_tracing.BATCH_SECONDS = 3600  # the daemon thread would make them in an hour: exit does
+_tracing._MAKER.delay = 3600  # the daemon thread would make them in an hour: exit does
 
 
 class ToFile(SpanExporter):

@@ -23,11 +23,10 @@ building a ``Tracing`` raises an ``ImportError`` naming ``pip install 'contextre
 from __future__ import annotations
 
 import atexit
-import logging
+import functools
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
@@ -36,6 +35,7 @@ from .._messages import Usage
 from .._pricing import cost_of
 from ..errors import missing_extra
 from ..redaction import Redactor
+from ._background import Background
 from ._env import Env, SentRequest
 from ._events import (
     CommittedPayload,
@@ -62,11 +62,6 @@ OTEL_EXTRA = "otel"
 BATCH_SECONDS = 0.2
 """How long after a turn ended its spans wait to be made: the turns that end meanwhile are
 made in the same burst, while the SDK's code is warm (about half the CPU per span)."""
-
-_HOLD_SECONDS = 0.002  # how long the daemon thread makes spans before it lets go of the GIL
-_YIELD_SECONDS = 0.0001  # and for how long
-
-log = logging.getLogger("contextree.tracing")
 
 
 class _Pending:
@@ -134,74 +129,7 @@ class _Spans:
         self.reply_id: str | None = None  # the entry the model call's reply was stored as
 
 
-class _SpanMaker:
-    """The daemon thread that builds ended turns' spans and makes them with the SDK, one
-    process-wide for every ``Tracing``: woken by the first turn that ends, it waits
-    ``BATCH_SECONDS`` and makes every turn queued by then. ``drain`` makes them at once on the calling thread
-    (``Tracing.flush``, and at interpreter exit)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        """Start empty, with no thread (also in a forked child: the parent's thread and
-        queue are not the child's)."""
-        self._queue: deque[tuple[Tracing, _Turn]] = deque()  # append/popleft are atomic
-        self._wake = threading.Event()
-        self._making = threading.Lock()  # one drainer at a time: turns made in order
-        self._starting = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, tracing: Tracing, turn: _Turn) -> None:
-        """Queue ``turn``'s spans (from the thread that ran it: an append, mostly)."""
-        self._queue.append((tracing, turn))
-        if not self._wake.is_set():  # set until the worker takes the batch
-            if self._thread is None:
-                self._start()
-            self._wake.set()
-
-    def _start(self) -> None:
-        with self._starting:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="contextree-tracing",
-                                                daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            self._wake.wait()
-            time.sleep(BATCH_SECONDS)
-            self._wake.clear()  # before draining: a turn queued from now on wakes it again
-            since = time.perf_counter()
-            while self._make_one():
-                # Let go of the GIL now and then: a turn's thread waiting for it gets it in
-                # a moment, not after the interpreter's switch interval (5 ms). Not after
-                # each turn: a burst keeps the SDK's code warm (half the CPU per span).
-                if time.perf_counter() - since > _HOLD_SECONDS:
-                    time.sleep(_YIELD_SECONDS)
-                    since = time.perf_counter()
-
-    def drain(self) -> None:
-        """Make the spans of every turn queued so far, here and now (once a turn the
-        thread is making is made: the lock is taken at least once)."""
-        for _ in range(len(self._queue) + 1):
-            if not self._make_one():
-                break
-
-    def _make_one(self) -> bool:
-        """Make the spans of the turn queued first; False when none was queued."""
-        with self._making:  # one turn at a time, in the order they ended
-            if not self._queue:
-                return False
-            tracing, turn = self._queue.popleft()
-            try:
-                tracing._make(turn)
-            except Exception:  # a span the SDK refused must not stop the others
-                log.exception("tracing: the spans of a turn could not be made")
-        return True
-
-
-_MAKER = _SpanMaker()
+_MAKER = Background("contextree-tracing", delay=BATCH_SECONDS)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_MAKER.reset)
 # At exit, the queued spans are made before any provider shuts down: threading's exit hooks
@@ -267,7 +195,7 @@ class Tracing:
             turn.events.append((time.time_ns(), payload, env.turn_usage, extra))
             if kind is TurnEndPayload:
                 self._turns.pop(id(env), None)
-                _MAKER.submit(self, turn)
+                _MAKER.submit(functools.partial(self._make, turn))
         elif kind is TurnStartPayload:
             turn = _Turn(env)
             self._turns[id(env)] = turn
