@@ -233,7 +233,7 @@ def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path, serve: Serve) -
 def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     from contextree.redaction import Redactor
     from contextree.redaction._redactor import SEPARATOR as _SEP
-    from contextree.view._model import redact_slots
+    from contextree.view._model import Slots, redact_slots
 
     texts = [f"line {i}" for i in range(9000)]
     texts[10] = f"key {SECRET} here"
@@ -242,7 +242,10 @@ def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     texts[8000] = "-----BEGIN RSA PRIVATE KEY-----"  # a block that runs on into the next
     texts[8001] = "MIIEowIBAAKCAQEA7" + "x" * 40 + "\n-----END RSA PRIVATE KEY-----"
     boxes = [{"s": t} for t in texts]
-    redact_slots([(b, "s") for b in boxes], Redactor())
+    slots = Slots()
+    for b in boxes:
+        slots.add(b, "s")
+    redact_slots(slots, Redactor())
     one_by_one = Redactor()
 
     def untagged(t: str) -> str:  # a batch redone text by text numbers its tags on
