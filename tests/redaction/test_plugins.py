@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -81,3 +82,21 @@ def test_the_gate_finds_what_the_loaded_plugins_find() -> None:
     texts = ["nothing here", f"key {token} ", "twilio AC" + "0a" * 16, "plain words again",
              "password reset", "x" * 100]
     assert Redactor().texts(texts) == Redactor(detect_secrets=True).texts(texts)
+
+
+def test_threads_at_the_gate_at_once_each_get_the_plugins() -> None:
+    token = "AKC" + "p" * 3 + "9Qz" * 4
+    red = Redactor()
+    start = threading.Barrier(8)
+    outs: list[str] = []
+
+    def run() -> None:
+        start.wait()
+        outs.append(red.text(f"key {token} "))
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(outs) == 8 and all(token not in o and "artifactory" in o for o in outs)

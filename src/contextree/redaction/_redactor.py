@@ -7,6 +7,7 @@ in the last), so use one per export, view or copy.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -69,6 +70,7 @@ class Redactor:
         # detect-secrets' plugins: imported now when required, else behind a gate that
         # imports them for the first text that may hold what they find (most never do)
         self._gate = PluginGate() if detect_secrets is None and self._enabled else None
+        self._opening = threading.Lock()
         plugins: Sequence[Detector] = (
             [self._gate] if self._gate is not None else
             plugin_detectors(True) if detect_secrets and self._enabled else [])
@@ -120,14 +122,16 @@ class Redactor:
         """The detectors to run on ``s``; the plugins in place of their gate once a text
         passes it."""
         chosen = self._prefilter.select(s)
-        gate = self._gate
-        if gate is not None and gate in chosen:
-            k = self._detectors.index(gate)
-            self._detectors[k:k + 1] = plugin_detectors(None)
-            self._prefilter = Prefilter(self._detectors)
-            self._gate = None
-            return self._prefilter.select(s)
-        return chosen
+        gate = self._gate  # never reset: a thread may still hold a selection with it
+        if gate is None or gate not in chosen:
+            return chosen
+        with self._opening:  # two threads at the gate: one puts the plugins in its place
+            if gate in self._detectors:
+                detectors = list(self._detectors)
+                k = detectors.index(gate)
+                detectors[k:k + 1] = plugin_detectors(None)
+                self._detectors, self._prefilter = detectors, Prefilter(detectors)
+        return self._prefilter.select(s)
 
     def texts(self, texts: Sequence[str]) -> list[str]:
         """Every text of ``texts`` redacted, in order: what ``text`` gives for each, in a
