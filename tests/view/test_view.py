@@ -8,18 +8,15 @@ import base64
 import hashlib
 import json
 import re
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
+from viewer_serving import Serve, ServeCli, http_get
 
 from contextree import Session
 from contextree.formats import export_session
-from contextree.view import ViewServer, export_html, export_markdown, read_view, view_html
+from contextree.view import export_html, export_markdown, read_view, view_html
 from contextree.view._page import script_json
 from helpers import cli
 
@@ -179,57 +176,35 @@ def test_cli_export_markdown_and_html(sample: tuple[Path, dict[str, str]]) -> No
     assert "Attempt 3" not in custom.stdout and "[REDACTED:custom:" in custom.stdout
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=20) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, ""
-
-
-def test_the_server_serves_only_its_sessions_under_its_token(sample: tuple[Path, dict[str, str]]) -> None:
+def test_the_server_serves_only_its_sessions_under_its_token(
+        sample: tuple[Path, dict[str, str]], serve: Serve) -> None:
     path, _ = sample
     other = path.with_name("other.jsonl")
     sample_session(other)
-
-    def render(target: str) -> str:
-        with Session.open(target) as s:
-            return view_html(s)
-
-    server = ViewServer([str(path), str(other)], render).start()
-    try:
-        host, port = server.httpd.server_address[:2]
-        assert host == "127.0.0.1"
-        base = f"http://127.0.0.1:{port}/{server.token}/"
-        status, index = _get(base)
-        assert status == 200 and str(other) in index and "<script" not in index
-        status, page = _get(base + "1")
-        assert status == 200 and 'id="ct-data"' in page and SECRET not in page
-        for wrong in (f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}/x{server.token}/0",
-                      base + "2", base + "../0", base + "0/../../etc/passwd"):
-            assert _get(wrong)[0] == 404, wrong
-    finally:
-        server.close()
+    server = serve([str(path), str(other)])
+    host, port = server.httpd.server_address[:2]
+    assert host == "127.0.0.1"
+    base = f"http://127.0.0.1:{port}/{server.token}/"
+    status, index, _ = http_get(base)
+    assert status == 200 and str(other) in index and "<script" not in index
+    status, page, _ = http_get(base + "1")
+    assert status == 200 and 'id="ct-data"' in page and SECRET not in page
+    for wrong in (f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}/x{server.token}/0",
+                  base + "2", base + "../0", base + "0/../../etc/passwd"):
+        assert http_get(wrong)[0] == 404, wrong
 
 
-def test_cli_view_serve_prints_a_url_that_works(sample: tuple[Path, dict[str, str]]) -> None:
+def test_cli_view_serve_prints_a_url_that_works(sample: tuple[Path, dict[str, str]],
+                                                serve_cli: ServeCli) -> None:
     path, _ = sample
-    proc = subprocess.Popen([sys.executable, "-m", "contextree", "view", str(path), "--serve"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        m = re.search(r"(http://127\.0\.0\.1:\d+/[\w-]+/0)", line)
-        assert m, line
-        status, page = _get(m.group(1))
-        assert status == 200 and "calc fix" in page and SECRET not in page
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    _, url = serve_cli(path)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[\w-]+/0", url), url
+    status, page, _ = http_get(url)
+    assert status == 200 and "calc fix" in page and SECRET not in page
 
 
 @pytest.mark.postgres
-def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path) -> None:
+def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path, serve: Serve) -> None:
     pytest.importorskip("psycopg")
     from conformance import fresh_schema_url
     from helpers import as_url, require_postgres
@@ -249,17 +224,8 @@ def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         page = out.read_text()
         assert "calc fix" in page and SECRET not in page and "Attempt 7:" in page
-
-        def render(t: str) -> str:
-            with Session.open(t) as session:
-                return view_html(session)
-
-        server = ViewServer([target], render).start()
-        try:
-            status, served = _get(server.url)
-            assert status == 200 and "Attempt 7:" in served and SECRET not in served
-        finally:
-            server.close()
+        status, served, _ = http_get(serve([target]).url)
+        assert status == 200 and "Attempt 7:" in served and SECRET not in served
     finally:
         drop()
 
@@ -267,7 +233,7 @@ def test_cli_view_and_serve_a_postgresql_session(tmp_path: Path) -> None:
 def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     from contextree.redaction import Redactor
     from contextree.redaction._redactor import SEPARATOR as _SEP
-    from contextree.view._model import redact_slots
+    from contextree.view._model import Slots, redact_slots
 
     texts = [f"line {i}" for i in range(9000)]
     texts[10] = f"key {SECRET} here"
@@ -276,7 +242,10 @@ def test_texts_redacted_many_at_a_time_come_back_each_in_its_place() -> None:
     texts[8000] = "-----BEGIN RSA PRIVATE KEY-----"  # a block that runs on into the next
     texts[8001] = "MIIEowIBAAKCAQEA7" + "x" * 40 + "\n-----END RSA PRIVATE KEY-----"
     boxes = [{"s": t} for t in texts]
-    redact_slots([(b, "s") for b in boxes], Redactor())
+    slots = Slots()
+    for b in boxes:
+        slots.add(b, "s")
+    redact_slots(slots, Redactor())
     one_by_one = Redactor()
 
     def untagged(t: str) -> str:  # a batch redone text by text numbers its tags on

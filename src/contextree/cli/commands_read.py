@@ -137,7 +137,7 @@ def _fitted(parts: list[tuple[str, str | None]], width: int) -> list[tuple[str, 
     budget = width
     for text, style in parts:
         shown = fit(visible(text), budget)
-        budget -= width_of(shown)
+        budget -= len(shown) if shown.isascii() else width_of(shown)  # visible: printable
         out.append((shown, style))
     return out
 

@@ -19,15 +19,16 @@ built-in key rule finds (IBM's) are not used.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from ._detectors import Hit
 from ._patterns import re2_matches
-from ._prefilter import needles_of
+from ._prefilter import IGNORE_CASE, needles_of
 
-__all__ = ["WINDOW", "PluginPattern", "available", "plugin_detectors"]
+__all__ = ["MODULES", "WINDOW", "PluginGate", "PluginPattern", "available", "plugin_detectors"]
 
 WINDOW = 4096
 _OVERLAP = 512
@@ -129,30 +130,84 @@ def _re2_compile(pattern: re.Pattern[str]) -> Any:
         return None
 
 
+# The plugin modules whose patterns are used, in the order their secret types sort (the
+# order the plugins run in); the skipped ones are left out. What detect-secrets' registry
+# would find by importing every module of the package, named here so that only these are
+# imported (``tests/redaction/test_plugins.py`` checks it against the registry).
+MODULES = (
+    "aws", "artifactory", "azure_storage_key", "basic_auth", "cloudant", "discord",
+    "github_token", "gitlab_token", "jwt", "mailchimp", "npm", "openai", "private_key",
+    "pypi_token", "sendgrid", "slack", "softlayer", "square_oauth", "stripe",
+    "telegram_token", "twilio",
+)
+
+# What every match of some plugin pattern holds (``PluginGate``): literals, in any case...
+_GATE_NEEDLES = (
+    "akia", "asia", "abia", "acca", "a3t", "akc", "accountkey=", "cloudant.com", "gho_",
+    "ghp_", "ghr_", "ghs_", "ghu_", "gldt-", "glft-", "glpat-", "glrt-", "glsoat-", "glcbt-",
+    "glimt-", "glptt-", "glagent-", "gloas-", "gr1348941", "eyj", "/:_authtoken=",
+    "t3blbkfj", "private key", "putty-user-key-file", "pypi-age", "xoxa-", "xoxb-", "xoxo-",
+    "xoxp-", "xoxr-", "xoxs-", "hooks.slack.com/services/", "/soap/v", "sq0csp-", "k_live_",
+)
+# ... or else a shape: these, one for the patterns whose literals are too short to look for
+# (each is wider than the patterns it stands for: a text it passes may still hold nothing).
+_GATE_SHAPES = (
+    r"""(?i:aws.{0,48}['"][0-9a-z/+]{40}['"])""",  # aws: a key after a keyword, quoted
+    r"AP[\dA-F][A-Za-z0-9]{8}",  # artifactory's password
+    r"://[^:/?#@\s]+:[^:/?#@\s]+@",  # basic auth in a URL
+    r"(?i:(?:cloudant|clou|cl|softlayer|sl)[_-]?(?:api)?[_-]?(?:key|pw|pass|token))",
+    r"[MNO][a-zA-Z\d_-]{23,25}\.[a-zA-Z\d_-]{6}\.",  # discord
+    r"[0-9a-z]{32}-us[0-9]",  # mailchimp
+    r"SG\.[a-zA-Z0-9_-]{22}\.",  # sendgrid
+    r"\d{8}:[0-9A-Za-z_-]{35}",  # telegram
+    r"(?:AC|SK)[a-z0-9]{32}",  # twilio
+)
+
+
+class PluginGate:
+    """Where detect-secrets' plugins run, before they are imported (its import is 0.15-0.25
+    s, more than a command that prints a branch takes): the prefilter selects it for a
+    text that holds one of the needles or shapes every plugin match holds, and the
+    ``Redactor`` then replaces it with the plugins' patterns (``plugin_detectors``). A
+    text it is not selected for cannot hold what a plugin finds, so nothing is missed."""
+
+    needles = (IGNORE_CASE, *_GATE_NEEDLES)
+    shape = "|".join(f"(?:{s})" for s in _GATE_SHAPES)
+
+    def find(self, text: str) -> Iterator[Hit]:
+        """Nothing: the gate is replaced before it would run."""
+        return iter(())
+
+
 _CACHE: list[PluginPattern] | None = None
+_MISSING = False  # detect-secrets was looked for and is not installed
 
 
 def plugin_detectors(wanted: bool | None) -> list[PluginPattern]:
     """The plugins' patterns: ``None`` when installed, ``True`` required, ``False`` none."""
-    global _CACHE
-    if wanted is False:
+    global _CACHE, _MISSING
+    if wanted is False or (_MISSING and not wanted):
         return []
     if _CACHE is None:
         try:
-            from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
             from detect_secrets.plugins.base import RegexBasedDetector
+            modules = [importlib.import_module(f"detect_secrets.plugins.{name}")
+                       for name in MODULES]
         except ImportError:
+            _MISSING = True
             if wanted:
                 raise ImportError("detect-secrets is not installed: pip install "
                                   "'contextree[secrets]'") from None
             return []
-        found: list[PluginPattern] = []
-        mapping: dict[str, Any] = get_mapping_from_secret_type_to_class()
-        for secret_type, cls in sorted(mapping.items()):
-            if cls.__name__ in _SKIPPED or not issubclass(cls, RegexBasedDetector):
-                continue
-            patterns: Any = cls.denylist  # a class attribute in every plugin
-            for pattern in patterns:
-                found.append(PluginPattern(_kind(secret_type), pattern))
-        _CACHE = found
+        found: list[tuple[str, PluginPattern]] = []
+        for module in modules:
+            for cls in vars(module).values():
+                if (not isinstance(cls, type) or not issubclass(cls, RegexBasedDetector)
+                        or cls.__module__ != module.__name__ or cls.__name__ in _SKIPPED):
+                    continue
+                secret_type: str = cls.secret_type  # type: ignore[assignment]
+                patterns: Any = cls.denylist  # a class attribute in every plugin
+                found += [(secret_type, PluginPattern(_kind(secret_type), p)) for p in patterns]
+        found.sort(key=lambda sp: sp[0])  # stable: a plugin's patterns stay in their order
+        _CACHE = [p for _, p in found]
     return list(_CACHE)

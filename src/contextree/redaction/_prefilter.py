@@ -17,7 +17,7 @@ is found.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import product
 from typing import Any, Generic, TypeVar
 
@@ -199,6 +199,11 @@ class Prefilter(Generic[D]):
         self._set: Any = None
         self._set_index: list[int] = []  # the detector of each pattern of the set
         self._set = self._compile()
+        # a detector's ``shape``: a pattern that selects it where its needles are absent
+        # (looked for in any case, however many needles it has: it is a gate, see _plugins)
+        self._shapes = [(k, _shape(d.shape)) for k, d in enumerate(self.detectors)  # type: ignore[attr-defined]
+                        if getattr(d, "shape", None)]
+        self._gated = {k for k, _ in self._shapes}
 
     def _compile(self) -> Any:
         try:
@@ -226,21 +231,44 @@ class Prefilter(Generic[D]):
 
     def select(self, text: str) -> list[D]:
         """The detectors to run on ``text``: those without needles and those whose needles
-        occur in it."""
+        (or shape) occur in it."""
         if self._set is not None:
             hits = self._set.Match(encoded(text)[0]) or ()
             on = {self._set_index[i] for i in hits}
-            return [d for k, d in enumerate(self.detectors)
-                    if self._needles[k] is None or k in on]
+        else:
+            on = self._plain(text)
+        for k, shape in self._shapes:
+            if k not in on and shape(text):
+                on.add(k)
+        return [d for k, d in enumerate(self.detectors)
+                if k in on or (self._needles[k] is None and k not in self._gated)]
+
+    def _plain(self, text: str) -> set[int]:
+        """Without RE2: the detectors whose needles are in ``text`` (or that have too many
+        needles to look for: they run)."""
         lower: str | None = None
-        out: list[D] = []
-        for d, needles in zip(self.detectors, self._needles, strict=True):
-            if needles is None or len(needles) > _PLAIN_SEARCHES:
-                out.append(d)
+        on: set[int] = set()
+        for k, needles in enumerate(self._needles):
+            if needles is None or (len(needles) > _PLAIN_SEARCHES and k not in self._gated):
+                on.add(k)
             elif needles[0] == IGNORE_CASE:
                 lower = text.lower() if lower is None else lower
                 if any(n in lower for n in needles[1:]):
-                    out.append(d)
+                    on.add(k)
             elif any(n in text for n in needles):
-                out.append(d)
-        return out
+                on.add(k)
+        return on
+
+
+def _shape(pattern: str) -> Callable[[str], bool]:
+    """Whether ``pattern`` matches somewhere in a text: on RE2 when installed (linear time,
+    the text encoded once for all), else on Python's ``re``."""
+    try:
+        import re2
+    except ImportError:
+        slow = re.compile(pattern)
+        return lambda text: slow.search(text) is not None
+    options = re2.Options()
+    options.log_errors = False
+    fast = re2.compile(pattern, options)
+    return lambda text: fast.search(encoded(text)[0]) is not None

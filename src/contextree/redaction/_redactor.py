@@ -7,6 +7,7 @@ in the last), so use one per export, view or copy.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ from ._entropy import HighEntropy
 from ._keywords import Assignments, is_secret_key, kind_of_key
 from ._patterns import UserPattern, compile_pattern
 from ._placeholders import KnownSecrets, Placeholders, is_placeholder_text, is_placeholder_value
-from ._plugins import plugin_detectors
+from ._plugins import PluginGate, plugin_detectors
 from ._prefilter import Prefilter, anchored
 from ._scanner import scan
 
@@ -66,10 +67,15 @@ class Redactor:
         self._user: list[UserPattern] = [compile_pattern(p) for p in patterns]
         self._placeholders = Placeholders()
         self._known = KnownSecrets()
-        self._detectors: Sequence[Detector] = (
-            self._known, *BUILTIN, *self._user, Assignments(), *plugin_detectors(detect_secrets),
-            HighEntropy(),
-        )
+        # detect-secrets' plugins: imported now when required, else behind a gate that
+        # imports them for the first text that may hold what they find (most never do)
+        self._gate = PluginGate() if detect_secrets is None and self._enabled else None
+        self._opening = threading.Lock()
+        plugins: Sequence[Detector] = (
+            [self._gate] if self._gate is not None else
+            plugin_detectors(True) if detect_secrets and self._enabled else [])
+        self._detectors: list[Detector] = [] if not self._enabled else [
+            self._known, *BUILTIN, *self._user, Assignments(), *plugins, HighEntropy()]
         self._prefilter = Prefilter(self._detectors)
         # a pattern anchored at the text's start or end must see each text alone
         self._one_by_one = any(anchored(p.source) for p in self._user)
@@ -94,7 +100,7 @@ class Redactor:
         if not self._enabled or not s:
             return s
         known = len(self._known)
-        hits = scan(s, self._prefilter.select(s))
+        hits = scan(s, self._select(s))
         if not hits:
             return s
         out: list[str] = []
@@ -111,6 +117,21 @@ class Redactor:
         if len(self._known) > known:  # found by context here: also where it came earlier
             done = self._known.replace_new(done, known, self._placeholders)
         return done
+
+    def _select(self, s: str) -> list[Detector]:
+        """The detectors to run on ``s``; the plugins in place of their gate once a text
+        passes it."""
+        chosen = self._prefilter.select(s)
+        gate = self._gate  # never reset: a thread may still hold a selection with it
+        if gate is None or gate not in chosen:
+            return chosen
+        with self._opening:  # two threads at the gate: one puts the plugins in its place
+            if gate in self._detectors:
+                detectors = list(self._detectors)
+                k = detectors.index(gate)
+                detectors[k:k + 1] = plugin_detectors(None)
+                self._detectors, self._prefilter = detectors, Prefilter(detectors)
+        return self._prefilter.select(s)
 
     def texts(self, texts: Sequence[str]) -> list[str]:
         """Every text of ``texts`` redacted, in order: what ``text`` gives for each, in a
