@@ -242,3 +242,19 @@ def test_the_overflow_hint_path_of_a_spilled_output_is_not_a_secret() -> None:
             "_back0/demo/overflow/s-6a9001c3-dbca-40cd-aed6-0203ba986aaf/20261202T045655123-"
             "7e7b39eba1-shell.txt. Read more with the read tool.")
     assert Redactor().text(hint) == hint
+
+
+def test_entry_references_in_details_are_kept() -> None:
+    """An imported compaction names its summary's entry (``summary_entry``) and a sub-agent
+    link its first and last entries by another tool's ids, which look random: redacting
+    them would cut the link (the summary sent twice, the sub-agent left out of an export)."""
+    ref = "msg_9f3kQ2xLr7TzB1vWm8YpN4cHd6"
+    secret = aws_key()
+    entry = CompactionEntry("c1", None, "2026-01-01T00:00:00Z", summary=f"key {secret}",
+                            first_kept_entry_id=None, tokens_before=10,
+                            details={"summary_entry": ref, "note": secret,
+                                     "subagent": {"first_entry_id": ref, "last_entry_id": ref}})
+    out = Redactor().entry(entry)
+    assert out.details["summary_entry"] == ref
+    assert out.details["subagent"] == {"first_entry_id": ref, "last_entry_id": ref}
+    assert secret not in out.details["note"] and secret not in out.summary

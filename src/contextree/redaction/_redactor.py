@@ -46,6 +46,11 @@ _STRUCTURAL = frozenset((
 ))
 
 
+# Keys that name another entry, kept wherever they are (an import's details, a sub-agent
+# link): ids of other tools look random enough for the entropy detector.
+_ENTRY_REFS = frozenset(("first_kept_entry_id", "summary_entry", "first_entry_id",
+                         "last_entry_id"))
+
 # kinds found by their context, not their shape: looked for again wherever they recur
 _BY_CONTEXT = frozenset(("password", "token", "api-key", "secret", "url-password",
                          "db-password", "custom", "auth-header"))
@@ -236,7 +241,8 @@ class Redactor:
                 return self._tag(obj, kind_of_key(key)) if not is_placeholder_text(obj) else obj
             return take(obj) if obj else obj
         if isinstance(obj, dict):
-            return {(take(k) if isinstance(k, str) and k else k): self._value(v, _key(k), take)
+            return {(take(k) if isinstance(k, str) and k else k):
+                    v if k in _ENTRY_REFS and isinstance(v, str) else self._value(v, _key(k), take)
                     for k, v in obj.items()}
         if isinstance(obj, list):
             return [self._value(v, None, take) for v in obj]
