@@ -98,6 +98,25 @@ def test_ls_of_an_empty_directory_imports_only_what_ls_needs(tmp_path: Path) -> 
     assert not loaded & set(NOT_FOR_LS), sorted(loaded & set(NOT_FOR_LS))
 
 
+@pytest.mark.parametrize("command", ["tree", "show", "stats"])
+def test_read_commands_import_no_pydantic(command: str, tmp_path: Path) -> None:
+    # tree and show take a repeatable --redact-pattern (list[str]): Typer's adapter for it
+    # would import pydantic (~0.1 s); the values reach the command all the same
+    import contextree as ct
+
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        s.append_message(ct.Message.user("hello world"))
+    loaded = _loaded_after(_command(command, str(path)))
+    assert "pydantic" not in loaded
+    if command != "stats":
+        out = subprocess.run([sys.executable, "-m", "contextree", command, str(path),
+                              "--redact-pattern", "hel+o", "--redact-pattern", "wor.d"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert "[REDACTED:custom:1] [REDACTED:custom:2]" in out.stdout
+
+
 @pytest.mark.parametrize(("env", "styled"), [({}, False), ({"FORCE_COLOR": "1"}, True),
                                              ({"TTY_COMPATIBLE": "1"}, True)])
 def test_piped_output_is_plain_without_rich_unless_the_environment_asks(

@@ -170,14 +170,16 @@ class LazyGroup(TyperGroup):
 
 
 def plain_values(params: list[Any]) -> list[Any]:
-    """``params`` (a command's), their plain ``str`` and ``bool`` ones set to take a value
-    that already has their type as it is.
+    """``params`` (a command's), their plain ``str`` and ``bool`` ones (and repeatable
+    ``str`` options, ``list[str]``) set to take a value that already has their type as it
+    is.
 
     Typer (0.2x) coerces every parameter value through a pydantic ``TypeAdapter``, built on
     first use (the help option's too): for a short command, importing pydantic and building
     the adapters takes longer than everything else (``contextree ls`` of an empty directory:
     more than twice as long). A command-line value for a ``str`` parameter is already a
-    ``str``, and a flag's a ``bool``: what Typer's adapter returns for them. Any other value
+    ``str``, and a flag's a ``bool``, a repeated option's a tuple of ``str`` (a list of them
+    is what Typer's adapter returns): what Typer's adapter returns for them. Any other value
     (bytes from a test runner, a string from an environment variable for a flag) still goes
     through Typer's own coercion; a Typer without this machinery is left alone."""
     try:
@@ -189,15 +191,19 @@ def plain_values(params: list[Any]) -> list[Any]:
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             if type(value) is self.annotation:
                 return value
+            if (self.annotation == list[str] and type(value) in (tuple, list)
+                    and all(type(v) is str for v in value)):
+                return list(value)
             return build_runtime_param(param.type_descriptor)._coerce_value(
                 value, param=param, ctx=ctx)
 
     for param in params:
         described = getattr(param, "type_descriptor", None)
         if (described is None or getattr(param, "_runtime_param", ()) is not None
-                or described.annotation not in (str, bool) or described.parameter_info.parser
+                or described.annotation not in (str, bool, list[str])
+                or described.parameter_info.parser
                 or described.is_file or described.is_path or described.is_choice
-                or param.multiple or param.nargs != 1):
+                or param.multiple != (described.annotation == list[str]) or param.nargs != 1):
             continue
         param._runtime_param = Plain(parameter_info=described.parameter_info,
                                      annotation=described.annotation)
