@@ -18,12 +18,16 @@ import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, MessageEntry, SessionHeader, decode_line
 from ..errors import EntryNotFound, ParentCycle, StorageFailure
 from ._base import Outline, Span, TreeIndex, bookkeeping
 from ._index import Columns, IndexRead, TailRecord, line_crc
+
+if TYPE_CHECKING:
+    from ._encoded import EncodedEntry
 
 __all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
 
@@ -366,6 +370,11 @@ class FileTree(TreeIndex):
                            span)
         self.cache.put(slot, entry, span[1])
 
+    def add_encoded(self, entry: EncodedEntry, span: Span) -> None:
+        """``add`` of an entry held as its line (``JsonlStorage.append_encoded``)."""
+        self.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
+                       entry.fact, span)
+
     def add_place(self, eid: str, parent: str | None, kind: str, target: str | None,
                   text: str | None, fact: int, span: Span) -> None:
         """``add`` for an entry known by its place and bookkeeping, not as an object (its
@@ -401,9 +410,20 @@ class FileTree(TreeIndex):
             assert found is not None  # verify_links has checked it exists
             self.parents[slot] = found
         self._forward.clear()
+        self.last_crc()
+
+    def last_crc(self) -> int:
+        """The checksum of the last line (the one an index is checked by), computed from
+        the file when not known (appends leave it to the index records: see
+        ``tail_records``); 0 for no entries."""
         last = len(self.ids) - 1
-        if last >= 0 and not self.crcs.get(last):
-            self.crcs[last] = line_crc(self.file.pread(self.lengths[last], self.offsets[last]))
+        if last < 0:
+            return 0
+        crc = self.crcs.get(last)
+        if not crc:
+            crc = self.crcs[last] = line_crc(self.file.pread(self.lengths[last],
+                                                             self.offsets[last]))
+        return crc
 
     def columns(self) -> Columns | None:
         """The whole index, as ``write_index`` stores it; ``None`` if it cannot hold these
@@ -412,20 +432,29 @@ class FileTree(TreeIndex):
         if len(names) > 256 or any("\0" in i for i in self.ids):
             return None
         code = {name: k for k, name in enumerate(names)}
-        last = len(self.ids) - 1
         extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
         return Columns(self.offsets.tobytes(), self.lengths.tobytes(), self.parents.tobytes(),
                        bytes(map(code.__getitem__, self.types)), names, "\0".join(self.ids),
-                       extra, self.crcs.get(last, 0), bytes(self.facts))
+                       extra, self.last_crc(), bytes(self.facts))
 
     def tail_records(self, start: int) -> list[TailRecord]:
-        """Entries from ``start`` on, as tail records."""
+        """Entries from ``start`` on, as tail records, each with its line's checksum: those
+        not known are computed here, from lines read back in a few blocks (an append
+        leaves it to this, once per ``TAIL_EVERY`` lines: a CRC-32 per append runs with the
+        caches cold after each sync, and its tables cost more than the rest of it)."""
+        crcs, lengths = self.crcs, self.lengths
+        found = {k: line_crc(line) for k, line in self.lines(None, skip=crcs.__contains__,
+                                                             start=start)
+                 if len(line) == lengths[k]}  # a line cut short by a truncation: 0
+        last = len(self.ids) - 1
+        if last in found:
+            crcs[last] = found[last]
         out = []
         for k in range(start, len(self.ids)):
             target, text = self.extra.get(k, (None, None))
-            out.append(TailRecord(self.offsets[k], self.lengths[k], self.types[k], self.ids[k],
-                                  self.parents[k], self.crcs.get(k, 0), target, text,
-                                  self.facts[k]))
+            crc = crcs.get(k) or found.get(k, 0)
+            out.append(TailRecord(self.offsets[k], lengths[k], self.types[k], self.ids[k],
+                                  self.parents[k], crc, target, text, self.facts[k]))
         return out
 
     # -- reading ----------------------------------------------------------------------------
@@ -531,18 +560,20 @@ class FileTree(TreeIndex):
             if entry is not None:
                 yield entry
 
-    def lines(self, kinds: frozenset[str], block: int = LINES_BLOCK,
-              skip: Callable[[int], bool] | None = None) -> Iterator[tuple[int, memoryview]]:
-        """``(entry number, line)`` of every entry whose type is in ``kinds``, in append
-        order, for a caller that needs a few fields of many entries and decodes them itself.
+    def lines(self, kinds: frozenset[str] | None, block: int = LINES_BLOCK,
+              skip: Callable[[int], bool] | None = None,
+              start: int = 0) -> Iterator[tuple[int, memoryview]]:
+        """``(entry number, line)`` of every entry whose type is in ``kinds`` (``None``:
+        of every type) from entry ``start`` on, in append order, for a caller that needs a
+        few fields of many entries and decodes them itself.
         Lines close together are read at once, up to ``block`` bytes; bytes between lines
         further apart than ``READ_GAP`` are not read at all. The lines are not checked
         against the columns; the caller compares what it decodes. A line is cut short where
         the file ends (a last line whose newline is not written yet, or a file truncated
         since). ``skip(k)`` leaves out more entries (their lines unread)."""
         types, offsets, lengths = self.types, self.offsets, self.lengths
-        wanted = [k for k in range(len(self.ids))
-                  if types[k] in kinds and (skip is None or not skip(k))]
+        wanted = [k for k in range(start, len(self.ids))
+                  if (kinds is None or types[k] in kinds) and (skip is None or not skip(k))]
         i = 0
         while i < len(wanted):
             first = wanted[i]
