@@ -11,8 +11,9 @@ and the tree is rebuilt from a full read of the file before it answers.
 from __future__ import annotations
 
 import contextlib
-import operator
+import itertools
 import os
+import struct
 import threading
 import weakref
 from array import array
@@ -49,6 +50,7 @@ def fact_code(entry: AnyEntry) -> int:
         return ROLE_CODES.get(entry.message.role, UNKNOWN_FACT)
     return UNKNOWN_FACT
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
+_RECENT = 4096  # entries at the end a scan looks at first
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
 
 
@@ -225,10 +227,7 @@ class FileTree(TreeIndex):
         if slots is None:
             self._scans += 1
             if self._scans <= _SCANS_BEFORE_DICT:
-                try:
-                    return self.ids.index(entry_id)
-                except ValueError:
-                    return None
+                return _scan_for(self.ids, entry_id)
             slots = self._build_slots()
         return slots.get(entry_id)
 
@@ -274,7 +273,7 @@ class FileTree(TreeIndex):
             tree.crcs[n - 1] = cols.last_crc
             if not _in_order(tree.offsets, tree.lengths, read.header_len, file):
                 return None
-            if any(not 0 <= k < n for k in tree.extra):
+            if tree.extra and (min(tree.extra) < 0 or max(tree.extra) >= n):
                 return None
         end = tree.offsets[-1] + tree.lengths[-1] if n else read.header_len
         for r in read.tail:
@@ -617,12 +616,27 @@ class FileTree(TreeIndex):
         return [e for e in found if e is not None]
 
 
+def _scan_for(ids: list[str], entry_id: str) -> int | None:
+    """Where ``entry_id`` is in ``ids``, the recent entries looked at first (a leaf move
+    goes back to a recent entry, most often), or ``None``."""
+    recent = max(0, len(ids) - _RECENT)
+    for start, stop in ((recent, len(ids)), (0, recent)):
+        try:
+            return ids.index(entry_id, start, stop)
+        except ValueError:
+            pass
+    return None
+
+
 def _in_order(offsets: array[int], lengths: array[int], start: int, file: ReadFile) -> bool:
     """Each line starts where the one before ended (or after blank lines)."""
     if not offsets or offsets[0] < start:
         return False
-    ends = map(operator.add, offsets, lengths)
-    if all(map(operator.eq, offsets[1:], ends)) and offsets[0] == start:
+    # No gaps (what a writer gives): the offsets are the running sum of the lengths, packed
+    # and compared as bytes (half the instructions of comparing ints pair by pair).
+    running = list(itertools.accumulate(lengths, initial=start))
+    running.pop()
+    if struct.pack(f"{len(running)}q", *running) == offsets.tobytes():
         return True
     prev = start  # gaps: allowed only where the file holds blank lines
     for offset, length in zip(offsets, lengths, strict=True):
