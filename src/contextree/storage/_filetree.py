@@ -19,16 +19,13 @@ import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, MessageEntry, SessionHeader, decode_line
 from ..errors import EntryNotFound, ParentCycle, StorageFailure
 from ._base import Outline, Span, TreeIndex, bookkeeping
 from ._index import Columns, IndexRead, TailRecord, line_crc
-
-if TYPE_CHECKING:
-    from ._encoded import EncodedEntry
 
 __all__ = ["CACHE_BYTES", "FileTree", "ReadFile"]
 
@@ -52,6 +49,24 @@ def fact_code(entry: AnyEntry) -> int:
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
 _RECENT = 4096  # entries at the end a scan looks at first
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
+
+
+class Encoded(Protocol):
+    """What ``FileTree.add_encoded`` reads of an entry held as its line
+    (``_encoded.EncodedEntry``, which imports this module)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def fact(self) -> int: ...
 
 
 class _Stale(Exception):
@@ -369,7 +384,7 @@ class FileTree(TreeIndex):
                            span)
         self.cache.put(slot, entry, span[1])
 
-    def add_encoded(self, entry: EncodedEntry, span: Span) -> None:
+    def add_encoded(self, entry: Encoded, span: Span) -> None:
         """``add`` of an entry held as its line (``JsonlStorage.append_encoded``)."""
         self.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
                        entry.fact, span)
