@@ -34,6 +34,7 @@ from .entries import (
     ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
+    Entry,
     LabelEntry,
     LeafEntry,
     MessageEntry,
@@ -409,23 +410,31 @@ class Session:
     # -- appending -----------------------------------------------------------------------
     def _append(self, cls: type[Any], parent_id: str | None = None, *,
                 expected_leaf: ExpectedLeaf = UNSET, **fields: Any) -> str:
-        """Build an entry under the leaf (or ``parent_id``) with a fresh id and store it.
+        """Build an entry under the leaf (or ``parent_id``) with a fresh id and store it."""
+        on_leaf = parent_id is None
+        parent = self.storage.leaf_id if on_leaf else parent_id
+        return self._store_new(cls(new_id(), parent, now(), **fields), expected_leaf, on_leaf)
+
+    def _store_new(self, entry: AnyEntry, expected_leaf: ExpectedLeaf, on_leaf: bool) -> str:
+        """Store an entry made with a fresh id; returns the id.
 
         Every backend refuses a duplicate id, so a random id that happens to be taken is
         replaced and tried again rather than checked beforehand (one round trip fewer on a
         database).
         """
-        on_leaf = parent_id is None
-        parent = self.leaf_id if on_leaf else parent_id
-        for _ in range(8):
-            entry = cls(new_id(), parent, now(), **fields)
+        tries = 8
+        while True:
             try:
                 self.storage.append(entry, expected_leaf=expected_leaf, on_leaf=on_leaf)
             except DuplicateId:
+                tries -= 1
+                if not tries:  # pragma: no cover - 2**-256 odds
+                    raise StorageFailure("could not find an unused entry id after 8 tries",
+                                         path=self.location) from None
+                assert isinstance(entry, Entry)  # made by this session: a known type
+                entry = entry.replace(id=new_id())
                 continue
-            return entry.id  # type: ignore[no-any-return]
-        raise StorageFailure("could not find an unused entry id after 8 tries",
-                           path=self.location)  # pragma: no cover - 2**-256 odds
+            return entry.id
 
     def _check_leaf(self, expected_leaf: ExpectedLeaf) -> None:
         if not isinstance(expected_leaf, UnsetType) and self.leaf_id != expected_leaf:
@@ -443,7 +452,8 @@ class Session:
         """Append a message (a ``Message`` or its dict form) under the leaf; returns its id."""
         if not isinstance(message, Message):
             message = Message.from_dict(dict(message))
-        return self._append(MessageEntry, message=message, expected_leaf=expected_leaf)
+        entry = MessageEntry(new_id(), self.storage.leaf_id, now(), message=message)
+        return self._store_new(entry, expected_leaf, True)
 
     def append_thinking_level_change(self, thinking_level: str, *,
                                      expected_leaf: ExpectedLeaf = UNSET) -> str:

@@ -17,6 +17,7 @@ an unknown part is unknown: ``None`` (``null`` in JSON), the known part beside i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -512,55 +513,73 @@ def _tree_stats(tree: FileTree, leaf: str | None, labels: dict[str, str],
     if learnt and save is not None:
         save()
     n = len(ids)
-    totals: list[tuple[int, Usage, int] | None] = [None] * n
+    # How each entry counts: 0 a message the columns answer for, 1 an entry that adds
+    # nothing, 2 a leaf move (no totals, not a tip), 3 an entry whose line was read.
+    how = [0 if told else 2 if kind == "leaf" else 1 for told, kind in zip(said, types,
+                                                                          strict=True)]
+    for k in read:
+        how[k] = 3
+    # Totals above and at each entry, as a message count and an account (a usage sum and
+    # its unpriced calls, which change only at the entries read): -1, no totals (a leaf
+    # move, or an entry not counted yet), whose children count from nothing.
+    count = [-1] * n
+    account = [0] * n
+    accounts: list[tuple[Usage, int]] = [(_NOTHING[1], _NOTHING[2])]
     is_parent = bytearray(n)
-    tips: list[int] = []
-    roles: dict[str, int] = {}  # role -> messages, in the order roles first appear
+    read_roles: dict[str, int] = {}  # role -> messages read, in the order they come
+    firsts: dict[str, int] = {}  # role -> where it first comes
     column_compactions = 0
-    for k in range(n):
-        kind = types[k]
-        p = parents[k]
-        facts = read.get(k)
-        if facts is None:  # the columns say it all: a message that records no call, or none
-            above = (totals[p] if p >= 0 else None) or _NOTHING
-            if said[k]:
-                role = role_of[codes[k]]
-                roles[role] = roles.get(role, 0) + 1
-                totals[k] = (above[0] + 1, above[1], above[2])
-            elif kind == "leaf":
-                continue
-            else:
-                column_compactions += kind == "compaction"
-                totals[k] = above
+    for k, p, what in zip(range(n), parents, how, strict=True):
+        if p >= 0 and count[p] >= 0:
+            above, acct = count[p], account[p]
         else:
-            above = (totals[p] if p >= 0 else None) or _NOTHING
-            calls = _priced(facts)
-            if facts.message is not None:
-                role = facts.message.role
-                roles[role] = roles.get(role, 0) + 1
-            if not calls and facts.message is None:
-                totals[k] = above
-            else:
-                count, usage, unpriced = above
-                if facts.message is not None:
-                    count += 1
+            above, acct = 0, 0
+        if what == 0:
+            count[k], account[k] = above + 1, acct
+        elif what == 1:
+            column_compactions += types[k] == "compaction"
+            count[k], account[k] = above, acct
+        elif what == 2:
+            is_parent[k] = 1  # not a tip either
+            continue
+        else:
+            got = read[k]
+            calls = _priced(got)
+            if got.message is not None:
+                role = got.message.role
+                read_roles[role] = read_roles.get(role, 0) + 1
+                firsts.setdefault(role, k)
+                above += 1
+            if calls:
+                usage, unpriced = accounts[acct]
                 for call in calls:
                     usage = usage + call.usage
                     unpriced += 0 if call.known else 1
-                totals[k] = (count, usage, unpriced)
+                acct = len(accounts)
+                accounts.append((usage, unpriced))
+            count[k], account[k] = above, acct
         if p >= 0:
             is_parent[p] = 1
-        tips.append(k)
+    told_codes = bytes(itertools.compress(codes, said))  # the messages counted above
+    told_roles: dict[str, int] = {}
+    for code, role in role_of.items():
+        if code in told_codes:
+            told_roles[role] = told_codes.count(code)
+            where = next(k for k in range(n) if said[k] and codes[k] == code)
+            firsts[role] = min(firsts.get(role, where), where)
+    roles = {role: read_roles.get(role, 0) + told_roles.get(role, 0)  # in the order roles
+             for role in sorted(firsts, key=firsts.__getitem__)}  # first appear
     file = _tally(read[k] for k in sorted(read))
     file.message_count = sum(roles.values())
     file.by_role = roles
     file.compactions += column_compactions
     branches = []
-    for k in tips:
-        if not is_parent[k]:
-            found = totals[k]
-            assert found is not None
-            branches.append(BranchStats(ids[k], labels.get(ids[k]), ids[k] == leaf, *found))
+    k = is_parent.find(0)  # the tips, found in C (the entries with no child, leaf moves aside)
+    while k >= 0:
+        usage, unpriced = accounts[account[k]]
+        branches.append(BranchStats(ids[k], labels.get(ids[k]), ids[k] == leaf, count[k],
+                                    usage, unpriced))
+        k = is_parent.find(0, k + 1)
     path: list[_Facts] = []
     seen: set[int] = set()
     at = tree.slot_of(leaf) if leaf is not None else None

@@ -83,46 +83,48 @@ _CFG = dict(tag_field="type", omit_defaults=True, forbid_unknown_fields=True, di
 
 
 _second: tuple[int, str] = (-1, "")
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))  # the tail of every timestamp
 
 
 def now() -> str:
     """An ISO 8601 UTC timestamp with milliseconds, as written in every entry."""
     # Same text as datetime.now(UTC).isoformat(timespec="milliseconds") with a "Z", at a
-    # fraction of the cost (it runs on every append): the date part is cached per second.
+    # fraction of the cost (it runs on every append): the date part is cached per second,
+    # the milliseconds' text is looked up.
     global _second
-    ns = time.time_ns()
-    sec, ms = ns // 1_000_000_000, (ns // 1_000_000) % 1000
-    if _second[0] != sec:
-        _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
-    return f"{_second[1]}.{ms:03d}Z"
+    sec, ns = divmod(time.time_ns(), 1_000_000_000)
+    cached = _second
+    if cached[0] != sec:
+        cached = _second = (sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+    return cached[1] + _MILLIS[ns // 1_000_000]
 
 
 def new_id() -> str:
     """A short random entry id (8 hex digits); sessions check it is unused before use."""
     # What secrets.token_hex(4) gives, from os.urandom bytes drawn 4 KiB at a time (one
-    # system call per 1,024 ids, not per id); a child of fork() draws its own (see below).
-    global _random_at
-    with _random_lock:  # two threads never take the same bytes
-        at = _random_at
-        if at >= _RANDOM_BYTES:
-            _random[:] = os.urandom(_RANDOM_BYTES)
-            at = 0
-        _random_at = at + 4
-        return _random[at:at + 4].hex()
+    # system call per 1,024 ids, not per id) and cut into ids at once; ``list.pop`` is
+    # atomic, so two threads never take the same id; a child of fork() draws its own.
+    while True:
+        try:
+            return _ids.pop()
+        except IndexError:
+            with _refill_lock:
+                if not _ids:
+                    text = os.urandom(_RANDOM_BYTES).hex()
+                    _ids.extend([text[k:k + 8] for k in range(0, len(text), 8)])
 
 
 _RANDOM_BYTES = 4096
-_random = bytearray(_RANDOM_BYTES)
-_random_at = _RANDOM_BYTES  # none drawn yet
-_random_lock = threading.Lock()
+_ids: list[str] = []  # ids drawn and not given yet
+_refill_lock = threading.Lock()
 
 
 def _draw_anew() -> None:
     """After fork(): the child must not give the ids its parent will give (and a thread of
     the parent may have held the lock)."""
-    global _random_at, _random_lock
-    _random_at = _RANDOM_BYTES
-    _random_lock = threading.Lock()
+    global _refill_lock
+    _ids.clear()
+    _refill_lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

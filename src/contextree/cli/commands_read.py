@@ -7,7 +7,7 @@ import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -26,8 +26,6 @@ from ..entries import (
     to_dict,
 )
 from ..errors import SessionError, SessionNotFound
-from ..formats import Progress as ProgressFn
-from ..redaction import Redactor
 from ..runtime import is_flat_log, verify_log
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter
@@ -53,6 +51,10 @@ from .sessions import (
     resolve_entry,
 )
 from .terminal import fit, visible, width_of
+
+if TYPE_CHECKING:  # annotations only: `stats` needs neither the redactor nor the formats
+    from ..formats import Progress as ProgressFn
+    from ..redaction import Redactor
 
 VERIFY_PROGRESS_BYTES = 50 << 20
 LABEL_WIDTH = 24  # columns of a label in a tree line

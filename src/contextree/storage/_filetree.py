@@ -11,13 +11,15 @@ and the tree is rebuilt from a full read of the file before it answers.
 from __future__ import annotations
 
 import contextlib
-import operator
+import itertools
 import os
+import struct
 import threading
 import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator, Mapping
+from typing import Protocol
 
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, MessageEntry, SessionHeader, decode_line
@@ -45,7 +47,27 @@ def fact_code(entry: AnyEntry) -> int:
         return ROLE_CODES.get(entry.message.role, UNKNOWN_FACT)
     return UNKNOWN_FACT
 _SCANS_BEFORE_DICT = 3  # lookups by id answered by a scan before the id dict is built
+_RECENT = 4096  # entries at the end a scan looks at first
+_CHECK_BLOCK = 8192  # entries whose places are checked at once
 _FORWARD = -2  # a parent that comes later in the file, until ``seal`` resolves it
+
+
+class Encoded(Protocol):
+    """What ``FileTree.add_encoded`` reads of an entry held as its line
+    (``_encoded.EncodedEntry``, which imports this module)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def target(self) -> str | None: ...
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def fact(self) -> int: ...
 
 
 class _Stale(Exception):
@@ -221,10 +243,7 @@ class FileTree(TreeIndex):
         if slots is None:
             self._scans += 1
             if self._scans <= _SCANS_BEFORE_DICT:
-                try:
-                    return self.ids.index(entry_id)
-                except ValueError:
-                    return None
+                return _scan_for(self.ids, entry_id)
             slots = self._build_slots()
         return slots.get(entry_id)
 
@@ -270,7 +289,7 @@ class FileTree(TreeIndex):
             tree.crcs[n - 1] = cols.last_crc
             if not _in_order(tree.offsets, tree.lengths, read.header_len, file):
                 return None
-            if any(not 0 <= k < n for k in tree.extra):
+            if tree.extra and (min(tree.extra) < 0 or max(tree.extra) >= n):
                 return None
         end = tree.offsets[-1] + tree.lengths[-1] if n else read.header_len
         for r in read.tail:
@@ -366,6 +385,11 @@ class FileTree(TreeIndex):
                            span)
         self.cache.put(slot, entry, span[1])
 
+    def add_encoded(self, entry: Encoded, span: Span) -> None:
+        """``add`` of an entry held as its line (``JsonlStorage.append_encoded``)."""
+        self.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
+                       entry.fact, span)
+
     def add_place(self, eid: str, parent: str | None, kind: str, target: str | None,
                   text: str | None, fact: int, span: Span) -> None:
         """``add`` for an entry known by its place and bookkeeping, not as an object (its
@@ -401,9 +425,20 @@ class FileTree(TreeIndex):
             assert found is not None  # verify_links has checked it exists
             self.parents[slot] = found
         self._forward.clear()
+        self.last_crc()
+
+    def last_crc(self) -> int:
+        """The checksum of the last line (the one an index is checked by), computed from
+        the file when not known (appends leave it to the index records: see
+        ``tail_records``); 0 for no entries."""
         last = len(self.ids) - 1
-        if last >= 0 and not self.crcs.get(last):
-            self.crcs[last] = line_crc(self.file.pread(self.lengths[last], self.offsets[last]))
+        if last < 0:
+            return 0
+        crc = self.crcs.get(last)
+        if not crc:
+            crc = self.crcs[last] = line_crc(self.file.pread(self.lengths[last],
+                                                             self.offsets[last]))
+        return crc
 
     def columns(self) -> Columns | None:
         """The whole index, as ``write_index`` stores it; ``None`` if it cannot hold these
@@ -412,20 +447,29 @@ class FileTree(TreeIndex):
         if len(names) > 256 or any("\0" in i for i in self.ids):
             return None
         code = {name: k for k, name in enumerate(names)}
-        last = len(self.ids) - 1
         extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
         return Columns(self.offsets.tobytes(), self.lengths.tobytes(), self.parents.tobytes(),
                        bytes(map(code.__getitem__, self.types)), names, "\0".join(self.ids),
-                       extra, self.crcs.get(last, 0), bytes(self.facts))
+                       extra, self.last_crc(), bytes(self.facts))
 
     def tail_records(self, start: int) -> list[TailRecord]:
-        """Entries from ``start`` on, as tail records."""
+        """Entries from ``start`` on, as tail records, each with its line's checksum: those
+        not known are computed here, from lines read back in a few blocks (an append
+        leaves it to this, once per ``TAIL_EVERY`` lines: a CRC-32 per append runs with the
+        caches cold after each sync, and its tables cost more than the rest of it)."""
+        crcs, lengths = self.crcs, self.lengths
+        found = {k: line_crc(line) for k, line in self.lines(None, skip=crcs.__contains__,
+                                                             start=start)
+                 if len(line) == lengths[k]}  # a line cut short by a truncation: 0
+        last = len(self.ids) - 1
+        if last in found:
+            crcs[last] = found[last]
         out = []
         for k in range(start, len(self.ids)):
             target, text = self.extra.get(k, (None, None))
-            out.append(TailRecord(self.offsets[k], self.lengths[k], self.types[k], self.ids[k],
-                                  self.parents[k], self.crcs.get(k, 0), target, text,
-                                  self.facts[k]))
+            crc = crcs.get(k) or found.get(k, 0)
+            out.append(TailRecord(self.offsets[k], lengths[k], self.types[k], self.ids[k],
+                                  self.parents[k], crc, target, text, self.facts[k]))
         return out
 
     # -- reading ----------------------------------------------------------------------------
@@ -531,18 +575,20 @@ class FileTree(TreeIndex):
             if entry is not None:
                 yield entry
 
-    def lines(self, kinds: frozenset[str], block: int = LINES_BLOCK,
-              skip: Callable[[int], bool] | None = None) -> Iterator[tuple[int, memoryview]]:
-        """``(entry number, line)`` of every entry whose type is in ``kinds``, in append
-        order, for a caller that needs a few fields of many entries and decodes them itself.
+    def lines(self, kinds: frozenset[str] | None, block: int = LINES_BLOCK,
+              skip: Callable[[int], bool] | None = None,
+              start: int = 0) -> Iterator[tuple[int, memoryview]]:
+        """``(entry number, line)`` of every entry whose type is in ``kinds`` (``None``:
+        of every type) from entry ``start`` on, in append order, for a caller that needs a
+        few fields of many entries and decodes them itself.
         Lines close together are read at once, up to ``block`` bytes; bytes between lines
         further apart than ``READ_GAP`` are not read at all. The lines are not checked
         against the columns; the caller compares what it decodes. A line is cut short where
         the file ends (a last line whose newline is not written yet, or a file truncated
         since). ``skip(k)`` leaves out more entries (their lines unread)."""
         types, offsets, lengths = self.types, self.offsets, self.lengths
-        wanted = [k for k in range(len(self.ids))
-                  if types[k] in kinds and (skip is None or not skip(k))]
+        wanted = [k for k in range(start, len(self.ids))
+                  if (kinds is None or types[k] in kinds) and (skip is None or not skip(k))]
         i = 0
         while i < len(wanted):
             first = wanted[i]
@@ -586,12 +632,37 @@ class FileTree(TreeIndex):
         return [e for e in found if e is not None]
 
 
+def _scan_for(ids: list[str], entry_id: str) -> int | None:
+    """Where ``entry_id`` is in ``ids``, the recent entries looked at first (a leaf move
+    goes back to a recent entry, most often), or ``None``."""
+    recent = max(0, len(ids) - _RECENT)
+    for start, stop in ((recent, len(ids)), (0, recent)):
+        try:
+            return ids.index(entry_id, start, stop)
+        except ValueError:
+            pass
+    return None
+
+
+def _contiguous(offsets: array[int], lengths: array[int], start: int) -> bool:
+    """No gaps (what a writer gives): the offsets are the running sum of the lengths from
+    ``start``, packed and compared as bytes (half the instructions of comparing ints pair
+    by pair), a block at a time (a few hundred KB at most, not a list of them all)."""
+    at = start
+    for first in range(0, len(offsets), _CHECK_BLOCK):
+        last = first + _CHECK_BLOCK
+        running = list(itertools.accumulate(lengths[first:last], initial=at))
+        at = running.pop()
+        if struct.pack(f"{len(running)}q", *running) != offsets[first:last].tobytes():
+            return False
+    return True
+
+
 def _in_order(offsets: array[int], lengths: array[int], start: int, file: ReadFile) -> bool:
     """Each line starts where the one before ended (or after blank lines)."""
     if not offsets or offsets[0] < start:
         return False
-    ends = map(operator.add, offsets, lengths)
-    if all(map(operator.eq, offsets[1:], ends)) and offsets[0] == start:
+    if _contiguous(offsets, lengths, start):
         return True
     prev = start  # gaps: allowed only where the file holds blank lines
     for offset, length in zip(offsets, lengths, strict=True):

@@ -28,6 +28,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from msgspec import UNSET, UnsetType
 
@@ -103,9 +104,10 @@ REOPEN_TRIES = 5  # opens of a path that keeps being replaced before giving up
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _OpenFile:
-    """A session file open for writing in this process, shared by all its handles."""
+    """A session file open for writing in this process, shared by all its handles (slots:
+    every append reads a dozen of its fields)."""
 
     path: Path
     key: tuple[int, int]
@@ -133,6 +135,56 @@ class _OpenFile:
     def forked(self) -> bool:
         """True in a child of fork(): the file belongs to the parent process."""
         return self.pid != _pid  # every append asks: no getpid() system call each time
+
+
+class _Writer:
+    """What a handle needs to write: ``with handle._writer as shared`` takes the lock of
+    the shared file, once the handle may write to it (not read-only, closed, or a copy in a
+    child of fork()), and reads the file's deleted and failed states under the lock (other
+    handles change them there); else it raises what stops it. One per handle, made when it
+    opens (no allocation per append), with no reference to its handle: a handle dropped
+    unclosed is still collected (and closed) at once."""
+
+    __slots__ = ("closed", "path", "shared")
+
+    def __init__(self, shared: _OpenFile | None, path: Path) -> None:
+        self.shared = shared
+        self.path = path
+        self.closed = False
+
+    def __enter__(self) -> _OpenFile:
+        shared = self.shared
+        if shared is None or self.closed or shared.pid != _pid:
+            raise self.refusal()
+        shared.lock.acquire()
+        if shared.deleted or shared.failed is not None:
+            shared.lock.release()
+            raise self.refusal()
+        return shared
+
+    def __exit__(self, *exc: object) -> None:
+        assert self.shared is not None
+        self.shared.lock.release()
+
+    def refusal(self) -> SessionError:
+        """Why this handle cannot write now (``__enter__`` found that it cannot)."""
+        shared, path = self.shared, str(self.path)
+        if shared is not None and shared.forked():
+            return SessionLocked(f"this session was opened for writing by process "
+                                 f"{shared.pid}, and this process is a child of it "
+                                 "(os.fork()): a child holds none of its parent's writers; "
+                                 "open the session again in the child once the parent has "
+                                 "closed it", path=path)
+        if self.closed:
+            return ReadOnlySession("this session is closed; open it again to write", path=path)
+        if shared is None:
+            return ReadOnlySession("this session was opened read-only; open it with "
+                                   "readonly=False to write", path=path)
+        if shared.deleted:
+            return SessionNotFound("the session was deleted", path=path)
+        return StorageFailure(f"an earlier write failed ({shared.failed}), so this session "
+                              "may differ from the file; close it and open it again "
+                              "(reopening reads what is really on disk)", path=path)
 
 
 _OPEN: dict[tuple[int, int], _OpenFile] = {}  # (st_dev, st_ino) -> the file, while open
@@ -221,6 +273,7 @@ class JsonlStorage(IndexedStorage):
         self._size = size
         self._durable = durable
         self.torn = torn
+        self._writer = _Writer(shared, path)
         if shared is not None:
             shared.handles += 1
 
@@ -306,38 +359,15 @@ class JsonlStorage(IndexedStorage):
 
     # -- writing ---------------------------------------------------------------------------
     def _writable(self) -> _OpenFile:
-        shared = self._shared
-        if shared is not None and shared.forked():
-            raise SessionLocked(f"this session was opened for writing by process {shared.pid}, "
-                                "and this process is a child of it (os.fork()): a child holds "
-                                "none of its parent's writers; open the session again in the "
-                                "child once the parent has closed it", path=str(self.file))
-        if shared is None or self._closed:
-            if self._closed:
-                raise ReadOnlySession("this session is closed; open it again to write",
-                                      path=str(self.file))
-            raise ReadOnlySession("this session was opened read-only; open it with "
-                                  "readonly=False to write", path=str(self.file))
-        if shared.deleted:
-            raise SessionNotFound("the session was deleted", path=str(self.file))
-        if shared.failed is not None:
-            raise StorageFailure(f"an earlier write failed ({shared.failed}), so this "
-                                 "session may differ from the file; close it and open it "
-                                 "again (reopening reads what is really on disk)",
-                                 path=str(self.file))
-        return shared
+        """The shared file, if this handle may write to it now; else what stops it, raised."""
+        with self._writer as shared:
+            return shared
 
     def append(self, entry: AnyEntry, *, expected_leaf: str | UnsetType | None = UNSET,
                on_leaf: bool = False) -> None:
         """Validate one entry and write it durably as one line (it becomes the leaf); the
         leaf is read and the line written under the file's lock (see ``Storage.append``)."""
-        shared = self._shared
-        if shared is None or self._closed or shared.forked():
-            self._writable()  # raises what applies
-        assert shared is not None
-        with shared.lock:
-            if shared.deleted or shared.failed is not None:
-                self._writable()
+        with self._writer as shared:
             index = shared.index
             if expected_leaf is not UNSET or (on_leaf and entry.parent_id != index.leaf_id):
                 entry = settle_parent(entry, index.leaf_id, location=str(shared.path),
@@ -347,43 +377,38 @@ class JsonlStorage(IndexedStorage):
                 data = encode_line(entry)
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
                 raise _unencodable(entry, shared.path, e) from None
-            self._put(shared, data, entry)
+            self._put(shared, data, entry, index.add)
 
     def append_encoded(self, entry: EncodedEntry) -> None:
         """``append`` of an entry that ``encode_entry`` made (it checked the entry against
         the limits of a line, and encoded it): its line is written as it is, after the
         checks that need the session (a new id, a parent and a leaf target that exist). For
         bulk writers that hold their entries encoded (an import)."""
-        shared = self._shared
-        if shared is None or self._closed or shared.forked():
-            self._writable()  # raises what applies
-        assert shared is not None
-        with shared.lock:
-            if shared.deleted or shared.failed is not None:
-                self._writable()
+        with self._writer as shared:
             entry.check_line(str(shared.path))
-            shared.index.check_place(entry.id, entry.parent_id, entry.leaf_target)
-            self._put(shared, entry.line, entry)
+            index = shared.index
+            index.check_place(entry.id, entry.parent_id, entry.leaf_target)
+            self._put(shared, entry.line, entry, index.add_encoded)
 
-    def _put(self, shared: _OpenFile, data: bytes, entry: AnyEntry | EncodedEntry) -> None:
-        """Write an entry's checked line (buffered in a batch) and index it; call with the
-        file's lock held."""
-        index = shared.index
+    def _put(self, shared: _OpenFile, data: bytes, entry: Any,
+             add: Callable[[Any, tuple[int, int, int]], None]) -> None:
+        """Write an entry's checked line (buffered in a batch) and ``add`` it to the tree
+        with its place; call with the file's lock held. The line's checksum is left to the
+        index records (``FileTree.tail_records``)."""
         if shared.batch_depth.get():
-            span = (_next_offset(shared), len(data), line_crc(data))
+            add(entry, (_next_offset(shared), len(data), 0))
             shared.buffer += data
-            _index_add(index, entry, span)
             if len(shared.buffer) >= BATCH_BUFFER:
                 self._guarded(shared, _flush)
             return
         if shared.buffer:  # another handle's batch: its lines go first
             self._guarded(shared, _flush)
-        span = (shared.size + shared.newline_due, len(data), line_crc(data))
+        span = (shared.size + shared.newline_due, len(data), 0)
         _write(shared, data)
-        _index_add(index, entry, span)
+        add(entry, span)
         if self._durable:
-            self._guarded(shared, _sync)
-        if (len(index.ids) - shared.indexed >= TAIL_EVERY if shared.sidecar is not None
+            _sync(shared, guarded=True)
+        if (len(shared.index.ids) - shared.indexed >= TAIL_EVERY if shared.sidecar is not None
                 else not shared.index_tried and shared.size >= _index.INDEX_MIN_BYTES):
             _index_new(shared, every=TAIL_EVERY)  # due (as _index_new would find)
 
@@ -421,7 +446,7 @@ class JsonlStorage(IndexedStorage):
                 with shared.lock:
                     self._guarded(shared, _flush)
                     if self._durable:
-                        self._guarded(shared, _sync)
+                        _sync(shared, guarded=True)
                 self._size = shared.size
 
     def quarantined_lines(self) -> int:
@@ -499,7 +524,7 @@ class JsonlStorage(IndexedStorage):
         the file releases the writer's lock."""
         if self._closed:
             return
-        self._closed = True
+        self._closed = self._writer.closed = True
         shared = self._shared
         if shared is None:
             if isinstance(self._index, FileTree):
@@ -639,15 +664,6 @@ def _release(shared: _OpenFile) -> None:
     shared.fd = -1
 
 
-def _index_add(index: FileTree, entry: AnyEntry | EncodedEntry,
-               span: tuple[int, int, int]) -> None:
-    if isinstance(entry, EncodedEntry):
-        index.add_place(entry.id, entry.parent_id, entry.type, entry.target, entry.text,
-                        entry.fact, span)
-    else:
-        index.add(entry, span)
-
-
 def _encode(entry: AnyEntry, path: Path) -> bytes:
     """The entry's line; ``InvalidEntry`` (not a raw ``TypeError``) for data that has no
     JSON form, such as an arbitrary object in custom data."""
@@ -666,7 +682,9 @@ def _write(shared: _OpenFile, data: bytes) -> None:
     if shared.newline_due:
         data = b"\n" + data
     try:
-        write_all(shared.fd, data)
+        written = os.write(shared.fd, data)
+        if written != len(data):  # rare: the rest, however many writes it takes
+            write_all(shared.fd, memoryview(data)[written:])
     except OSError as e:
         # Never leave a partial line behind: cut the file back to its last whole line.
         with contextlib.suppress(OSError):
@@ -722,10 +740,14 @@ def _fresh_sidecar(shared: _OpenFile) -> None:
         shared.indexed = len(index.ids)
 
 
-def _sync(shared: _OpenFile) -> None:
+def _sync(shared: _OpenFile, *, guarded: bool = False) -> None:
+    """``fdatasync`` the file; ``guarded``: a failure also puts it in the failed state that
+    refuses further appends (as ``JsonlStorage._guarded`` does)."""
     try:
         os.fdatasync(shared.fd)
     except OSError as e:
+        if guarded:
+            shared.failed = str(e)
         raise StorageFailure(f"could not sync the file to disk ({describe_os_error(e)})",
                              path=str(shared.path)) from e
 
