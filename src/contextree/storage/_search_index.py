@@ -69,6 +69,7 @@ from ._search_text import (
     entry_text,
     parse_line,
     parse_query,
+    query_terms,
     snippet,
 )
 
@@ -788,10 +789,7 @@ def _expression(query: str, fts: bool) -> tuple[Terms, str]:
         words = " ".join(w for w in query.replace('"', " ").split()
                          if w not in ("AND", "OR", "NOT") and not w.startswith("NEAR"))
         return parse_query(words), query
-    terms = parse_query(query)
-    if terms.empty:
-        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
-                              "(letters or digits)")
+    terms = query_terms(query)
     return terms, terms.fts5()
 
 

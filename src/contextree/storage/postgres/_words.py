@@ -26,18 +26,16 @@ megabyte of words).
 
 from __future__ import annotations
 
-import re
 import string
 
 from ...entries import MessageEntry
-from .._search_text import MAX_TEXT, entry_text, parse_line
+from .._search_text import MAX_TEXT, WORD, entry_text, parse_line
 
 __all__ = ["MAX_LEXEMES", "MAX_WORD", "search_columns", "words_of"]
 
 MAX_WORD = 2046  # bytes of one lexeme (PostgreSQL refuses longer words)
 MAX_LEXEMES = 900_000  # bytes of distinct words in one tsvector (PostgreSQL's limit: 1 MB)
 
-_WORD = re.compile(r"[^\W_]+")  # as _search_text splits a query: letters and digits
 _KEEP = set(string.ascii_lowercase + string.digits)
 _ASCII_WORDS = bytes(c if chr(c) in _KEEP else 32 for c in range(256))  # the rest: spaces
 
@@ -49,7 +47,7 @@ def words_of(text: str) -> list[bytes]:
     folded = text.casefold()
     if folded.isascii():
         return folded.encode().translate(_ASCII_WORDS).split()
-    return [w.encode() for w in _WORD.findall(folded)]
+    return [w.encode() for w in WORD.findall(folded)]
 
 
 def search_columns(line: str, *, words: bool = True, entry: object = None,
