@@ -29,6 +29,10 @@ and off in a new database, because it costs an append more than the rest of sear
 ``contextree_settings``; the append reads that row under the session's row lock, so an
 append never stores an entry without its words while the index is on. A version 3 database
 that has the trigram index keeps it on through the migration.
+
+Version 5 takes the vector as a ``tsvector`` parameter, which the client sends in binary
+(its words distinct and sorted: the server copies them), where version 4 took a literal
+that the server parsed and sorted in every append.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from ._tables import (
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version",
            "trigrams_enabled", "trigrams_on"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # One append = one statement = one transaction (unless inside a batch) and one round trip;
 # the session row stays locked only while the server runs this, not while a client thinks.
@@ -66,19 +70,20 @@ SCHEMA_VERSION = 4
 # session's row lock, so that turning it on, which locks the sessions table, never misses an
 # append; a client that opened the session before sends none, and they are read here).
 def _append_function(version: int, *, replace: bool = False) -> str:
-    """``contextree_append`` as schema ``version`` (2, 3 or 4) defines it; ``replace``: as
+    """``contextree_append`` as schema ``version`` (2 to 5) defines it; ``replace``: as
     ``CREATE OR REPLACE`` (version 3 replaced version 2's in place: same parameters)."""
     search = version >= 4
     sizes = version >= 3
+    vector = "tsvector" if version >= 5 else "text"
     create = "CREATE OR REPLACE FUNCTION" if replace else "CREATE FUNCTION"
-    params = ", p_search text, p_words text" if search else ""
+    params = f", p_search {vector}, p_words text" if search else ""
     words = " v_words text;" if search else ""
     bytes_kept = ",\n        bytes = bytes + octet_length(v_line) + 1" if sizes else ""
     columns, values, read_words = "", "", ""
     if search:
         columns = (", search,\n"
                    "                           search_text")
-        values = (", p_search::tsvector,\n"
+        values = (f", p_search{'::tsvector' if version < 5 else ''},\n"
                   "            v_words")
         read_words = f"""    -- the index's name looked up in the catalog: an expression, not a query (cheaper); the
     -- session row lock above waited for the transaction that turns it on, and taking it
@@ -305,6 +310,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
         "boolean, text, boolean, text, text, boolean, boolean)",
         _append_function(4),
+    ),
+    5: (
+        f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
+        "boolean, text, boolean, text, text, boolean, boolean, text, text)",
+        _append_function(5),
     ),
 }
 _MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema

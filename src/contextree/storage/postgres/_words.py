@@ -2,15 +2,17 @@
 
 ``PostgresStorage`` already has the entry's JSON line in hand, so the words are split here,
 the same way the query's words are (``_search_text.parse_query``: runs of letters and
-digits, case-folded), and sent with the append as a ``tsvector`` literal: the server only
-reads the literal (no JSON parse, no text search parser in the append's statement), which
-keeps an append with search close to the cost of one without. A term therefore matches in
-the database exactly when it matches in the directory index.
+digits, case-folded), and sent with the append as a ``tsvector`` in PostgreSQL's binary
+form: the entry's distinct words, which the server copies and sorts (no JSON parse, no text
+search parser, no literal to parse in the append's statement; parsing the literal was about
+a third of what search cost the server's part of an append, measured by a server-side loop
+of appends). A term therefore matches in the database
+exactly when it matches in the directory index.
 
-- ``search_columns(line)``: ``(vector, words)`` of one entry line: the ``tsvector``
-  literal (the entry's distinct words, so the server merges nothing), and the words in
-  order joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an
-  entry with no text.
+- ``search_columns(line)``: ``(vector, words)`` of one entry line: a ``SearchVector``
+  (sent in binary by a query, as its text literal by ``COPY``), and the words in order
+  joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an entry
+  with no text.
 
 The vector has no positions: reading positions doubled the server's share of an append
 (measured in ``bench/bench_search.py``). A phrase (``"connection refused"``, the parts of
@@ -27,11 +29,14 @@ megabyte of words).
 from __future__ import annotations
 
 import string
+import struct
+from dataclasses import dataclass
 
 from ...entries import MessageEntry
 from .._search_text import MAX_TEXT, WORD, entry_text, parse_line
+from ._driver import Dumper, Format, psycopg
 
-__all__ = ["MAX_LEXEMES", "MAX_WORD", "search_columns", "words_of"]
+__all__ = ["MAX_LEXEMES", "MAX_WORD", "SearchVector", "search_columns", "words_of"]
 
 MAX_WORD = 2046  # bytes of one lexeme (PostgreSQL refuses longer words)
 MAX_LEXEMES = 900_000  # bytes of distinct words in one tsvector (PostgreSQL's limit: 1 MB)
@@ -50,13 +55,54 @@ def words_of(text: str) -> list[bytes]:
     return [w.encode() for w in WORD.findall(folded)]
 
 
+@dataclass(slots=True)
+class SearchVector:
+    """An entry's distinct words (letters and digits, UTF-8): a ``tsvector`` without
+    positions. Its binary form lists them in any order (the server sorts them, in C, and
+    merges nothing: they are distinct); its text literal needs no quoting."""
+
+    words: set[bytes]
+
+    def binary(self) -> bytes:
+        """``tsvector``'s binary form: the count, then each lexeme ended by a NUL and
+        followed by its number of positions (none)."""
+        return struct.pack("!i", len(self.words)) + b"\0\0\0".join(self.words) + b"\0\0\0"
+
+    def literal(self) -> str:
+        """The ``tsvector`` text literal (for ``COPY``)."""
+        return b" ".join(self.words).decode()
+
+
+TSVECTOR_OID = 3614  # PostgreSQL's type oid of tsvector (fixed in its catalog)
+
+
+class _VectorText(Dumper):
+    oid = TSVECTOR_OID
+
+    def dump(self, obj: SearchVector) -> bytes:
+        return obj.literal().encode()
+
+
+class _VectorBinary(Dumper):
+    format = Format.BINARY
+    oid = TSVECTOR_OID
+
+    def dump(self, obj: SearchVector) -> bytes:
+        return obj.binary()
+
+
+# every connection's, whenever made: a query's parameter goes in binary (registered last),
+# a text COPY's row as the literal
+psycopg.adapters.register_dumper(SearchVector, _VectorText)
+psycopg.adapters.register_dumper(SearchVector, _VectorBinary)
+
+
 def search_columns(line: str, *, words: bool = True, entry: object = None,
-                   ) -> tuple[str | None, str | None]:
-    """``(tsvector literal, words)`` of one entry's JSON line; ``(None, None)`` when the entry
-    has no searchable text (see ``_search_text.entry_text``). A word holds only letters and
-    digits, so the literal needs no quoting. ``words=False``: the words are not joined
-    (``None``), for a database without the trigram index. ``entry``: the entry the line
-    encodes; a message of plain text is read from it, not parsed back from the line."""
+                   ) -> tuple[SearchVector | None, str | None]:
+    """``(vector, words)`` of one entry's JSON line; ``(None, None)`` when the entry has no
+    searchable text (see ``_search_text.entry_text``). ``words=False``: the words are not
+    joined (``None``), for a database without the trigram index. ``entry``: the entry the
+    line encodes; a message of plain text is read from it, not parsed back from the line."""
     text = _plain_text(entry)
     if text is None:
         found = entry_text(parse_line(line))
@@ -66,14 +112,15 @@ def search_columns(line: str, *, words: bool = True, entry: object = None,
     found_words = words_of(text)
     if not found_words:
         return None, None
-    # a word can be too long only in a text that long (in bytes: up to 4 a character)
-    if len(text) * (1 if text.isascii() else 4) > MAX_WORD and max(
-            map(len, found_words)) > MAX_WORD:
+    # a word can be too long only in a text that long (in bytes: up to 4 a character), and
+    # so can the distinct words be
+    most = len(text) * (1 if text.isascii() else 4)
+    if most > MAX_WORD and max(map(len, found_words)) > MAX_WORD:
         found_words = [w for w in found_words if len(w) <= MAX_WORD]
-    vector = b" ".join(set(found_words))  # the server sorts the distinct words
-    if len(vector) > MAX_LEXEMES:
-        vector = b" ".join(_first_distinct(found_words))
-    return vector.decode(), b" ".join(found_words).decode() if words else None
+    distinct = set(found_words)
+    if most > MAX_LEXEMES and sum(map(len, distinct)) + len(distinct) > MAX_LEXEMES:
+        distinct = _first_distinct(found_words)
+    return SearchVector(distinct), b" ".join(found_words).decode() if words else None
 
 
 def _plain_text(entry: object) -> str | None:
