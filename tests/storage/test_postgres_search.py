@@ -326,6 +326,26 @@ def test_a_version_4_database_migrates_to_the_binary_vector() -> None:
         drop()
 
 
+def test_words_are_found_whatever_the_client_encoding() -> None:
+    """The vector goes in binary, which the server reads in the connection's client
+    encoding: a writer whose connection is not UTF-8 stores the same words."""
+    import psycopg
+
+    fresh, drop = fresh_schema_url(require_postgres())
+    try:
+        pg.create_schema(fresh)
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute("SET client_encoding TO 'LATIN1'")
+            header = SessionHeader(id="latin", created_at=now(), cwd="/w")
+            with Session(pg.PostgresStorage.create(conn, header)) as s:
+                eid = s.append_message(Message.user("Straße café naïve"))
+        url = as_url(fresh)
+        for query in ("café", "CAFÉ", "naïve", "strasse"):
+            assert [h.entry_id for h in ct.search(url, query)] == [eid], query
+    finally:
+        drop()
+
+
 def _old_entry(text: str = "an entry from before search: migrated") -> AnyEntry:
     from contextree.entries import MessageEntry
 

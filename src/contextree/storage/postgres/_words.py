@@ -28,8 +28,10 @@ megabyte of words).
 
 from __future__ import annotations
 
+import codecs
 import string
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ...entries import MessageEntry
@@ -63,10 +65,14 @@ class SearchVector:
 
     words: set[bytes]
 
-    def binary(self) -> bytes:
+    def binary(self, encoding: str = "utf-8") -> bytes:
         """``tsvector``'s binary form: the count, then each lexeme ended by a NUL and
-        followed by its number of positions (none)."""
-        return struct.pack("!i", len(self.words)) + b"\0\0\0".join(self.words) + b"\0\0\0"
+        followed by its number of positions (none); in the connection's ``encoding``
+        (a Python codec name), as the server reads a string sent in binary."""
+        words: Iterable[bytes] = self.words
+        if encoding != "utf-8":
+            words = [w.decode().encode(encoding) for w in words]
+        return struct.pack("!i", len(self.words)) + b"\0\0\0".join(words) + b"\0\0\0"
 
     def literal(self) -> str:
         """The ``tsvector`` text literal (for ``COPY``)."""
@@ -76,11 +82,19 @@ class SearchVector:
 TSVECTOR_OID = 3614  # PostgreSQL's type oid of tsvector (fixed in its catalog)
 
 
+def _encoding(dumper: Dumper) -> str:
+    """The Python codec of the client encoding of the dumper's connection (UTF-8 unless the
+    connection says otherwise)."""
+    conn = dumper.connection
+    name = conn.info.encoding if conn is not None else "utf-8"
+    return "utf-8" if name in ("utf-8", "utf8") else codecs.lookup(name).name
+
+
 class _VectorText(Dumper):
     oid = TSVECTOR_OID
 
     def dump(self, obj: SearchVector) -> bytes:
-        return obj.literal().encode()
+        return obj.literal().encode(_encoding(self))
 
 
 class _VectorBinary(Dumper):
@@ -88,7 +102,7 @@ class _VectorBinary(Dumper):
     oid = TSVECTOR_OID
 
     def dump(self, obj: SearchVector) -> bytes:
-        return obj.binary()
+        return obj.binary(_encoding(self))
 
 
 # every connection's, whenever made: a query's parameter goes in binary (registered last),
