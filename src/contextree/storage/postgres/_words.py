@@ -9,10 +9,10 @@ a third of what search cost the server's part of an append, measured by a server
 of appends). A term therefore matches in the database
 exactly when it matches in the directory index.
 
-- ``search_columns(line)``: ``(vector, words)`` of one entry line: a ``SearchVector``
-  (sent in binary by a query, as its text literal by ``COPY``), and the words in order
-  joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an entry
-  with no text.
+- ``search_columns(line)``: ``(vector, words)`` of one entry line: the vector in binary
+  (``encoding=``: for a query) or as its text literal (for ``COPY``), and the words in
+  order joined by spaces (for the trigram index, when it is on); ``(None, None)`` for an
+  entry with no text.
 
 The vector has no positions: reading positions doubled the server's share of an append
 (measured in ``bench/bench_search.py``). A phrase (``"connection refused"``, the parts of
@@ -32,13 +32,14 @@ import codecs
 import string
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import Any
 
 from ...entries import MessageEntry
 from .._search_text import MAX_TEXT, WORD, entry_text, parse_line
 from ._driver import Dumper, Format, psycopg
 
-__all__ = ["MAX_LEXEMES", "MAX_WORD", "SearchVector", "search_columns", "words_of"]
+__all__ = ["MAX_LEXEMES", "MAX_WORD", "BinaryVector", "client_encoding", "search_columns",
+           "words_of"]
 
 MAX_WORD = 2046  # bytes of one lexeme (PostgreSQL refuses longer words)
 MAX_LEXEMES = 900_000  # bytes of distinct words in one tsvector (PostgreSQL's limit: 1 MB)
@@ -57,66 +58,45 @@ def words_of(text: str) -> list[bytes]:
     return [w.encode() for w in WORD.findall(folded)]
 
 
-@dataclass(slots=True)
-class SearchVector:
-    """An entry's distinct words (letters and digits, UTF-8): a ``tsvector`` without
-    positions. Its binary form lists them in any order (the server sorts them, in C, and
-    merges nothing: they are distinct); its text literal needs no quoting."""
-
-    words: set[bytes]
-
-    def binary(self, encoding: str = "utf-8") -> bytes:
-        """``tsvector``'s binary form: the count, then each lexeme ended by a NUL and
-        followed by its number of positions (none); in the connection's ``encoding``
-        (a Python codec name), as the server reads a string sent in binary."""
-        words: Iterable[bytes] = self.words
-        if encoding != "utf-8":
-            words = [w.decode().encode(encoding) for w in words]
-        return struct.pack("!i", len(self.words)) + b"\0\0\0".join(words) + b"\0\0\0"
-
-    def literal(self) -> str:
-        """The ``tsvector`` text literal (for ``COPY``)."""
-        return b" ".join(self.words).decode()
-
-
 TSVECTOR_OID = 3614  # PostgreSQL's type oid of tsvector (fixed in its catalog)
 
 
-def _encoding(dumper: Dumper) -> str:
-    """The Python codec of the client encoding of the dumper's connection (UTF-8 unless the
-    connection says otherwise)."""
-    conn = dumper.connection
-    name = conn.info.encoding if conn is not None else "utf-8"
-    return "utf-8" if name in ("utf-8", "utf8") else codecs.lookup(name).name
+class BinaryVector(bytes):
+    """A ``tsvector`` in PostgreSQL's binary form, as a query parameter (its type is told
+    to the server, so the append function's ``tsvector`` parameter takes it as it is)."""
+
+    __slots__ = ()
 
 
-class _VectorText(Dumper):
-    oid = TSVECTOR_OID
-
-    def dump(self, obj: SearchVector) -> bytes:
-        return obj.literal().encode(_encoding(self))
-
-
-class _VectorBinary(Dumper):
+class _BinaryVectorDumper(Dumper):
     format = Format.BINARY
     oid = TSVECTOR_OID
 
-    def dump(self, obj: SearchVector) -> bytes:
-        return obj.binary(_encoding(self))
+    def dump(self, obj: BinaryVector) -> BinaryVector:
+        return obj
 
 
-# every connection's, whenever made: a query's parameter goes in binary (registered last),
-# a text COPY's row as the literal
-psycopg.adapters.register_dumper(SearchVector, _VectorText)
-psycopg.adapters.register_dumper(SearchVector, _VectorBinary)
+# every connection's, whenever made (only this class is concerned)
+psycopg.adapters.register_dumper(BinaryVector, _BinaryVectorDumper)
+
+
+def client_encoding(conn: Any) -> str:
+    """The Python codec of ``conn``'s client encoding, in which the server reads a string
+    sent in binary (``"utf-8"`` as the usual case)."""
+    name = conn.info.encoding
+    return "utf-8" if name in ("utf-8", "utf8") else codecs.lookup(name).name
 
 
 def search_columns(line: str, *, words: bool = True, entry: object = None,
-                   ) -> tuple[SearchVector | None, str | None]:
+                   encoding: str | None = None) -> tuple[BinaryVector | str | None, str | None]:
     """``(vector, words)`` of one entry's JSON line; ``(None, None)`` when the entry has no
-    searchable text (see ``_search_text.entry_text``). ``words=False``: the words are not
-    joined (``None``), for a database without the trigram index. ``entry``: the entry the
-    line encodes; a message of plain text is read from it, not parsed back from the line."""
+    searchable text (see ``_search_text.entry_text``). The vector is the entry's distinct
+    words: in binary for a connection whose client ``encoding`` is given (a query
+    parameter; the server sorts them, in C, and merges nothing: they are distinct), else
+    as the ``tsvector`` text literal (for ``COPY``; a word needs no quoting).
+    ``words=False``: the words are not joined (``None``), for a database without the
+    trigram index. ``entry``: the entry the line encodes; a message of plain text is read
+    from it, not parsed back from the line."""
     text = _plain_text(entry)
     if text is None:
         found = entry_text(parse_line(line))
@@ -134,7 +114,15 @@ def search_columns(line: str, *, words: bool = True, entry: object = None,
     distinct = set(found_words)
     if most > MAX_LEXEMES and sum(map(len, distinct)) + len(distinct) > MAX_LEXEMES:
         distinct = _first_distinct(found_words)
-    return SearchVector(distinct), b" ".join(found_words).decode() if words else None
+    joined = b" ".join(found_words).decode() if words else None
+    if encoding is None:
+        return b" ".join(distinct).decode(), joined
+    lexemes: Iterable[bytes] = distinct
+    if encoding != "utf-8":
+        lexemes = [w.decode().encode(encoding) for w in distinct]
+    # the count, then each lexeme ended by a NUL and followed by its number of positions
+    return BinaryVector(struct.pack("!i", len(distinct)) + b"\0\0\0".join(lexemes)
+                        + b"\0\0\0"), joined
 
 
 def _plain_text(entry: object) -> str | None:
