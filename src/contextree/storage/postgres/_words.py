@@ -6,8 +6,8 @@ digits, case-folded), and sent with the append as a ``tsvector`` in PostgreSQL's
 form: the entry's distinct words, which the server copies and sorts (no JSON parse, no text
 search parser, no literal to parse in the append's statement; parsing the literal was about
 a third of what search cost the server's part of an append, measured by a server-side loop
-of appends). A term therefore matches in the database
-exactly when it matches in the directory index.
+of appends). A term therefore matches in the database exactly when it matches in the
+directory index.
 
 - ``search_columns(line)``: ``(vector, words)`` of one entry line: the vector in binary
   (``encoding=``: for a query) or as its text literal (for ``COPY``), and the words in
