@@ -299,7 +299,7 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
                     conn.execute("DROP INDEX contextree_entries_newest_idx")
             places[label] = info
         real = _storage.search_columns
-        nothing = lambda line, words=False, entry=None: (None, None)  # noqa: E731
+        nothing = lambda line, words=False, entry=None, encoding=None: (None, None)  # noqa: E731
 
         def cpu_ns(pid: int) -> int:
             return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
