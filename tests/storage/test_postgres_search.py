@@ -247,7 +247,7 @@ def test_a_version_3_database_migrates_keeping_its_search(had_trigrams: bool) ->
                 "NULL, %s, NULL, false, NULL, false, NULL, NULL, false, true)",
                 [header.id, line]).fetchone()
             assert status == ("ok",)
-        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 4
+        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 5
         url = as_url(fresh)
         with psycopg.connect(fresh, autocommit=True) as conn:
             assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = "
@@ -266,6 +266,80 @@ def test_a_version_3_database_migrates_keeping_its_search(had_trigrams: bool) ->
         assert [h.entry_id for h in ct.search(url, "econnrefused")] == [eid, "e1"]
         assert len(ct.search(url, "connref")) == (2 if had_trigrams else 0)
         assert open_catalog(url).get(header.id).size == size
+    finally:
+        drop()
+
+
+def test_a_version_4_database_migrates_to_the_binary_vector() -> None:
+    """A database made by schema 4 (the client sent each vector as a literal that the server
+    parsed) takes the binary vector: what it holds is still found, words, identifiers,
+    sha prefixes and phrases alike, and the append function takes a tsvector."""
+    import psycopg
+
+    from contextree.storage.postgres._words import search_columns, words_of
+
+    base = require_postgres()
+    fresh, drop = fresh_schema_url(base)
+    try:
+        header = SessionHeader(id="v4", created_at=now(), cwd="/w")
+        text = "by 0.3: ECONNREFUSED in test_parse_header at 3f9a2b1c, connection refused"
+        line = encode_line(_old_entry(text)).decode().rstrip("\n")
+        head = encode_line(header).decode().rstrip("\n")
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute("CREATE TABLE contextree_schema_version (version integer PRIMARY "
+                         "KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            for version in (1, 2, 3, 4):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO contextree_schema_version (version) VALUES (%s)",
+                             [version])
+            conn.execute("INSERT INTO contextree_sessions (id, header, created_at, bytes) "
+                         "VALUES (%s, %s, now(), %s)", [header.id, head, len(head) + 1])
+            # the 0.3 client's append: the vector as a text literal
+            literal = search_columns(line, words=False)[0]
+            status = conn.execute(
+                "SELECT r_status FROM contextree_append(%s, 'e1', NULL, 'message', false, "
+                "NULL, %s, NULL, false, NULL, false, NULL, NULL, false, true, %s, NULL)",
+                [header.id, line, literal]).fetchone()
+            assert status == ("ok",)
+        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 5
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            assert conn.execute("SELECT array_agg(pg_get_function_identity_arguments(oid)) "
+                                "FROM pg_proc WHERE proname = 'contextree_append' AND "
+                                "pronamespace = current_schema()::regnamespace"
+                                ).fetchone()[0][0].endswith("p_search tsvector, p_words text")
+        url = as_url(fresh)
+        with Session.open(f"{url}#{header.id}") as s:
+            eid = s.append_message(Message.user(text.replace("0.3", "0.4")))
+        with psycopg.connect(fresh, autocommit=True) as conn:  # sent in binary, unsorted
+            expected = " ".join(w.decode() for w in words_of(text.replace("0.3", "0.4")))
+            assert conn.execute("SELECT search = %s::tsvector, search::text FROM "
+                                "contextree_entries WHERE id = %s", [expected, eid]
+                                ).fetchone() == (True, conn.execute(
+                                    "SELECT %s::tsvector::text", [expected]).fetchone()[0])
+        for query in ("econnrefused", "test_parse_header", "3f9a2", '"connection refused"'):
+            assert [h.entry_id for h in ct.search(url, query)] == [eid, "e1"], query
+        assert [h.entry_id for h in ct.search(url, '"refused connection"')] == []
+    finally:
+        drop()
+
+
+def test_words_are_found_whatever_the_client_encoding() -> None:
+    """The vector goes in binary, which the server reads in the connection's client
+    encoding: a writer whose connection is not UTF-8 stores the same words."""
+    import psycopg
+
+    fresh, drop = fresh_schema_url(require_postgres())
+    try:
+        pg.create_schema(fresh)
+        with psycopg.connect(fresh, autocommit=True) as conn:
+            conn.execute("SET client_encoding TO 'LATIN1'")
+            header = SessionHeader(id="latin", created_at=now(), cwd="/w")
+            with Session(pg.PostgresStorage.create(conn, header)) as s:
+                eid = s.append_message(Message.user("Straße café naïve"))
+        url = as_url(fresh)
+        for query in ("café", "CAFÉ", "naïve", "strasse"):
+            assert [h.entry_id for h in ct.search(url, query)] == [eid], query
     finally:
         drop()
 
@@ -327,7 +401,10 @@ def test_an_entry_s_words_are_the_same_read_from_it_or_from_its_line() -> None:
         line = line_text(entry)
         assert search_columns(line, entry=entry) == search_columns(line), entry.id
     vectors = {e.id: search_columns(line_text(e), words=False)[0] for e in entries}
-    assert set(vectors["a"].split()) == {"strasse", "econnrefused", "test", "parse", "header"}
-    assert set(vectors["b"].split()) == {"shell", "ls", "la"}
+    assert set(str(vectors["a"]).split()) == {"strasse", "econnrefused", "test", "parse",
+                                              "header"}
+    assert set(str(vectors["b"]).split()) == {"shell", "ls", "la"}
     assert vectors["c"] is None and vectors["d"] == "short"
-    assert set(vectors["e"].split()) == {"the", "summary"}
+    assert set(str(vectors["e"]).split()) == {"the", "summary"}
+    binary = search_columns(line_text(entries[4]), words=False, encoding="utf-8")[0]
+    assert isinstance(binary, bytes) and binary.startswith(b"\0\0\0\2")  # two lexemes

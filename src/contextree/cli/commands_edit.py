@@ -14,8 +14,18 @@ from .._session import Session
 from .._spills import delete_session_and_spills
 from ..runtime import is_flat_log, repair_log
 from ..storage._repair import repair
+from ..storage._search_index import leaving_indexes
 from .app import command
-from .output import CommandFailed, Out, UsageProblem, clip, emit_json, human_size, short_id
+from .output import (
+    CommandFailed,
+    Out,
+    UsageProblem,
+    clip,
+    emit_json,
+    human_size,
+    short_id,
+    warn,
+)
 from .sessions import (
     STDOUT,
     address_of,
@@ -163,7 +173,10 @@ def rm_command(
                                      err=True):
         raise typer.Exit(1)
     store = OverflowStore(directory) if directory is not None else OverflowStore.default()
-    report = delete_session_and_spills(file, store)
+    with leaving_indexes(file) as notes:  # a search index above it forgets it now
+        report = delete_session_and_spills(file, store)
+    for note in notes:
+        warn(note)
     if as_json:
         emit_json({"path": file, "session_id": report.session_id, "deleted": True,
                    "spills_removed": len(report.removed), "spill_paths": report.removed,

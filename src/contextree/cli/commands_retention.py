@@ -18,10 +18,11 @@ from ..retention import (
     prune,
     unarchive,
 )
+from ..storage._search_index import leaving_indexes
 from .app import command
 from .catalogs import open_catalog_of
 from .listing import when
-from .output import CommandFailed, Out, UsageProblem, emit_json, human_size, short_id
+from .output import CommandFailed, Out, UsageProblem, emit_json, human_size, short_id, warn
 from .places import address_of, require_directory, require_regular_file
 from .sessions import check_output
 from .terminal import visible
@@ -165,7 +166,10 @@ def archive_command(
         require_regular_file(file)
     if output is not None:
         check_output(str(output), force=False, inputs=[file])
-    done = archive(file, store=_store(store), output=output)
+    with leaving_indexes(file) as notes:  # a search index above it forgets the file now
+        done = archive(file, store=_store(store), output=output)
+    for note in notes:
+        warn(note)
     if as_json:
         emit_json({"archive": str(done.path), "session_id": done.session_id,
                    "files": done.files})
@@ -190,9 +194,12 @@ def unarchive_command(
     require_regular_file(file, "archive")
     catalog = open_catalog_of(into)[0] if into is not None else None
     try:
-        done = unarchive(file, store=_store(store), into=catalog)
+        with leaving_indexes(file) as notes:  # a search index above it forgets the archive
+            done = unarchive(file, store=_store(store), into=catalog)
     except InvalidArgument as e:
         raise CommandFailed(str(e)) from None
+    for note in notes:
+        warn(note)
     if as_json:
         emit_json({"session_id": done.session_id, "files": done.files})
         return

@@ -69,11 +69,12 @@ from ._search_text import (
     entry_text,
     parse_line,
     parse_query,
+    query_terms,
     snippet,
 )
 
 __all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "drop_index",
-           "forget_sessions", "index_path", "require_fts5"]
+           "forget_sessions", "index_path", "leaving_indexes", "require_fts5"]
 
 INDEX_DIR = ".contextree"
 INDEX_FILE = "index.sqlite"
@@ -241,27 +242,96 @@ def forget_sessions(root: str | os.PathLike[str], paths: Iterable[str | os.PathL
     if not path.is_file() or path.is_symlink():
         return
     names = [db_path(os.fspath(p)) for p in paths]
+    _forget_rows(path, lambda con: names)
+
+
+@contextlib.contextmanager
+def leaving_indexes(target: str | os.PathLike[str]) -> Iterator[list[str]]:
+    """Around the deletion of a session file or an archive (``rm``, ``archive``,
+    ``unarchive``): once the body has deleted it, take it out of the search index of every
+    folder above it that has one, so that a search without a refresh no longer finds it.
+    Yields the notes of the indexes that could not be updated (locked, corrupt): each is a
+    cache that finds the file gone at its next refresh; never raises for an index, and does
+    nothing for a URL or a file the body left in place."""
+    notes: list[str] = []
+    name = os.fspath(target)
     try:
-        con = _connect(str(path))
-    except sqlite3.Error:
+        before = os.lstat(name)
+    except (OSError, ValueError):
+        before = None
+    yield notes
+    if before is None or not stat.S_ISREG(before.st_mode):
         return
-    index = SearchIndex(Path(root), con, temporary=False, notes=[])
+    with contextlib.suppress(OSError):
+        now = os.lstat(name)
+        if (now.st_dev, now.st_ino) == (before.st_dev, before.st_ino):
+            return  # not deleted
+    absolute = os.path.abspath(name)
+    spellings = {db_path(os.fspath(Path(s))) for s in (name, absolute,
+                                                       os.path.relpath(absolute))}
+    base = os.path.basename(absolute)
+
+    def pick(con: sqlite3.Connection) -> list[str | bytes]:
+        """The stored paths of the deleted file: as it was named, or its (device, inode)
+        under the same name (the index was built from another spelling of the folder)."""
+        found = [row[0] for row in con.execute(
+            "SELECT path FROM files WHERE dev = ? AND ino = ? UNION SELECT path FROM listing "
+            "WHERE dev = ? AND ino = ?", [before.st_dev, before.st_ino] * 2)
+            if os.path.basename(fs_path(row[0])) == base]
+        return sorted(spellings | set(found), key=repr)
+
+    for index in _indexes_above(absolute):
+        note = _forget_rows(index, pick)
+        if note is not None:
+            notes.append(note)
+
+
+def _indexes_above(path: str) -> Iterator[Path]:
+    """The search indexes (regular files) of the folders that hold ``path``, nearest first."""
+    folder = os.path.dirname(path)
+    while True:
+        index = index_path(folder)
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(index).st_mode):
+                yield index
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return
+        folder = parent
+
+
+def _forget_rows(index: Path, pick: Callable[[sqlite3.Connection], list[str | bytes]],
+                 ) -> str | None:
+    """Delete from the index file ``index`` the files (their entries) and listing rows whose
+    stored paths ``pick`` reads, under the index's write lock; a note when that cannot be
+    done now (another process refreshes it, or it is not a usable index), else ``None``."""
     try:
-        index._begin()
+        con = _connect(str(index))
+    except sqlite3.Error as e:
+        return f"{index}: not updated ({e}); the next refresh finds the session gone"
+    searched = SearchIndex(index.parent.parent, con, temporary=False, notes=[])
+    try:
+        searched._begin()
         try:
+            names = pick(con)
             ids = [row[0] for name in names for row in con.execute(
                 "SELECT id FROM files WHERE path = ?", [name])]
-            index._drop_files(ids)
+            searched._drop_files(ids)
             con.executemany("DELETE FROM listing WHERE path = ?", [[n] for n in names])
-            index._commit()
+            searched._commit()
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 con.execute("ROLLBACK")
             raise
-    except (sqlite3.Error, _Locked):
-        pass
+    except _Locked:
+        return (f"{index}: another process is refreshing this search index; it finds the "
+                "session gone when it next refreshes")
+    except (sqlite3.Error, ValueError, TypeError) as e:
+        return (f"{index}: not a usable search index ({e}); the next search or `contextree "
+                "index` rebuilds it")
     finally:
         con.close()
+    return None
 
 
 class SearchIndex:
@@ -378,13 +448,16 @@ class SearchIndex:
         archives: list[tuple[str, os.stat_result]] = []
         found = (list(session_stats(self.root, report.unlisted, archives)) + archives
                  if files is None else _stats_of(files))
+        # spelled as the rows are (``Path``'s form: "./a.jsonl" is "a.jsonl"), so that a
+        # root of "." finds its files again
+        found = [(os.fspath(Path(name)), st) for name, st in found]
         columns = ("SELECT id, path, dev, ino, size, mtime_ns, indexed_bytes, head_crc, "
                    "tail_crc, problem FROM files")
         if files is None:
             known = {fs_path(row[1]): row for row in self.con.execute(columns)}
         else:
             known = {}
-            for name in {os.fspath(f) for f in files}:
+            for name in {os.fspath(Path(f)) for f in files}:
                 row = self.con.execute(columns + " WHERE path = ?",
                                        [db_path(name)]).fetchone()
                 if row is not None:
@@ -396,7 +469,7 @@ class SearchIndex:
                 work.append((Path(name), st, row))
         work.sort(key=lambda w: w[1].st_mtime_ns)  # oldest first: row ids follow time
         seen = {name for name, _ in found}
-        asked = None if files is None else {os.fspath(f) for f in files}
+        asked = None if files is None else {os.fspath(Path(f)) for f in files}
         gone = [row[0] for path, row in known.items()
                 if path not in seen and (asked is None or path in asked)]
         if not work and not gone:
@@ -716,10 +789,7 @@ def _expression(query: str, fts: bool) -> tuple[Terms, str]:
         words = " ".join(w for w in query.replace('"', " ").split()
                          if w not in ("AND", "OR", "NOT") and not w.startswith("NEAR"))
         return parse_query(words), query
-    terms = parse_query(query)
-    if terms.empty:
-        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
-                              "(letters or digits)")
+    terms = query_terms(query)
     return terms, terms.fts5()
 
 

@@ -26,13 +26,14 @@ from typing import Any
 import orjson
 
 from .._limits import JSONError, parse_json
+from ..errors import InvalidArgument
 
-__all__ = ["SearchFilters", "SearchHit", "SearchResults", "Terms", "entry_text", "parse_line", "parse_query",
-           "snippet"]
+__all__ = ["WORD", "SearchFilters", "SearchHit", "SearchResults", "Terms", "entry_text",
+           "parse_line", "parse_query", "query_terms", "snippet"]
 
 MAX_TEXT = 8 << 20  # characters of one entry that are indexed (a bigger one is cut)
 SNIPPET_CHARS = 160
-_WORD = re.compile(r"[^\W_]+")  # what the tokenizer calls a word: letters and digits
+WORD = re.compile(r"[^\W_]+")  # what the tokenizer calls a word: letters and digits
 
 
 @dataclass(frozen=True)
@@ -249,13 +250,25 @@ def parse_query(query: str) -> Terms:
         inside = i % 2 == 1
         chunks = [piece] if inside else piece.split()
         for chunk in chunks:
-            words = tuple(w.casefold() for w in _WORD.findall(chunk))
+            words = tuple(w.casefold() for w in WORD.findall(chunk))
             if words:
                 phrases.append(words)
                 hexlike = (len(words) == 1 and _HEX_START.fullmatch(words[0]) is not None
                            and any(c.isdigit() for c in words[0]))
                 prefix.append(not inside and (chunk.endswith("*") or hexlike))
     return Terms(tuple(phrases), tuple(prefix))
+
+
+def query_terms(query: object) -> Terms:
+    """``parse_query`` of a search query, which must be text holding a word (letters or
+    digits): ``InvalidArgument`` otherwise, worded alike for every backend."""
+    if not isinstance(query, str):
+        raise InvalidArgument(f"a search query is text; got {type(query).__name__}")
+    terms = parse_query(query)
+    if terms.empty:
+        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
+                              "(letters or digits)")
+    return terms
 
 
 def snippet(text: str, pattern: re.Pattern[str],

@@ -11,7 +11,8 @@ try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql
-    from psycopg.pq import TransactionStatus
+    from psycopg.adapt import Dumper
+    from psycopg.pq import Format, TransactionStatus
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise missing_extra("postgres", "psycopg") from _e
 try:
@@ -22,6 +23,8 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
 __all__ = [
     "Connection",
     "ConnectionPool",
+    "Dumper",
+    "Format",
     "Pool",
     "PoolTimeout",
     "Target",

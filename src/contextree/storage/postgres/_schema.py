@@ -29,6 +29,10 @@ and off in a new database, because it costs an append more than the rest of sear
 ``contextree_settings``; the append reads that row under the session's row lock, so an
 append never stores an entry without its words while the index is on. A version 3 database
 that has the trigram index keeps it on through the migration.
+
+Version 5 takes the vector as a ``tsvector`` parameter, which the client sends in binary
+(its words distinct and sorted: the server copies them), where version 4 took a literal
+that the server parsed and sorted in every append.
 """
 
 from __future__ import annotations
@@ -57,22 +61,50 @@ from ._tables import (
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "create_schema", "require_schema", "schema_version",
            "trigrams_enabled", "trigrams_on"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # One append = one statement = one transaction (unless inside a batch) and one round trip;
 # the session row stays locked only while the server runs this, not while a client thinks.
-_APPEND = f"""CREATE FUNCTION {APPEND_FUNCTION}(
+# Version 3 keeps the session's bytes; version 4 stores the vector and words the client
+# sends (``_words``), and its words only while the trigram index is on (read under the
+# session's row lock, so that turning it on, which locks the sessions table, never misses an
+# append; a client that opened the session before sends none, and they are read here).
+def _append_function(version: int, *, replace: bool = False) -> str:
+    """``contextree_append`` as schema ``version`` (2 to 5) defines it; ``replace``: as
+    ``CREATE OR REPLACE`` (version 3 replaced version 2's in place: same parameters)."""
+    search = version >= 4
+    sizes = version >= 3
+    vector = "tsvector" if version >= 5 else "text"
+    create = "CREATE OR REPLACE FUNCTION" if replace else "CREATE FUNCTION"
+    params = f", p_search {vector}, p_words text" if search else ""
+    words = " v_words text;" if search else ""
+    bytes_kept = ",\n        bytes = bytes + octet_length(v_line) + 1" if sizes else ""
+    columns, values, read_words = "", "", ""
+    if search:
+        columns = (", search,\n"
+                   "                           search_text")
+        values = (f", p_search{'::tsvector' if version < 5 else ''},\n"
+                  "            v_words")
+        read_words = f"""    -- the index's name looked up in the catalog: an expression, not a query (cheaper); the
+    -- session row lock above waited for the transaction that turns it on, and taking it
+    -- read the catalog's changes
+    IF p_search IS NOT NULL AND to_regclass('{TRIGRAM_INDEX}') IS NOT NULL THEN
+        -- a client that did not know the trigram index is on sends no words: read them
+        v_words := coalesce(p_words, {ENTRY_TEXT_FUNCTION}(v_line));
+    END IF;
+"""
+    return f"""{create} {APPEND_FUNCTION}(
     p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
     p_target text, p_line text, p_name text,
     p_check_expected boolean, p_expected text,
     p_reparent boolean, p_seen text, p_placeholder text,
-    p_retry boolean, p_durable boolean
+    p_retry boolean, p_durable boolean{params}
 ) RETURNS TABLE (r_status text, r_leaf text, r_parent text, r_name text,
                  r_count bigint, r_line text)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     v_leaf text; v_name text; v_count bigint; v_line text;
-    v_parent text := p_parent; v_new_leaf text;
+    v_parent text := p_parent; v_new_leaf text;{words}
 BEGIN
     IF NOT p_durable THEN  -- durable=False: the commit does not wait for the WAL flush
         PERFORM set_config('synchronous_commit', 'off', true);
@@ -120,16 +152,17 @@ BEGIN
                             NULL::text;
         RETURN;
     END IF;
-    INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line)
-    VALUES (p_session, p_id, v_parent, p_type, p_target, v_line);
+{read_words}    INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line{columns})
+    VALUES (p_session, p_id, v_parent, p_type, p_target, v_line{values});
     v_new_leaf := CASE WHEN p_is_leaf THEN p_target ELSE p_id END;
     UPDATE {SESSIONS} SET leaf_id = v_new_leaf, name = coalesce(p_name, name),
-        entry_count = entry_count + 1, updated_at = now()
+        entry_count = entry_count + 1, updated_at = now(){bytes_kept}
     WHERE id = p_session;
     RETURN QUERY SELECT 'ok', v_new_leaf, v_parent, coalesce(p_name, v_name),
                         v_count + 1, NULL::text;
 END
 $fn$"""
+
 
 # Version 3: the searchable text of an entry, as ``_search_text.entry_text`` reads it.
 _TEXT_OF = rf"""CREATE OR REPLACE FUNCTION {ENTRY_TEXT_FUNCTION}(j jsonb) RETURNS text
@@ -196,90 +229,6 @@ BEGIN
 END
 $fn$"""
 
-# Version 4: the client sends the entry's tsvector literal (``_words``), and its words when
-# it knows the trigram index is on; the words are kept only while it is on (read under the
-# session's row lock, so that turning it on, which locks the sessions table, never misses an
-# append; a client that opened the session before sends none, and they are read here).
-_APPEND_4 = f"""CREATE FUNCTION {APPEND_FUNCTION}(
-    p_session text, p_id text, p_parent text, p_type text, p_is_leaf boolean,
-    p_target text, p_line text, p_name text,
-    p_check_expected boolean, p_expected text,
-    p_reparent boolean, p_seen text, p_placeholder text,
-    p_retry boolean, p_durable boolean, p_search text, p_words text
-) RETURNS TABLE (r_status text, r_leaf text, r_parent text, r_name text,
-                 r_count bigint, r_line text)
-LANGUAGE plpgsql AS $fn$
-DECLARE
-    v_leaf text; v_name text; v_count bigint; v_line text;
-    v_parent text := p_parent; v_new_leaf text; v_words text;
-BEGIN
-    IF NOT p_durable THEN  -- durable=False: the commit does not wait for the WAL flush
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
-    -- Serialize appends to this session: every writer takes the row lock first.
-    SELECT s.leaf_id, s.name, s.entry_count INTO v_leaf, v_name, v_count
-    FROM {SESSIONS} s WHERE s.id = p_session FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN QUERY SELECT 'not_found', NULL::text, NULL::text, NULL::text,
-                            NULL::bigint, NULL::text;
-        RETURN;
-    END IF;
-    SELECT e.line INTO v_line FROM {ENTRIES} e
-    WHERE e.session_id = p_session AND e.id = p_id;
-    IF FOUND THEN  -- a retry finds its own lost commit; otherwise a duplicate id
-        RETURN QUERY SELECT CASE WHEN p_retry THEN 'done' ELSE 'duplicate_id' END,
-                            v_leaf, NULL::text, v_name, v_count, v_line;
-        RETURN;
-    END IF;
-    IF p_check_expected AND v_leaf IS DISTINCT FROM p_expected THEN
-        RETURN QUERY SELECT 'conflict', v_leaf, NULL::text, v_name, v_count,
-                            NULL::text;
-        RETURN;
-    END IF;
-    IF p_reparent AND v_parent IS NOT DISTINCT FROM p_seen
-       AND v_leaf IS DISTINCT FROM p_seen THEN
-        v_parent := v_leaf;  -- the writer's view was stale: go after the real leaf
-    END IF;
-    v_line := p_line;
-    IF p_placeholder IS NOT NULL THEN
-        v_line := replace(v_line, p_placeholder,
-                          coalesce(to_json(v_parent)::text, 'null'));
-    END IF;
-    IF v_parent IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = v_parent
-    ) THEN
-        RETURN QUERY SELECT 'missing_parent', v_leaf, v_parent, v_name, v_count,
-                            NULL::text;
-        RETURN;
-    END IF;
-    IF p_target IS NOT NULL AND NOT EXISTS (
-        SELECT 1 FROM {ENTRIES} e WHERE e.session_id = p_session AND e.id = p_target
-    ) THEN
-        RETURN QUERY SELECT 'missing_target', v_leaf, v_parent, v_name, v_count,
-                            NULL::text;
-        RETURN;
-    END IF;
-    -- the index's name looked up in the catalog: an expression, not a query (cheaper); the
-    -- session row lock above waited for the transaction that turns it on, and taking it
-    -- read the catalog's changes
-    IF p_search IS NOT NULL AND to_regclass('{TRIGRAM_INDEX}') IS NOT NULL THEN
-        -- a client that did not know the trigram index is on sends no words: read them
-        v_words := coalesce(p_words, {ENTRY_TEXT_FUNCTION}(v_line));
-    END IF;
-    INSERT INTO {ENTRIES} (session_id, id, parent_id, type, target_id, line, search,
-                           search_text)
-    VALUES (p_session, p_id, v_parent, p_type, p_target, v_line, p_search::tsvector,
-            v_words);
-    v_new_leaf := CASE WHEN p_is_leaf THEN p_target ELSE p_id END;
-    UPDATE {SESSIONS} SET leaf_id = v_new_leaf, name = coalesce(p_name, name),
-        entry_count = entry_count + 1, updated_at = now(),
-        bytes = bytes + octet_length(v_line) + 1
-    WHERE id = p_session;
-    RETURN QUERY SELECT 'ok', v_new_leaf, v_parent, coalesce(p_name, v_name),
-                        v_count + 1, NULL::text;
-END
-$fn$"""
-
 # Each migration takes the schema from the version before it to its own number.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -323,7 +272,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (
         f"DROP FUNCTION IF EXISTS {APPEND_FUNCTION}(text, text, text, text, boolean, text, "
         "text, text, boolean, text, boolean, text, text, boolean, float8)",
-        _APPEND,
+        _append_function(2),
     ),
     3: (
         f"ALTER TABLE {SESSIONS} ADD COLUMN bytes bigint NOT NULL DEFAULT 0",
@@ -345,10 +294,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # newest first: a common word's hits are read backwards from here, to the limit
         f"CREATE INDEX {ENTRIES}_newest_idx ON {ENTRIES} (seq)",
         # (contextree 0.2 also created the trigram index here when it could: see version 4)
-        _APPEND.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION").replace(
-            "entry_count = entry_count + 1, updated_at = now()",
-            "entry_count = entry_count + 1, updated_at = now(),\n"
-            "        bytes = bytes + octet_length(v_line) + 1"),
+        _append_function(3, replace=True),
     ),
     4: (
         f"CREATE TABLE {SETTINGS} (name text PRIMARY KEY, value text NOT NULL)",
@@ -363,7 +309,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         f"ALTER TABLE {ENTRIES} SET (toast_tuple_target = 4096)",
         f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
         "boolean, text, boolean, text, text, boolean, boolean)",
-        _APPEND_4,
+        _append_function(4),
+    ),
+    5: (
+        f"DROP FUNCTION {APPEND_FUNCTION}(text, text, text, text, boolean, text, text, text, "
+        "boolean, text, boolean, text, text, boolean, boolean, text, text)",
+        _append_function(5),
     ),
 }
 _MIGRATION_LOCK = 0x636F6E7465787472  # pg_advisory_xact_lock key: serializes create_schema

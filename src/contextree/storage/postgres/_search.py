@@ -30,7 +30,7 @@ from .._search_text import (
     Terms,
     entry_text,
     parse_line,
-    parse_query,
+    query_terms,
     snippet,
 )
 from ._codec import decode_header
@@ -79,10 +79,7 @@ def search_database(target: Target, target_of: Callable[[str], str], query: str,
         raise InvalidArgument("FTS5 syntax is for a directory's index; PostgreSQL searches "
                               "the words as they are: leave --fts off")
     filters = filters or SearchFilters()
-    terms = parse_query(query) if isinstance(query, str) else parse_query("")
-    if terms.empty:
-        raise InvalidArgument(f"nothing to search for in {query!r}: a query needs a word "
-                              "(letters or digits)")
+    terms = query_terms(query)
     notes: list[str] = []
     with mapped("could not search"), short_lived(target) as conn:
         require_schema(conn)

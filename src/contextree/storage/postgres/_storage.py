@@ -89,7 +89,7 @@ from ._driver import Connection, Target, psycopg
 from ._errors import first_line, is_connection_lost, mapped, storage_error
 from ._schema import require_schema, trigrams_on
 from ._tables import APPEND_FUNCTION, ENTRIES, SESSIONS, SETTINGS, TRIGRAMS
-from ._words import search_columns
+from ._words import client_encoding, search_columns
 
 __all__ = ["PostgresStorage"]
 
@@ -448,7 +448,8 @@ class PostgresStorage:
         is_leaf = isinstance(entry, LeafEntry)
         # the words only while the trigram index is on (the server reads them if it is on
         # now and was not when this object opened the session)
-        vector, words = search_columns(line, words=self._trigrams, entry=entry)
+        vector, words = search_columns(line, words=self._trigrams, entry=entry,
+                                       encoding=client_encoding(conn))
         row = conn.execute(_APPEND, [
             self._id, entry.id, entry.parent_id, entry.type, is_leaf,
             entry.target_id if isinstance(entry, LeafEntry) else None, line,
