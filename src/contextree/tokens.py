@@ -136,6 +136,8 @@ def _byte_class(b: int) -> int:
 
 
 _CLASSES = bytes(_byte_class(b) for b in range(256))
+_SHORT_TEXT = 160  # texts up to this long have their estimates remembered...
+_SHORT_MEMO = 65_536  # ...this many per counter (then forgotten all at once)
 
 
 class EstimateCounter(MessageCounter):
@@ -156,10 +158,30 @@ class EstimateCounter(MessageCounter):
     lead3_weight = 1.0
     lead4_weight = 3 / 2
 
+    def __init__(
+        self, *, image_tokens: int = IMAGE_TOKENS, message_overhead: int = MESSAGE_OVERHEAD
+    ) -> None:
+        super().__init__(image_tokens=image_tokens, message_overhead=message_overhead)
+        # Short texts recur (tool names, small arguments, one-line outputs): their estimates
+        # are remembered, a dict lookup instead of an encode and five counts.
+        self._short: dict[str, int] = {}
+
     def count_text(self, text: str) -> int:
         """Estimated tokens in ``text`` (0 for the empty string)."""
         if not text:
             return 0
+        if len(text) <= _SHORT_TEXT:
+            short = self._short
+            n = short.get(text)
+            if n is None:
+                n = self._estimate(text)
+                if len(short) >= _SHORT_MEMO:
+                    short.clear()
+                short[text] = n
+            return n
+        return self._estimate(text)
+
+    def _estimate(self, text: str) -> int:
         data = text.encode("utf-8", "surrogatepass")
         classes = data.translate(_CLASSES)
         digits = classes.count(_DIGIT)
