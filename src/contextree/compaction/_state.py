@@ -243,11 +243,12 @@ class CompactionState:
             self._view_sizes[id(ctx.messages)] = (
                 ctx.messages, None if known is None else [*self.sizes((first,)), *known])
         else:
-            ctx = self._with_more_cleared(plan)
-            if ctx is None:
-                ctx = build_context([*self.branch, self.entry_for(plan)],
-                                    projectors=self.projectors)
-                self._view_sizes[id(ctx.messages)] = (ctx.messages, None)
+            derived = self._with_more_cleared(plan)
+            if derived is None:
+                derived = build_context([*self.branch, self.entry_for(plan)],
+                                        projectors=self.projectors)
+                self._view_sizes[id(derived.messages)] = (derived.messages, None)
+            ctx = derived
         self._renders[key] = (plan, ctx)
         if not plan.summary:
             self._by_cut[plan.first_kept, plan.pinned] = (plan, ctx)
