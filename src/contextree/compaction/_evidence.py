@@ -41,6 +41,11 @@ _ERROR_LINE = re.compile(
     r"cannot|can't|unable|refused|timed out|timeout",
     re.IGNORECASE,
 )
+# The same patterns, case-sensitive, for ASCII text lowered first: the same matches at the
+# same places (lowering ASCII keeps its length), found several times faster than with
+# IGNORECASE. Text that is not ASCII goes through the patterns above.
+_EXIT_LOWER = re.compile(_EXIT.pattern)
+_ERROR_LINE_LOWER = re.compile(_ERROR_LINE.pattern)
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+?)\s*$", re.MULTILINE)
 _PATH_KEYS = ("path", "file_path", "filename", "file", "notebook_path", "target")
 
@@ -128,8 +133,13 @@ def exit_code(result: Message, *, scan_text: bool = True) -> int | None:
         code = data["metadata"].get("exit_code")
         if isinstance(code, int) and not isinstance(code, bool):
             return code
-    m = _EXIT.search(text[-400:]) or _EXIT.search(text[:400])
+    m = _exit_search(text[-400:]) or (_exit_search(text[:400]) if len(text) > 400 else None)
     return int(m.group(1)) if m else None
+
+
+def _exit_search(text: str) -> re.Match[str] | None:
+    """``_EXIT.search(text)``, faster on ASCII text (see ``_EXIT_LOWER``)."""
+    return _EXIT_LOWER.search(text.lower()) if text.isascii() else _EXIT.search(text)
 
 
 _ERROR_HEAD = re.compile(r"^(?:FAILED|ERROR|E\s|error(?:\[|:))|(?:Error|Exception|Warning):"
@@ -152,7 +162,9 @@ def error_excerpts(text: str, *sizes: int) -> list[str]:
     last_line = region.rstrip().rsplit("\n", 1)[-1].strip()
     # One pass of the regex over the region finds the error-sounding lines.
     lines: dict[int, str] = {}  # line start -> line, in order
-    for m in _ERROR_LINE.finditer(region):
+    found = (_ERROR_LINE_LOWER.finditer(region.lower()) if region.isascii()
+             else _ERROR_LINE.finditer(region))
+    for m in found:
         start = region.rfind("\n", 0, m.start()) + 1
         if start not in lines:
             lines[start] = region[start:_line_end(region, m.start())].strip()
