@@ -181,16 +181,20 @@ def build_context(
         for m in comp.retained_tail or ():
             raw.append((m, comp.id))
     for index, entry in enumerate(entries):
-        edit = edits.get(entry.id)
+        eid = entry.id
+        edit = edits.get(eid) if edits else None
         if edit is not None and edit.content is None:
             continue  # left out of the context from the edit on
+        if edit is None and eid not in cleared and isinstance(entry, MessageEntry):
+            raw.append((entry.message, eid))  # (most entries: nothing to change)
+            continue
         for m in _entry_messages(entry, index, entries, projectors):
             if edit is not None:
                 m = _edited(m, edit)
-            if entry.id in cleared and m.role == "tool":
+            if eid in cleared and m.role == "tool":
                 m = m.marked(ClearedToolResultMarker(tokens_after=tokens_after),
-                             content=cleared[entry.id])
-            raw.append((m, entry.id))
+                             content=cleared[eid])
+            raw.append((m, eid))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
     return ctx
@@ -281,7 +285,12 @@ def _entry_messages(
 def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
     requests: dict[str, RequestEntry] = {}
     for entry in path:
-        if isinstance(entry, RequestEntry):
+        if isinstance(entry, MessageEntry):
+            # A reply names the model that wrote it: the latest one is in force.
+            m = entry.message
+            if m.role == "assistant" and m.model and m.provider:
+                ctx.model = (m.provider, m.model)
+        elif isinstance(entry, RequestEntry):
             requests[entry.id] = entry
             _apply_request(ctx, requests.get(entry.same_as or "", entry), entry.id)
         elif isinstance(entry, ModelChangeEntry):
@@ -290,11 +299,6 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
             ctx.thinking_level = entry.thinking_level
         elif isinstance(entry, ActiveToolsChangeEntry):
             ctx.active_tools = list(entry.active_tool_names)
-        elif isinstance(entry, MessageEntry):
-            # A reply names the model that wrote it: the latest one is in force.
-            m = entry.message
-            if m.role == "assistant" and m.model and m.provider:
-                ctx.model = (m.provider, m.model)
 
 
 def _apply_request(ctx: SessionContext, content: RequestEntry, entry_id: str) -> None:
