@@ -11,7 +11,7 @@ message that called it, each call has a result, and no result is orphaned.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._messages import Message
@@ -198,6 +198,82 @@ def build_context(
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
     return ctx
+
+
+class CutViews:
+    """The views that a compaction entry appended at the tip of ``branch`` gives, for any
+    cut, pins and cleared results, each without building the branch again: what
+    ``build_context([*branch, entry])`` gives for an entry with no summary and no retained
+    messages (the planner renders many such candidates of one branch).
+
+    Made by ``CutViews.of``, only for a branch whose entries each give their messages on
+    their own: no context edits, no custom entry that a projector turns into messages, no
+    id twice.
+    """
+
+    def __init__(self, branch: Sequence[AnyEntry]) -> None:
+        self.state = SessionContext(messages=[])
+        _derive_state(branch, self.state)
+        self.ids = [e.id for e in branch]
+        # (message, entry id) of every entry but compactions (they give no messages once a
+        # later one is in force), in branch order; ``starts[i]``: the first pair of entry i.
+        self.raw: list[tuple[Message, str | None]] = []
+        self.starts: list[int] = []
+        for index, entry in enumerate(branch):
+            self.starts.append(len(self.raw))
+            if isinstance(entry, MessageEntry):
+                self.raw.append((entry.message, entry.id))
+            elif not isinstance(entry, CompactionEntry):
+                self.raw += [(m, entry.id) for m in _entry_messages(entry, index, branch, None)]
+        self.starts.append(len(self.raw))
+        self.index = {eid: i for i, eid in enumerate(self.ids)}
+
+    @classmethod
+    def of(cls, branch: Sequence[AnyEntry],
+           projectors: Mapping[str, Projector] | None = None) -> CutViews | None:
+        """The views of ``branch``, or ``None`` when its entries do not each give their
+        messages on their own (see the class docstring)."""
+        for e in branch:
+            if isinstance(e, ContextEditEntry) or (
+                    isinstance(e, CustomEntry) and projectors and e.custom_type in projectors):
+                return None
+        if len({e.id for e in branch}) != len(branch):
+            return None
+        return cls(branch)
+
+    def view(self, comp: CompactionEntry) -> SessionContext | None:
+        """``build_context([*branch, comp])``, or ``None`` when ``comp`` is not an entry
+        these views can give (it has a summary or retained messages, or keeps nothing)."""
+        first = self.index.get(comp.first_kept_entry_id or "")
+        if comp.summary or comp.retained_tail is not None or first is None:
+            return None
+        starts, raw = self.starts, self.raw
+        pinned = sorted({i for p in comp.pinned or () if (i := self.index.get(p, first)) < first})
+        pairs = [pair for i in pinned for pair in raw[starts[i]:starts[i + 1]]]
+        pairs += raw[starts[first]:]
+        cleared = comp.cleared
+        if cleared:
+            mark = ClearedToolResultMarker(tokens_after=comp.tokens_after)
+            pins = set(pinned)
+            offset = len(pairs) - (len(raw) - starts[first])  # where raw[starts[first]] is
+            for eid, text in cleared.items():
+                e = self.index.get(eid)
+                if e is None or (e < first and e not in pins):
+                    continue
+                if e < first:  # a pinned entry: find its pairs among the pinned ones
+                    at = sum(starts[j + 1] - starts[j] for j in pinned if j < e)
+                else:
+                    at = offset + starts[e] - starts[first]
+                for k in range(at, at + starts[e + 1] - starts[e]):
+                    m, pid = pairs[k]
+                    if m.role == "tool":
+                        pairs[k] = (m.marked(mark, content=text), pid)
+        ctx = replace(self.state, compaction=comp,
+                      active_tools=None if self.state.active_tools is None
+                      else list(self.state.active_tools))
+        ctx.messages, ctx.entry_ids = repair_pairing(pairs)
+        ctx.fresh_from = len(ctx.messages)  # (nothing comes after the compaction)
+        return ctx
 
 
 def _edited(m: Message, edit: ContextEditEntry) -> Message:

@@ -272,7 +272,7 @@ class DigestState:
             path = path_of(call) if call is not None else None
             target = (path or cap(orjson.dumps(call.arguments).decode(), 160)
                       if call is not None else "")
-            key, what = f"{name}({target})", f"{name}({target})"
+            key = what = f"{name}({target})"
             if path and kind is ToolKind.READ:  # the artifact trail: what was read
                 self.read.pop(path, None)
                 self.read[path] = None
@@ -466,7 +466,7 @@ def _output_excerpt(text: str) -> str:
     """The first two and last three lines of an output (read from its ends only)."""
     n = count_lines(text)
     if n <= 6:
-        return cap(" | ".join(ln.strip() for ln in text.splitlines() if ln.strip()), _EXCERPT)
+        return cap(" | ".join([s for ln in text.splitlines() if (s := ln.strip())]), _EXCERPT)
     head = " | ".join(ln.strip() for ln in text[:1000].strip().splitlines()[:2])
     tail = " | ".join(ln.strip() for ln in text[-1000:].strip().splitlines()[-3:])
     return cap(f"{head} | … {n - 5} lines … | {tail}", _EXCERPT)

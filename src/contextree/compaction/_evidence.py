@@ -62,7 +62,15 @@ def kind_of(name: str, kinds: Mapping[str, ToolKind] | None = None) -> ToolKind:
         declared = kinds.get(name)
         if declared is not None and declared is not ToolKind.OTHER:
             return declared
-    return kind_of_tool_name(name)
+    kind = _NAME_KINDS.get(name)
+    if kind is None:
+        kind = kind_of_tool_name(name)
+        if len(_NAME_KINDS) < 4096:  # (names are few; a flood of them is not remembered)
+            _NAME_KINDS[name] = kind
+    return kind
+
+
+_NAME_KINDS: dict[str, ToolKind] = {}  # tool name -> the kind its name has, a memo
 
 
 def path_of(call: ToolCall) -> str | None:
@@ -295,8 +303,11 @@ def identifiers_in(text: str) -> list[str]:
 
 def argument_text(call: ToolCall) -> str:
     """A call's name and argument values as one text (for finding identifiers it uses)."""
+    args = call.arguments
+    if all(type(v) is str for v in args.values()):  # (most calls: a few strings)
+        return " ".join(args.values())
     parts: list[str] = []
-    _strings(call.arguments, parts)
+    _strings(args, parts)
     return " ".join(parts)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .._context import (
+    CutViews,
     Projector,
     SessionContext,
     build_context,
@@ -137,6 +138,8 @@ class CompactionState:
         # A view derived from another derives its sizes too, instead of a pass over them all.
         self._view_sizes: dict[int, tuple[list[Message], list[int] | None]] = {}
         self.tokens_before = 0  # until counted below
+        self._views = CutViews.of(self.branch, self.projectors)  # (None: build each view)
+        self._initial_messages: list[tuple[str, int, Message]] | None = None
         self.base: CompactionEntry | None = None
         ci = latest_compaction(self.branch)
         if ci is not None:
@@ -245,8 +248,10 @@ class CompactionState:
         else:
             derived = self._with_more_cleared(plan)
             if derived is None:
-                derived = build_context([*self.branch, self.entry_for(plan)],
-                                        projectors=self.projectors)
+                entry = self.entry_for(plan)
+                derived = self._views.view(entry) if self._views is not None else None
+                if derived is None:
+                    derived = build_context([*self.branch, entry], projectors=self.projectors)
                 self._view_sizes[id(derived.messages)] = (derived.messages, None)
             ctx = derived
         self._renders[key] = (plan, ctx)
@@ -363,6 +368,21 @@ class CompactionState:
             n += round(self.sizes((message,))[0] * self.scale)
         self._tokens[_view_key(plan)] = (plan, n)
         return n
+
+    def initial_messages(self) -> list[tuple[str, int, Message]]:
+        """The messages of the initial view that are the branch's own, as first written:
+        (entry id, index in the branch, message), in the view's order (computed once)."""
+        if self._initial_messages is None:
+            out: list[tuple[str, int, Message]] = []
+            for eid in self.initial_ids:
+                i = self.index.get(eid)
+                if i is None:
+                    continue
+                entry = self.branch[i]
+                if isinstance(entry, MessageEntry):
+                    out.append((eid, i, entry.message))
+            self._initial_messages = out
+        return self._initial_messages
 
     def original(self, entry_id: str) -> Message | None:
         """A message as first written (before any placeholder replaced it)."""
