@@ -211,35 +211,41 @@ class CutViews:
     id twice.
     """
 
-    def __init__(self, branch: Sequence[AnyEntry]) -> None:
-        self.state = SessionContext(messages=[])
-        _derive_state(branch, self.state)
-        self.ids = [e.id for e in branch]
+    def __init__(self, state: SessionContext, raw: list[tuple[Message, str | None]],
+                 starts: list[int], index: Mapping[str, int]) -> None:
+        self.state = state  # what is in force at the tip, with no messages
         # (message, entry id) of every entry but compactions (they give no messages once a
         # later one is in force), in branch order; ``starts[i]``: the first pair of entry i.
-        self.raw: list[tuple[Message, str | None]] = []
-        self.starts: list[int] = []
-        for index, entry in enumerate(branch):
-            self.starts.append(len(self.raw))
-            if isinstance(entry, MessageEntry):
-                self.raw.append((entry.message, entry.id))
-            elif not isinstance(entry, CompactionEntry):
-                self.raw += [(m, entry.id) for m in _entry_messages(entry, index, branch, None)]
-        self.starts.append(len(self.raw))
-        self.index = {eid: i for i, eid in enumerate(self.ids)}
+        self.raw = raw
+        self.starts = starts
+        self.index = index  # entry id -> index in the branch
 
     @classmethod
-    def of(cls, branch: Sequence[AnyEntry],
-           projectors: Mapping[str, Projector] | None = None) -> CutViews | None:
+    def of(cls, branch: Sequence[AnyEntry], projectors: Mapping[str, Projector] | None = None,
+           *, index: Mapping[str, int] | None = None) -> CutViews | None:
         """The views of ``branch``, or ``None`` when its entries do not each give their
-        messages on their own (see the class docstring)."""
-        for e in branch:
-            if isinstance(e, ContextEditEntry) or (
-                    isinstance(e, CustomEntry) and projectors and e.custom_type in projectors):
+        messages on their own (see the class docstring). ``index``: the branch's entry ids
+        to their indexes, when the caller has it."""
+        raw: list[tuple[Message, str | None]] = []
+        starts: list[int] = []
+        for i, entry in enumerate(branch):
+            starts.append(len(raw))
+            if isinstance(entry, MessageEntry):
+                raw.append((entry.message, entry.id))
+            elif isinstance(entry, ContextEditEntry) or (
+                    isinstance(entry, CustomEntry) and projectors
+                    and entry.custom_type in projectors):
                 return None
-        if len({e.id for e in branch}) != len(branch):
-            return None
-        return cls(branch)
+            elif not isinstance(entry, CompactionEntry):
+                raw += [(m, entry.id) for m in _entry_messages(entry, i, branch, None)]
+        starts.append(len(raw))
+        if index is None:
+            index = {e.id: i for i, e in enumerate(branch)}
+        if len(index) != len(branch):
+            return None  # an id twice
+        state = SessionContext(messages=[])
+        _derive_state(branch, state)
+        return cls(state, raw, starts, index)
 
     def view(self, comp: CompactionEntry) -> SessionContext | None:
         """``build_context([*branch, comp])``, or ``None`` when ``comp`` is not an entry

@@ -138,7 +138,8 @@ class CompactionState:
         # A view derived from another derives its sizes too, instead of a pass over them all.
         self._view_sizes: dict[int, tuple[list[Message], list[int] | None]] = {}
         self.tokens_before = 0  # until counted below
-        self._views = CutViews.of(self.branch, self.projectors)  # (None: build each view)
+        # Candidate views from one pass over the branch (None: each is built again).
+        self._views = CutViews.of(self.branch, self.projectors, index=self.index)
         self._initial_messages: list[tuple[str, int, Message]] | None = None
         self.base: CompactionEntry | None = None
         ci = latest_compaction(self.branch)
