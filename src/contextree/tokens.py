@@ -84,15 +84,18 @@ class MessageCounter(ABC):
     def count_message(self, msg: Message) -> int:
         """Tokens one message costs in a request, including role and framing overhead."""
         total = self.message_overhead
+        count_text = self.count_text
         content = msg.content
         if isinstance(content, str):
-            total += self.count_text(content)
+            total += count_text(content)
         elif content is not None:
             total += sum(self._count_part(part) for part in content)
-        for call in msg.tool_calls or ():
-            total += self._count_call(call)
+        calls = msg.tool_calls
+        if calls:
+            for call in calls:
+                total += self._count_call(call)
         if msg.name:
-            total += self.count_text(msg.name)
+            total += count_text(msg.name)
         return total
 
     def count_messages(self, msgs: Sequence[Message]) -> int:

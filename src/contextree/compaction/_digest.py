@@ -506,7 +506,7 @@ class _Section:
     optional: bool = False  # left out, its share given to the others, when too small
 
     def size(self) -> int:
-        return len(self.title) + 5 + sum(len(i) + 3 for i in self.items) + (
+        return len(self.title) + 5 + sum(map(len, self.items)) + 3 * len(self.items) + (
             _MORE if self.omitted else 0)
 
     def trim(self, budget: int) -> None:
