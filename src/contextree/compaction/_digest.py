@@ -196,17 +196,19 @@ class DigestState:
         seen = self._seen
         for c in self.candidates:
             seen.setdefault(c, None)
+        assistant, tool, see = self._assistant, self._tool, index.see
         for m, _ in items:
             self.folded += 1
-            if m.role == "user":
-                self._user(m)
-            elif m.role == "assistant":
+            role = m.role
+            if role == "tool":
+                tool(m, see(m), kinds, seen)
+            elif role == "assistant":
                 if self.users:
                     self.opening_done = True
-                index.see(m)
-                self._assistant(m, kinds, seen, known)
-            elif m.role == "tool":
-                self._tool(m, index.see(m), kinds, seen)
+                see(m)
+                assistant(m, kinds, seen, known)
+            elif role == "user":
+                self._user(m)
             elif m.kind is not None and m.text.strip():  # a branch summary, a custom message
                 self.details.append(cap(m.text, _EXCERPT))
         self.folded_tokens += tokens
