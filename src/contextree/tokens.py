@@ -161,13 +161,9 @@ class EstimateCounter(MessageCounter):
     lead3_weight = 1.0
     lead4_weight = 3 / 2
 
-    def __init__(
-        self, *, image_tokens: int = IMAGE_TOKENS, message_overhead: int = MESSAGE_OVERHEAD
-    ) -> None:
-        super().__init__(image_tokens=image_tokens, message_overhead=message_overhead)
-        # Short texts recur (tool names, small arguments, one-line outputs): their estimates
-        # are remembered, a dict lookup instead of an encode and five counts.
-        self._short: dict[str, int] = {}
+    # Short texts recur (tool names, small arguments, one-line outputs): their estimates are
+    # remembered per counter, a dict lookup instead of an encode and five counts.
+    _short: dict[str, int] | None = None
 
     def count_text(self, text: str) -> int:
         """Estimated tokens in ``text`` (0 for the empty string)."""
@@ -175,6 +171,8 @@ class EstimateCounter(MessageCounter):
             return 0
         if len(text) <= _SHORT_TEXT:
             short = self._short
+            if short is None:
+                short = self._short = {}
             n = short.get(text)
             if n is None:
                 n = self._estimate(text)
