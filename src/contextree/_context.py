@@ -11,7 +11,7 @@ message that called it, each call has a result, and no result is orphaned.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._messages import Message
@@ -181,19 +181,105 @@ def build_context(
         for m in comp.retained_tail or ():
             raw.append((m, comp.id))
     for index, entry in enumerate(entries):
-        edit = edits.get(entry.id)
+        eid = entry.id
+        edit = edits.get(eid) if edits else None
         if edit is not None and edit.content is None:
             continue  # left out of the context from the edit on
+        if edit is None and eid not in cleared and isinstance(entry, MessageEntry):
+            raw.append((entry.message, eid))  # (most entries: nothing to change)
+            continue
         for m in _entry_messages(entry, index, entries, projectors):
             if edit is not None:
                 m = _edited(m, edit)
-            if entry.id in cleared and m.role == "tool":
+            if eid in cleared and m.role == "tool":
                 m = m.marked(ClearedToolResultMarker(tokens_after=tokens_after),
-                             content=cleared[entry.id])
-            raw.append((m, entry.id))
+                             content=cleared[eid])
+            raw.append((m, eid))
     ctx.messages, ctx.entry_ids = repair_pairing(raw)
     ctx.fresh_from = _fresh_from(ctx, path) if comp is not None else 0
     return ctx
+
+
+class CutViews:
+    """The views that a compaction entry appended at the tip of ``branch`` gives, for any
+    cut, pins and cleared results, each without building the branch again: what
+    ``build_context([*branch, entry])`` gives for an entry with no summary and no retained
+    messages (the planner renders many such candidates of one branch).
+
+    Made by ``CutViews.of``, only for a branch whose entries each give their messages on
+    their own: no context edits, no custom entry that a projector turns into messages, no
+    id twice.
+    """
+
+    def __init__(self, state: SessionContext, raw: list[tuple[Message, str | None]],
+                 starts: list[int], index: Mapping[str, int]) -> None:
+        self.state = state  # what is in force at the tip, with no messages
+        # (message, entry id) of every entry but compactions (they give no messages once a
+        # later one is in force), in branch order; ``starts[i]``: the first pair of entry i.
+        self.raw = raw
+        self.starts = starts
+        self.index = index  # entry id -> index in the branch
+
+    @classmethod
+    def of(cls, branch: Sequence[AnyEntry], projectors: Mapping[str, Projector] | None = None,
+           *, index: Mapping[str, int] | None = None) -> CutViews | None:
+        """The views of ``branch``, or ``None`` when its entries do not each give their
+        messages on their own (see the class docstring). ``index``: the branch's entry ids
+        to their indexes, when the caller has it."""
+        raw: list[tuple[Message, str | None]] = []
+        starts: list[int] = []
+        for i, entry in enumerate(branch):
+            starts.append(len(raw))
+            if isinstance(entry, MessageEntry):
+                raw.append((entry.message, entry.id))
+            elif isinstance(entry, ContextEditEntry) or (
+                    isinstance(entry, CustomEntry) and projectors
+                    and entry.custom_type in projectors):
+                return None
+            elif not isinstance(entry, CompactionEntry):
+                raw += [(m, entry.id) for m in _entry_messages(entry, i, branch, None)]
+        starts.append(len(raw))
+        if index is None:
+            index = {e.id: i for i, e in enumerate(branch)}
+        if len(index) != len(branch):
+            return None  # an id twice
+        state = SessionContext(messages=[])
+        _derive_state(branch, state)
+        return cls(state, raw, starts, index)
+
+    def view(self, comp: CompactionEntry) -> SessionContext | None:
+        """``build_context([*branch, comp])``, or ``None`` when ``comp`` is not an entry
+        these views can give (it has a summary or retained messages, or keeps nothing)."""
+        first = self.index.get(comp.first_kept_entry_id or "")
+        if comp.summary or comp.retained_tail is not None or first is None:
+            return None
+        starts, raw = self.starts, self.raw
+        pinned = sorted({i for p in comp.pinned or () if (i := self.index.get(p, first)) < first})
+        pairs = [pair for i in pinned for pair in raw[starts[i]:starts[i + 1]]]
+        pairs += raw[starts[first]:]
+        cleared = comp.cleared
+        if cleared:
+            mark = ClearedToolResultMarker(tokens_after=comp.tokens_after)
+            pins = set(pinned)
+            offset = len(pairs) - (len(raw) - starts[first])  # where raw[starts[first]] is
+            for eid, text in cleared.items():
+                e = self.index.get(eid)
+                if e is None or (e < first and e not in pins):
+                    continue
+                if e < first:  # a pinned entry: find its pairs among the pinned ones
+                    at = sum(starts[j + 1] - starts[j] for j in pinned if j < e)
+                else:
+                    at = offset + starts[e] - starts[first]
+                for k in range(at, at + starts[e + 1] - starts[e]):
+                    m, pid = pairs[k]
+                    if m.role == "tool":
+                        pairs[k] = (m.marked(mark, content=text), pid)
+        ctx = replace(self.state, compaction=comp,
+                      active_tools=None if self.state.active_tools is None
+                      else list(self.state.active_tools))
+        ctx.messages, ctx.entry_ids = repair_pairing(pairs)
+        ctx.fresh_from = len(ctx.messages)  # (nothing comes after the compaction)
+        return ctx
 
 
 def _edited(m: Message, edit: ContextEditEntry) -> Message:
@@ -281,7 +367,12 @@ def _entry_messages(
 def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
     requests: dict[str, RequestEntry] = {}
     for entry in path:
-        if isinstance(entry, RequestEntry):
+        if isinstance(entry, MessageEntry):
+            # A reply names the model that wrote it: the latest one is in force.
+            m = entry.message
+            if m.role == "assistant" and m.model and m.provider:
+                ctx.model = (m.provider, m.model)
+        elif isinstance(entry, RequestEntry):
             requests[entry.id] = entry
             _apply_request(ctx, requests.get(entry.same_as or "", entry), entry.id)
         elif isinstance(entry, ModelChangeEntry):
@@ -290,11 +381,6 @@ def _derive_state(path: Sequence[AnyEntry], ctx: SessionContext) -> None:
             ctx.thinking_level = entry.thinking_level
         elif isinstance(entry, ActiveToolsChangeEntry):
             ctx.active_tools = list(entry.active_tool_names)
-        elif isinstance(entry, MessageEntry):
-            # A reply names the model that wrote it: the latest one is in force.
-            m = entry.message
-            if m.role == "assistant" and m.model and m.provider:
-                ctx.model = (m.provider, m.model)
 
 
 def _apply_request(ctx: SessionContext, content: RequestEntry, entry_id: str) -> None:

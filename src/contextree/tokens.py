@@ -84,15 +84,18 @@ class MessageCounter(ABC):
     def count_message(self, msg: Message) -> int:
         """Tokens one message costs in a request, including role and framing overhead."""
         total = self.message_overhead
+        count_text = self.count_text
         content = msg.content
         if isinstance(content, str):
-            total += self.count_text(content)
+            total += count_text(content)
         elif content is not None:
             total += sum(self._count_part(part) for part in content)
-        for call in msg.tool_calls or ():
-            total += self._count_call(call)
+        calls = msg.tool_calls
+        if calls:
+            for call in calls:
+                total += self._count_call(call)
         if msg.name:
-            total += self.count_text(msg.name)
+            total += count_text(msg.name)
         return total
 
     def count_messages(self, msgs: Sequence[Message]) -> int:
@@ -136,6 +139,8 @@ def _byte_class(b: int) -> int:
 
 
 _CLASSES = bytes(_byte_class(b) for b in range(256))
+_SHORT_TEXT = 160  # texts up to this long have their estimates remembered...
+_SHORT_MEMO = 65_536  # ...this many per counter (then forgotten all at once)
 
 
 class EstimateCounter(MessageCounter):
@@ -156,10 +161,28 @@ class EstimateCounter(MessageCounter):
     lead3_weight = 1.0
     lead4_weight = 3 / 2
 
+    # Short texts recur (tool names, small arguments, one-line outputs): their estimates are
+    # remembered per counter, a dict lookup instead of an encode and five counts.
+    _short: dict[str, int] | None = None
+
     def count_text(self, text: str) -> int:
         """Estimated tokens in ``text`` (0 for the empty string)."""
         if not text:
             return 0
+        if len(text) <= _SHORT_TEXT:
+            short = self._short
+            if short is None:
+                short = self._short = {}
+            n = short.get(text)
+            if n is None:
+                n = self._estimate(text)
+                if len(short) >= _SHORT_MEMO:
+                    short.clear()
+                short[text] = n
+            return n
+        return self._estimate(text)
+
+    def _estimate(self, text: str) -> int:
         data = text.encode("utf-8", "surrogatepass")
         classes = data.translate(_CLASSES)
         digits = classes.count(_DIGIT)

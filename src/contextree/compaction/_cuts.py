@@ -87,12 +87,5 @@ def dropped_items(state: CompactionState, first_kept: int,
                   pins: Sequence[str]) -> list[tuple[Message, str | None]]:
     """Messages of the initial view that a cut at ``first_kept`` removes, as first written."""
     pinned = set(pins)
-    out: list[tuple[Message, str | None]] = []
-    for eid in state.initial_ids:
-        i = state.index.get(eid)
-        if i is None or i >= first_kept or eid in pinned:
-            continue
-        m = state.original(eid)
-        if m is not None:
-            out.append((m, eid))
-    return out
+    return [(m, eid) for eid, i, m in state.initial_messages()
+            if i < first_kept and eid not in pinned]

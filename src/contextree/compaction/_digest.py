@@ -196,17 +196,19 @@ class DigestState:
         seen = self._seen
         for c in self.candidates:
             seen.setdefault(c, None)
+        assistant, tool, see = self._assistant, self._tool, index.see
         for m, _ in items:
             self.folded += 1
-            if m.role == "user":
-                self._user(m)
-            elif m.role == "assistant":
+            role = m.role
+            if role == "tool":
+                tool(m, see(m), kinds, seen)
+            elif role == "assistant":
                 if self.users:
                     self.opening_done = True
-                index.see(m)
-                self._assistant(m, kinds, seen, known)
-            elif m.role == "tool":
-                self._tool(m, index.see(m), kinds, seen)
+                see(m)
+                assistant(m, kinds, seen, known)
+            elif role == "user":
+                self._user(m)
             elif m.kind is not None and m.text.strip():  # a branch summary, a custom message
                 self.details.append(cap(m.text, _EXCERPT))
         self.folded_tokens += tokens
@@ -272,7 +274,7 @@ class DigestState:
             path = path_of(call) if call is not None else None
             target = (path or cap(orjson.dumps(call.arguments).decode(), 160)
                       if call is not None else "")
-            key, what = f"{name}({target})", f"{name}({target})"
+            key = what = f"{name}({target})"
             if path and kind is ToolKind.READ:  # the artifact trail: what was read
                 self.read.pop(path, None)
                 self.read[path] = None
@@ -466,7 +468,7 @@ def _output_excerpt(text: str) -> str:
     """The first two and last three lines of an output (read from its ends only)."""
     n = count_lines(text)
     if n <= 6:
-        return cap(" | ".join(ln.strip() for ln in text.splitlines() if ln.strip()), _EXCERPT)
+        return cap(" | ".join([s for ln in text.splitlines() if (s := ln.strip())]), _EXCERPT)
     head = " | ".join(ln.strip() for ln in text[:1000].strip().splitlines()[:2])
     tail = " | ".join(ln.strip() for ln in text[-1000:].strip().splitlines()[-3:])
     return cap(f"{head} | … {n - 5} lines … | {tail}", _EXCERPT)
@@ -506,7 +508,7 @@ class _Section:
     optional: bool = False  # left out, its share given to the others, when too small
 
     def size(self) -> int:
-        return len(self.title) + 5 + sum(len(i) + 3 for i in self.items) + (
+        return len(self.title) + 5 + sum(map(len, self.items)) + 3 * len(self.items) + (
             _MORE if self.omitted else 0)
 
     def trim(self, budget: int) -> None:

@@ -141,6 +141,10 @@ def _cut(state: CompactionState, plan: Plan, *, steps: bool, keep_ratio: float,
             break  # the cut cannot move any later
         pins = tuple(dict.fromkeys([*plan.pinned, *cut.pins]))
         found = dropped_items(state, first_kept, pins)
+        if not found and best is None and reserve is None:
+            # Nothing to drop: the digest (and so the room it needs, the budget and the
+            # cut) would stay as they are, so no later pass can drop anything either.
+            return None
         if found[: len(items)] == items:
             extra = found[len(items):]
         else:  # (pins changed what an earlier cut dropped) start again

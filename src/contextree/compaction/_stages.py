@@ -97,7 +97,8 @@ def placeholder(result: Message, call: ToolCall | None,
     if call is not None:
         args = shorten(orjson.dumps(call.arguments).decode(), 201)
     text = result.text
-    size = f"{text.count(chr(10)) + 1} lines, {len(text.encode())} bytes"
+    nbytes = len(text) if text.isascii() else len(text.encode())  # (no copy of ASCII text)
+    size = f"{text.count(chr(10)) + 1} lines, {nbytes} bytes"
     if call is not None and kind in (ToolKind.EDIT, ToolKind.WRITE):
         paths = changed_paths(call)
         how = ("It changed files: do not run it again; read "

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .._context import (
+    CutViews,
     Projector,
     SessionContext,
     build_context,
@@ -132,7 +133,14 @@ class CompactionState:
         self._tokens: dict[tuple[Any, ...], tuple[Plan, int]] = {}
         self._by_cut: dict[tuple[int, tuple[str, ...]], tuple[Plan, SessionContext]] = {}
         self._bare: dict[tuple[int, tuple[str, ...], int], tuple[dict[str, str], int]] = {}
+        # The sizes of each rendered view's messages, by the list's identity (the list is
+        # kept alive here, and renders are never modified); ``None`` until first asked for.
+        # A view derived from another derives its sizes too, instead of a pass over them all.
+        self._view_sizes: dict[int, tuple[list[Message], list[int] | None]] = {}
         self.tokens_before = 0  # until counted below
+        # Candidate views from one pass over the branch (None: each is built again).
+        self._views = CutViews.of(self.branch, self.projectors, index=self.index)
+        self._initial_messages: list[tuple[str, int, Message]] | None = None
         self.base: CompactionEntry | None = None
         ci = latest_compaction(self.branch)
         if ci is not None:
@@ -198,7 +206,7 @@ class CompactionState:
         """The compaction entry that would describe ``plan`` (a child of the branch's tip)."""
         first = self.branch[plan.first_kept].id if plan.first_kept < len(self.branch) else None
         kept_from = plan.first_kept
-        live = {e.id for e in self.branch[kept_from:]}
+        index = self.index
         return CompactionEntry(
             entry_id,
             self.branch[-1].id if self.branch else None,
@@ -206,7 +214,8 @@ class CompactionState:
             summary=plan.summary,
             first_kept_entry_id=first,
             tokens_before=self.tokens_before,
-            cleared={k: v for k, v in plan.cleared.items() if k in live} or None,
+            cleared={k: v for k, v in plan.cleared.items()
+                     if index.get(k, -1) >= kept_from} or None,
             pinned=[p for p in plan.pinned if self.index.get(p, len(self.branch)) < kept_from]
             or None,
             tokens_after=tokens_after,
@@ -230,12 +239,22 @@ class CompactionState:
             # with nothing, so building the whole branch again would give the same list.
             bare = self.render(replace(plan, summary=""))
             entry = self.entry_for(plan)
-            ctx = replace(bare, messages=[summary_message(entry), *bare.messages],
+            first = summary_message(entry)
+            ctx = replace(bare, messages=[first, *bare.messages],
                           entry_ids=[entry.id, *bare.entry_ids], compaction=entry,
                           fresh_from=bare.fresh_from + 1)
+            known = self._view_sizes[id(bare.messages)][1]
+            self._view_sizes[id(ctx.messages)] = (
+                ctx.messages, None if known is None else [*self.sizes((first,)), *known])
         else:
-            ctx = self._with_more_cleared(plan) or build_context(
-                [*self.branch, self.entry_for(plan)], projectors=self.projectors)
+            derived = self._with_more_cleared(plan)
+            if derived is None:
+                entry = self.entry_for(plan)
+                derived = self._views.view(entry) if self._views is not None else None
+                if derived is None:
+                    derived = build_context([*self.branch, entry], projectors=self.projectors)
+                self._view_sizes[id(derived.messages)] = (derived.messages, None)
+            ctx = derived
         self._renders[key] = (plan, ctx)
         if not plan.summary:
             self._by_cut[plan.first_kept, plan.pinned] = (plan, ctx)
@@ -254,9 +273,18 @@ class CompactionState:
         new = {k: v for k, v in plan.cleared.items() if k not in old.cleared}
         messages = list(ctx.messages)
         mark = ClearedToolResultMarker(tokens_after=None)  # (a candidate entry has no count)
+        changed: list[int] = []
         for i, eid in enumerate(ctx.entry_ids):
             if eid is not None and eid in new and messages[i].role == "tool":
                 messages[i] = messages[i].marked(mark, content=new[eid])
+                changed.append(i)
+        known = self._view_sizes[id(ctx.messages)][1]
+        sizes: list[int] | None = None
+        if known is not None:
+            sizes = list(known)
+            for i, n in zip(changed, self.sizes([messages[i] for i in changed]), strict=True):
+                sizes[i] = n
+        self._view_sizes[id(messages)] = (messages, sizes)
         return replace(ctx, messages=messages, compaction=self.entry_for(plan))
 
     def estimate(self, messages: Sequence[Message]) -> int:
@@ -264,7 +292,19 @@ class CompactionState:
         return sum(self.sizes(messages))
 
     def sizes(self, messages: Sequence[Message]) -> list[int]:
-        """The unscaled estimate of each message (cached for the branch's own messages)."""
+        """The unscaled estimate of each message (cached for the branch's own messages, and
+        for the messages of a rendered view as a whole: that list is shared, do not modify
+        it)."""
+        view = self._view_sizes.get(id(messages))
+        if view is not None and view[0] is messages:
+            known = view[1]
+            if known is None:
+                known = self._sizes(messages)
+                self._view_sizes[id(messages)] = (view[0], known)
+            return known
+        return self._sizes(messages)
+
+    def _sizes(self, messages: Sequence[Message]) -> list[int]:
         counts = self._counts
         stable = self._stable
         by_text = self._text_counts
@@ -329,6 +369,21 @@ class CompactionState:
             n += round(self.sizes((message,))[0] * self.scale)
         self._tokens[_view_key(plan)] = (plan, n)
         return n
+
+    def initial_messages(self) -> list[tuple[str, int, Message]]:
+        """The messages of the initial view that are the branch's own, as first written:
+        (entry id, index in the branch, message), in the view's order (computed once)."""
+        if self._initial_messages is None:
+            out: list[tuple[str, int, Message]] = []
+            for eid in self.initial_ids:
+                i = self.index.get(eid)
+                if i is None:
+                    continue
+                entry = self.branch[i]
+                if isinstance(entry, MessageEntry):
+                    out.append((eid, i, entry.message))
+            self._initial_messages = out
+        return self._initial_messages
 
     def original(self, entry_id: str) -> Message | None:
         """A message as first written (before any placeholder replaced it)."""
