@@ -247,7 +247,7 @@ def test_a_version_3_database_migrates_keeping_its_search(had_trigrams: bool) ->
                 "NULL, %s, NULL, false, NULL, false, NULL, NULL, false, true)",
                 [header.id, line]).fetchone()
             assert status == ("ok",)
-        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 5
+        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 6
         url = as_url(fresh)
         with psycopg.connect(fresh, autocommit=True) as conn:
             assert conn.execute("SELECT count(*) FROM pg_trigger WHERE tgrelid = "
@@ -302,7 +302,7 @@ def test_a_version_4_database_migrates_to_the_binary_vector() -> None:
                 "NULL, %s, NULL, false, NULL, false, NULL, NULL, false, true, %s, NULL)",
                 [header.id, line, literal]).fetchone()
             assert status == ("ok",)
-        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 5
+        assert pg.create_schema(fresh) == pg.SCHEMA_VERSION == 6
         with psycopg.connect(fresh, autocommit=True) as conn:
             assert conn.execute("SELECT array_agg(pg_get_function_identity_arguments(oid)) "
                                 "FROM pg_proc WHERE proname = 'contextree_append' AND "
