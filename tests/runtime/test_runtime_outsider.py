@@ -43,3 +43,56 @@ def test_a_reply_with_a_lone_surrogate_is_kept_not_lost(oa: OpenAIServer, tmp_pa
     assert turn.text == "half an emoji: \ufffd"
     with Session.open(tmp_path / "s.jsonl", readonly=True) as s:
         assert [m.text for m in s.build_context().messages] == ["hi", "half an emoji: \ufffd"]
+
+
+@ct.tool
+def run(command: str) -> str:
+    """Pretend to run a command.
+
+    Args:
+        command: The command line.
+    """
+    return f"ran {command}"
+
+
+def _tool_turn(tmp_path: Path, calls: list[ToolCall], **hooks: object) -> list[str]:
+    model = ScriptedModel([Message.assistant("", tool_calls=calls), "done"])
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").use(ToolResultLoop)
+             .use(DefaultToolPipeline, tools=[run], concurrency=1, **hooks).run(model))
+    turn = agent.start("go")
+    return [m.text for m in turn.messages if m.role == "tool"]
+
+
+def test_the_approval_hook_sees_the_arguments_that_run_after_tool_start_rewrote_them(
+        tmp_path: Path) -> None:
+    seen: list[dict[str, object]] = []
+
+    def start(call: ToolCall, env: object) -> object:
+        return {"command": "rm -rf build"}  # e.g. a hook that expands an alias
+
+    def approve(call: ToolCall, env: object) -> bool:
+        seen.append(dict(call.arguments))
+        return True
+
+    results = _tool_turn(tmp_path, [ToolCall(id="c1", name="run",
+                                             arguments={"command": "make clean"})],
+                         tool_start=start, tool_approve=approve)
+    assert results == ["ran rm -rf build"]
+    assert seen == [{"command": "rm -rf build"}]  # what was approved is what ran
+
+
+def test_a_call_that_cannot_run_is_refused_before_anyone_is_asked(tmp_path: Path) -> None:
+    asked: list[ToolCall] = []
+
+    def approve(call: ToolCall, env: object) -> bool:
+        asked.append(call)
+        return True
+
+    results = _tool_turn(tmp_path, [
+        ToolCall(id="c1", name="run", arguments={"_raw": "{not json"}),
+        ToolCall(id="c2", name="run", arguments={"command": ["rm", "-rf"]}),
+        ToolCall(id="c3", name="run", arguments={"command": "ls"})], tool_approve=approve)
+    assert results[0].startswith("invalid arguments for tool 'run'")
+    assert results[1].startswith("invalid arguments for tool 'run'")
+    assert results[2] == "ran ls"
+    assert [c.id for c in asked] == ["c3"]
