@@ -288,9 +288,14 @@ def storable(message: Message) -> Message:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8 cannot hold) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def _replace_surrogates(value: Any) -> Any:
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return valid_text(value)
     if isinstance(value, dict):
         return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -27,11 +27,14 @@ class ToolResult(ResultViews):
 
 
 def to_result(value: object) -> ToolResult:
-    """A tool function's return value as a ``ToolResult`` (str, None, or JSON data)."""
+    """A tool function's return value as a ``ToolResult`` (str, bytes, None, or JSON
+    data); bytes are read as UTF-8 (a command's output), what does not decode as U+FFFD."""
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, str):
         return ToolResult(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return ToolResult(bytes(value).decode("utf-8", "replace"))
     if value is None:
         return ToolResult("")
     return ToolResult(json.dumps(value, ensure_ascii=False, default=str))
