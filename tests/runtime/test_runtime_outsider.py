@@ -96,3 +96,73 @@ def test_a_call_that_cannot_run_is_refused_before_anyone_is_asked(tmp_path: Path
     assert results[1].startswith("invalid arguments for tool 'run'")
     assert results[2] == "ran ls"
     assert [c.id for c in asked] == ["c3"]
+
+
+def _answers_follow_questions(path: Path, n: int) -> None:
+    with Session.open(path, readonly=True) as s:
+        messages = s.build_context().messages
+    assert [m.role for m in messages] == ["user", "assistant"] * n
+    for question, answer in zip(messages[::2], messages[1::2], strict=True):
+        assert answer.text == "answer to " + question.text  # each reply after its question
+
+
+class Echo(ScriptedModel):
+    """Answers the last user message, slowly enough for turns to overlap."""
+
+    def complete(self, messages, tools=None, **options):  # type: ignore[no-untyped-def]
+        import time
+
+        time.sleep(0.01)
+        last = next(m for m in reversed(messages) if m.role == "user")
+        return Message.assistant("answer to " + last.text)
+
+    def stream(self, messages, tools=None, **options):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_turns_started_at_once_on_one_session_take_turns(tmp_path: Path,
+                                                         shared: bool) -> None:
+    """Threads of a web app answering the same conversation (one agent on one Session, or
+    an agent per request on the same file): each turn sees the ones before it whole, so no
+    question is answered by another's reply and no two user messages stack up."""
+    path = tmp_path / "s.jsonl"
+    session = Session.create(path)
+    shared_agent = ct.agent().use(SessionTree, session=session).run(Echo([]), stream=False)
+
+    def ask(i: int) -> None:
+        agent = shared_agent if shared else (
+            ct.agent().use(SessionTree, path=path).run(Echo([]), stream=False))
+        agent.start(f"q{i}")
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    session.close()
+    _answers_follow_questions(path, 8)
+
+
+def test_a_turn_waiting_for_another_on_its_session_can_be_interrupted(tmp_path: Path) -> None:
+    calling, release = threading.Event(), threading.Event()
+
+    class Slow(Echo):
+        def complete(self, messages, tools=None, **options):  # type: ignore[no-untyped-def]
+            calling.set()
+            release.wait(30)
+            return super().complete(messages, tools, **options)
+
+    path = tmp_path / "s.jsonl"
+    first = ct.agent().use(SessionTree, path=path).run(Slow([]), stream=False)
+    second = ct.agent().use(SessionTree, path=path).run(Echo([]), stream=False)
+    running = threading.Thread(target=first.start, args=("q0",))
+    running.start()
+    assert calling.wait(30)  # the first turn holds the session
+    waiting = second.stream("never asked")
+    assert next(waiting)["event"] == "turn_start"  # now waiting for the first turn
+    waiting.close()  # returns although the first turn still runs
+    assert running.is_alive()
+    release.set()
+    running.join()
+    _answers_follow_questions(path, 1)  # the interrupted turn wrote nothing
