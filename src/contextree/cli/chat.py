@@ -24,7 +24,7 @@ from typing import Annotated, TextIO
 
 import typer
 
-from .._messages import ToolCall
+from .._messages import ToolCall, valid_text
 from .._overflow import user_home
 from .._session import Session
 from .._stats import cost_text
@@ -202,7 +202,12 @@ class Chat:
         while fd is not None and not env.cancelled:
             if select.select([fd], [], [], 0.05)[0]:
                 break
-        return None if env.cancelled else self.stdin.readline()
+        if env.cancelled:
+            return None
+        answer = self.stdin.readline()
+        if fd is None:  # piped: nothing echoed the answer, so its line is ended here
+            self.screen.line()
+        return answer
 
     def record_tools(self) -> None:
         """Record the tool set on the branch when what it says differs (a new session, one
@@ -234,6 +239,11 @@ class Chat:
                 return
             text = text.rstrip("\n")
             if not text.strip():
+                continue
+            if valid_text(text) != text:  # bytes that were not UTF-8 read as surrogates
+                self.screen.line(f"error: this line is not UTF-8 ({visible(text)}): set the "
+                                 "terminal (or what feeds the chat) to UTF-8, e.g. "
+                                 "LANG=C.UTF-8, and type it again")
                 continue
             if text.startswith("/"):
                 try:
