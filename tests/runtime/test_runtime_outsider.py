@@ -166,3 +166,48 @@ def test_a_turn_waiting_for_another_on_its_session_can_be_interrupted(tmp_path: 
     release.set()
     running.join()
     _answers_follow_questions(path, 1)  # the interrupted turn wrote nothing
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_child_forked_mid_turn_is_told_the_session_is_its_parents(tmp_path: Path) -> None:
+    """``os.fork()`` while a turn runs in another thread: the child's turn on that session
+    gets ``SessionLocked`` at once instead of waiting for a turn that never ends there."""
+    import os
+
+    calling, release = threading.Event(), threading.Event()
+
+    class Slow(Echo):
+        def complete(self, messages, tools=None, **options):  # type: ignore[no-untyped-def]
+            calling.set()
+            release.wait(30)
+            return super().complete(messages, tools, **options)
+
+    session = Session.create(tmp_path / "s.jsonl")
+    agent = ct.agent().use(SessionTree, session=session).run(Slow([]), stream=False)
+    running = threading.Thread(target=agent.start, args=("q0",))
+    running.start()
+    assert calling.wait(30)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what its turn met, within a bound
+        os.close(read)
+        import signal
+
+        signal.alarm(20)
+        try:
+            agent.start("from the child")
+            said = b"no error"
+        except ct.errors.SessionLocked:
+            said = b"SessionLocked"
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            said = type(e).__name__.encode()
+        os.write(write, said)
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as r:
+        said = r.read()
+    os.waitpid(pid, 0)
+    release.set()
+    running.join()
+    session.close()
+    assert said == b"SessionLocked"

@@ -4,6 +4,7 @@ each sees the ones before it whole instead of stacking questions and crossing re
 
 from __future__ import annotations
 
+import os
 import threading
 
 from ._env import Env
@@ -38,6 +39,12 @@ class TurnLocks:
         self._locks[key][0].release()
         self._leave(key)
 
+    def forget_all(self) -> None:
+        """Drop every lock (in a child of ``os.fork()``: the parent's turns do not run
+        there, and a lock one of them held would never be released)."""
+        self._guard = threading.Lock()
+        self._locks = {}
+
     def _leave(self, key: str) -> None:
         with self._guard:
             _, users = self._locks[key]
@@ -48,3 +55,5 @@ class TurnLocks:
 
 TURNS = TurnLocks()
 """The process's turn locks (sessions are shared per process, so are their turns)."""
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=TURNS.forget_all)
