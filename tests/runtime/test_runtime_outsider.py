@@ -199,7 +199,7 @@ def test_a_child_forked_mid_turn_is_told_the_session_is_its_parents(tmp_path: Pa
             said = b"no error"
         except ct.errors.SessionLocked:
             said = b"SessionLocked"
-        except BaseException as e:  # noqa: BLE001 - reported to the parent
+        except BaseException as e:  # reported to the parent
             said = type(e).__name__.encode()
         os.write(write, said)
         os._exit(0)
