@@ -211,3 +211,30 @@ def test_a_child_forked_mid_turn_is_told_the_session_is_its_parents(tmp_path: Pa
     running.join()
     session.close()
     assert said == b"SessionLocked"
+
+
+def test_a_tool_that_exits_is_an_error_the_model_reads_not_an_interruption(
+        tmp_path: Path) -> None:
+    """A tool wrapping a command line's main() (argparse on bad arguments, ``sys.exit``)
+    raises ``SystemExit``: the model is told the tool exited, and the turn goes on."""
+    import argparse
+
+    @ct.tool
+    def count(args: str) -> str:
+        """Count.
+
+        Args:
+            args: The command line.
+        """
+        parser = argparse.ArgumentParser(prog="count")
+        parser.add_argument("--n", type=int, required=True)
+        return str(parser.parse_args(args.split()).n)
+
+    model = ScriptedModel([Message.assistant("", tool_calls=[
+        ToolCall(id="c1", name="count", arguments={"args": "--wrong"})]), "done"])
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").use(ToolResultLoop)
+             .use(DefaultToolPipeline, tools=[count]).run(model))
+    turn = agent.start("go")
+    assert turn.stopped is None and turn.text == "done"
+    (result,) = [m for m in turn.messages if m.role == "tool"]
+    assert result.is_error and result.text == "tool 'count' exited (SystemExit: 2)"

@@ -140,6 +140,10 @@ class DefaultToolPipeline:
         except Exception as e:  # the turn goes on; the model reads what went wrong
             result = ToolResult(f"tool {call.name!r} raised {type(e).__name__}: {e}",
                                 is_error=True)
+        except BaseException as e:  # sys.exit(), argparse on bad arguments: in this thread
+            # it would end nothing but the thread, and the call would look interrupted
+            result = ToolResult(f"tool {call.name!r} exited ({type(e).__name__}"
+                                + (f": {e}" if str(e) else "") + ")", is_error=True)
         if self.tool_end is not None:
             try:
                 result = self.tool_end(call, result, env) or result
