@@ -282,6 +282,26 @@ def test_a_tool_that_returns_bytes_gives_the_model_their_text() -> None:
     assert garbled.run().content == "caf\ufffd ok"
 
 
+def test_a_tool_that_returns_a_generator_or_a_set_gives_the_model_its_items() -> None:
+    """``return (p.name for p in ...)`` or ``map(...)`` or a set: the model reads the items,
+    not ``"<generator object ...>"``."""
+    @tool
+    def names() -> Any:
+        return (n for n in ["a.py", "b.py"])
+
+    @tool
+    def mapped() -> Any:
+        return map(str.upper, ["x", "y"])
+
+    @tool
+    def unique() -> Any:
+        return {"only"}
+
+    assert names.run().content == '["a.py", "b.py"]'
+    assert mapped.run().content == '["X", "Y"]'
+    assert unique.run().content == '["only"]'
+
+
 def test_lone_surrogates_in_a_result_become_the_replacement_character() -> None:
     @tool
     def name() -> str:
