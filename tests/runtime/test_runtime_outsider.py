@@ -238,3 +238,23 @@ def test_a_tool_that_exits_is_an_error_the_model_reads_not_an_interruption(
     assert turn.stopped is None and turn.text == "done"
     (result,) = [m for m in turn.messages if m.role == "tool"]
     assert result.is_error and result.text == "tool 'count' exited (SystemExit: 2)"
+
+
+def test_a_stream_dropped_mid_turn_interrupts_its_turn(tmp_path: Path) -> None:
+    """``for event in agent.stream(q): ... break`` without a ``with`` block, then the next
+    question: the dropped turn is interrupted (its partial reply kept), as leaving a
+    ``with`` block does, instead of running on and holding the session."""
+    from fakes.models import HeldModel
+
+    model = HeldModel(["reply one, cut short", "second"], chunk=4, hold_after=2)  # 5, 2 pieces
+    agent = ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").run(model)
+    for event in agent.stream("first question"):
+        if event["event"] == "text_delta":
+            break  # the stream is dropped here
+    assert agent.start("second question").text == "second"
+    assert not model.release.is_set()  # the first reply never went on
+    with Session.open(tmp_path / "s.jsonl", readonly=True) as s:
+        messages = s.build_context().messages
+    assert [m.text for m in messages][0] == "first question"
+    assert messages[1].kind == ct.markers.Kind.INTERRUPTED_REPLY
+    assert [m.text for m in messages][2:] == ["second question", "second"]
