@@ -255,6 +255,6 @@ def test_a_stream_dropped_mid_turn_interrupts_its_turn(tmp_path: Path) -> None:
     assert not model.release.is_set()  # the first reply never went on
     with Session.open(tmp_path / "s.jsonl", readonly=True) as s:
         messages = s.build_context().messages
-    assert [m.text for m in messages][0] == "first question"
+    assert messages[0].text == "first question"
     assert messages[1].kind == ct.markers.Kind.INTERRUPTED_REPLY
     assert [m.text for m in messages][2:] == ["second question", "second"]
