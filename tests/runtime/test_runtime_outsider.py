@@ -11,6 +11,7 @@ import pytest
 
 import contextree as ct
 from contextree import Message, Session, ToolCall
+from contextree.errors import InvalidArgument
 from contextree.models import OpenAIChat, ScriptedModel
 from contextree.runtime import DefaultToolPipeline, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded, Reply
@@ -258,3 +259,21 @@ def test_a_stream_dropped_mid_turn_interrupts_its_turn(tmp_path: Path) -> None:
     assert messages[0].text == "first question"
     assert messages[1].kind == ct.markers.Kind.INTERRUPTED_REPLY
     assert [m.text for m in messages][2:] == ["second question", "second"]
+
+
+def test_the_careless_first_try_gets_errors_that_say_what_to_do(tmp_path: Path) -> None:
+    """The mistakes of a first try are ``InvalidArgument`` saying what was meant, not an
+    ``AttributeError`` or ``TypeError`` from deep inside."""
+    with pytest.raises(InvalidArgument, match=r"a model object.*OpenAIChat\('gpt-4o-mini'\)"):
+        ct.agent().run("gpt-4o-mini")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match=r"got the string 'shell'.*make_tools"):
+        ct.agent().use(DefaultToolPipeline, tools=["shell"])
+    with pytest.raises(InvalidArgument, match=r"MaxIterations: limit must be a whole number"):
+        ct.agent().use(ct.runtime.MaxIterations, limit="5")
+    with pytest.raises(InvalidArgument, match=r"DoomLoop: threshold must be a whole number"):
+        ct.agent().use(ct.runtime.DoomLoop, threshold=2.5)
+    agent = ct.agent().run(ScriptedModel(["hi"]))
+    for wrong in (123, ["hello"]):
+        with pytest.raises(InvalidArgument, match=r"a str or a Message"):
+            agent.start(wrong)  # type: ignore[arg-type]
+    assert agent.start("hello").text == "hi"  # nothing was used up by the mistakes
