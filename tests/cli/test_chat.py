@@ -73,7 +73,8 @@ def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -
     term = open_chat(tmp_path, oa.base_url)
     term.ask("Run echo", r"allow shell: echo ran-it\? \[y/N\] ")
     term.say("y", r"<- ran-it", r"The command printed ran-it\.")
-    term.ask("Write notes", r"allow write: notes\.txt\? \[y/N\] ")
+    term.ask("Write notes", r"allow write to notes\.txt \(1 line, 6 characters, shown in "
+             r"full\):", r"1 \| secret", r"allow this write\? \[y/N\] ")
     term.say("n",
              r"<- error: tool call 'write' was denied: the user said no",
              r"I did not write the file\.")
