@@ -277,3 +277,17 @@ def test_the_careless_first_try_gets_errors_that_say_what_to_do(tmp_path: Path) 
         with pytest.raises(InvalidArgument, match=r"a str or a Message"):
             agent.start(wrong)  # type: ignore[arg-type]
     assert agent.start("hello").text == "hi"  # nothing was used up by the mistakes
+
+
+def test_two_layers_of_one_stack_on_the_same_file_do_not_wait_for_each_other(
+        tmp_path: Path) -> None:
+    """``SessionTree`` used twice on one path (a copy-paste slip) must not hang the turn."""
+    path = tmp_path / "s.jsonl"
+    agent = (ct.agent().use(SessionTree, path=path).use(SessionTree, path=path)
+             .run(ScriptedModel(["hi"])))
+    done: list[str] = []
+    worker = threading.Thread(target=lambda: done.append(agent.start("hello").text),
+                              daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done == ["hi"]

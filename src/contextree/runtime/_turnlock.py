@@ -6,51 +6,69 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass, field
 
 from ._env import Env
 
-__all__ = ["TurnLocks"]
+__all__ = ["TURNS", "TurnLocks"]
 
 _POLL = 0.05  # seconds between looks at an interruption while waiting
 
 
+@dataclass
+class _Slot:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0  # turns holding or waiting for it
+    owner: Env | None = None  # the turn that holds it
+    depth: int = 0  # how many layers of that turn took it (two SessionTree on one file)
+
+
 class TurnLocks:
     """A lock per conversation key, made on first use and dropped when nobody holds or
-    waits for it (so a server with many conversations keeps none it does not use)."""
+    waits for it (so a server with many conversations keeps none it does not use). A turn
+    that holds a key takes it again at once (layers of one stack on the same session)."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, list[int]]] = {}
+        self._slots: dict[str, _Slot] = {}
 
     def acquire(self, key: str, env: Env) -> bool:
         """Wait until no other turn runs on ``key``; False when ``env`` was interrupted
         first (then nothing is held)."""
         with self._guard:
-            lock, users = self._locks.setdefault(key, (threading.Lock(), [0]))
-            users[0] += 1
-        while not lock.acquire(timeout=_POLL):
+            slot = self._slots.setdefault(key, _Slot())
+            slot.users += 1
+            if slot.owner is env:
+                slot.depth += 1
+                return True
+        while not slot.lock.acquire(timeout=_POLL):
             if env.cancelled:
                 self._leave(key)
                 return False
+        slot.owner, slot.depth = env, 1
         return True
 
     def release(self, key: str) -> None:
-        """End the turn that ``acquire`` let run on ``key``."""
-        self._locks[key][0].release()
+        """End what ``acquire`` let run on ``key``."""
+        slot = self._slots[key]
+        slot.depth -= 1
+        if slot.depth == 0:
+            slot.owner = None
+            slot.lock.release()
         self._leave(key)
 
     def forget_all(self) -> None:
         """Drop every lock (in a child of ``os.fork()``: the parent's turns do not run
         there, and a lock one of them held would never be released)."""
         self._guard = threading.Lock()
-        self._locks = {}
+        self._slots = {}
 
     def _leave(self, key: str) -> None:
         with self._guard:
-            _, users = self._locks[key]
-            users[0] -= 1
-            if users[0] == 0:
-                del self._locks[key]
+            slot = self._slots[key]
+            slot.users -= 1
+            if slot.users == 0:
+                del self._slots[key]
 
 
 TURNS = TurnLocks()
