@@ -279,15 +279,30 @@ def test_the_careless_first_try_gets_errors_that_say_what_to_do(tmp_path: Path) 
     assert agent.start("hello").text == "hi"  # nothing was used up by the mistakes
 
 
-def test_two_layers_of_one_stack_on_the_same_file_do_not_wait_for_each_other(
-        tmp_path: Path) -> None:
-    """``SessionTree`` used twice on one path (a copy-paste slip) must not hang the turn."""
+@pytest.mark.parametrize("slip", ["twice", "inside the loop"])
+def test_session_tree_in_the_wrong_place_says_where_it_goes(tmp_path: Path,
+                                                           slip: str) -> None:
+    """``SessionTree`` twice on one path (a copy-paste slip) hung the turn, then wrote every
+    message twice; inside ``ToolResultLoop`` it wrote to a session it had closed. Both are
+    an error that says where it goes."""
     path = tmp_path / "s.jsonl"
-    agent = (ct.agent().use(SessionTree, path=path).use(SessionTree, path=path)
-             .run(ScriptedModel(["hi"])))
-    done: list[str] = []
-    worker = threading.Thread(target=lambda: done.append(agent.start("hello").text),
-                              daemon=True)
+    call = ToolCall(id="c1", name="run", arguments={"command": "ls"})
+    model = ScriptedModel([Message.assistant("", tool_calls=[call]), "done"])
+    builder = ct.agent()
+    if slip == "twice":
+        builder = builder.use(SessionTree, path=path).use(SessionTree, path=path)
+    else:
+        builder = builder.use(ToolResultLoop).use(SessionTree, path=path)
+    agent = builder.use(DefaultToolPipeline, tools=[run]).run(model)
+    failed: list[BaseException] = []
+
+    def turn() -> None:
+        try:
+            agent.start("hello")
+        except InvalidArgument as e:
+            failed.append(e)
+
+    worker = threading.Thread(target=turn, daemon=True)
     worker.start()
     worker.join(60)
-    assert done == ["hi"]
+    assert len(failed) == 1 and "outermost" in str(failed[0])

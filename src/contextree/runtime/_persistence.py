@@ -142,6 +142,10 @@ class SessionTree:
         self.durable = durable
 
     def __call__(self, env: Env) -> Env:
+        if env.session is not None:  # every message would be written twice, or to a closed one
+            raise InvalidArgument(
+                "SessionTree met a turn that already has its session: use SessionTree once "
+                "per stack, as its first (outermost) layer, outside ToolResultLoop")
         session = self.session
         owned = session is None
         if session is None:
