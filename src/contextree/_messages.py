@@ -7,6 +7,7 @@ round-trips exactly through JSON: fields this version does not know are kept and
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
@@ -271,6 +272,35 @@ class Message(msgspec.Struct, _Extras, ResultViews, **_STRUCT):
         return convert(data, cls)  # type: ignore[no-any-return]
 
 
+
+
+def storable(message: Message) -> Message:
+    """``message`` as it can be stored: a provider may send a lone surrogate (JSON's
+    ``"\\ud800"``, half of a cut emoji) that no UTF-8 file can hold; each becomes U+FFFD,
+    wherever it is (text, thinking, tool arguments). A valid message is returned as it is."""
+    try:
+        msgspec.json.encode(message, enc_hook=enc_hook)
+    except UnicodeEncodeError:
+        return Message.from_dict(_replace_surrogates(message.to_dict()))
+    return message
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """``text`` with each lone surrogate (which UTF-8 cannot hold) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _replace_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {_replace_surrogates(k): _replace_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_surrogates(v) for v in value]
+    return value
 
 
 # -- lossless conversion between structs and plain data ---------------------------------

@@ -73,7 +73,8 @@ def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -
     term = open_chat(tmp_path, oa.base_url)
     term.ask("Run echo", r"allow shell: echo ran-it\? \[y/N\] ")
     term.say("y", r"<- ran-it", r"The command printed ran-it\.")
-    term.ask("Write notes", r"allow write: notes\.txt\? \[y/N\] ")
+    term.ask("Write notes", r"allow write to notes\.txt \(1 line, 6 characters, shown in "
+             r"full\):", r"1 \| secret", r"allow this write\? \[y/N\] ")
     term.say("n",
              r"<- error: tool call 'write' was denied: the user said no",
              r"I did not write the file\.")
@@ -192,20 +193,20 @@ def test_the_approval_prompt_shows_the_exact_command_escapes_visible(
 
 def test_tool_arguments_nested_100k_deep_are_an_argument_error_the_chat_survives(
         oa: OpenAIServer, tmp_path: Path) -> None:
-    """A hostile model sends arguments nested 100,000 levels deep: the tool is not run, the
-    model is told its arguments were not usable, and the session stays valid."""
+    """A hostile model sends arguments nested 100,000 levels deep: the tool is not run (and
+    nobody is asked to approve a call that cannot run), the model is told its arguments
+    were not usable, and the session stays valid."""
     deep = '{"command": ' + "[" * 100_000 + "]" * 100_000 + "}"
     oa.reply(completion(tool_calls=[tool_call("c1", "shell", deep)]),
              completion("Sorry, bad arguments."))
     term = open_chat(tmp_path, oa.base_url)
     term.expect(r"> ")
     term.line("Do it")
-    term.expect(r"allow this shell\? \[y/N\] ", timeout=60)  # the raw text, shown in full
-    term.line("y")
-    term.expect(r"Sorry, bad arguments\.", timeout=60)
+    term.expect(r"Sorry, bad arguments\.", timeout=60)  # nothing could run: nobody is asked
     term.expect(r"> ")
     term.line("/exit")
     assert term.close() == 0
+    assert "allow" not in term.seen
     assert "RecursionError" not in term.seen and "Traceback" not in term.seen
     told = [m for m in oa.bodies[1]["messages"] if m["role"] == "tool"]
     assert len(told) == 1 and "must be a JSON object" in told[0]["content"], told[0]["content"][:300]

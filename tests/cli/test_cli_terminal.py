@@ -119,3 +119,22 @@ def test_the_demo_shows_hostile_paths_escaped(tmp_path: Path) -> None:
     screen, code = run_on_terminal(["demo", "--dir", str(tmp_path / ("tty" + "\x1b]0;T\x07"))])
     assert code == 0
     assert not FORBIDDEN.search(SGR.sub(b"", screen))
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html", "openai-chat", "pi"])
+def test_export_to_stdout_on_a_terminal_sends_no_escape_sequence(hostile: Path,
+                                                                 fmt: str) -> None:
+    """``export FMT FILE -o -`` is how one looks at an export: on a terminal the session's
+    escapes are shown, not sent; JSON stays the same JSON (C1 and bidi as ``\\u``)."""
+    out, code = run_on_terminal(["export", fmt, str(hostile), "-o", "-"])
+    assert code == 0, out[-400:]
+    assert not FORBIDDEN.search(out.replace(b"\n", b"")), out[:400]
+    piped = cli_bytes("export", fmt, str(hostile), "-o", "-").stdout
+    if fmt == "openai-chat":
+        assert json.loads(out) == json.loads(piped)
+    elif fmt == "pi":
+        assert [json.loads(line) for line in out.splitlines()] == [
+            json.loads(line) for line in piped.splitlines()]
+    else:
+        assert b"\\x1b]52;c;cHduZWQ=\\x07" in out  # shown, not dropped
+        assert b"\x1b]52;c;cHduZWQ=\x07" in piped  # piped into a file: exact

@@ -206,3 +206,29 @@ def test_replay_of_a_provider_that_is_not_configured_says_what_is_missing(
     with Session.open(scripted) as s, pytest.raises(ModelUnavailable) as caught:
         ct.replay(s, _first_reply(scripted))
     assert "scripted/scripted" in str(caught.value) and "--model" in str(caught.value)
+
+
+def test_replay_on_a_model_of_choice_when_the_recorded_one_cannot_be_called(
+        tmp_path: Path) -> None:
+    """A session recorded on a model contextree does not call (here the scripted one, in
+    practice a provider it has no adapter for): ``--model`` with ``--no-baseline`` replays
+    there alone; without it the error says what to pass (``--model`` was passed already),
+    and a failed replay leaves no ``--fork`` file behind."""
+    scripted = tmp_path / "scripted.jsonl"
+    _record(scripted, ScriptedModel([Message.assistant("hi")]))
+    at = _first_reply(scripted)
+    with OpenAIServer() as server:
+        failed = run("replay", scripted, "--at", at, "--model", "openai:gpt-test",
+                     "--base-url", server.base_url, "--fork", tmp_path / "f.jsonl", code=1)
+        assert "--no-baseline" in failed.stderr and "baseline" in failed.stderr
+        assert not (tmp_path / "f.jsonl").exists() and server.requests == []
+        server.reply(completion("Hello."))
+        data = json.loads(run("replay", scripted, "--at", at, "--model", "openai:gpt-test",
+                              "--base-url", server.base_url, "--no-baseline",
+                              "--json").stdout)
+    (lane,) = data["lanes"]
+    assert lane["model"] == "openai/gpt-test" and not lane["baseline"]
+    assert lane["final_text"] == "Hello."
+    with Session.open(scripted) as s:
+        report = ct.replay(s, at, ScriptedModel(["hi"], name="other"), baseline=False)
+    assert [lane.baseline for lane in report.lanes] == [False]

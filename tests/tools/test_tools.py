@@ -267,6 +267,49 @@ def test_run_converts_return_values() -> None:
     assert data.run().content == '{"a": 1}'
 
 
+def test_a_tool_that_returns_bytes_gives_the_model_their_text() -> None:
+    """``return subprocess.check_output(...)`` is the careless way to write a tool: the
+    model reads the output, not ``"b'...\\n'"``; undecodable bytes become U+FFFD."""
+    @tool
+    def output() -> bytes:
+        return b"line one\nline two\n"
+
+    @tool
+    def garbled() -> bytes:
+        return bytearray(b"caf\xe9 ok")
+
+    assert output.run().content == "line one\nline two\n"
+    assert garbled.run().content == "caf\ufffd ok"
+
+
+def test_a_tool_that_returns_a_generator_or_a_set_gives_the_model_its_items() -> None:
+    """``return (p.name for p in ...)`` or ``map(...)`` or a set: the model reads the items,
+    not ``"<generator object ...>"``."""
+    @tool
+    def names() -> Any:
+        return (n for n in ["a.py", "b.py"])
+
+    @tool
+    def mapped() -> Any:
+        return map(str.upper, ["x", "y"])
+
+    @tool
+    def unique() -> Any:
+        return {"only"}
+
+    assert names.run().content == '["a.py", "b.py"]'
+    assert mapped.run().content == '["X", "Y"]'
+    assert unique.run().content == '["only"]'
+
+
+def test_lone_surrogates_in_a_result_become_the_replacement_character() -> None:
+    @tool
+    def name() -> str:
+        return "a\udcffb"  # os.listdir of a name that is not UTF-8
+
+    assert name.run().content == "a\ufffdb"
+
+
 def test_tool_errors_become_error_results_and_bugs_propagate() -> None:
     @tool
     def refuse() -> str:

@@ -24,7 +24,7 @@ from typing import Annotated, TextIO
 
 import typer
 
-from .._messages import ToolCall
+from .._messages import ToolCall, valid_text
 from .._overflow import user_home
 from .._session import Session
 from .._stats import cost_text
@@ -202,7 +202,12 @@ class Chat:
         while fd is not None and not env.cancelled:
             if select.select([fd], [], [], 0.05)[0]:
                 break
-        return None if env.cancelled else self.stdin.readline()
+        if env.cancelled:
+            return None
+        answer = self.stdin.readline()
+        if fd is None:  # piped: nothing echoed the answer, so its line is ended here
+            self.screen.line()
+        return answer
 
     def record_tools(self) -> None:
         """Record the tool set on the branch when what it says differs (a new session, one
@@ -234,6 +239,11 @@ class Chat:
                 return
             text = text.rstrip("\n")
             if not text.strip():
+                continue
+            if valid_text(text) != text:  # bytes that were not UTF-8 read as surrogates
+                self.screen.line(f"error: this line is not UTF-8 ({visible(text)}): set the "
+                                 "terminal (or what feeds the chat) to UTF-8, e.g. "
+                                 "LANG=C.UTF-8, and type it again")
                 continue
             if text.startswith("/"):
                 try:
@@ -421,8 +431,16 @@ def _shown(text: str) -> str:
 
 def _approval_question(call: ToolCall) -> str:
     """The approval prompt: the exact command (or path, or arguments) in full, every line
-    of it numbered, escapes visible, so what runs is what the person saw."""
+    of it numbered, escapes visible, so what runs is what the person saw; a write shows
+    what goes into the file, an edit the text replaced and its replacement."""
     args = call.arguments
+    path = args.get("path")
+    if isinstance(path, str) and isinstance(args.get("content"), str):
+        return _change_question(call.name, f"to {visible(path)}", [("", args["content"])])
+    old, new = args.get("old_string"), args.get("new_string")
+    if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
+        return _change_question(call.name, f"of {visible(path)}", [("-", old), ("+", new)],
+                                every=args.get("replace_all") is True)
     what = next((args[k] for k in ("command", "path", "pattern") if isinstance(args.get(k), str)),
                 None)
     text = what if what is not None else json.dumps(args, ensure_ascii=False, indent=1)
@@ -434,6 +452,26 @@ def _approval_question(call: ToolCall) -> str:
     return (f"allow {call.name} ({len(lines)} line{'s' if len(lines) != 1 else ''}, "
             f"{len(text):,} characters, shown in full):\n{shown}\n"
             f"allow this {call.name}? [y/N] ")
+
+
+def _change_question(name: str, where: str, texts: list[tuple[str, str]], *,
+                     every: bool = False) -> str:
+    """The approval prompt of a file change: each text (``sign`` "" for a write's content,
+    "-" and "+" for an edit's) with its lines numbered, in full, escapes visible."""
+    shown, counts = [], []
+    for sign, text in texts:
+        lines = text.split("\n")
+        if len(lines) > 1 and lines[-1] == "":  # a final newline ends a line, adds none
+            lines.pop()
+        counts.append(f"{len(lines)} line{'s' if len(lines) != 1 else ''}")
+        shown += [f"  {sign}{n:>{3 - len(sign)}} | {visible(line, tabs=True)}"
+                  for n, line in enumerate(lines, start=1)]
+    if len(texts) == 1:
+        what = f"{counts[0]}, {len(texts[0][1]):,} characters"
+    else:
+        what = f"replace {counts[0]} with {counts[1]}" + (", every match" if every else "")
+    return (f"allow {name} {where} ({what}, shown in full):\n" + "\n".join(shown)
+            + f"\nallow this {name}? [y/N] ")
 
 
 def _describe(call: ToolCall) -> str:

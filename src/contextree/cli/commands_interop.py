@@ -280,7 +280,8 @@ def export_command(
         target = output or str(Path(file).with_name(f"{stem}.{spec.name}{spec.suffix}"))
         check_output(target, force=force, inputs=[file])
         if target == STDOUT:
-            emit_bytes(_export_bytes(spec, session, entry, format_version))
+            emit_bytes(_export_bytes(spec, session, entry, format_version),
+                       kind=_stdout_kind(spec))
             _note_found(redactor)
             return
         if spec.copy and address_of(target).is_file:
@@ -328,7 +329,7 @@ def _export_readable(spec: Format, stored: Session, file: str, output: str | Non
     render = markdown_export if spec.name == "markdown" else html_export
     data = render(view, at=k, whole=whole).encode()
     if target == STDOUT:
-        emit_bytes(data)
+        emit_bytes(data, kind="text")
         _note_found(redactor)
         return
     atomic_write(Path(target), data)
@@ -339,6 +340,13 @@ def _export_readable(spec: Format, stored: Session, file: str, output: str | Non
     note = f"; {found_line(redactor)}" if redactor.enabled else ""
     Out().line(f"exported {file} ({spec.name}{', every branch' if whole else ''}) -> "
                f"{target}{note}")
+
+
+def _stdout_kind(spec: Format) -> str:
+    """How ``-o -`` shows an export on a terminal (``emit_bytes``): by its file suffix."""
+    if spec.suffix in (".json", ".jsonl"):
+        return "json"
+    return "text" if spec.name in READABLE else "binary"
 
 
 def _export_bytes(spec: Format, session: Session, at: str | None,

@@ -32,6 +32,9 @@ def replay_command(
     fork: Annotated[str | None, typer.Option("--fork", metavar="PATH", show_default=False,
                                              help="Write the branches into a fork of the "
                                              "session at PATH instead of FILE.")] = None,
+    no_baseline: Annotated[bool, typer.Option("--no-baseline", help="With --model: run no "
+                                              "baseline lanes on the recorded model (for one "
+                                              "that cannot be called).")] = False,
     no_serve: Annotated[bool, typer.Option("--no-serve-tools", help="Stop at the first tool "
                                            "call instead of serving the recorded result.")]
     = False,
@@ -48,7 +51,8 @@ def replay_command(
     with open_session(file) as session:
         entry = resolve_entry(session, at)
         report = replay(session, entry, chosen, n=n, serve_tools=not no_serve,
-                        base_url=base_url, fork=fork)
+                        base_url=base_url, fork=fork,
+                        baseline=False if no_baseline else None)
     if as_json:
         emit_json(report.to_dict())
         return

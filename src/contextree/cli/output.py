@@ -5,7 +5,7 @@ tables with rich; when stdout is a pipe or a file it writes plain lines (no colo
 wrapping, columns separated by spaces), so scripts and tests see the same text every time.
 Either way every piece of text is passed through ``terminal.visible`` first, so nothing a
 session holds can send an escape sequence to the terminal; ``emit_json`` and ``emit_bytes``
-write data exactly.
+write data exactly (``emit_bytes`` on a terminal: what could act on it made visible).
 """
 
 from __future__ import annotations
@@ -178,9 +178,20 @@ def _encodable(value: Any) -> Any:
     return value
 
 
-def emit_bytes(data: bytes) -> None:
-    """Write ``data`` to stdout as it is (``-o -``: a file's bytes on stdout)."""
+def emit_bytes(data: bytes, *, kind: str = "json") -> None:
+    """Write ``data`` to stdout (``-o -``: a file's bytes on stdout): as it is into a pipe
+    or a file; on a terminal, nothing in it may act on the screen. ``kind`` says how:
+    ``"json"`` (JSON or JSON lines: C1 and bidirectional controls written as ``\\u``
+    escapes, the same JSON), ``"text"`` (every control made visible, as ``show`` prints
+    it), ``"binary"`` (refused: it is no text to look at)."""
     stream = sys.stdout
+    if _is_terminal(stream):
+        if kind == "binary":
+            raise UsageProblem("this is a binary file, not text for a terminal: write it "
+                               "with -o FILE, or pipe stdout into a file or a program")
+        data = (_JSON_UNSAFE.sub(_json_escape, data) if kind == "json"
+                else "\n".join(visible(line, tabs=True) for line in data.decode(
+                    "utf-8", "surrogateescape").split("\n")).encode())
     stream.flush()
     buffer = getattr(stream, "buffer", None)
     if buffer is not None:
@@ -188,6 +199,13 @@ def emit_bytes(data: bytes) -> None:
         buffer.flush()
     else:  # a text-only stream (tests capture output this way)
         stream.write(data.decode("utf-8", "surrogateescape"))
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def one_line(message: str) -> str:

@@ -58,6 +58,12 @@ class Agent:
         """Set the model the innermost layer calls. ``stream=False`` asks it for completed
         replies (for a server that cannot stream); the events are the same, the text
         arriving in one delta."""
+        if not any(callable(getattr(model, m, None)) for m in ("complete", "acomplete",
+                                                                "stream")):
+            hint = (f" such as contextree.models.OpenAIChat({model!r})"
+                    if isinstance(model, str) else "")
+            raise InvalidArgument(f"run() takes a model object{hint} (one with complete() or "
+                                  f"acomplete()), got {type(model).__name__} {model!r:.80}")
         self._model = model
         self._streaming = stream
         return self
@@ -94,14 +100,14 @@ class Agent:
         compaction events, ..., ``turn_end``. Read it in a ``with`` block: leaving early
         (an exception, Ctrl-C, ``close()``) interrupts the turn and saves the partial reply.
         ``result`` is the ``TurnResult`` at the end."""
-        self._check_ready()
+        self._check_ready(input)
         return AgentStream(self._stack, self.events, self._model, input, metadata)
 
     def astream(self, input: str | Message | None = None,
                 **metadata: Any) -> AsyncAgentStream:
         """``stream`` for async code (``async for event in agent.astream(...)``):
         cancelling the reading task interrupts the turn as Ctrl-C does."""
-        self._check_ready()
+        self._check_ready(input)
         return AsyncAgentStream(self._stack, self.events, self._model, input, metadata)
 
     def start(self, input: str | Message | None = None, **metadata: Any) -> TurnResult:
@@ -121,9 +127,13 @@ class Agent:
                 pass
         return events.result
 
-    def _check_ready(self) -> None:
+    def _check_ready(self, input: object) -> None:
         if self._model is None:
             raise InvalidArgument("no model: call .run(model) before .start(...)")
+        if input is not None and not isinstance(input, str | Message):
+            raise InvalidArgument(f"a turn's input is a str or a Message (or None to answer "
+                                  f"the conversation as it is), got {type(input).__name__} "
+                                  f"{input!r:.80}")
 
 
 def _placeholder(env: Env) -> Env:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from .._context import interrupted_result
-from .._messages import Message, Usage
+from .._messages import Message, Usage, storable
 from .._pricing import cost_of, table_cost
 from ..entries import CallRecord
 from ..errors import ModelError
@@ -102,6 +102,7 @@ class ModelCall:
         reply = self._call(env, env.messages, specs, options)
         if reply is None:
             return env
+        reply = storable(reply)
         env.add(reply)
         env.count(reply.usage, cost_of(reply))
         env.emit(ModelReplyPayload(event=Event.MODEL_REPLY, message=reply))
@@ -256,6 +257,7 @@ def _keep_partial(env: Env, partial: Message | None) -> list[str]:
     else:
         marked = partial.replace(usage=estimate).marked(
             InterruptedReplyMarker(usage_estimated=True))
+    marked = storable(marked)
     env.add(marked)
     env.count(marked.usage, cost_of(marked))
     calls = []

@@ -49,8 +49,9 @@ class MaxIterations:
     """Stop the turn after ``limit`` model calls, with a notice and a ``max_iterations`` event."""
 
     def __init__(self, app: App, /, limit: int = 100) -> None:
-        if limit < 1:
-            raise InvalidArgument(f"MaxIterations: limit must be at least 1, got {limit}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidArgument("MaxIterations: limit must be a whole number of at least 1 "
+                                  f"(model calls per turn), got {limit!r}")
         self.app = app
         self.limit = limit
 
@@ -68,8 +69,9 @@ class DoomLoop:
     times in a row, with a notice and a ``doom_loop`` event."""
 
     def __init__(self, app: App, /, threshold: int = 3) -> None:
-        if threshold < 2:
-            raise InvalidArgument(f"DoomLoop: threshold must be at least 2, got {threshold}")
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 2:
+            raise InvalidArgument("DoomLoop: threshold must be a whole number of at least 2 "
+                                  f"(the same call in a row), got {threshold!r}")
         self.app = app
         self.threshold = threshold
 

@@ -13,9 +13,11 @@ from ..entries import CALLS_TYPE, CallRecord, RequestEntry
 from ..errors import InvalidArgument
 from ..tokens import fresh_start
 from ._builder import App
-from ._call import keep_failed_reply
+from ._call import INTERRUPTED_NOTICE, keep_failed_reply
 from ._env import Env, SentRequest
+from ._events import StopReason
 from ._flatlog import FlatLog
+from ._turnlock import TURNS
 
 
 def _persisted(m: Message) -> bool:
@@ -73,6 +75,16 @@ class SessionLog:
         return FlatLog(self.path).load(writable=False)
 
     def __call__(self, env: Env) -> Env:
+        key = f"log:{os.path.realpath(self.path)}"
+        if not TURNS.acquire(key, env):  # interrupted while another turn ran on it
+            env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
+            return env
+        try:
+            return self._turn(env)
+        finally:
+            TURNS.release(key)
+
+    def _turn(self, env: Env) -> Env:
         log = FlatLog(self.path)
         history = log.load()  # a torn tail is quarantined before anything is appended
         # A file rewritten by a compaction does not record which replies came after it, so
@@ -111,7 +123,8 @@ class SessionLog:
 
 class SessionTree:
     """The session tree as the agent's memory: every message is appended as an entry when
-    it is produced; compaction appends a compaction entry; nothing is ever rewritten."""
+    it is produced; compaction appends a compaction entry; nothing is ever rewritten.
+    Turns on one session (any handle of it in this process) run one at a time."""
 
     def __init__(self, app: App, /, path: str | os.PathLike[str] | None = None, *,
                  session: Session | None = None, cwd: str | None = None,
@@ -129,6 +142,10 @@ class SessionTree:
         self.durable = durable
 
     def __call__(self, env: Env) -> Env:
+        if env.session is not None:  # every message would be written twice, or to a closed one
+            raise InvalidArgument(
+                "SessionTree met a turn that already has its session: use SessionTree once "
+                "per stack, as its first (outermost) layer, outside ToolResultLoop")
         session = self.session
         owned = session is None
         if session is None:
@@ -136,6 +153,12 @@ class SessionTree:
             session = Session.open_or_create(self.path, cwd=self.cwd,
                                              session_id=self.session_id,
                                              metadata=self.metadata, durable=self.durable)
+        key = f"session:{session.id}"
+        if not TURNS.acquire(key, env):  # interrupted while another turn ran on it
+            if owned:
+                session.close()
+            env.stop(StopReason.INTERRUPTED, INTERRUPTED_NOTICE)
+            return env
         try:
             ctx = session.build_context()
             before = session.leaf_id
@@ -168,5 +191,6 @@ class SessionTree:
             keep_failed_reply(env, e)
             raise
         finally:
+            TURNS.release(key)
             if owned:
                 session.close()

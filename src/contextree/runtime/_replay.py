@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -124,7 +124,7 @@ def recorded_model(provider: str | None, name: str | None, *,
 
 
 def replay(session: Session, at: str, model: Model | None = None, *, n: int = 1,
-           baseline: Model | None = None, serve_tools: bool = True,
+           baseline: Model | Literal[False] | None = None, serve_tools: bool = True,
            max_steps: int = DEFAULT_MAX_STEPS, base_url: str | None = None,
            fork: str | os.PathLike[str] | None = None) -> ReplayReport:
     """Send the request recorded at the assistant reply ``at`` (id, prefix or label) again,
@@ -132,41 +132,58 @@ def replay(session: Session, at: str, model: Model | None = None, *, n: int = 1,
     reply's parent labelled with the model; the session's leaf stays where it was.
 
     When ``model`` is not the recorded one, ``n`` more samples run on the recorded model
-    (``baseline``, default: built from the environment as ``recorded_model`` does). With
-    ``serve_tools`` (the default) a tool call equal to one of the recorded run's is given the
-    recorded result and the model is called again, at most ``max_steps`` times. ``fork``:
-    write the branches into a new session at that path (a fork holding the recorded run)
-    instead; ``base_url`` is where a model built from the recording is served.
+    (``baseline``, default: built from the environment as ``recorded_model`` does;
+    ``False``: none). With ``serve_tools`` (the default) a tool call equal to one of the
+    recorded run's is given the recorded result and the model is called again, at most
+    ``max_steps`` times. ``fork``: write the branches into a new session at that path (a
+    fork holding the recorded run) instead; ``base_url`` is where a model built from the
+    recording is served. Every model is made before anything is written.
     """
     if n < 1:
         raise InvalidArgument(f"replay: n must be at least 1, got {n}")
     at = session.resolve(at)
-    _reply_at(session, at)
-    if fork is not None:
-        end = [at, *(e.id for e in _after(session, at))][-1]
-        with session.fork(fork, at=end) as forked:
-            return replay(forked, at, model, n=n, baseline=baseline, serve_tools=serve_tools,
-                          max_steps=max_steps, base_url=base_url)
     reply = _reply_at(session, at)
-    from_id = reply.parent_id
     recorded = (reply.message.provider, reply.message.model)
-    ctx = session.build_context(from_id) if from_id is not None else None
-    if ctx is not None and recorded[1] is None:
-        recorded = ctx.model or recorded
-    recorded_name = _name(*recorded)
-    lanes: list[tuple[Model, bool]] = []
+    if reply.parent_id is not None and recorded[1] is None:
+        recorded = session.build_context(reply.parent_id).model or recorded
+    lanes = _lanes(model, recorded, n, baseline, base_url)
+    if fork is None:
+        return _replay_lanes(session, at, recorded, lanes, serve_tools, max_steps)
+    end = [at, *(e.id for e in _after(session, at))][-1]
+    with session.fork(fork, at=end) as forked:
+        return _replay_lanes(forked, at, recorded, lanes, serve_tools, max_steps)
+
+
+def _lanes(model: Model | None, recorded: tuple[str | None, str | None], n: int,
+           baseline: Model | Literal[False] | None, base_url: str | None
+           ) -> list[tuple[Model, bool]]:
+    """``(model, is_baseline)`` for each lane: ``n`` on the chosen model, and ``n`` on the
+    recorded one when the chosen model is another (unless ``baseline`` is False)."""
     target = model if model is not None else recorded_model(*recorded, base_url=base_url)
-    changed = _name(target.provider, target.name) != recorded_name
-    lanes += [(target, False)] * n
-    if changed:
-        base = baseline if baseline is not None else recorded_model(*recorded,
-                                                                    base_url=base_url)
-        lanes += [(base, True)] * n
+    lanes = [(target, False)] * n
+    if _name(target.provider, target.name) == _name(*recorded) or baseline is False:
+        return lanes
+    if baseline is None:
+        try:
+            baseline = recorded_model(*recorded, base_url=base_url)
+        except ModelUnavailable as e:
+            raise ModelUnavailable(
+                f"the baseline lanes run on the recorded model, and it cannot be called: "
+                f"{e}; or pass --no-baseline (baseline=False) to replay on "
+                f"{_name(target.provider, target.name)} alone") from None
+    return lanes + [(baseline, True)] * n
+
+
+def _replay_lanes(session: Session, at: str, recorded: tuple[str | None, str | None],
+                  lanes: Sequence[tuple[Model, bool]], serve_tools: bool,
+                  max_steps: int) -> ReplayReport:
+    """Run ``lanes`` from the parent of the reply ``at`` and compare each with it."""
+    from_id = _reply_at(session, at).parent_id
     run_calls, run_final = _recorded_run(session, at)
     served = _served_results(session, at)
     leaf = session.leaf_id
     run_id = uuid.uuid4().hex[:6]
-    report = ReplayReport(at, from_id, session.location, recorded_name,
+    report = ReplayReport(at, from_id, session.location, _name(*recorded),
                           [[c.name, c.arguments] for c in run_calls], run_final, [])
     counts: dict[tuple[str, bool], int] = {}
     try:

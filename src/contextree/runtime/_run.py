@@ -121,6 +121,13 @@ class _TurnStream:
         self._env = env
         return env
 
+    def __del__(self) -> None:
+        """A stream dropped before its end (``break`` out of a loop without ``with``)
+        interrupts its turn, as leaving a ``with`` block does, without waiting for it."""
+        env = self._env
+        if env is not None and not self._done:
+            env.interrupt()
+
     def _take(self, item: Any) -> Payload | None:
         """A payload to yield, or None once the turn's end has been taken."""
         if isinstance(item, _Done):

@@ -12,7 +12,7 @@ from .._context import interrupted_result
 from .._messages import Message, ToolCall
 from .._overflow import OverflowStore
 from .._truncation import LIMITS, TruncationLimits, is_truncated, truncate
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, ToolError
 from ..tools import ALL, Tool, ToolContext, ToolResult, as_tools
 from ._builder import App
 from ._call import interrupt_turn
@@ -35,7 +35,9 @@ class DefaultToolPipeline:
 
     Hooks: ``tool_start(call, env)`` may return new arguments or an answer (then the tool is
     not run); ``tool_approve(call, env)`` may return ``False`` or a reason to deny it;
-    ``tool_end(call, result, env)`` may return a replacement result.
+    ``tool_end(call, result, env)`` may return a replacement result. ``tool_approve`` is
+    asked only about a call that can run (its arguments valid), and sees the arguments that
+    will run (``tool_start``'s, when it gave new ones).
 
     Interruption (``Env.interrupt``): the calls that have not returned get an "interrupted"
     result at once and the turn stops; a tool still running is left to finish on its own
@@ -138,6 +140,10 @@ class DefaultToolPipeline:
         except Exception as e:  # the turn goes on; the model reads what went wrong
             result = ToolResult(f"tool {call.name!r} raised {type(e).__name__}: {e}",
                                 is_error=True)
+        except BaseException as e:  # sys.exit(), argparse on bad arguments: in this thread
+            # it would end nothing but the thread, and the call would look interrupted
+            result = ToolResult(f"tool {call.name!r} exited ({type(e).__name__}"
+                                + (f": {e}" if str(e) else "") + ")", is_error=True)
         if self.tool_end is not None:
             try:
                 result = self.tool_end(call, result, env) or result
@@ -163,7 +169,12 @@ class DefaultToolPipeline:
             if isinstance(answer, dict):
                 arguments = answer
         if self.tool_approve is not None:
-            verdict = self.tool_approve(call, env)
+            try:  # a call that cannot run is refused before anyone is asked about it
+                tool.validate(arguments)
+            except ToolError as e:
+                return ToolResult(str(e), is_error=True)
+            asked = call if arguments == call.arguments else call.replace(arguments=arguments)
+            verdict = self.tool_approve(asked, env)  # what is approved is what runs
             if verdict is not True:
                 reason = verdict if isinstance(verdict, str) else "the user did not approve it"
                 return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)

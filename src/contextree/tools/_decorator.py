@@ -14,6 +14,7 @@ from typing import Any, Union, get_args, get_origin, get_type_hints, overload
 
 import msgspec
 
+from contextree.errors import InvalidArgument
 from contextree.tools._context import ToolContext
 from contextree.tools._docstrings import parse_docstring
 from contextree.tools._kinds import ToolKind, TruncateFrom
@@ -105,6 +106,14 @@ def build_tool(
 
 def as_tools(items: Iterable[Tool | Callable[..., Any]]) -> list[Tool]:
     """Tools from a mix of ``Tool`` objects and plain functions (decorated on the fly)."""
+    if isinstance(items, str):
+        items = [items]
+    for t in items:
+        if isinstance(t, str):
+            raise InvalidArgument(
+                f"tools are Tool objects or functions, got the string {t!r}: pick built-in "
+                f"tools by name from contextree.make_tools(workspace=...), e.g. "
+                f"[t for t in make_tools(workspace='.') if t.name == {t!r}]")
     return [t if isinstance(t, Tool) else build_tool(t) for t in items]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,11 +28,23 @@ class ToolResult(ResultViews):
 
 
 def to_result(value: object) -> ToolResult:
-    """A tool function's return value as a ``ToolResult`` (str, None, or JSON data)."""
+    """A tool function's return value as a ``ToolResult`` (str, bytes, None, or JSON
+    data); bytes are read as UTF-8 (a command's output), what does not decode as U+FFFD;
+    an iterator or a set gives its items."""
     if isinstance(value, ToolResult):
         return value
     if isinstance(value, str):
         return ToolResult(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return ToolResult(bytes(value).decode("utf-8", "replace"))
     if value is None:
         return ToolResult("")
-    return ToolResult(json.dumps(value, ensure_ascii=False, default=str))
+    return ToolResult(json.dumps(value, ensure_ascii=False, default=_json_default))
+
+
+def _json_default(value: object) -> object:
+    """What JSON has no form for: the items of an iterator or a set (a generator returned
+    by a tool), else the value's text."""
+    if isinstance(value, Iterator | set | frozenset):
+        return list(value)
+    return str(value)

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextree._messages import valid_text
 from contextree.errors import ToolError
 from contextree.tools._context import ToolContext
 from contextree.tools._kinds import ToolKind, TruncateFrom, default_truncation
@@ -134,8 +135,7 @@ def _valid(result: ToolResult) -> ToolResult:
     try:
         result.content.encode("utf-8")
     except UnicodeEncodeError:
-        result = dataclasses.replace(result, content=result.content.encode(
-            "utf-8", "replace").decode("utf-8"))
+        result = dataclasses.replace(result, content=valid_text(result.content))
     return result
 
 
