@@ -2,11 +2,42 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-__all__ = ["count_lines", "first_line", "shorten"]
+__all__ = ["controls_visible", "count_lines", "escape_control", "first_line", "shorten"]
 
 ELLIPSIS = "…"
+
+# Everything a terminal may act on instead of showing: C0 controls, DEL, C1 controls, the
+# bidirectional embeddings/overrides/isolates (they reorder what follows), the Unicode line
+# and paragraph separators, and lone surrogates (undecodable bytes kept by surrogateescape).
+UNSAFE = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+          "\u2066-\u2069\ud800-\udfff")
+# the same but newlines, tabs and the carriage return of a CRLF: lines stay lines
+_UNSAFE_IN_LINES = re.compile("\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e"
+                              "\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def escape_control(match: re.Match[str]) -> str:
+    """The readable escape of a matched character (``\\x1b``, ``\\n``, ``\\u202e``)."""
+    code = ord(match.group())
+    if code == 0x0A:
+        return "\\n"
+    if code == 0x09:
+        return "\\t"
+    if code == 0x0D:
+        return "\\r"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def controls_visible(text: str) -> str:
+    """``text`` with every character a terminal may act on written as a readable escape
+    (``\\x1b``), its lines and tabs kept: for a file a person may ``cat`` (a Markdown export),
+    where an escape sequence from a tool output must not set a title or the clipboard."""
+    if _UNSAFE_IN_LINES.search(text) is None:
+        return text
+    return _UNSAFE_IN_LINES.sub(escape_control, text)
 
 
 def count_lines(text: str) -> int:

@@ -176,6 +176,24 @@ def test_cli_export_markdown_and_html(sample: tuple[Path, dict[str, str]]) -> No
     assert "Attempt 3" not in custom.stdout and "[REDACTED:custom:" in custom.stdout
 
 
+def test_a_markdown_export_holds_no_escape_sequence_a_terminal_would_run(tmp_path: Path) -> None:
+    """``cat`` of an exported Markdown file shows a tool output's OSC 52 (clipboard), title
+    and clear-screen sequences as text, and keeps the lines and tabs as they were."""
+    from contextree import Message
+
+    path = tmp_path / "esc.jsonl"
+    with Session.create(path) as s:
+        s.append_message(Message.user("look:\x1b]52;c;ZWNobyBoaQ==\x07 done"))
+        s.append_message(Message.assistant("title\x1b]0;pwned\x07\x1b[2J\r\nline two\tcol"))
+    out = tmp_path / "esc.md"
+    r = cli("export", "markdown", path, "-o", out)
+    assert r.returncode == 0, r.stderr
+    text = out.read_bytes().decode()  # as written: no newline translation
+    assert "\x1b" not in text and "\x07" not in text
+    assert "look:\\x1b]52;c;ZWNobyBoaQ==\\x07 done" in text
+    assert "\\x1b[2J\r\nline two\tcol" in text  # a CRLF and a tab stay as they are
+
+
 def test_the_server_serves_only_its_sessions_under_its_token(
         sample: tuple[Path, dict[str, str]], serve: Serve) -> None:
     path, _ = sample

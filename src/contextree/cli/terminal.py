@@ -15,29 +15,14 @@ import re
 
 from rich.cells import cell_len, get_character_cell_size
 
+from .._text import ELLIPSIS, UNSAFE, escape_control
+
 __all__ = ["ELLIPSIS", "fit", "surrogates_escaped", "visible", "width_of"]
 
-ELLIPSIS = "…"
 
-# Everything a terminal may act on instead of showing: C0 controls, DEL, C1 controls, the
-# bidirectional embeddings/overrides/isolates (they reorder what follows), the Unicode line
-# and paragraph separators, and lone surrogates (undecodable bytes kept by surrogateescape).
-_UNSAFE = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-           "\u2066-\u2069\ud800-\udfff")
-_ONE_LINE = re.compile(f"[\t{_UNSAFE}]")  # a line of a table: tabs would break the columns
-_BLOCK = re.compile(f"[{_UNSAFE}]")  # a line of a message body: tabs are kept
+_ONE_LINE = re.compile(f"[\t{UNSAFE}]")  # a line of a table: tabs would break the columns
+_BLOCK = re.compile(f"[{UNSAFE}]")  # a line of a message body: tabs are kept
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 (and so JSON output) cannot hold
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    if code == 0x0A:
-        return "\\n"
-    if code == 0x09:
-        return "\\t"
-    if code == 0x0D:
-        return "\\r"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
 
 
 def visible(text: str, *, tabs: bool = False) -> str:
@@ -49,7 +34,7 @@ def visible(text: str, *, tabs: bool = False) -> str:
     pattern = _BLOCK if tabs else _ONE_LINE
     if pattern.search(text) is None:
         return text
-    return pattern.sub(_escape, text)
+    return pattern.sub(escape_control, text)
 
 
 def surrogates_escaped(text: str) -> str:
@@ -57,7 +42,7 @@ def surrogates_escaped(text: str) -> str:
     ``visible`` writes it (``\\udcff``), so it can be encoded as UTF-8; the rest is kept."""
     if _SURROGATE.search(text) is None:
         return text
-    return _SURROGATE.sub(_escape, text)
+    return _SURROGATE.sub(escape_control, text)
 
 
 def width_of(text: str) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from .._text import first_line
+from .._text import controls_visible, first_line
 from ._model import SessionView, text_of
 from ._page import _hash
 
@@ -129,7 +129,8 @@ def markdown_export(view: SessionView, *, at: int | None = None, whole: bool = F
             out += [f"→ calls `{call['name']}`", "",
                     _folded_md("arguments", _fence(call["args"], "json"), _is_long(call["args"])),
                     ""]
-    return "\n".join(out).rstrip() + "\n"
+    # a person may cat the file: an escape sequence from a tool output shows as text
+    return controls_visible("\n".join(out).rstrip()) + "\n"
 
 
 def _notice(d: dict[str, Any]) -> str:
