@@ -30,6 +30,22 @@ from ..errors import (
     ParentCycle,
 )
 
+
+def unencodable(entry: AnyEntry, location: str, e: Exception) -> InvalidEntry:
+    """The error for an entry that has no JSON form (``e``: what encoding it raised), saying
+    what to do; a lone surrogate (undecodable bytes, half an emoji) is named."""
+    if isinstance(e, UnicodeEncodeError) and "surrogates" in str(e.reason):
+        bad = e.object[e.start:e.end] if isinstance(e.object, str) else ""
+        return InvalidEntry(
+            f"entry {entry.id!r} cannot be stored: its text holds a lone surrogate "
+            f"({bad.encode('unicode_escape').decode()} at character {e.start}), which "
+            "UTF-8 cannot hold (text decoded with errors='surrogateescape', or half of an "
+            "emoji); decode with errors='replace', or clean it with "
+            "text.encode('utf-8', 'replace').decode()", path=location)
+    return InvalidEntry(f"entry {entry.id!r} cannot be stored: it holds data with no JSON "
+                        f"form ({e})", path=location)
+
+
 # Entries that record a change of bookkeeping rather than of the conversation. They sit in
 # the tree like any entry, but ``tree()`` hides leaf moves.
 HIDDEN_IN_TREE = (LeafEntry,)

@@ -36,7 +36,6 @@ from .._files import atomic_create, remove_stale_temps, write_all
 from ..entries import AnyEntry, SessionHeader, encode_line
 from ..errors import (
     InvalidArgument,
-    InvalidEntry,
     ReadOnlySession,
     SessionError,
     SessionExists,
@@ -45,7 +44,7 @@ from ..errors import (
     StorageFailure,
 )
 from . import _index
-from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent
+from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent, unencodable
 from ._encoded import EncodedEntry
 from ._filetree import FileTree, ReadFile
 from ._index import (
@@ -376,7 +375,7 @@ class JsonlStorage(IndexedStorage):
             try:
                 data = encode_line(entry)
             except (TypeError, ValueError, OverflowError, RecursionError) as e:
-                raise _unencodable(entry, shared.path, e) from None
+                raise unencodable(entry, str(shared.path), e) from None
             self._put(shared, data, entry, index.add)
 
     def append_encoded(self, entry: EncodedEntry) -> None:
@@ -670,12 +669,7 @@ def _encode(entry: AnyEntry, path: Path) -> bytes:
     try:
         return encode_line(entry)
     except (TypeError, ValueError, OverflowError, RecursionError) as e:
-        raise _unencodable(entry, path, e) from None
-
-
-def _unencodable(entry: AnyEntry, path: Path, e: Exception) -> InvalidEntry:
-    return InvalidEntry(f"entry {entry.id!r} cannot be stored: it holds data with no JSON "
-                        f"form ({e})", path=str(path))
+        raise unencodable(entry, str(path), e) from None
 
 
 def _write(shared: _OpenFile, data: bytes) -> None:

@@ -73,6 +73,7 @@ from .._base import (
     TreeIndex,
     anchored,
     check_session_id,
+    unencodable,
     verify_links,
     with_parent,
 )
@@ -412,11 +413,14 @@ class PostgresStorage:
             raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
                                path=self._location)
         with self._lock:
-            stored, leaf, name, count = self._run(
-                lambda conn, retry: self._append_tx(conn, entry, expected_leaf, retry,
-                                                   on_leaf),
-                "could not append the entry", entry=entry,
-            )
+            try:
+                stored, leaf, name, count = self._run(
+                    lambda conn, retry: self._append_tx(conn, entry, expected_leaf, retry,
+                                                       on_leaf),
+                    "could not append the entry", entry=entry,
+                )
+            except (TypeError, ValueError) as e:  # no JSON form (a lone surrogate...)
+                raise unencodable(entry, self._location, e) from None
             self._cache[stored.id] = stored
             self._leaf, self._count = leaf, count
             self._seen.leaf = leaf
