@@ -408,3 +408,25 @@ def test_an_entry_s_words_are_the_same_read_from_it_or_from_its_line() -> None:
     assert set(str(vectors["e"]).split()) == {"the", "summary"}
     binary = search_columns(line_text(entries[4]), words=False, encoding="utf-8")[0]
     assert isinstance(binary, bytes) and binary.startswith(b"\0\0\0\2")  # two lexemes
+
+
+def test_an_entry_s_words_follow_the_one_word_rule_on_any_text() -> None:
+    """``words_of`` splits ASCII separators by a byte translation and leaves the rest to the
+    regular expression: the words are those of ``WORD`` over the case-folded text, for any
+    text (accents, scripts, symbols, combining marks, lone surrogates)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from contextree.storage._search_text import WORD
+    from contextree.storage.postgres._words import words_of
+
+    alphabet = st.one_of(st.sampled_from("aZ9_-. \n\t\u00e9\u00df\u0130\u0307\u2264\u00b5\u0661"
+                                         "\u4e2d\U0001f600\udcff"), st.characters())
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet, max_size=80))
+    def check(text: str) -> None:
+        want = [w.encode("utf-8", "surrogatepass") for w in WORD.findall(text.casefold())]
+        assert words_of(text) == want
+
+    check()
