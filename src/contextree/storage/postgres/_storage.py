@@ -53,6 +53,7 @@ from ...entries import (
     to_dict,
 )
 from ...errors import (
+    ContextreeError,
     DuplicateId,
     EntryNotFound,
     InvalidArgument,
@@ -419,8 +420,10 @@ class PostgresStorage:
                                                        on_leaf),
                     "could not append the entry", entry=entry,
                 )
-            except (TypeError, ValueError) as e:  # no JSON form (a lone surrogate...)
-                raise unencodable(entry, self._location, e) from None
+            except (TypeError, ValueError) as e:
+                if isinstance(e, ContextreeError):  # a duplicate id, a missing parent...
+                    raise
+                raise unencodable(entry, self._location, e) from None  # no JSON form
             self._cache[stored.id] = stored
             self._leaf, self._count = leaf, count
             self._seen.leaf = leaf
