@@ -428,12 +428,11 @@ def test_session_behaviour_matches_memory(backend: Backend, deterministic: None,
 
 def test_an_entry_with_no_json_form_is_refused_naming_why(backend: Backend) -> None:
     """A lone surrogate (a file's undecodable bytes read with surrogateescape, half of an
-    emoji) cannot be written as UTF-8: a persistent backend refuses the entry with
-    ``InvalidEntry`` saying how to clean the text, stores nothing, and takes the next one."""
+    emoji) cannot be written as UTF-8: every backend (memory too, which keeps objects but
+    follows the same rules) refuses the entry with ``InvalidEntry`` saying how to clean the
+    text, stores nothing, and takes the next one."""
     from contextree.errors import InvalidEntry
 
-    if not backend.persistent:
-        pytest.skip("memory storage keeps objects: nothing is encoded")
     s = backend.make()
     s.append(msg("a", None))
     with pytest.raises(InvalidEntry, match=r"lone surrogate \(\\udcff.*errors='replace'"):

@@ -8,9 +8,16 @@ from collections.abc import Iterator, Sequence
 
 from msgspec import UNSET, UnsetType
 
-from ..entries import AnyEntry, SessionHeader
+from ..entries import AnyEntry, SessionHeader, encode_line
 from ..errors import SessionExists, SessionNotFound
-from ._base import IndexedStorage, StorageHealth, TreeIndex, check_session_id, settle_parent
+from ._base import (
+    IndexedStorage,
+    StorageHealth,
+    TreeIndex,
+    check_session_id,
+    settle_parent,
+    unencodable,
+)
 from ._catalog import CatalogListing, Query, SessionInfo, filter_sessions, pick_session
 from ._describe import utc_stamp
 
@@ -33,6 +40,10 @@ class MemoryStorage(IndexedStorage):
             entry = settle_parent(entry, index.leaf_id, location=self.location,
                                   expected_leaf=expected_leaf, on_leaf=on_leaf)
             index.check(entry)
+            try:  # the same rule as the backends that write lines: it has a JSON form
+                encode_line(entry)
+            except (TypeError, ValueError, OverflowError, RecursionError) as e:
+                raise unencodable(entry, self.location, e) from None
             index.add(entry)
 
     @contextlib.contextmanager
