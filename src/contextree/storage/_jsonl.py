@@ -33,6 +33,7 @@ from typing import Any
 from msgspec import UNSET, UnsetType
 
 from .._files import atomic_create, remove_stale_temps, write_all
+from .._gc import gc_paused
 from ..entries import AnyEntry, SessionHeader, encode_line
 from ..errors import (
     InvalidArgument,
@@ -62,7 +63,6 @@ from ._loading import (
     TornLineWarning,
     TornTail,
     decode_header,
-    gc_paused,
     load,
     load_rest,
     report_torn,

@@ -11,19 +11,18 @@ an error names its exact line. The last line decides how a crash is read:
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import io
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
+from .._gc import gc_paused
 from ..entries import (
     FORMAT_VERSION,
     LINE_DECODER,
@@ -39,7 +38,7 @@ from ..errors import CorruptLine, InvalidHeader
 from ._base import TreeIndex, verify_links
 from ._sidecars import quarantine_path
 
-__all__ = ["BOM", "CHUNK", "MakeTree", "TornLineWarning", "TornTail", "decode_header", "gc_paused", "load", "load_rest",
+__all__ = ["BOM", "CHUNK", "MakeTree", "TornLineWarning", "TornTail", "decode_header", "load", "load_rest",
            "report_torn", "torn_record"]
 
 CHUNK = 2 << 20  # bytes read and decoded per msgspec call when loading
@@ -94,20 +93,6 @@ def _paused_gc(scan: Callable[[io.BufferedIOBase, TreeIndex, str, _LineCounter],
                ) -> tuple[TreeIndex, int, TornTail | None]:
     with gc_paused():
         return scan(f, index, location, lines)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector while many acyclic objects are made at once (decoded
-    entries, an index's columns): a collector running as the heap grows would traverse
-    the same new objects again and again."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _scan(f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCounter,

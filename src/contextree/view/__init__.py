@@ -15,13 +15,11 @@ turns that off, and the output says so); the stored session is never changed::
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 from .._files import atomic_write
+from .._gc import gc_paused
 from .._public import publish
 from .._session import Session
 from ..redaction import Redactor
@@ -48,29 +46,12 @@ Redact = bool | Redactor
 stored; the output says so) or a ``Redactor`` of your own (patterns, its ``found`` counts)."""
 
 
-@contextlib.contextmanager
-def _untraversed() -> Iterator[None]:
-    """The cyclic collector paused while a view is made, and what was made meanwhile moved
-    to its oldest generation untraversed (``gc.freeze`` then ``gc.unfreeze``): a view of
-    50,000 entries is ~400,000 acyclic containers, and the young-generation pass that
-    re-enabling the collector starts would walk them all (0.14 s) to free nothing."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
-
-
 def read_view(session: Session, *, redact: Redact = True,
               location: str | None = None) -> SessionView:
     """The whole session as the viewer and the exports show it, redacted unless
     ``redact=False``."""
     redactor = redact if isinstance(redact, Redactor) else Redactor(enabled=bool(redact))
-    with _untraversed():
+    with gc_paused(untraversed=True):
         return build_view(session, redactor, location=location)
 
 
@@ -94,7 +75,7 @@ def view_html(session: Session | SessionView, *, redact: Redact = True) -> str:
     view = session if isinstance(session, SessionView) else read_view(session, redact=redact)
     s = view.data["session"]
     title = s["name"] or f"session {s['id']}"
-    with _untraversed():
+    with gc_paused(untraversed=True):
         return page_html(view.data, title=title, notice=redaction_notice(view),
                          redacted=view.data["redaction"]["enabled"])
 
