@@ -380,3 +380,21 @@ def as_url(conninfo: str) -> str:
     db = d.pop("dbname", "postgres")
     query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in d.items())
     return f"postgresql://{user}@{host}:{port}/{db}" + (f"?{query}" if query else "")
+
+
+def ctrl_c_on_first_delta(agent: Any) -> None:
+    """Have ``agent`` send this process SIGINT (Ctrl-C) at its first text delta, once: the
+    signal arrives in the main thread, which is waiting on the stream."""
+    import signal
+    import threading
+
+    from contextree.runtime import Event
+
+    sent = threading.Event()
+
+    def press_ctrl_c(env: Any, payload: Any) -> None:
+        if not sent.is_set():
+            sent.set()
+            os.kill(os.getpid(), signal.SIGINT)
+
+    agent.on(Event.TEXT_DELTA, press_ctrl_c)

@@ -9,9 +9,6 @@ stores what the other adapters store."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,7 @@ from contextree.models import (
 from contextree.runtime import DefaultToolPipeline, Event, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded
 from fakes.native_compaction import ResponsesServer, function_call, reasoning, response
+from helpers import ctrl_c_on_first_delta
 
 WEATHER = {"name": "weather", "description": "Weather for a city.",
            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
@@ -343,14 +341,7 @@ def test_ctrl_c_in_start_stores_the_partial_reply_then_raises(rs: ResponsesServe
     sse = held_at(rs, response("A slow answer, word by word."),
                      "response.output_text.delta", 1)
     agent = agent_of(rs, path)
-    sent = threading.Event()
-
-    def press_ctrl_c(env: Any, payload: Any) -> None:
-        if not sent.is_set():
-            sent.set()
-            os.kill(os.getpid(), signal.SIGINT)  # arrives in the main thread, waiting
-
-    agent.on(Event.TEXT_DELTA, press_ctrl_c)
+    ctrl_c_on_first_delta(agent)
     with pytest.raises(KeyboardInterrupt):
         agent.start("Answer slowly.")
     sse.release.set()

@@ -145,7 +145,9 @@ def test_turns_started_at_once_on_one_session_take_turns(tmp_path: Path,
     _answers_follow_questions(path, 8)
 
 
-def test_a_turn_waiting_for_another_on_its_session_can_be_interrupted(tmp_path: Path) -> None:
+def _held_echo() -> tuple[threading.Event, threading.Event, type[Echo]]:
+    """An ``Echo`` model whose calls hold until ``release`` is set, and the event it sets
+    once a call has started (``calling``): a turn that keeps its session busy."""
     calling, release = threading.Event(), threading.Event()
 
     class Slow(Echo):
@@ -153,6 +155,12 @@ def test_a_turn_waiting_for_another_on_its_session_can_be_interrupted(tmp_path: 
             calling.set()
             release.wait(30)
             return super().complete(messages, tools, **options)
+
+    return calling, release, Slow
+
+
+def test_a_turn_waiting_for_another_on_its_session_can_be_interrupted(tmp_path: Path) -> None:
+    calling, release, Slow = _held_echo()
 
     path = tmp_path / "s.jsonl"
     first = ct.agent().use(SessionTree, path=path).run(Slow([]), stream=False)
@@ -175,13 +183,7 @@ def test_a_child_forked_mid_turn_is_told_the_session_is_its_parents(tmp_path: Pa
     gets ``SessionLocked`` at once instead of waiting for a turn that never ends there."""
     import os
 
-    calling, release = threading.Event(), threading.Event()
-
-    class Slow(Echo):
-        def complete(self, messages, tools=None, **options):  # type: ignore[no-untyped-def]
-            calling.set()
-            release.wait(30)
-            return super().complete(messages, tools, **options)
+    calling, release, Slow = _held_echo()
 
     session = Session.create(tmp_path / "s.jsonl")
     agent = ct.agent().use(SessionTree, session=session).run(Slow([]), stream=False)

@@ -4,8 +4,6 @@ the same for ``on()`` handlers and ``start()``; interruption that leaves a valid
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
 import sys
 import threading
@@ -29,6 +27,7 @@ from fakes import SSE, Recorded
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
 from fakes.models import HeldModel
 from fakes.openai_server import OpenAIServer, completion, tool_call
+from helpers import ctrl_c_on_first_delta
 
 
 @ct.tool
@@ -246,14 +245,7 @@ def test_ctrl_c_in_start_saves_the_partial_reply_then_raises(oa: OpenAIServer,
     path = tmp_path / "s.jsonl"
     sse = held_stream(oa, completion("A slow answer, word by word."), after=4)
     agent = openai_agent(oa, path)
-    sent = threading.Event()
-
-    def press_ctrl_c(env: Any, payload: Any) -> None:
-        if not sent.is_set():
-            sent.set()
-            os.kill(os.getpid(), signal.SIGINT)  # arrives in the main thread, waiting
-
-    agent.on(Event.TEXT_DELTA, press_ctrl_c)
+    ctrl_c_on_first_delta(agent)
     with pytest.raises(KeyboardInterrupt):
         agent.start("Answer slowly.")
     sse.release.set()
