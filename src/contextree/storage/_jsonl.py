@@ -34,7 +34,7 @@ from msgspec import UNSET, UnsetType
 
 from .._files import atomic_create, remove_stale_temps, write_all
 from .._gc import gc_paused
-from ..entries import AnyEntry, SessionHeader, encode_line
+from ..entries import AnyEntry, SessionHeader, encode_line, plain_message_line
 from ..errors import (
     InvalidArgument,
     ReadOnlySession,
@@ -371,11 +371,15 @@ class JsonlStorage(IndexedStorage):
             if expected_leaf is not UNSET or (on_leaf and entry.parent_id != index.leaf_id):
                 entry = settle_parent(entry, index.leaf_id, location=str(shared.path),
                                       expected_leaf=expected_leaf, on_leaf=on_leaf)
-            index.check(entry)
             try:
-                data = encode_line(entry)
-            except (TypeError, ValueError, OverflowError, RecursionError) as e:
+                data = plain_message_line(entry)
+            except _NO_JSON_FORM as e:
                 raise unencodable(entry, str(shared.path), e) from None
+            if data is None:
+                index.check(entry)
+                data = _encode(entry, shared.path)
+            else:  # a plain message, within the limits: only the tree's rules to check
+                index.check_place(entry.id, entry.parent_id, None)
             self._put(shared, data, entry, index.add)
 
     def append_encoded(self, entry: EncodedEntry) -> None:
@@ -663,12 +667,15 @@ def _release(shared: _OpenFile) -> None:
     shared.fd = -1
 
 
+_NO_JSON_FORM = (TypeError, ValueError, OverflowError, RecursionError)  # what encoding raises
+
+
 def _encode(entry: AnyEntry, path: Path) -> bytes:
     """The entry's line; ``InvalidEntry`` (not a raw ``TypeError``) for data that has no
     JSON form, such as an arbitrary object in custom data."""
     try:
         return encode_line(entry)
-    except (TypeError, ValueError, OverflowError, RecursionError) as e:
+    except _NO_JSON_FORM as e:
         raise unencodable(entry, str(path), e) from None
 
 
