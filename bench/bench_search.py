@@ -3,6 +3,7 @@
 
     python bench/bench_search.py                       # 10,000 sessions, 1 GB of text
     python bench/bench_search.py --sessions 1000 --megabytes 50 --pg-sessions 5000  # quick
+    python bench/bench_search.py --skip-directory --pg-sessions 0  # PostgreSQL append cost only
     BENCH_SEARCH_SESSIONS=... BENCH_SEARCH_MB=... BENCH_SEARCH_PG_SESSIONS=...  (the same)
 
 PostgreSQL is measured when ``CONTEXTREE_PG_URL`` is set (a scratch schema is made and
@@ -235,16 +236,14 @@ def make_sessions(conninfo: str, sessions: int, rng: random.Random, corpus: str)
     return entries
 
 
-def bench_postgres(base: str, sessions: int, rounds: int) -> None:
-    """Search p95 over ``sessions`` sessions, then the append cost of search (interleaved
-    rounds in three fresh schemas: no search, search, search with the trigram index)."""
+def bench_postgres(base: str, sessions: int) -> None:
+    """Search p95 over ``sessions`` sessions on PostgreSQL."""
     import psycopg
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
     from conformance import fresh_schema_url
-    from contextree import Message, Session
     from contextree.storage import search
-    from contextree.storage.postgres import _storage, create_schema
+    from contextree.storage.postgres import create_schema
     from helpers import as_url
 
     conninfo, drop = fresh_schema_url(base)
@@ -279,15 +278,32 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
     finally:
         drop()
 
-    # The append cost: three fresh schemas, rounds interleaved so that the machine's load
-    # falls on each alike. "no search": no vector sent (the storage's search_columns
-    # replaced by one that returns nothing), no GIN index and no index of the entries' order
-    # (search's newest first), i.e. appends as before search.
+
+def bench_postgres_appends(base: str, rounds: int) -> None:
+    """The append cost of search: three fresh schemas (no search, search, search with the
+    trigram index), rounds interleaved in a rotating order so that the machine's load and
+    its drift fall on each alike; the cost is the median of each round's paired ratio."""
+    import psycopg
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+    from conformance import fresh_schema_url
+    from contextree import Message, Session
+    from contextree.storage.postgres import _storage, create_schema
+
+    rng = random.Random(3)
+    corpus = _corpus(rng, 2 << 20)
+    with psycopg.connect(base, autocommit=True) as conn:
+        settings = {k: conn.execute(f"SHOW {k}").fetchone()[0]  # type: ignore[index]
+                    for k in ("server_version", "fsync", "synchronous_commit")}
+    # "no search": no vector sent (the storage's search_columns replaced by one that returns
+    # nothing), no GIN index and no index of the entries' order (search's newest first),
+    # i.e. appends as before search.
     # Besides appends/s (wall clock, noisy on a shared machine), the CPU time of this
     # process and of the server's backend (/proc/PID/schedstat) per append, the merge of
     # the GIN indexes' pending lists included (see ``appends``).
     places: dict[str, str] = {}
     drops = []
+    real = _storage.search_columns
     try:
         for label in ("no search", "search", "search + trigram index"):
             info, dropper = fresh_schema_url(base)
@@ -298,7 +314,6 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
                     conn.execute("DROP INDEX contextree_entries_search_idx")
                     conn.execute("DROP INDEX contextree_entries_newest_idx")
             places[label] = info
-        real = _storage.search_columns
         nothing = lambda line, words=False, entry=None, encoding=None: (None, None)  # noqa: E731
 
         def cpu_ns(pid: int) -> int:
@@ -332,42 +347,38 @@ def bench_postgres(base: str, sessions: int, rounds: int) -> None:
             conn.close()
             return n / wall, client / n * 1e6, server / n * 1e6
 
+        labels = list(places)
         runs: dict[str, list[tuple[float, float, float]]] = {label: [] for label in places}
-        for _ in range(rounds):
-            for label, info in places.items():
+        for r in range(rounds):
+            for label in labels[r % 3:] + labels[:r % 3]:  # each goes first in turn
                 _storage.search_columns = nothing if label == "no search" else real  # type: ignore[assignment]
-                runs[label].append(appends(info, 500))
+                runs[label].append(appends(places[label], 400))
                 if os.environ.get("BENCH_SEARCH_PG_DETAIL"):
                     print(f"  {label}: {runs[label][-1]}", flush=True)
-        _storage.search_columns = real  # type: ignore[assignment]
-
-        def medians(label: str) -> tuple[float, float, float]:
-            rate, client, server = zip(*runs[label], strict=True)
-            return (statistics.median(rate), statistics.median(client),
-                    statistics.median(server))
-
-        def best(label: str) -> tuple[float, float]:
-            return (max(r[0] for r in runs[label]), min(r[1] + r[2] for r in runs[label]))
-
-        floor_best_rate, floor_best_cpu = best("no search")
-        floor_rate, floor_client, floor_server = medians("no search")
-        print(f"PostgreSQL durable appends of 1.5 KB messages, one writer (median of {rounds} "
-              "interleaved rounds of 500):")
-        for label in places:
-            rate, client, server = medians(label)
-            cpu = client + server
-            print(f"  {label:24} {rate:5.0f}/s ({100 * (1 - rate / floor_rate):5.1f}% fewer); "
-                  f"CPU per append: client {client:4.0f} us + server {server:4.0f} us = "
-                  f"{cpu:4.0f} us ({100 * (cpu / (floor_client + floor_server) - 1):5.1f}% "
-                  "more)")
-            top, least = best(label)
-            print(f"  {'':24} best round: {top:5.0f}/s ({100 * (1 - top / floor_best_rate):5.1f}% "
-                  f"fewer); least CPU {least:4.0f} us "
-                  f"({100 * (least / floor_best_cpu - 1):5.1f}% more)")
     finally:
         _storage.search_columns = real  # type: ignore[assignment]
         for dropper in drops:
             dropper()
+
+    base_runs = runs["no search"]
+    print(f"PostgreSQL {settings['server_version']} (fsync={settings['fsync']}, "
+          f"synchronous_commit={settings['synchronous_commit']}): durable appends of 1.5 KB "
+          f"messages, one writer, {rounds} rounds of 400 in a rotating order:")
+    for label in places:
+        rates = [r[0] for r in runs[label]]
+        cpus = [r[1] + r[2] for r in runs[label]]
+        fewer = sorted(100 * (1 - r[0] / b[0]) for r, b in zip(runs[label], base_runs, strict=True))
+        more = sorted(100 * ((r[1] + r[2]) / (b[1] + b[2]) - 1)
+                      for r, b in zip(runs[label], base_runs, strict=True))
+        quart = statistics.quantiles(fewer, n=4) if len(fewer) > 1 else [fewer[0]] * 3
+        client = statistics.median(r[1] for r in runs[label])
+        server = statistics.median(r[2] for r in runs[label])
+        print(f"  {label:24} {statistics.median(rates):5.0f}/s: "
+              f"{statistics.median(fewer):5.1f}% fewer than the round's no-search "
+              f"(quartiles {quart[0]:.1f} .. {quart[2]:.1f}); CPU per append "
+              f"{statistics.median(cpus):4.0f} us (client {client:4.0f} + server "
+              f"{server:4.0f}), {statistics.median(more):5.1f}% more")
+    print("  goal: search costs <= 15% of append throughput")
 
 
 def main() -> None:
@@ -378,8 +389,9 @@ def main() -> None:
                         default=float(os.environ.get("BENCH_SEARCH_MB", 1024)))
     parser.add_argument("--pg-sessions", type=int,
                         default=int(os.environ.get("BENCH_SEARCH_PG_SESSIONS", 100_000)))
-    parser.add_argument("--pg-rounds", type=int, default=5,
-                        help="interleaved rounds of 500 appends per PostgreSQL setting")
+    parser.add_argument("--pg-rounds", type=int, default=15,
+                        help="interleaved rounds of 400 appends per PostgreSQL setting "
+                        "(0: no append cost)")
     parser.add_argument("--skip-directory", action="store_true",
                         help="measure PostgreSQL only")
     parser.add_argument("--dir", type=Path, default=None,
@@ -395,8 +407,10 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
     base = os.environ.get("CONTEXTREE_PG_URL")
     if base and args.pg_sessions:
-        bench_postgres(base, args.pg_sessions, args.pg_rounds)
-    elif not base:
+        bench_postgres(base, args.pg_sessions)
+    if base and args.pg_rounds:
+        bench_postgres_appends(base, args.pg_rounds)
+    if not base:
         print("PostgreSQL: not measured (set CONTEXTREE_PG_URL)")
 
 
