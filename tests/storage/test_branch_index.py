@@ -460,3 +460,29 @@ def test_ids_no_index_can_hold_leave_the_session_without_one(tmp_path: Path) -> 
     INDEX_OF(path).unlink(missing_ok=True)
     seen(path)  # a full read, which would write the index anew: it cannot
     assert not INDEX_OF(path).exists()
+
+
+def test_single_appends_past_many_index_flushes_open_through_the_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        for i in range(3 * _jsonl.TAIL_EVERY + 5):  # records flushed every TAIL_EVERY appends
+            s.append_message(ct.Message.user(f"message {i}"))
+    expected = seen_without_index(path)
+    no_full_read(monkeypatch)
+    assert seen(path) == expected and len(expected["context"]) == 3 * _jsonl.TAIL_EVERY + 5
+
+
+def test_appends_after_a_last_line_without_its_newline_open_through_the_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    ids = make_session(path)
+    with open(path, "ab") as f:  # a whole last line without its newline: a writer adds one
+        f.write(raw_message("foreign1", ids["tip_b"], "no newline after me"))
+    with ct.Session.open(path) as s:
+        for i in range(_jsonl.TAIL_EVERY + 3):
+            s.append_message(ct.Message.user(f"after the gap {i}"))
+    expected = seen_without_index(path)
+    no_full_read(monkeypatch)
+    assert seen(path) == expected
+    assert expected["context"][-1]["content"] == f"after the gap {_jsonl.TAIL_EVERY + 2}"

@@ -458,9 +458,7 @@ class FileTree(TreeIndex):
         leaves it to this, once per ``TAIL_EVERY`` lines: a CRC-32 per append runs with the
         caches cold after each sync, and its tables cost more than the rest of it)."""
         crcs, lengths = self.crcs, self.lengths
-        found = {k: line_crc(line) for k, line in self.lines(None, skip=crcs.__contains__,
-                                                             start=start)
-                 if len(line) == lengths[k]}  # a line cut short by a truncation: 0
+        found = self._new_line_crcs(start)
         last = len(self.ids) - 1
         if last in found:
             crcs[last] = found[last]
@@ -471,6 +469,30 @@ class FileTree(TreeIndex):
             out.append(TailRecord(self.offsets[k], lengths[k], self.types[k], self.ids[k],
                                   self.parents[k], crc, target, text, self.facts[k]))
         return out
+
+    def _new_line_crcs(self, start: int) -> dict[int, int]:
+        """The checksums of the lines of entries ``start`` on whose checksum is not known;
+        a line cut short by a truncation has none. Lines that follow one another with no
+        gap (what appends leave: the usual case) are read at once and cut by their lengths;
+        any others through ``lines``."""
+        crcs, offsets, lengths = self.crcs, self.offsets, self.lengths
+        end = len(self.ids)
+        if start < end:
+            begin = offsets[start]
+            size = offsets[end - 1] + lengths[end - 1] - begin
+            if size <= LINES_BLOCK and size == sum(lengths[start:end]):
+                data = memoryview(self.file.pread(size, begin))
+                found = {}
+                for k in range(start, end):
+                    if k not in crcs:
+                        at = offsets[k] - begin
+                        line = data[at:at + lengths[k]]
+                        if at >= 0 and len(line) == lengths[k]:
+                            found[k] = line_crc(line)
+                return found
+        return {k: line_crc(line) for k, line in self.lines(None, skip=crcs.__contains__,
+                                                            start=start)
+                if len(line) == lengths[k]}
 
     # -- reading ----------------------------------------------------------------------------
     def _read(self, slot: int) -> AnyEntry:
