@@ -320,6 +320,30 @@ def test_a_thread_id_with_a_lone_surrogate_is_an_invalid_argument(tmp_path: Path
     assert [p.name for p in tmp_path.glob("*.jsonl")] == (["user-1.jsonl"] if on_disk else [])
 
 
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_runs_without_a_thread_id_are_apart_from_a_thread_named_default(
+        tmp_path: Path, on_disk: bool) -> None:
+    """A run with no thread id (the caller sends the history) and the thread "default" are
+    two conversations: each is mirrored into its own session, neither sees the other's."""
+    model = ScriptedChat(script=[answer(0), answer(1)])
+    mw = ContextreeMiddleware(directory=tmp_path) if on_disk else ContextreeMiddleware()
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("threaded", id="t1")]},
+                 {"configurable": {"thread_id": "default"}})
+    unthreaded = create_agent(model, tools=[read_file], middleware=[mw])
+    unthreaded.invoke({"messages": [HumanMessage("alone", id="u1")]})
+    assert mirrored(mw, "default")[0] == "t1" and "u1" not in mirrored(mw, "default")
+    assert mirrored(mw)[0] == "u1" and "t1" not in mirrored(mw)
+    assert mw.session_for() is not mw.session_for("default")
+    if on_disk:
+        names = sorted(p.name for p in tmp_path.glob("*.jsonl"))
+        assert len(names) == 2 and "default.jsonl" in names
+        mw.close()
+        reopened = ContextreeMiddleware(directory=tmp_path)  # the same sessions, found again
+        assert mirrored(reopened)[0] == "u1" and mirrored(reopened, "default")[0] == "t1"
+        reopened.close()
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names open files by /proc")
 @pytest.mark.parametrize("durable", [True, False])
 def test_durable_false_writes_the_files_without_syncing_them(

@@ -479,6 +479,13 @@ def _interrupted(call_id: str, name: str | None, text: str = INTERRUPTED) -> Too
 
 # -- the middleware --------------------------------------------------------------------------
 
+# The key of the runs that have no thread id (no checkpointer: the caller sends the history).
+# It is no printable text, which an application names its threads with, and the session it
+# names has a hash for its id (``key_to_session_id``): a thread named "default" (the key of
+# these runs before) is a thread like any other.
+_NO_THREAD = "\0no thread id"
+
+
 class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], CompactionOptions):
     """Mirror the agent's messages into contextree and give the model its compacted view.
 
@@ -549,7 +556,7 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     def _conversation(self, thread_id: str | None) -> _Conversation:
         if self._single is not None:
             return self._single
-        key = checked_id(thread_id, "LangGraph thread id") if thread_id else "default"
+        key = checked_id(thread_id, "LangGraph thread id") if thread_id else _NO_THREAD
         with self._lock:
             conv = self._threads.get(key)
             if conv is None:
