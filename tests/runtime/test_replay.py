@@ -111,6 +111,11 @@ def test_cli_replay_on_another_model_adds_a_baseline_lane_and_reports_divergence
     shown = run("replay", path, "--at", at, "--model", "openai:gpt-other", "--base-url",
                 "http://127.0.0.1:9/v1", "--n", "0", code=2)
     assert "--n" in shown.stderr
+    # a slip of the keyboard is not a million paid calls: refused before any is made
+    shown = run("replay", path, "--at", at, "--n", "1000000", code=2)
+    assert "from 1 to 100" in shown.stderr
+    with Session.open(path) as s, pytest.raises(InvalidArgument, match="from 1 to 100"):
+        ct.replay(s, at, n=101)
 
 
 def test_replay_with_n_samples_runs_n_lanes_per_model(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ PORTABLE_PARAMS = ("temperature", "top_p")
 """The request parameters sent to a model of another provider than the recorded one (the
 others name one API's options)."""
 DEFAULT_MAX_STEPS = 20
+MAX_SAMPLES = 100  # per model: each is at least one paid model call, and a branch
 
 
 @dataclass
@@ -139,8 +140,9 @@ def replay(session: Session, at: str, model: Model | None = None, *, n: int = 1,
     fork holding the recorded run) instead; ``base_url`` is where a model built from the
     recording is served. Every model is made before anything is written.
     """
-    if n < 1:
-        raise InvalidArgument(f"replay: n must be at least 1, got {n}")
+    if not 1 <= n <= MAX_SAMPLES:
+        raise InvalidArgument(f"replay: n is how many samples to run per model, from 1 to "
+                              f"{MAX_SAMPLES} (each is a model call and a branch), got {n}")
     at = session.resolve(at)
     reply = _reply_at(session, at)
     recorded = (reply.message.provider, reply.message.model)
