@@ -26,6 +26,7 @@ from contextree.compaction import (
     ToolResults,
     default_ladder,
 )
+from contextree.errors import CompactionError
 from contextree.markers import Kind
 from contextree.models import AnthropicMessages, NativeCompaction, OpenAIResponses, ScriptedModel
 from contextree.models._wire_openai import to_openai_chat
@@ -271,7 +272,8 @@ def test_options_a_compaction_request_refuses_are_left_out_of_it_and_kept_on_tur
 
 def test_threshold_compaction_steps_aside_from_a_conversation_with_an_on_demand_block() -> None:
     """The API refuses the threshold edit on a request that carries a signed block: the
-    rung says so without a call, and the next rung compacts."""
+    rung steps aside saying so, without a call (none is recorded), and the next rung
+    compacts; ``compact_native`` called on its own refuses the same way."""
     s = _long_session()
     with CompactingAnthropicServer() as server:
         first = s.compact(WINDOW, compact_to=0.3, ladder=_ladder(_anthropic(server)))
@@ -280,12 +282,19 @@ def test_threshold_compaction_steps_aside_from_a_conversation_with_an_on_demand_
             s.append_message(Message.user(f"Step {i}: go on."))
             s.append_message(Message.assistant("word " * 20_000))
         calls = len(server.requests)
+        carrying = s.build_context().request_messages()  # the on-demand block first
         second = s.compact(WINDOW, compact_to=0.3,
                            ladder=_ladder(_anthropic(server, "threshold")))
         assert len(server.requests) == calls
+        with pytest.raises(CompactionError, match="native_compaction='on_demand'"):
+            _anthropic(server, "threshold").compact_native(carrying)
+        assert len(server.requests) == calls
     provider = second.stages[0]
-    assert provider.failed and "native_compaction='on_demand'" in provider.note
+    assert not provider.failed and not provider.applied
+    assert "native_compaction='on_demand'" in provider.note
     assert second.applied == ["sliding_window"]
+    recorded = s.get_entry(second.entry_id).details.get("calls") or []
+    assert all(c["outcome"] != "summarizer_failed" for c in recorded), recorded
 
 
 def test_a_block_stored_without_its_beta_is_sent_with_the_threshold_beta() -> None:

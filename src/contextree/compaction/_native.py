@@ -66,6 +66,11 @@ class ProviderCompaction:
             state.report(f"{size} tokens to compact, under the {model.min_native_tokens} "
                          f"{model.provider} compacts at least; the next rung compacts")
             return None
+        refusal = getattr(model, "native_refusal", None)
+        why = refusal(messages) if refusal is not None else None
+        if why is not None:  # known before asking: no call to record
+            state.report(f"{model.provider} would refuse: {why}; the next rung compacts")
+            return None
         name = getattr(model, "name", None)
         try:
             native = model.compact_native(messages, tools=tools,

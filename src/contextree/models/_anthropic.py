@@ -137,6 +137,9 @@ class AnthropicMessages(SdkModel):
         answer without a summary (cut off, a tool call, a refusal, a conversation under the
         trigger) raises ``CompactionError`` saying why; a refused call raises
         ``ModelError``."""
+        refusal = self.native_refusal(messages)
+        if refusal is not None:
+            raise CompactionError(f"{self.provider}: {refusal}")
         request = self._request(messages, tools, {})
         headers = dict(request.pop("extra_headers", None) or {})
         carried = headers.pop("anthropic-beta", None)  # the beta of a block sent back
@@ -146,11 +149,6 @@ class AnthropicMessages(SdkModel):
                                      **({"instructions": instructions} if instructions else {})}
             _drop_what_compaction_refuses(request)
         else:
-            if compaction_beta(messages) == ANTHROPIC_ON_DEMAND_BETA:
-                raise CompactionError(
-                    f"{self.provider}: threshold compaction cannot run on a conversation that "
-                    "carries an on-demand compaction block; make the model with "
-                    "native_compaction='on_demand' to compact it again")
             beta = ANTHROPIC_COMPACT_BETA
             edit: dict[str, Any] = {"type": ANTHROPIC_COMPACT_EDIT,
                                     "trigger": {"type": "input_tokens",
@@ -164,6 +162,17 @@ class AnthropicMessages(SdkModel):
             request["extra_headers"] = headers
         data = self._call_json(lambda client: client.beta.messages.create, request)
         return self._native_of(data, beta)
+
+    def native_refusal(self, messages: Sequence[Message]) -> str | None:
+        """Why the API would refuse to compact ``messages`` in this model's form, known
+        before any request (``None``: it may compact them): the threshold edit refuses a
+        conversation that carries an on-demand compaction block."""
+        if (self.native_compaction != "on_demand"
+                and compaction_beta(messages) == ANTHROPIC_ON_DEMAND_BETA):
+            return ("threshold compaction cannot run on a conversation that carries an "
+                    "on-demand compaction block; make the model with "
+                    "native_compaction='on_demand' to compact it again")
+        return None
 
     def _native_of(self, data: Mapping[str, Any], beta: str) -> NativeCompaction:
         """The compaction a response to a compaction request holds (see ``compact_native``)."""

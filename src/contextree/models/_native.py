@@ -105,7 +105,9 @@ class NativeCompactionModel(Protocol):
     provider gave back; it raises a ``ContextreeError``
     (``ModelError`` when the call failed, ``CompactionError`` when the provider answered
     without compacting) so the ladder goes on to its next rung. ``min_native_tokens`` is the
-    least the provider compacts (0: no minimum).
+    least the provider compacts (0: no minimum). A model may also have
+    ``native_refusal(messages) -> str | None``: why its provider would refuse ``messages``,
+    known before any request, so that the rung steps aside without a call.
     """
 
     provider: str
