@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ..runtime._replay import MAX_SAMPLES, ReplayLane, ReplayReport, replay
+from ..runtime._replay import ReplayLane, ReplayReport, replay, samples_problem
 from .app import command
 from .commands_compact import FileArg
 from .model_options import BaseUrlOpt, ModelOpt, make_model
@@ -45,9 +45,8 @@ def replay_command(
     parameters) and write each answer as a new branch labelled with the model; recorded
     tool results are served while the calls match. Prints how each branch compares with
     the recorded one."""
-    if not 1 <= n <= MAX_SAMPLES:
-        raise UsageProblem(f"--n takes how many samples to run per model, from 1 to "
-                           f"{MAX_SAMPLES} (each is a model call and a branch), got {n}")
+    if problem := samples_problem(n):  # before a model is made or the session opened
+        raise UsageProblem(f"--n {problem}")
     chosen = make_model(model, base_url)
     with open_session(file) as session:
         entry = resolve_entry(session, at)

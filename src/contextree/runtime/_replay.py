@@ -39,6 +39,15 @@ DEFAULT_MAX_STEPS = 20
 MAX_SAMPLES = 100  # per model: each is at least one paid model call, and a branch
 
 
+def samples_problem(n: int) -> str | None:
+    """What is wrong with ``n`` samples per model, or ``None`` (the API's and ``--n``'s
+    rule)."""
+    if 1 <= n <= MAX_SAMPLES:
+        return None
+    return (f"takes how many samples to run per model, from 1 to {MAX_SAMPLES} (each is a "
+            f"model call and a branch), got {n}")
+
+
 @dataclass
 class ReplayLane:
     """One sample: the branch written (``tip_id``, ``label``), the model, what it did and
@@ -140,9 +149,8 @@ def replay(session: Session, at: str, model: Model | None = None, *, n: int = 1,
     fork holding the recorded run) instead; ``base_url`` is where a model built from the
     recording is served. Every model is made before anything is written.
     """
-    if not 1 <= n <= MAX_SAMPLES:
-        raise InvalidArgument(f"replay: n is how many samples to run per model, from 1 to "
-                              f"{MAX_SAMPLES} (each is a model call and a branch), got {n}")
+    if problem := samples_problem(n):
+        raise InvalidArgument(f"replay: n {problem}")
     at = session.resolve(at)
     reply = _reply_at(session, at)
     recorded = (reply.message.provider, reply.message.model)
