@@ -716,3 +716,29 @@ def test_a_directory_written_before_the_catalog_still_opens(tmp_path: Path) -> N
         assert [m.text for m in session.build_context().messages] == ["kept"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["contextree-memory", "contextree-postgres"])
+async def test_a_conversation_id_that_starts_other_session_ids_is_its_own(
+        kind: str, tmp_path: Path) -> None:
+    """Catalogs find a session by a unique start of its id, for people who type ids; a store
+    looks its conversation up by its exact id: a conversation ``ab`` is new beside sessions
+    ``ab...``, and found when there are more of those than a lookup lists."""
+    from contextree.entries import SessionHeader, now
+
+    store = make_store(kind, tmp_path)
+    assert isinstance(store, ContextreeConversationStore)
+    cid = f"c{uuid.uuid4().hex[:8]}"
+    try:
+        catalog = store._backend.catalog
+        for k in range(2):  # sessions of no conversation whose ids start with cid
+            catalog.create(SessionHeader(id=f"{cid}{k}", created_at=now()))
+        assert await store.load(cid) is None  # new: neither an error nor another's session
+        await store.save(Conversation(conversation_id=cid, messages=[req("mine")]))
+        for k in range(2, 10):  # more of them, newer than the conversation
+            catalog.create(SessionHeader(id=f"{cid}{k}", created_at=now()))
+        loaded = await store.load(cid)
+        assert loaded is not None and dumped(loaded.messages) == dumped([req("mine")])
+        assert catalog.get(cid).id == cid
+    finally:
+        store.close()

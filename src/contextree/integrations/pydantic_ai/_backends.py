@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from ..._session import Session
 from ...entries import AnyEntry, CustomEntry, SessionHeader, now
-from ...errors import SessionNotFound
+from ...errors import InvalidArgument, SessionNotFound
 from ...storage import (
     Catalog,
     DirectoryCatalog,
@@ -98,6 +98,10 @@ class CatalogBackend:
             session = Session(self.catalog.open(key_to_session_id(cid), readonly=False,
                                                 durable=self.durable))
         except SessionNotFound:
+            return None
+        except InvalidArgument:
+            # The id only starts other sessions' ids (a catalog takes an exact id first, and
+            # the id was checked when the store took it): no session of this conversation.
             return None
         return self._if_ours(cid, session)
 

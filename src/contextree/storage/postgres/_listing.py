@@ -39,12 +39,16 @@ class SessionSummary:
 def list_sessions(target: Target, *, limit: int | None = None,
                   prefix: str | None = None) -> list[SessionSummary]:
     """Sessions in the database, most recently updated first: one indexed query
-    (``prefix``: only those whose id starts with it)."""
+    (``prefix``: only those whose id starts with it, the one whose id it is first, so that a
+    limit never leaves out the exact match)."""
     where_id = ""
+    first = ""
     params: list[object] = []
     if prefix is not None:
         where_id = "WHERE s.id LIKE %s "
+        first = "s.id = %s DESC, "
         params.append(prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+        params.append(prefix)
     params.append(limit)
     with mapped("could not list sessions"), short_lived(target) as conn:
         require_schema(conn)
@@ -52,7 +56,7 @@ def list_sessions(target: Target, *, limit: int | None = None,
             f"SELECT s.id, s.name, s.created_at, s.updated_at, s.entry_count, s.leaf_id, "
             f"s.header, (SELECT e.line::json ->> 'timestamp' FROM {ENTRIES} e "
             f"WHERE e.session_id = s.id ORDER BY e.seq DESC LIMIT 1), s.bytes "
-            f"FROM {SESSIONS} s {where_id}ORDER BY s.updated_at DESC, s.id LIMIT %s", params
+            f"FROM {SESSIONS} s {where_id}ORDER BY {first}s.updated_at DESC, s.id LIMIT %s", params
         ).fetchall()
         where = describe(conn)
     summaries = []
