@@ -51,6 +51,10 @@ NOT_FOR_LS = [
     "contextree.cli.commands_interop", "contextree.cli.chat", "contextree.cli.demo",
     "rich.console", "rich.text", "rich.table", "rich.progress", "httpx", "openai", "anthropic", "tiktoken", "pydantic",
     "platformdirs", "asyncio", "psycopg", "importlib.metadata",
+    # search, repair and archives, which a listing does not use (nor OpenSSL, nor logging)
+    "contextree.storage._search_text", "contextree.storage._search_index",
+    "contextree.storage._repair", "contextree.storage._search", "zipfile", "hashlib",
+    "logging",
 ]
 
 
@@ -188,7 +192,8 @@ def test_a_name_is_published_however_it_is_first_reached() -> None:
 
 
 LAZY_NAMESPACES = ["contextree", "contextree.tools", "contextree.models",
-                   "contextree.compaction", "contextree.runtime", "contextree.formats"]
+                   "contextree.compaction", "contextree.runtime", "contextree.formats",
+                   "contextree.storage"]
 
 
 @pytest.mark.parametrize("namespace", LAZY_NAMESPACES)

@@ -56,6 +56,7 @@ def publish(namespace: dict[str, Any], lazy: Lazy | None = None,
     public: str = namespace["__name__"]
     table = _table(public, lazy or {})
     table.update(dict.fromkeys(submodules, _SUBMODULE))
+    exported = set(namespace["__all__"])
     if table:
         _TABLES[public] = table
     for name in namespace["__all__"]:
@@ -75,8 +76,11 @@ def publish(namespace: dict[str, Any], lazy: Lazy | None = None,
             value: Any = importlib.import_module(f"{public}.{name}")
         else:
             value = getattr(importlib.import_module(source), name)
-            # Already published when its module ran, unless a loader of another kind ran it.
-            _settle(value, _best(_claim_on(value), public))
+            # Already published when its module ran, unless a loader of another kind ran it;
+            # a name the namespace offers without exporting it (not in __all__: an optional
+            # extra's) keeps the path its own package gives it.
+            if name in exported:
+                _settle(value, _best(_claim_on(value), public))
         namespace[name] = value
         return value
 

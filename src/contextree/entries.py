@@ -11,7 +11,6 @@ unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEnt
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
@@ -388,6 +387,8 @@ def request_digest(system: str | Sequence[str] | None, tools: list[dict[str, Any
     schema or of the parameters were given in (the order of the tools counts)."""
     data = {"system": recorded_system(system), "tools": tools or [], "params": params or {},
             "stream": stream}
+    import hashlib  # here, not at start-up: OpenSSL's loading is most of a short command's wait
+
     return hashlib.sha256(orjson.dumps(data, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

@@ -249,18 +249,14 @@ def _root(
 
 def _prepare_streams() -> None:
     """Output that cannot be encoded (an ASCII terminal) is escaped instead of stopping the
-    command; libraries' log lines do not add to the one-line error."""
+    command (psycopg's log lines are kept out of the one-line error where psycopg is
+    imported: ``contextree.storage.postgres._driver``)."""
     for stream in (sys.stdout, sys.stderr):
         encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None and encoding not in ("utf8", "utf_8"):
             with contextlib.suppress(ValueError, OSError):
                 reconfigure(errors="backslashreplace")
-    # psycopg's pool logs a failed connection by itself ("error connecting in 'pool-1'");
-    # the command reports it in its own error line.
-    import logging  # here: --version and --help need no logging
-
-    logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 
 def command(name: str, *, group: typer.Typer | None = None, cls: type[Command] = Command,

@@ -153,7 +153,8 @@ def index_command(
     every append: nothing to do there."""
     import time
 
-    from ..storage._search_index import SearchIndex, drop_index, index_path, remove_index
+    from ..storage._index_db import index_path, remove_index
+    from ..storage._search_index import SearchIndex, drop_index
 
     if rebuild and drop:
         raise UsageProblem("--rebuild builds the index again, --drop deletes it: choose one")

@@ -11,8 +11,6 @@ such an archive raises ``NotAnArchive`` with the reason.
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
 from typing import IO
 
 from .._files import open_regular_readonly
@@ -37,6 +35,8 @@ class ArchivedSession:
     seekable binary stream); close it (or use ``with``) to close the archive."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        import zipfile  # here, not at start-up: listing a directory names archives only
+
         try:
             fd = open_regular_readonly(path)
         except OSError as e:
@@ -55,6 +55,9 @@ class ArchivedSession:
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes of the session from ``offset`` (a damaged member: ``b""``)."""
+        import zipfile
+        import zlib
+
         try:
             self.stream.seek(offset)
             return self.stream.read(length)

@@ -14,7 +14,6 @@ overflow store: that is the session's business (``Session.delete``).
 from __future__ import annotations
 
 import copy
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -269,6 +268,8 @@ def key_to_session_id(key: str) -> str:
         else:
             return key
     raw = key.encode("utf-8", "surrogatepass") if isinstance(key, str) else repr(key).encode()
+    import hashlib  # here, not at start-up: few names need it
+
     return "k-" + hashlib.sha256(raw).hexdigest()[:40]
 
 
@@ -280,5 +281,7 @@ def file_name_for(session_id: str) -> str:
     if name.startswith((".", "~")):
         name = "%" + format(ord(name[0]), "02X") + name[1:]
     if len(name) > 180:
+        import hashlib
+
         name = "~" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
     return name + ".jsonl"

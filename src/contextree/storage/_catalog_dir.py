@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..entries import AnyEntry, SessionHeader
 from ..errors import SessionNotFound
@@ -25,7 +26,9 @@ from ._catalog import (
 )
 from ._describe import describe, session_files, session_stats
 from ._jsonl import JsonlStorage
-from ._search_text import SearchFilters, SearchResults
+
+if TYPE_CHECKING:  # search loads its modules when it runs
+    from ._search_text import SearchFilters, SearchResults
 
 __all__ = ["DirectoryCatalog"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from .._limits import JSONError, parse_json
 from ._catalog import SessionInfo, Unlisted
 from ._describe import describe
-from ._search_index import _connect, _prepare, _require_plain_file, db_path, fs_path, index_path
+from ._index_db import connect, db_path, fs_path, index_path, prepare, require_plain_file
 
 __all__ = ["ListingCache"]
 
@@ -46,9 +46,9 @@ class ListingCache:
         con: sqlite3.Connection | None = None
         try:
             path.parent.mkdir(exist_ok=True)
-            _require_plain_file(path)
-            con = _connect(str(path))
-            _prepare(con, temporary=False)
+            require_plain_file(path)
+            con = connect(str(path))
+            prepare(con, temporary=False)
             return cls(con)
         except (OSError, sqlite3.Error):
             if con is not None:

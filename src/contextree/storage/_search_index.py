@@ -61,6 +61,17 @@ from ..errors import InvalidArgument
 from ._archives import ArchivedSession, NotAnArchive, is_archive
 from ._catalog import NOT_A_SESSION, SessionInfo, Unlisted
 from ._describe import session_files, session_stats, utc_stamp
+from ._index_db import (
+    INDEX_DIR,
+    INDEX_FILE,
+    connect,
+    db_path,
+    fs_path,
+    index_path,
+    prepare,
+    remove_index,
+    require_plain_file,
+)
 from ._search_text import (
     SearchFilters,
     SearchHit,
@@ -72,51 +83,20 @@ from ._search_text import (
     query_terms,
     snippet,
 )
+from ._write_behind import Table, WriteBehind
 
 __all__ = ["INDEX_DIR", "INDEX_FILE", "IndexReport", "SearchIndex", "drop_index",
            "forget_sessions", "index_path", "leaving_indexes", "require_fts5"]
 
-INDEX_DIR = ".contextree"
-INDEX_FILE = "index.sqlite"
-VERSION = "1"
 CHECK_BYTES = 4096  # bytes CRC-checked at the start of a file and before indexed_bytes
 FLUSH_ROWS = 2000  # entries written to the index at a time
+FLUSH_BYTES = 4 << 20  # ...or bytes of their texts
+THREADED_BYTES = 16 << 20  # a refresh that reads more writes the index from a thread
 COMMIT_BYTES = 64 << 20  # session bytes read between commits
-BUSY_MS = 100  # how long a refresh waits for another process's write lock
 REBUILD_RATIO = 1.0  # rebuild when dead text rows outnumber live ones by this much
 MIN_DEAD = 10_000  # ...and there are at least this many
 
 ProgressFn = Callable[[int, int], None]
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
-    """CREATE TABLE files (
-        id INTEGER PRIMARY KEY, path TEXT UNIQUE NOT NULL,
-        dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER,
-        indexed_bytes INTEGER NOT NULL DEFAULT 0, head_crc INTEGER, tail_crc INTEGER,
-        problem TEXT,
-        session_id TEXT, name TEXT, created TEXT, last_activity TEXT,
-        entries INTEGER NOT NULL DEFAULT 0, cwd TEXT, parent_session TEXT, metadata TEXT,
-        labels TEXT, models TEXT, leaf TEXT, branch TEXT, compactions TEXT)""",
-    """CREATE TABLE entries (
-        rowid INTEGER PRIMARY KEY, file INTEGER NOT NULL, id TEXT NOT NULL, parent TEXT,
-        offset INTEGER NOT NULL, length INTEGER NOT NULL,
-        role TEXT, tool TEXT, ts TEXT)""",
-    "CREATE INDEX entries_file ON entries (file)",
-    "CREATE VIRTUAL TABLE texts USING fts5(text, content='', "
-    "tokenize='unicode61 remove_diacritics 2')",
-    """CREATE TABLE listing (
-        path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, size INTEGER, mtime_ns INTEGER,
-        id TEXT NOT NULL, name TEXT, created TEXT, last_activity TEXT, entries INTEGER,
-        entries_exact INTEGER, bytes INTEGER, cwd TEXT, parent_session TEXT, metadata TEXT,
-        name_exact INTEGER)""",
-)
-
-
-def index_path(root: str | os.PathLike[str]) -> Path:
-    """Where the index of the sessions under ``root`` is kept."""
-    return Path(root) / INDEX_DIR / INDEX_FILE
-
 
 def require_fts5() -> None:
     """Refuse, saying what to do, when this Python's SQLite was built without FTS5."""
@@ -151,63 +131,6 @@ class _Locked(Exception):
 def _is_locked(e: sqlite3.Error) -> bool:
     text = str(e).lower()
     return "locked" in text or "busy" in text
-
-
-def _connect(path: str) -> sqlite3.Connection:
-    con = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None,
-                          check_same_thread=False)
-    con.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
-    return con
-
-
-def _prepare(con: sqlite3.Connection, temporary: bool) -> None:
-    """Check the schema (create it when the file is new); ``sqlite3.DatabaseError`` when the
-    file is not a usable index."""
-    if not temporary:
-        mode = con.execute("PRAGMA journal_mode").fetchone()[0]
-        if str(mode).lower() != "wal":
-            con.execute("PRAGMA journal_mode = WAL")  # readers never wait for a refresh
-    con.execute("PRAGMA synchronous = OFF")  # a cache: a crash is a rebuild, not a loss
-    con.execute("PRAGMA cache_size = -32768")  # 32 MB of pages: bounded, and big merges
-    row = con.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
-    if row is not None:
-        version = con.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
-        if version is not None and version[0] == VERSION:
-            return
-        raise sqlite3.DatabaseError(f"an index of another version ({version})")
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        if con.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone():
-            con.execute("ROLLBACK")  # another process made it meanwhile
-            return _prepare(con, temporary)
-        for statement in _SCHEMA:
-            con.execute(statement)
-        con.executemany("INSERT INTO meta VALUES (?, ?)",
-                        [("version", VERSION), ("next_rowid", "1"), ("dead", "0")])
-        con.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(sqlite3.Error):
-            con.execute("ROLLBACK")
-        raise
-    return None
-
-
-def _require_plain_file(path: Path) -> None:
-    """Refuse (``OSError``) an index path that is a FIFO, a device, a folder or a link:
-    SQLite would follow or block on it."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISREG(mode):
-        raise OSError(errno.EINVAL, "the index path is not a regular file", str(path))
-
-
-def remove_index(path: Path) -> None:
-    """Delete an index file and SQLite's files beside it (``-wal``, ``-shm``)."""
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
 
 
 def drop_index(root: str | os.PathLike[str]) -> int:
@@ -306,7 +229,7 @@ def _forget_rows(index: Path, pick: Callable[[sqlite3.Connection], list[str | by
     stored paths ``pick`` reads, under the index's write lock; a note when that cannot be
     done now (another process refreshes it, or it is not a usable index), else ``None``."""
     try:
-        con = _connect(str(index))
+        con = connect(str(index))
     except sqlite3.Error as e:
         return f"{index}: not updated ({e}); the next refresh finds the session gone"
     searched = SearchIndex(index.parent.parent, con, temporary=False, notes=[])
@@ -345,6 +268,9 @@ class SearchIndex:
         self.temporary = temporary
         self.notes = notes
         self._next_rowid = 1
+        self._next_fid = 1
+        self._writes = WriteBehind(con, threaded=False)
+        self._batch = _Batch()
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> SearchIndex:
@@ -357,15 +283,15 @@ class SearchIndex:
         for attempt in range(2):
             try:
                 path.parent.mkdir(exist_ok=True)
-                _require_plain_file(path)
-                con = _connect(str(path))
+                require_plain_file(path)
+                con = connect(str(path))
             except (OSError, sqlite3.Error) as e:
                 reason = getattr(e, "strerror", None) or str(e)
                 notes.append(f"the search index cannot be kept in {path.parent} ({reason}); "
                              "using a temporary one for this run (every session is read)")
                 break
             try:
-                _prepare(con, temporary=False)
+                prepare(con, temporary=False)
                 if not os.access(path, os.W_OK):
                     raise PermissionError(errno.EACCES, "the index file is read-only")
                 return cls(root, con, temporary=False, notes=notes)
@@ -400,8 +326,8 @@ class SearchIndex:
         """An index of ``root`` in a private temporary database (SQLite keeps it in memory
         and spills to a temporary file; it is gone when closed)."""
         require_fts5()
-        con = _connect("")
-        _prepare(con, temporary=True)
+        con = connect("")
+        prepare(con, temporary=True)
         return cls(Path(root), con, temporary=True, notes=list(notes or []))
 
     def close(self) -> None:
@@ -481,10 +407,11 @@ class SearchIndex:
             self.notes.append("the search index is being refreshed by another process: "
                               "searching it as it is (the newest entries may be missing)")
             return report
+        total = sum(max(st.st_size - (row[6] if row else 0), 0) for _, st, row in work)
         try:
+            self._writes = WriteBehind(self.con, threaded=total >= THREADED_BYTES)
             self._drop_files(gone)
             report.dropped = len(gone)
-            total = sum(max(st.st_size - (row[6] if row else 0), 0) for _, st, row in work)
             done = since_commit = 0
             for path, st, row in work:
                 read = self._index_file(path, st, row, report)
@@ -499,10 +426,15 @@ class SearchIndex:
                     self._begin(wait=True)
                     since_commit = 0
             self._commit()
+            self._writes.close()
         except BaseException:
+            self._writes.abandon()
+            self._batch = _Batch()
             with contextlib.suppress(sqlite3.Error):
                 self.con.execute("ROLLBACK")
             raise
+        finally:
+            self._writes = WriteBehind(self.con, threaded=False)
         self._maybe_rebuild(progress, report)
         self._collect_problems(report)
         return report
@@ -523,8 +455,17 @@ class SearchIndex:
                 raise _Locked() from None
             raise
         self._next_rowid = int(self._meta("next_rowid"))
+        self._next_fid = int(self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM files"
+                                              ).fetchone()[0])
+
+    def _sync(self) -> None:
+        """Write what is batched and wait for it: before a read of what it changes."""
+        batch, self._batch = self._batch, _Batch()
+        self._writes.insert(batch.writes())
+        self._writes.sync()
 
     def _commit(self) -> None:
+        self._sync()
         self.con.execute("UPDATE meta SET value = ? WHERE key = 'next_rowid'",
                          [str(self._next_rowid)])
         self.con.execute("COMMIT")
@@ -535,6 +476,7 @@ class SearchIndex:
             self.con.execute("DELETE FROM files WHERE id = ?", [fid])
 
     def _forget_entries(self, fid: int) -> None:
+        self._sync()
         dead = self.con.execute("SELECT count(*) FROM entries WHERE file = ? AND role IS NOT "
                                 "NULL", [fid]).fetchone()[0]
         self.con.execute("DELETE FROM entries WHERE file = ?", [fid])
@@ -590,12 +532,11 @@ class SearchIndex:
                     and _crc_before(f, row[6]) == row[8]:
                 state = self._load_state(row[0])
             if state is None:
-                fid = self._fresh_row(path, row)
-                state = _FileState(fid)
+                state = _FileState(self._fresh_row(row))
             read = self._read_lines(f, state)
             if state.problem is not None:
                 self._forget_entries(state.fid)
-            self._save_state(state, st, f)
+            self._save_state(state, path, st, f)
         return read
 
     def _index_archive(self, path: Path, st: os.stat_result,
@@ -608,33 +549,38 @@ class SearchIndex:
             self._set_problem(path, st, row, str(e))
             return 0
         with archived:
-            state = _FileState(self._fresh_row(path, row))
+            state = _FileState(self._fresh_row(row))
             try:
                 read = self._read_lines(archived.stream, state)
             except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
-                self._set_problem(path, st, (state.fid,), f"a damaged archive ({e})")
+                self._set_problem(path, st, None, f"a damaged archive ({e})", fid=state.fid)
                 return 0
             if state.problem is not None:
                 self._forget_entries(state.fid)
-            self._save_state(state, st, archived.stream)
+            self._save_state(state, path, st, archived.stream)
         return read
 
     def _set_problem(self, path: Path, st: os.stat_result, row: tuple[Any, ...] | None,
-                     problem: str) -> None:
-        fid = self._fresh_row(path, row)
-        self.con.execute("UPDATE files SET dev = ?, ino = ?, size = ?, mtime_ns = ?, "
-                         "problem = ? WHERE id = ?",
-                         [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, problem, fid])
+                     problem: str, fid: int | None = None) -> None:
+        """Record that ``path`` cannot be indexed, and why (in its row, ``fid`` if it has
+        a fresh one already)."""
+        if fid is None:
+            fid = self._fresh_row(row)
+        self._batch.add_file((fid, db_path(str(path)), st.st_dev, st.st_ino, st.st_size,
+                              st.st_mtime_ns, 0, None, None, problem, *(None,) * 4, 0,
+                              *(None,) * 8))
 
-    def _fresh_row(self, path: Path, row: tuple[Any, ...] | None) -> int:
-        """A new ``files`` row for ``path`` (its old one and its entries forgotten)."""
+    def _fresh_row(self, row: tuple[Any, ...] | None) -> int:
+        """The id of a new ``files`` row (written with the file's state); the old row, if
+        any, and its entries are forgotten."""
         if row is not None:
             self._forget_entries(row[0])
             self.con.execute("DELETE FROM files WHERE id = ?", [row[0]])
-        cur = self.con.execute("INSERT INTO files (path) VALUES (?)", [db_path(str(path))])
-        return int(cur.lastrowid or 0)
+        fid, self._next_fid = self._next_fid, self._next_fid + 1
+        return fid
 
     def _load_state(self, fid: int) -> _FileState | None:
+        self._sync()
         row = self.con.execute(
             "SELECT indexed_bytes, session_id, name, created, last_activity, entries, cwd, "
             "parent_session, metadata, labels, models, leaf, branch, compactions "
@@ -652,22 +598,20 @@ class SearchIndex:
         state.compactions = _loads(row[13]) or {}
         return state
 
-    def _save_state(self, s: _FileState, st: os.stat_result, f: IO[bytes]) -> None:
+    def _save_state(self, s: _FileState, path: Path, st: os.stat_result,
+                    f: IO[bytes]) -> None:
         if s.dirty_branch and s.problem is None:
             s.branch = self._branch(s.fid, s.leaf)
-        self.con.execute(
-            "UPDATE files SET dev = ?, ino = ?, size = ?, mtime_ns = ?, indexed_bytes = ?, "
-            "head_crc = ?, tail_crc = ?, problem = ?, session_id = ?, name = ?, created = ?, "
-            "last_activity = ?, entries = ?, cwd = ?, parent_session = ?, metadata = ?, "
-            "labels = ?, models = ?, leaf = ?, branch = ?, compactions = ? WHERE id = ?",
-            [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, s.indexed,
-             _crc_at(f, 0, CHECK_BYTES, s.indexed), _crc_before(f, s.indexed), s.problem,
-             s.session_id, s.name, s.created, s.last, s.entries, s.cwd, s.parent_session,
-             s.metadata, _dumps(s.labels), _dumps(sorted(s.models)), s.leaf,
-             _dumps(s.branch), _dumps(s.compactions), s.fid])
+        self._batch.add_file((
+            s.fid, db_path(str(path)), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+            s.indexed, _crc_at(f, 0, CHECK_BYTES, s.indexed), _crc_before(f, s.indexed),
+            s.problem, s.session_id, s.name, s.created, s.last, s.entries, s.cwd,
+            s.parent_session, s.metadata, _dumps(s.labels), _dumps(sorted(s.models)), s.leaf,
+            _dumps(s.branch), _dumps(s.compactions)))
 
     def _branch(self, fid: int, leaf: str | None) -> list[str]:
         """The ids from the root to ``leaf``, from the parents of every entry of the file."""
+        self._sync()
         parents = dict(self.con.execute("SELECT id, parent FROM entries WHERE file = ?", [fid]))
         path: list[str] = []
         seen: set[str] = set()
@@ -684,8 +628,6 @@ class SearchIndex:
         start = s.indexed
         f.seek(start)
         offset = start
-        entries: list[tuple[Any, ...]] = []
-        texts: list[tuple[int, str]] = []
         next_rowid = self._next_rowid
         for raw in f:
             if not raw.endswith(b"\n"):
@@ -699,28 +641,16 @@ class SearchIndex:
             else:
                 found = s.entry(raw, offset, next_rowid)
                 if found is not None:
-                    entries.append(found[0])
-                    if found[1] is not None:
-                        texts.append((next_rowid, found[1]))
+                    if self._batch.add_entry(*found):
+                        self._writes.insert(self._batch.writes())
+                        self._batch = _Batch()
                     next_rowid += 1
-                    if len(entries) >= FLUSH_ROWS:
-                        self._flush(entries, texts)
             offset += length
         if offset == 0 and s.session_id is None:
             s.problem = NOT_A_SESSION  # empty, or one line being written
-        self._flush(entries, texts)
         self._next_rowid = next_rowid
         s.indexed = offset
         return offset - start
-
-    def _flush(self, entries: list[tuple[Any, ...]], texts: list[tuple[int, str]]) -> None:
-        if entries:
-            self.con.executemany("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                 entries)
-        if texts:
-            self.con.executemany("INSERT INTO texts (rowid, text) VALUES (?, ?)", texts)
-        entries.clear()
-        texts.clear()
 
     # -- search ------------------------------------------------------------------------
     def search(self, query: str, filters: SearchFilters | None = None, *,
@@ -916,6 +846,41 @@ def hidden_by_compaction(branch: list[str], compactions: dict[str, Any]) -> set[
     return set(before[:cut]) - set(pinned or ())
 
 
+_ENTRIES = Table("entries", ("rowid", "file", "id", "parent", "offset", "length", "role",
+                            "tool", "ts"))
+_TEXTS = Table("texts", ("rowid", "text"))
+_FILES = Table("files", ("id", "path", "dev", "ino", "size", "mtime_ns", "indexed_bytes",
+                         "head_crc", "tail_crc", "problem", "session_id", "name", "created",
+                         "last_activity", "entries", "cwd", "parent_session", "metadata",
+                         "labels", "models", "leaf", "branch", "compactions"), replace=True)
+
+
+class _Batch:
+    """Rows not written yet: entries, their texts, and the files they come from."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[Any, ...]] = []
+        self.texts: list[tuple[int, str]] = []
+        self.files: list[tuple[Any, ...]] = []
+        self.text_bytes = 0
+
+    def add_entry(self, row: tuple[Any, ...], text: str | None) -> bool:
+        """Add an entry's row and text; True when the batch is full."""
+        self.entries.append(row)
+        if text is not None:
+            self.texts.append((row[0], text))
+            self.text_bytes += len(text)
+        return len(self.entries) >= FLUSH_ROWS or self.text_bytes >= FLUSH_BYTES
+
+    def add_file(self, row: tuple[Any, ...]) -> None:
+        self.files.append(row)
+
+    def writes(self) -> list[tuple[Table, list[tuple[Any, ...]]]]:
+        """What to insert, in order: a file's row after its entries (a search that joins
+        them sees a file when its entries are there)."""
+        return [(_ENTRIES, self.entries), (_TEXTS, self.texts), (_FILES, self.files)]
+
+
 class _FileState:
     """What indexing one file keeps between lines and between refreshes."""
 
@@ -1010,21 +975,6 @@ class _FileState:
         found = entry_text(obj)
         role, tool, text = found if found else (None, None, None)
         return (rowid, self.fid, eid, parent, offset, len(raw), role, tool, ts), text
-
-
-def db_path(path: str) -> str | bytes:
-    """A path as the index stores it: text, or its bytes when the name is not UTF-8 (a
-    file name Python holds with surrogate escapes, which SQLite's text cannot take)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return path.encode("utf-8", "surrogateescape")
-    return path
-
-
-def fs_path(value: str | bytes) -> str:
-    """A stored path back as Python names the file (``db_path`` undone)."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 def _stats_of(files: Iterable[str | os.PathLike[str]]) -> list[tuple[str, os.stat_result]]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ...errors import missing_extra
@@ -33,6 +34,11 @@ __all__ = [
     "psycopg",
     "sql",
 ]
+
+# psycopg's pool logs a failed connection by itself ("error connecting in 'pool-1'"), which
+# the storage raises as its own error: a library's NullHandler keeps that second report off
+# stderr where logging is not configured, and passes every record on where it is.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 Connection = psycopg.Connection[Any]
 Pool = ConnectionPool[Any]
