@@ -55,6 +55,9 @@ NOT_FOR_LS = [
     "contextree.storage._search_text", "contextree.storage._search_index",
     "contextree.storage._repair", "contextree.storage._search", "zipfile", "hashlib",
     "logging",
+    # nor the session writers (a listing opens no session)
+    "contextree.storage._jsonl", "contextree.storage._filetree", "contextree.storage._memory",
+    "socket",
 ]
 
 

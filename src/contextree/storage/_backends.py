@@ -22,8 +22,6 @@ from ..errors import InvalidArgument, SessionNotFound
 from ._base import Storage, check_session_id
 from ._catalog import Catalog
 from ._catalog_dir import DirectoryCatalog
-from ._jsonl import JsonlStorage
-from ._memory import memory_catalog
 
 __all__ = [
     "Address",
@@ -91,11 +89,13 @@ class JsonlBackend:
 
     def open(self, address: Address, *, readonly: bool, durable: bool) -> Storage:
         """The storage of the existing session at ``address``."""
+        from ._jsonl import JsonlStorage  # on use: a listing writes no session
         return JsonlStorage.open(address.where, readonly=readonly, durable=durable)
 
     def create(self, address: Address, header: SessionHeader, entries: Sequence[AnyEntry],
                *, durable: bool) -> Storage:
         """A new session at ``address`` holding ``entries``, all at once or not at all."""
+        from ._jsonl import JsonlStorage
         return JsonlStorage.create(address.where, header, entries, durable=durable)
 
     def catalog(self, address: Address, *, create: bool) -> Catalog:
@@ -132,6 +132,7 @@ class MemoryBackend:
 
     def catalog(self, address: Address, *, create: bool) -> Catalog:
         """The process-wide memory catalog of that name."""
+        from ._memory import memory_catalog
         return memory_catalog(address.where.split("://", 1)[1])
 
 

@@ -25,7 +25,6 @@ from ._catalog import (
     pick_session,
 )
 from ._describe import describe, session_files, session_stats
-from ._jsonl import JsonlStorage
 
 if TYPE_CHECKING:  # search loads its modules when it runs
     from ._search_text import SearchFilters, SearchResults
@@ -106,6 +105,7 @@ class DirectoryCatalog:
         return listing
 
     def _read(self, info: SessionInfo) -> Storage:
+        from ._jsonl import JsonlStorage  # on use: a listing writes no session
         return JsonlStorage.open(info.target, readonly=True)
 
     def get(self, ref: str) -> SessionInfo:
@@ -132,6 +132,7 @@ class DirectoryCatalog:
     def open(self, ref: str, *, readonly: bool = False, durable: bool = True) -> Storage:
         """The storage of the session ``ref`` names (see ``get``)."""
         info = self.get(ref)
+        from ._jsonl import JsonlStorage
         storage = JsonlStorage.open(info.target, readonly=readonly, durable=durable)
         if storage.header.id != info.id:  # replaced between the listing and the open
             storage.close()
@@ -144,11 +145,13 @@ class DirectoryCatalog:
         """A new ``<id>.jsonl`` at the top of the directory (``SessionExists`` if taken)."""
         if not self.root.is_dir():
             raise SessionNotFound("no such directory (create it first)", path=self.where)
+        from ._jsonl import JsonlStorage
         return JsonlStorage.create(self.target(header.id), header, entries, durable=durable)
 
     def delete(self, ref: str) -> SessionInfo:
         """Delete the session file ``ref`` names, with its quarantine and index files."""
         info = self.get(ref)
+        from ._jsonl import JsonlStorage
         storage = JsonlStorage.open(info.target)
         try:
             if storage.header.id != info.id:
