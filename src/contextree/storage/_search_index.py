@@ -33,7 +33,8 @@ with ``contextree unarchive``). An archive is indexed whole whenever it changes.
 Refreshing is incremental: a file whose (device, inode, size, mtime) did not change is not
 read; one that only grew is read from ``indexed_bytes`` (only complete lines: a line being
 written is indexed when it is finished); any other change re-indexes the file; a file that is
-gone is dropped. Writers of sessions never touch the index. A corrupt index is deleted and
+gone is dropped; a refresh that reads much writes the index from a thread of its own while it
+parses the files (``_write_behind``). Writers of sessions never touch the index. A corrupt index is deleted and
 rebuilt, one that another process is refreshing is searched as it is, and where the directory
 cannot be written the index is built in a temporary database for the one run; each of these
 leaves a note saying so.

@@ -2,8 +2,8 @@
 keeps two cores busy, one parsing session files and one in SQLite (FTS5's tokenizer and
 merges), which runs without the GIL.
 
-Each batch of rows goes in as one statement of many rows (``INSERT ... VALUES (...), (...)``),
-not as one statement per row: a thread that gives up the GIL for every row waits up to the
+Each batch of rows goes in as a few statements of many rows each
+(``INSERT ... VALUES (...), (...)``, see ``Table.statements``), not as one statement per row: a thread that gives up the GIL for every row waits up to the
 interpreter's switch interval (5 ms) to get it back while the other thread is busy, and would
 spend the build waiting. ``WriteBehind`` keeps the order of what it is given; ``sync`` waits
 until all of it is written and raises what a write raised; the caller calls it before
