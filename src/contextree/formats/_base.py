@@ -168,6 +168,19 @@ def split_selector(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
     return Path(text), None
 
 
+def first_line_says(path: Path, marker: bytes, looks_like: Callable[[Any], bool]) -> bool:
+    """An ``import auto`` hook's test of a JSONL format by its first line: it holds
+    ``marker`` (a cheap look before the parse) and parses to what ``looks_like`` accepts."""
+    with open(path, "rb") as f:
+        line = f.readline(1 << 20)
+    if marker not in line:
+        return False
+    try:
+        return looks_like(parse_json(line))
+    except ValueError:
+        return False
+
+
 def read_json_document(path: Path) -> Any:
     """A whole-file JSON document; a syntax error names the file and the line."""
     try:

@@ -41,6 +41,7 @@ from ._base import (
     Progress,
     file_time,
     find_by_id,
+    first_line_says,
     header,
     imported_metadata,
     input_error,
@@ -73,14 +74,7 @@ def looks_like_copilot(first: object) -> bool:
 
 def detect(path: Path) -> bool:
     """The ``import auto`` hook: the first line is Copilot's ``session.start``."""
-    with open(path, "rb") as f:
-        line = f.readline(1 << 20)
-    if b'"session.start"' not in line:
-        return False
-    try:
-        return looks_like_copilot(parse_json(line))
-    except ValueError:
-        return False
+    return first_line_says(path, b'"session.start"', looks_like_copilot)
 
 
 def read(path: Path, progress: Progress | None = None, *,

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from ..entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry
 from ..markers import CompactionSummaryMarker
@@ -46,6 +45,7 @@ from ._base import (
     Progress,
     file_time,
     find_by_id,
+    first_line_says,
     header,
     imported_metadata,
     input_error,
@@ -161,14 +161,7 @@ def looks_like_gemini_cli(first: object) -> bool:
 
 def detect(path: Path) -> bool:
     """The ``import auto`` hook: the first line is a chat's metadata record."""
-    with open(path, "rb") as f:
-        line = f.readline(1 << 20)
-    if b'"projectHash"' not in line:
-        return False
-    try:
-        return looks_like_gemini_cli(parse_json(line))
-    except ValueError:
-        return False
+    return first_line_says(path, b'"projectHash"', looks_like_gemini_cli)
 
 
 # -- import ------------------------------------------------------------------------------
