@@ -291,6 +291,38 @@ def test_a_hostile_index_never_gives_a_wrong_session(tmp_path: Path, kind: str,
     assert seen(path) == expected  # and again, through whatever index is there now
 
 
+@pytest.mark.parametrize("mode", ["read", "write"])
+def test_a_lie_found_late_in_an_outgrown_index_is_rebuilt_from_the_first_line(
+        tmp_path: Path, mode: str) -> None:
+    """The index is accepted at open and the line it lacks is read from the session; the
+    lie (two tail records that swap ids) is found only when a line is read, and the tree
+    is then read anew from the start of the file, not from where the open's read stopped
+    (a stream of a dup() of the descriptor shared its offset, and found the file empty)."""
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path, cwd="/") as s:
+        s.append_message(ct.Message.user("big " + "x" * 100_000))
+    with ct.Session.open(path) as s:  # the index's base holds the first; these are its tail
+        a = s.append_message(ct.Message.user("A"))
+        b = s.append_message(ct.Message.user("B, a longer text"))
+        s.append_message(ct.Message.user("C0"))
+        c = s.append_message(ct.Message.user("C"))
+    with path.open("ab") as f:  # a line another tool added: past the index's records
+        f.write(raw_message("d0d0d0d0", c, "D") + b"\n")
+    lines = INDEX_OF(path).read_bytes().split(b"\n")
+    at = {orjson.loads(line)[3]: k for k, line in enumerate(lines) if line.startswith(b"[")}
+    ra, rb = orjson.loads(lines[at[a]]), orjson.loads(lines[at[b]])
+    ra[3], rb[3] = b, a
+    lines[at[a]], lines[at[b]] = orjson.dumps(ra), orjson.dumps(rb)
+    INDEX_OF(path).write_bytes(b"\n".join(lines))
+    with _quiet(), ct.Session.open(path, readonly=mode == "read") as s:
+        texts = [m.text for m in s.build_context().messages]
+        assert texts == ["big " + "x" * 100_000, "A", "B, a longer text", "C0", "C", "D"]
+        if mode == "write":
+            s.append_message(ct.Message.user("E"))
+    if mode == "write":
+        assert [m["content"] for m in seen(path)["context"]][-2:] == ["D", "E"]
+
+
 def test_an_index_that_is_a_symlink_is_never_followed(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     make_session(path)

@@ -11,6 +11,7 @@ and the tree is rebuilt from a full read of the file before it answers.
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import struct
@@ -19,7 +20,7 @@ import weakref
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Container, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._files import open_regular_readonly
 from ..entries import AnyEntry, LineError, MessageEntry, SessionHeader, decode_line
@@ -74,6 +75,47 @@ class _Stale(Exception):
     """A line does not say what the columns say of it."""
 
 
+READ_BUFFER = 1 << 16  # a stream's buffer (bulk reads go past it, into the reader's)
+_PREADV = getattr(os, "preadv", None)
+
+
+class _Positioned(io.RawIOBase):
+    """A read-only stream of a descriptor it does not own, at a position of its own."""
+
+    def __init__(self, fd: int, offset: int) -> None:
+        self._fd, self._pos = fd, offset
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self._pos,
+                os.SEEK_END: os.fstat(self._fd).st_size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        if _PREADV is not None:
+            n: int = _PREADV(self._fd, [buffer], self._pos)
+        else:  # pragma: no cover - a platform without preadv: one copy more
+            data = os.pread(self._fd, len(buffer), self._pos)
+            n = len(data)
+            memoryview(buffer).cast("B")[:n] = data
+        self._pos += n
+        return n
+
+
 class ReadFile:
     """A read-only descriptor of a session file, of its own (not a copy of a writer's: a
     child of ``fork()`` that keeps it holds no lock of its parent's).
@@ -96,6 +138,13 @@ class ReadFile:
             raise StorageFailure(f"could not read the session file ({e.strerror})",
                                  path=self.path) from e
 
+    def reader(self, offset: int = 0) -> io.BufferedReader:
+        """A buffered stream of the file from ``offset``, with a position of its own (read
+        with ``pread``): streams of one descriptor never move each other, as the copies of a
+        ``dup()`` would, which share one offset."""
+        return io.BufferedReader(_Positioned(self.fd if self.fd >= 0 else self._reopen(),
+                                             offset), READ_BUFFER)
+
     def _reopen(self) -> int:
         with self._lock:
             if self.fd >= 0:
@@ -116,7 +165,7 @@ class ReadFile:
             return fd
 
     def close(self) -> None:
-        fd, self.fd = self.fd, -1
+        fd, self.fd = getattr(self, "fd", -1), -1  # (a construction cut short has none)
         if fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -23,6 +23,7 @@ import contextlib
 import contextvars
 import os
 import stat
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -126,14 +127,45 @@ class _OpenFile:
     # The process that opened the file: a child of fork() has a copy of this object but
     # none of its descriptor, lock or buffer (see _forget_after_fork).
     pid: int = field(default_factory=os.getpid)
-    # How deep the current thread or asyncio task is in batches on this file: a batch
-    # belongs to the thread or task that opened it, not to the handle.
-    batch_depth: contextvars.ContextVar[int] = field(
-        default_factory=lambda: contextvars.ContextVar("contextree_batch_depth", default=0))
+    # The batch the current thread or asyncio task has open on this file, if any (a batch
+    # belongs to the thread or task that opened it, not to the handle; see _Batch).
+    batch: contextvars.ContextVar[_Batch | None] = field(
+        default_factory=lambda: contextvars.ContextVar("contextree_batch", default=None))
 
     def forked(self) -> bool:
         """True in a child of fork(): the file belongs to the parent process."""
         return self.pid != _pid  # every append asks: no getpid() system call each time
+
+
+class _Batch:
+    """A batch that one thread or asyncio task has open on a file, and how deep it is in
+    nested ``batch()`` blocks. The context variable that holds it is copied into every task
+    and thread started inside the block (``create_task``, ``to_thread``), so an append asks
+    whether the batch is its own, and still open, before it buffers."""
+
+    __slots__ = ("depth", "task", "thread")
+
+    def __init__(self) -> None:
+        self.depth = 1
+        self.thread = threading.get_ident()
+        self.task = _current_task()
+
+    def mine(self) -> bool:
+        """The batch is open, and the current thread and task opened it."""
+        return (self.depth > 0 and self.thread == threading.get_ident()
+                and self.task is _current_task())
+
+
+def _current_task() -> object | None:
+    """The running asyncio task, if any (asyncio is never imported for the question)."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
+    try:
+        task: object | None = asyncio.current_task()
+    except RuntimeError:  # no running loop in this thread
+        return None
+    return task
 
 
 class _Writer:
@@ -314,18 +346,25 @@ class JsonlStorage(IndexedStorage):
             raise StorageFailure(f"could not create the session file ({describe_os_error(e)}); "
                                  "nothing was written — free disk space or check permissions "
                                  "and retry", path=str(target)) from e
-        with _OPEN_LOCK:
-            info = os.fstat(fd)
-            index = FileTree(header, str(target), ReadFile(_reader_of(fd, target), str(target)), header_line)
-            for entry, span in placed:
-                index.add(entry, span)
-            index.rebuild = _rebuilder(index.file, target)
-            shared = _OpenFile(target, (info.st_dev, info.st_ino), fd, index, len(data))
-            _fresh_sidecar(shared)
-            _OPEN[shared.key] = shared
-            write_lock_info(target)
-            _seen(target.parent)
-            return cls(target, index, shared=shared, size=len(data), durable=durable)
+        shared = None
+        try:
+            with _OPEN_LOCK:
+                info = os.fstat(fd)
+                index = FileTree(header, str(target),
+                                 ReadFile(_reader_of(fd, target), str(target)), header_line)
+                for entry, span in placed:
+                    index.add(entry, span)
+                index.rebuild = _rebuilder(index.file, target)
+                shared = _OpenFile(target, (info.st_dev, info.st_ino), fd, index, len(data))
+                _fresh_sidecar(shared)
+                _hold(shared)
+                return cls(target, index, shared=shared, size=len(data), durable=durable)
+        except BaseException:  # an interrupt: the new file's lock must not outlive it
+            if shared is None:
+                os.close(fd)
+            else:
+                _let_go(shared)
+            raise
 
     @classmethod
     def open(
@@ -353,8 +392,12 @@ class JsonlStorage(IndexedStorage):
         with _OPEN_LOCK:
             shared = open_for_writing(target, then="close it there first, or open it "
                                       "read-only with Session.open(path, readonly=True)")
-            return cls(target, shared.index, shared=shared, size=shared.size, durable=durable,
-                       torn=shared.torn)
+            try:
+                return cls(target, shared.index, shared=shared, size=shared.size,
+                           durable=durable, torn=shared.torn)
+            except BaseException:  # an interrupt: a file no handle holds is let go
+                _let_go(shared)
+                raise
 
     # -- writing ---------------------------------------------------------------------------
     def _writable(self) -> _OpenFile:
@@ -397,18 +440,29 @@ class JsonlStorage(IndexedStorage):
              add: Callable[[Any, tuple[int, int, int]], None]) -> None:
         """Write an entry's checked line (buffered in a batch) and ``add`` it to the tree
         with its place; call with the file's lock held. The line's checksum is left to the
-        index records (``FileTree.tail_records``)."""
-        if shared.batch_depth.get():
-            add(entry, (_next_offset(shared), len(data), 0))
-            shared.buffer += data
-            if len(shared.buffer) >= BATCH_BUFFER:
+        index records (``FileTree.tail_records``).
+
+        An exception other than the write's own (a ``KeyboardInterrupt``) may leave the
+        tree and the file disagreeing by this entry: the file then refuses appends until it
+        is opened again, which reads what is really on disk."""
+        try:
+            batch = shared.batch.get()
+            if batch is not None and batch.mine():
+                add(entry, (_next_offset(shared), len(data), 0))
+                shared.buffer += data
+                if len(shared.buffer) >= BATCH_BUFFER:
+                    self._guarded(shared, _flush)
+                return
+            if shared.buffer:  # another handle's batch: its lines go first
                 self._guarded(shared, _flush)
-            return
-        if shared.buffer:  # another handle's batch: its lines go first
-            self._guarded(shared, _flush)
-        span = (shared.size + shared.newline_due, len(data), 0)
-        _write(shared, data)
-        add(entry, span)
+            span = (shared.size + shared.newline_due, len(data), 0)
+            _write(shared, data)
+            add(entry, span)
+        except SessionError:
+            raise  # the write's own failure: it left the file as it was, or failed it
+        except BaseException as e:
+            shared.failed = f"interrupted while an entry was written ({type(e).__name__})"
+            raise
         if self._durable:
             _sync(shared, guarded=True)
         if (len(shared.index.ids) - shared.indexed >= TAIL_EVERY if shared.sidecar is not None
@@ -424,6 +478,9 @@ class JsonlStorage(IndexedStorage):
         except SessionError as e:
             shared.failed = str(e.__cause__ or e)
             raise
+        except BaseException as e:  # a KeyboardInterrupt: how far it got is not known
+            shared.failed = f"interrupted while entries were written ({type(e).__name__})"
+            raise
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -431,21 +488,32 @@ class JsonlStorage(IndexedStorage):
 
         Entries appended inside the block are durable when the block exits; a crash inside
         it may lose them (but never anything appended before it). The block belongs to the
-        thread or asyncio task that opened it: appends from other threads and tasks, through
-        this handle or another, stay durable when they return.
+        thread or asyncio task that opened it: appends from other threads and tasks (those
+        started inside the block too), through this handle or another, stay durable when
+        they return.
         """
         shared = self._shared
         if shared is None or shared.forked():
             yield  # appends raise what applies
             return
-        depth = shared.batch_depth
-        depth.set(depth.get() + 1)
-        try:
+        entered: _Batch | None = None
+        try:  # an interrupt anywhere from here on still ends the batch (finally)
+            current = shared.batch.get()
+            if current is not None and current.mine():
+                entered = current  # before the count: an interrupt between ends it early
+                current.depth += 1
+            else:
+                entered = _Batch()
+                shared.batch.set(entered)
             yield
         finally:
-            depth.set(depth.get() - 1)
-            if (not depth.get() and not self._closed and not shared.forked()
-                    and shared.failed is None and not shared.deleted):
+            if entered is not None:
+                entered.depth -= 1
+                if entered.depth <= 0:
+                    entered.task = None  # ended: it keeps no finished task alive
+            if (entered is not None and entered.depth <= 0 and not self._closed
+                    and not shared.forked() and shared.failed is None
+                    and not shared.deleted):
                 with shared.lock:
                     self._guarded(shared, _flush)
                     if self._durable:
@@ -616,8 +684,9 @@ def _still_names(target: Path, key: tuple[int, int]) -> bool:
 
 
 def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
-    file = ReadFile(_reader_of(fd, target), str(target))
+    file = None
     try:
+        file = ReadFile(_reader_of(fd, target), str(target))
         index, end, torn, known, indexed = _read(file, target)
         newline_due = False
         if torn is not None:
@@ -635,36 +704,61 @@ def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
         elif end and os.pread(fd, 1, end - 1) != b"\n":
             newline_due = True
         sweep(target.parent)
+        shared = _OpenFile(target, key, fd, index, end, newline_due=newline_due, torn=torn)
     except BaseException:
         os.close(fd)
-        file.close()
+        if file is not None:
+            file.close()
         raise
-    shared = _OpenFile(target, key, fd, index, end, newline_due=newline_due, torn=torn)
-    if known is not None and known.whole and torn is None and len(known.tail) <= TAIL_REWRITE:
-        shared.sidecar = IndexFile.open(target)
-        shared.indexed = indexed
-        _index_new(shared)  # what the session gained since its index was written
-    else:
-        _fresh_sidecar(shared)
-    _OPEN[key] = shared
-    write_lock_info(target)
-    _seen(target.parent)
+    try:
+        if (known is not None and known.whole and torn is None
+                and len(known.tail) <= TAIL_REWRITE):
+            shared.sidecar = IndexFile.open(target)
+            shared.indexed = indexed
+            _index_new(shared)  # what the session gained since its index was written
+        else:
+            _fresh_sidecar(shared)
+        return _hold(shared)
+    except BaseException:  # an interrupt: the lock must not outlive the open
+        _release(shared)
+        raise
+
+
+def _hold(shared: _OpenFile) -> _OpenFile:
+    """Register a file this process has just opened and locked, with its lock info."""
+    _OPEN[shared.key] = shared
+    write_lock_info(shared.path)
+    _seen(shared.path.parent)
     return shared
 
 
+def _let_go(shared: _OpenFile) -> None:
+    """Release a file that no handle holds (an open interrupted before its handle was
+    made); one that a handle holds is released when the last one closes."""
+    if shared.handles <= 0:
+        _release(shared)
+
+
 def _release(shared: _OpenFile) -> None:
-    if _OPEN.get(shared.key) is shared:
-        del _OPEN[shared.key]
-    if shared.sidecar is not None:
-        if shared.fd >= 0 and not shared.deleted and shared.failed is None:
-            _index_new(shared)  # the records a single append deferred
-        shared.sidecar.close()
-    shared.index.file.close()
-    clear_lock_info(shared.path)
-    _seen(shared.path.parent)
-    with contextlib.suppress(OSError):
-        os.close(shared.fd)
-    shared.fd = -1
+    """Let the file go: out of the registry, its index records written, its lock (the
+    descriptor) released even if the tidying before it is interrupted."""
+    try:
+        if _OPEN.get(shared.key) is shared:
+            del _OPEN[shared.key]
+        if shared.sidecar is not None:
+            if shared.fd >= 0 and not shared.deleted and shared.failed is None:
+                _index_new(shared)  # the records a single append deferred
+            shared.sidecar.close()
+        shared.index.file.close()
+        clear_lock_info(shared.path)
+        _seen(shared.path.parent)
+    finally:
+        fd, shared.fd = shared.fd, -1
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 _NO_JSON_FORM = (TypeError, ValueError, OverflowError, RecursionError)  # what encoding raises
@@ -771,10 +865,13 @@ def open_regular(target: Path, flags: int) -> int:
     except OSError as e:
         raise StorageFailure(f"could not open the session file ({describe_os_error(e)})",
                              path=str(target)) from e
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):  # read-only opens of a directory succeed
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):  # read-only opens of a directory succeed
+            raise _not_a_file(target, directory=stat.S_ISDIR(mode))
+    except BaseException:
         os.close(fd)
-        raise _not_a_file(target, directory=stat.S_ISDIR(mode))
+        raise
     return fd
 
 
@@ -797,8 +894,7 @@ def _read(file: ReadFile, target: Path,
         indexed = len(tree.ids)
         torn = None
         if end < size:
-            with os.fdopen(os.dup(file.fd), "rb") as f:
-                f.seek(end)
+            with file.reader(end) as f:
                 _, end, torn = load_rest(f, tree, str(target))
     tree.seal()
     tree.rebuild = _rebuilder(file, target)
@@ -819,7 +915,7 @@ def _full_tree_read(file: ReadFile, target: Path) -> tuple[FileTree, int, TornTa
     def make(header: SessionHeader, line: bytes) -> FileTree:
         return FileTree(header, str(target), file, line)
 
-    with os.fdopen(os.dup(file.fd), "rb") as f:
+    with file.reader() as f:
         tree, end, torn = load(f, str(target), make)
     assert isinstance(tree, FileTree)
     return tree, end, torn
@@ -853,12 +949,16 @@ def _reader_of(fd: int, target: Path) -> int:
 
 def read_all(fd: int, target: Path) -> bytes:
     """The whole file behind ``fd``; ``StorageFailure`` if it cannot be read."""
+    chunks: list[bytes] = []
+    offset = 0
     try:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
+        while chunk := os.pread(fd, 1 << 24, offset):  # pread: the descriptor's offset stays
+            chunks.append(chunk)
+            offset += len(chunk)
     except OSError as e:
         raise StorageFailure(f"could not read the session file ({describe_os_error(e)})",
                              path=str(target)) from e
+    return b"".join(chunks)
 
 
 def _not_a_file(path: Path, *, directory: bool) -> InvalidArgument:
