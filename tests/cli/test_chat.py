@@ -86,6 +86,22 @@ def test_a_tool_call_approved_and_one_denied(oa: OpenAIServer, tmp_path: Path) -
     assert "denied" in denied[-1]["content"]
 
 
+def test_parallel_calls_are_asked_about_one_at_a_time(oa: OpenAIServer,
+                                                       tmp_path: Path) -> None:
+    """A reply with three shell calls: each question comes after the answer to the one
+    before, in call order, so a "y" typed for the first never approves another."""
+    oa.reply(completion(tool_calls=[
+        tool_call(f"c{i}", "shell", {"command": f"touch made{i}"}) for i in range(3)]),
+        completion("Only the first."))
+    term = open_chat(tmp_path, oa.base_url)
+    term.ask("Make files", r"allow shell: touch made0\? \[y/N\] ")
+    term.say("y", r"allow shell: touch made1\? \[y/N\] ")
+    term.say("n", r"allow shell: touch made2\? \[y/N\] ")
+    term.say("n", r"Only the first\.")
+    assert term.exit() == 0
+    assert sorted(p.name for p in (tmp_path / "work").glob("made*")) == ["made0"]
+
+
 @pytest.mark.slow
 def test_ctrl_c_mid_stream_keeps_the_partial_reply_and_the_chat_resumes(
         oa: OpenAIServer, tmp_path: Path) -> None:

@@ -575,6 +575,47 @@ def test_tool_hooks(tmp_path: Path) -> None:
     assert ran == ["rewritten", "loud"]
 
 
+def test_approvals_are_asked_one_at_a_time_in_call_order_while_approved_calls_run(
+        tmp_path: Path) -> None:
+    """With four calls running at once, ``tool_approve`` still sees one call at a time, in
+    the order of the calls (a person answers the question shown); an approved call runs
+    while the next is asked (the first call waits for the last one's approval)."""
+    last_asked = threading.Event()
+    asking: list[str] = []
+    overlaps: list[str] = []
+    lock = threading.Lock()
+
+    @ct.tool
+    def step(name: str) -> str:
+        """Run a step.
+
+        Args:
+            name: Which.
+        """
+        if name == "s0" and not last_asked.wait(30):
+            return "s0 ran only after every approval"
+        return f"ran {name}"
+
+    def approve(c: ToolCall, env: Env) -> bool | str:
+        with lock:
+            if asking:
+                overlaps.append(c.id)
+            asking.append(c.id)
+        time.sleep(0.05)  # long enough for a second question to overlap, if one could
+        with lock:
+            asking.remove(c.id)
+            order.append(c.id)
+        if c.id == "s3":
+            last_asked.set()
+        return "no" if c.id == "s2" else True
+
+    order: list[str] = []
+    reply = calls(*((f"s{i}", "step", {"name": f"s{i}"}) for i in range(4)))
+    results, _ = tool_turn(tmp_path, reply, [step], tool_approve=approve, concurrency=4)
+    assert order == ["s0", "s1", "s2", "s3"] and not overlaps
+    assert texts(results) == ["ran s0", "ran s1", "tool call 'step' was denied: no", "ran s3"]
+
+
 def test_large_output_is_truncated_and_saved(tmp_path: Path) -> None:
     store = OverflowStore(tmp_path / "overflow", gc_interval=None)
     results, events = tool_turn(tmp_path, call("big", "lines", n=5000), [lines], store=store)

@@ -26,6 +26,53 @@ ApproveHook = Callable[[ToolCall, Env], "bool | str"]
 EndHook = Callable[[ToolCall, ToolResult, Env], "ToolResult | None"]
 
 
+class _Turns:
+    """Approvals one at a time, in call order: the answer a person types goes to the
+    question shown just before it, and the questions come in the order of the calls.
+    A call takes its turn before it asks and passes it on when answered (or when it ends
+    without asking: an unknown tool, arguments that cannot run)."""
+
+    def __init__(self, give_up: Callable[[], bool]) -> None:
+        self._give_up = give_up
+        self._next = 0
+        self._passed: set[int] = set()
+        self._changed = threading.Condition()
+
+    def take(self, i: int) -> bool:
+        """Wait for call ``i``'s turn; False if the turn of the agent is interrupted first."""
+        with self._changed:
+            while self._next != i:
+                if self._give_up():
+                    return False
+                self._changed.wait(0.05)
+        return True
+
+    def pass_on(self, i: int) -> None:
+        """Call ``i`` is answered (or will not ask): the next call's turn, once it is due."""
+        with self._changed:
+            self._passed.add(i)
+            while self._next in self._passed:
+                self._next += 1
+            self._changed.notify_all()
+
+    def of(self, i: int) -> _Turn:
+        return _Turn(self, i)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Turn:
+    """Call ``i``'s turn to be approved (``_Turns``)."""
+
+    turns: _Turns
+    i: int
+
+    def take(self) -> bool:
+        return self.turns.take(self.i)
+
+    def pass_on(self) -> None:
+        self.turns.pass_on(self.i)
+
+
 class DefaultToolPipeline:
     """Runs tool calls after the model replies, ``concurrency`` at a time, results in call
     order. Nothing a tool does can crash the turn: an unknown tool, invalid arguments or an
@@ -37,7 +84,9 @@ class DefaultToolPipeline:
     not run); ``tool_approve(call, env)`` may return ``False`` or a reason to deny it;
     ``tool_end(call, result, env)`` may return a replacement result. ``tool_approve`` is
     asked only about a call that can run (its arguments valid), and sees the arguments that
-    will run (``tool_start``'s, when it gave new ones).
+    will run (``tool_start``'s, when it gave new ones); it is asked about one call at a time,
+    in call order (a person's answer goes to the question shown), while the approved calls
+    run.
 
     Interruption (``Env.interrupt``): the calls that have not returned get an "interrupted"
     result at once and the turn stops; a tool still running is left to finish on its own
@@ -88,11 +137,13 @@ class DefaultToolPipeline:
         results: list[ToolResult | None] = [None] * len(calls)
         done: queue.SimpleQueue[Any] = queue.SimpleQueue()
         abandoned = threading.Event()
+        turns = _Turns(lambda: env.cancelled)
 
         def work(i: int) -> None:
             try:
-                results[i] = self._run(calls[i], env, abandoned)
+                results[i] = self._run(calls[i], env, abandoned, turns.of(i))
             finally:
+                turns.pass_on(i)
                 done.put(i)
 
         forget = env.on_interrupt(lambda: done.put(_WAKE))
@@ -133,10 +184,11 @@ class DefaultToolPipeline:
             return dataclasses.replace(tool.context, session_id=env.session.id)
         return None
 
-    def _run(self, call: ToolCall, env: Env, abandoned: threading.Event) -> ToolResult:
+    def _run(self, call: ToolCall, env: Env, abandoned: threading.Event,
+             turn: _Turn) -> ToolResult:
         env.emit(ToolStartPayload(event=Event.TOOL_START, call=call))
         try:
-            result = self._execute(call, env)
+            result = self._execute(call, env, turn)
         except Exception as e:  # the turn goes on; the model reads what went wrong
             result = ToolResult(f"tool {call.name!r} raised {type(e).__name__}: {e}",
                                 is_error=True)
@@ -153,7 +205,7 @@ class DefaultToolPipeline:
             env.emit(ToolEndPayload(event=Event.TOOL_END, call=call, result=result))
         return result
 
-    def _execute(self, call: ToolCall, env: Env) -> ToolResult:
+    def _execute(self, call: ToolCall, env: Env, turn: _Turn) -> ToolResult:
         tool = self.by_name.get(call.name)
         if tool is None:
             known = ", ".join(sorted(self.by_name)) or "none"
@@ -174,7 +226,13 @@ class DefaultToolPipeline:
             except ToolError as e:
                 return ToolResult(str(e), is_error=True)
             asked = call if arguments == call.arguments else call.replace(arguments=arguments)
-            verdict = self.tool_approve(asked, env)  # what is approved is what runs
+            if not turn.take():
+                return ToolResult("the turn was interrupted before it was approved",
+                                  is_error=True)
+            try:
+                verdict = self.tool_approve(asked, env)  # what is approved is what runs
+            finally:
+                turn.pass_on()  # the next call asks while this one runs
             if verdict is not True:
                 reason = verdict if isinstance(verdict, str) else "the user did not approve it"
                 return ToolResult(f"tool call {call.name!r} was denied: {reason}", is_error=True)
