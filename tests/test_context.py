@@ -269,7 +269,8 @@ def test_result_whose_call_was_compacted_away_is_dropped() -> None:
 # -- pairing: property test over random trees -------------------------------------------------
 
 CALL_IDS = [f"c{i}" for i in range(6)]
-call_ids = st.lists(st.sampled_from(CALL_IDS), max_size=3, unique=True)
+# ids may repeat within a reply: some providers give every call ``call_0``
+call_ids = st.lists(st.sampled_from(CALL_IDS), max_size=3)
 msg = st.one_of(
     st.builds(lambda t: U(t), st.sampled_from(["u1", "u2"])),
     st.builds(lambda ids: A("a", tool_calls=[call(c) for c in ids]), call_ids),
@@ -379,14 +380,14 @@ def check_pairing(ctx: ct.SessionContext, raw: list[tuple[ct.Message, str]]) -> 
         i = j
     # Every interrupted message stands for a call with no answer in the raw run after it.
     answered = 0
-    pending: set[str] = set()
+    pending: list[str | None] = []  # calls that share an id are answered in order
     for m, _ in raw:
         if m.role == "tool":
             if m.tool_call_id in pending:
-                pending.discard(m.tool_call_id)
+                pending.remove(m.tool_call_id)
                 answered += 1
         else:
-            pending = {c.id for c in m.tool_calls or ()} if m.role == "assistant" else set()
+            pending = [c.id for c in m.tool_calls or ()] if m.role == "assistant" else []
     real = sum(1 for m in msgs if m.role == "tool" and m.meta != {"kind": "interrupted"})
     assert real == answered
 
@@ -415,6 +416,21 @@ def test_pairing_check_rejects_broken_contexts() -> None:
     orphan = ct.SessionContext(messages=[U("u"), result("x")], entry_ids=["e0", "e2"])
     with pytest.raises(AssertionError):
         check_pairing(orphan, [(U("u"), "e0"), (result("x"), "e2")])
+
+
+def test_calls_that_share_an_id_get_one_result_each_in_order() -> None:
+    """Two calls named ``call_0`` (llama.cpp, Kimi): both results are kept, in order, and
+    a third call with the id and no result gets the interrupted one."""
+    s = ct.Session.in_memory()
+    s.append_message(U("weather?"))
+    s.append_message(A("", tool_calls=[call("call_0"), call("call_0"), call("call_0")]))
+    s.append_message(result("call_0", "oslo"))
+    s.append_message(result("call_0", "rome"))
+    s.append_message(U("next"))
+    ctx = s.build_context()
+    tools = [m for m in ctx.messages if m.role == "tool"]
+    assert [m.text for m in tools[:2]] == ["oslo", "rome"]
+    assert len(tools) == 3 and tools[2].meta == {"kind": "interrupted"}
 
 
 def test_pinned_entries_before_the_kept_range_come_right_after_the_summary() -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ._messages import Message
 from .entries import (
@@ -44,6 +44,8 @@ Projector = Callable[[CustomEntry, int, Sequence[AnyEntry]], Sequence[Message]]
 INTERRUPTED = "[no result: the tool call was interrupted before it returned a result]"
 SUMMARY_PREFIX = ("Earlier parts of this conversation were compacted to fit the context window. "
                   "Summary of what came before:\n\n")
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -397,6 +399,16 @@ def interrupted_result(call_id: str, name: str | None) -> Message:
                         meta=InterruptedMarker().to_meta())
 
 
+def take_open(pending: list[tuple[str, T]], call_id: str | None) -> tuple[str, T] | None:
+    """Take the first open call with ``call_id`` off ``pending`` (call id, what goes with
+    it), if there is one: calls that share an id are answered in order, one result each."""
+    for k, item in enumerate(pending):
+        if item[0] == call_id:
+            del pending[k]
+            return item
+    return None
+
+
 def repair_pairing(
     raw: Sequence[tuple[Message, str | None]],
 ) -> tuple[list[Message], list[str | None]]:
@@ -404,23 +416,23 @@ def repair_pairing(
 
     A tool call with no result before the next non-tool message gets an explicit
     "interrupted" result; a tool result that does not answer a call of the assistant message
-    just before it (an orphan, or a duplicate) is left out.
+    just before it (an orphan, or a duplicate) is left out. Calls that share an id (some
+    providers give every call ``call_0``) are answered in order, one result each, as the
+    wire formats pair them (``models._wire_ids``).
     """
     out: list[Message] = []
     ids: list[str | None] = []
-    pending: dict[str, str | None] = {}  # call id -> tool name, in call order
+    pending: list[tuple[str, str | None]] = []  # (call id, tool name), in call order
 
     def close_pending() -> None:
-        for call_id, name in pending.items():
+        for call_id, name in pending:
             out.append(interrupted_result(call_id, name))
             ids.append(None)
         pending.clear()
 
     for msg, eid in raw:
         if msg.role == "tool":
-            call_id = msg.tool_call_id
-            if call_id is not None and call_id in pending:
-                del pending[call_id]
+            if take_open(pending, msg.tool_call_id) is not None:
                 out.append(msg)
                 ids.append(eid)
             continue  # orphan or duplicate result: never sent
@@ -428,8 +440,7 @@ def repair_pairing(
         out.append(msg)
         ids.append(eid)
         if msg.role == "assistant" and msg.tool_calls:
-            for call in msg.tool_calls:
-                pending[call.id] = call.name
+            pending.extend((call.id, call.name) for call in msg.tool_calls)
     close_pending()
     return out, ids
 

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, cast
 
-from .._context import INTERRUPTED, interrupted_result
+from .._context import INTERRUPTED, interrupted_result, take_open
 from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
@@ -260,7 +260,7 @@ class _Conversation:
         self._items: list[_Run | BaseMessage] | None = None
         self._ctx: list[Message] = []
         self._fresh_from = 0
-        self._pending: dict[str, str | None] = {}
+        self._pending: list[tuple[str, str | None]] = []  # (call id, tool name)
 
     # -- keeping up with the session -------------------------------------------------------
     def _sync(self) -> None:
@@ -356,7 +356,7 @@ class _Conversation:
         self._sync()
         if self._items is None:
             self._rebuild()
-        closers = [interrupted_result(c, n) for c, n in self._pending.items()]
+        closers = [interrupted_result(c, n) for c, n in self._pending]
         return self._ctx + closers, self._fresh_from
 
     def view(self, state: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -377,7 +377,7 @@ class _Conversation:
                     out += [state[i] if i < n else self._rebuilt_at(i) for i in range(start, end)]
             else:
                 out.append(item)
-        out += [_interrupted(call_id, name) for call_id, name in self._pending.items()]
+        out += [_interrupted(call_id, name) for call_id, name in self._pending]
         return out
 
     def _rebuilt_at(self, position: int) -> BaseMessage:
@@ -396,7 +396,7 @@ class _Conversation:
         end = len(messages)
         while end and eids[end - 1] is None:  # the calls still open at the end
             end -= 1
-        self._pending = {m.tool_call_id or "": m.name for m in messages[end:]}
+        self._pending = [(m.tool_call_id or "", m.name) for m in messages[end:]]
         self._items, self._ctx, self._fresh_from = [], [], ctx.fresh_from
         for m, eid in zip(messages[:end], eids[:end], strict=True):
             self._put(m, eid)
@@ -447,19 +447,18 @@ class _Conversation:
         pending = self._pending
         for position, m in enumerate(stored, start=first):
             if m.role == "tool":
-                if m.tool_call_id is not None and m.tool_call_id in pending:
-                    del pending[m.tool_call_id]
+                if take_open(pending, m.tool_call_id) is not None:
                     self._put(m, None, position)
                 continue
-            for call_id, name in pending.items():
+            for call_id, name in pending:
                 closer = interrupted_result(call_id, name)
                 self._ctx.append(closer)
                 assert self._items is not None
                 self._items.append(_interrupted(call_id, name))
             pending.clear()
             self._put(m, None, position)
-            for call in m.tool_calls or () if m.role == "assistant" else ():
-                pending[call.id] = call.name
+            pending.extend((call.id, call.name)
+                           for call in (m.tool_calls or () if m.role == "assistant" else ()))
 
 
 def _added(request: ModelRequest[Any], state: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
+from .._context import take_open
 from .._messages import Message, ToolCall, Usage
 from .._pricing import cost_of
 from .._session import Session
@@ -297,13 +298,13 @@ def _call_key(name: str, arguments: Any) -> bytes:
 def _served_results(session: Session, at: str) -> dict[bytes, list[Message]]:
     """The recorded tool results of the run from ``at``, by call (name and arguments), in
     the order they were given."""
-    pending: dict[str, bytes] = {}
+    pending: list[tuple[str, bytes]] = []  # (call id, its key), in call order
     out: dict[bytes, list[Message]] = {}
     for m in _turn_messages(session, at):
         if m.role == "assistant":
-            pending.update({c.id: _call_key(c.name, c.arguments) for c in m.tool_calls or ()})
-        elif m.role == "tool" and m.tool_call_id in pending:
-            out.setdefault(pending.pop(m.tool_call_id), []).append(m)
+            pending += [(c.id, _call_key(c.name, c.arguments)) for c in m.tool_calls or ()]
+        elif m.role == "tool" and (call := take_open(pending, m.tool_call_id)) is not None:
+            out.setdefault(call[1], []).append(m)
     return out
 
 
