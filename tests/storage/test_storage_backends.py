@@ -119,3 +119,23 @@ def test_without_psycopg_files_work_and_postgres_names_the_extra(tmp_path: Path)
                          check=True).stdout
     assert "contextree[postgres]" in out
     assert (tmp_path / "s.jsonl").is_file()
+
+
+MALFORMED_WITH_PASSWORDS = ["postgresql://admin:hunter2@[::1/db#s",
+                            "postgresql://admin@[::1/app?password=hunter2#s",
+                            "postgres://admin:hunter2@db.example/app?bogus=1#s"]
+
+
+@pytest.mark.parametrize("url", MALFORMED_WITH_PASSWORDS)
+def test_a_url_libpq_cannot_parse_is_never_quoted_with_its_password(url: str) -> None:
+    """libpq quotes a URL it cannot parse whole; the error says what is wrong with it,
+    with the password masked, from the library and from the command line."""
+    pytest.importorskip("psycopg")
+    for call in (ct.Session.open, ct.Session.create):
+        with pytest.raises(ct.SessionError) as e:
+            call(url)
+        assert "hunter2" not in str(e.value) and "PostgreSQL" in str(e.value)
+    runner = CliRunner()
+    for args in (["ls", url.partition("#")[0]], ["tree", url]):
+        out = runner.invoke(app, args)
+        assert out.exit_code != 0 and "hunter2" not in out.output, out.output
