@@ -3,6 +3,7 @@ torn last line is quarantined (writable open) or skipped untouched (read-only op
 
 from __future__ import annotations
 
+import base64
 import random
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import orjson
 import pytest
 
 import contextree as ct
-from helpers import user_session
+from helpers import cli, user_session
 
 WRITER = textwrap.dedent("""
     import random, sys
@@ -194,6 +195,56 @@ def test_complete_but_invalid_last_line_is_reported_as_what_it_is(
     assert [n for n, _ in report.quarantined] == [5]
     with ct.Session.open(path) as s:
         assert len(s) == 3
+
+
+WHOLE_BUT_NOT_JSON = {
+    "latin1_byte": b'{"type":"message","id":"zz","parent_id":null,"timestamp":"t",'
+                   b'"message":{"role":"user","content":"caf\xe9"}}',
+    "nan": b'{"type":"custom","id":"zz","parent_id":null,"timestamp":"t",'
+           b'"custom_type":"c","data":NaN}',
+    "lone_surrogate": b'{"type":"message","id":"zz","parent_id":null,"timestamp":"t",'
+                      b'"message":{"role":"user","content":"\\ud800"}}',
+}
+
+
+@pytest.mark.parametrize("last", list(WHOLE_BUT_NOT_JSON))
+def test_a_whole_last_line_that_is_not_json_is_damage_not_a_torn_write(
+        tmp_path: Path, last: str) -> None:
+    """A last line with its newline and no zeros was written whole: it is reported as the
+    corrupt line it is; a command that fails moves nothing out of the file; ``repair``
+    keeps its exact bytes."""
+    path = tmp_path / "s.jsonl"
+    user_session(path)
+    with open(path, "ab") as f:
+        f.write(WHOLE_BUT_NOT_JSON[last] + b"\n")
+    before = path.read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ct.storage.TornLineWarning)
+        for readonly in (True, False):
+            with pytest.raises(ct.SessionError) as info:
+                ct.Session.open(path, readonly=readonly)
+            assert (info.value.code, info.value.line) == ("corrupt_line", 5)
+            assert "repair" in str(info.value) and "incomplete" not in str(info.value)
+    failed = cli("label", path, "nosuch", "L")
+    assert failed.returncode != 0 and "incomplete" not in failed.stderr
+    assert path.read_bytes() == before and not Path(f"{path}.quarantine").exists()
+    ct.repair(path)
+    records = [orjson.loads(x) for x in Path(f"{path}.quarantine").read_bytes().splitlines()]
+    kept = records[0].get("base64")
+    raw = base64.b64decode(kept) if kept else records[0]["text"].encode()
+    assert raw.rstrip(b"\n") == WHOLE_BUT_NOT_JSON[last]
+
+
+def test_a_torn_line_that_is_not_utf8_is_quarantined_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    user_session(path)
+    torn = b'{"type":"message","message":{"content":"caf\xe9 \xff'
+    with open(path, "ab") as f:
+        f.write(torn)
+    with pytest.warns(ct.storage.TornLineWarning):
+        ct.Session.open(path).close()
+    (record,) = [orjson.loads(x) for x in Path(f"{path}.quarantine").read_bytes().splitlines()]
+    assert base64.b64decode(record["base64"]) == torn and "\ufffd" in record["text"]
 
 
 # -- a repair killed midway ------------------------------------------------------------------

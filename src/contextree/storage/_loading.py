@@ -3,8 +3,10 @@
 Lines are decoded in large blocks by msgspec; anything unusual is redone line by line so that
 an error names its exact line. The last line decides how a crash is read:
 
-- not JSON at all (cut short, or zeros a crash left): a *torn* line, returned as ``TornTail``
-  for the caller to quarantine (writable) or skip (read-only);
+- not JSON, and cut short (no newline) or holding zeros a crash left: a *torn* line,
+  returned as ``TornTail`` for the caller to quarantine (writable) or skip (read-only);
+- whole (its newline there, no zeros) but not JSON (a byte that is not UTF-8, a NaN):
+  damage, reported like any other line (``repair`` quarantines it, after a backup);
 - complete and valid but without its newline: accepted (the next append adds the newline);
 - complete JSON but not a valid entry: reported as what it is, like any other line.
 """
@@ -36,7 +38,7 @@ from ..entries import (
 )
 from ..errors import CorruptLine, InvalidHeader
 from ._base import TreeIndex, verify_links
-from ._sidecars import quarantine_path
+from ._sidecars import line_text, quarantine_path
 
 __all__ = ["BOM", "CHUNK", "MakeTree", "TornLineWarning", "TornTail", "decode_header", "load", "load_rest",
            "report_torn", "torn_record"]
@@ -134,7 +136,7 @@ def _scan(f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCou
             # append adds the newline), torn if it is not JSON, reported otherwise.
             with memoryview(carry + b"\n") as block:
                 torn = _load_block_slowly(index, block, offset, lines, location, pending,
-                                          lambda: True)
+                                          lambda: True, unterminated=True)
             if torn is not None:
                 torn = TornTail(torn.offset, torn.line, carry[torn.offset - offset:])
         if torn is None:
@@ -262,7 +264,11 @@ def _load_block_slowly(
     pending: list[tuple[AnyEntry, int | None]],
     is_last: Callable[[], bool],
     start: int = 0,
+    *,
+    unterminated: bool = False,
 ) -> TornTail | None:
+    """``_load_block``, one line at a time; ``unterminated``: the block's last line has no
+    newline in the file (one was added to read it)."""
     raw_lines = bytes(block).split(b"\n")[:-1]
     nonblank = [i for i, raw in enumerate(raw_lines) if raw.strip()]
     last_nonblank = nonblank[-1] if nonblank else -1
@@ -282,8 +288,11 @@ def _load_block_slowly(
         try:
             entry = decode_line(raw)
         except LineError as e:
-            # Only a last line that is not JSON is torn; complete JSON is reported as it is.
-            if e.kind is CorruptLine and i == last_nonblank and is_last():
+            # The last line is torn if it was cut short (no newline) or a crash left zeros
+            # in it (blocks the disk never got); one that is whole but not JSON (a byte
+            # that is not UTF-8, a NaN) is damage to report, like any other line.
+            if (e.kind is CorruptLine and i == last_nonblank and is_last()
+                    and (unterminated or b"\x00" in raw)):
                 return TornTail(pos, here, b"\n".join(raw_lines[i:]) + b"\n")
             raise e.kind(
                 f"{e}; run `contextree repair` to quarantine bad lines (a backup is kept)",
@@ -308,7 +317,7 @@ def torn_record(torn: TornTail) -> dict[str, object]:
         "line": torn.line,
         "offset": torn.offset,
         "quarantined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "text": torn.data.decode("utf-8", errors="replace"),
+        **line_text(torn.data),
     }
 
 

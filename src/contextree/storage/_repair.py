@@ -51,6 +51,7 @@ from ._loading import BOM
 from ._sidecars import (
     clear_lock_info,
     describe_os_error,
+    line_text,
     quarantine,
     quarantine_path,
     write_lock_info,
@@ -121,8 +122,8 @@ def _apply(target: Path, fd: int, plan: _Plan) -> None:
     info = os.fstat(fd)
     mode = info.st_mode & 0o777
     plan.report.backup = str(_backup(target, plan.raw, mode, info))
-    records = [{"reason": reason, "line": n, "repaired_at": now(),
-                "text": raw.decode("utf-8", errors="replace")} for n, reason, raw in plan.bad]
+    records = [{"reason": reason, "line": n, "repaired_at": now(), **line_text(raw)}
+               for n, reason, raw in plan.bad]
 
     def body() -> Iterator[bytes]:
         yield b"".join(line + b"\n" for line in plan.keep)

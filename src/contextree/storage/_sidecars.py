@@ -9,6 +9,7 @@ choosing.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import fcntl
@@ -23,9 +24,9 @@ from .._files import UnsafeFile, atomic_write, open_private, open_regular_readon
 from .._limits import parse_json
 from ..errors import InvalidArgument, SessionLocked, StorageFailure
 
-__all__ = ["clear_lock_info", "describe_os_error", "lock", "lock_info_path",
-           "note_shared_with_children", "quarantine",
-           "quarantine_path", "quarantined_count", "write_lock_info"]
+__all__ = ["clear_lock_info", "describe_os_error", "line_text", "lock", "lock_info_path",
+           "note_shared_with_children", "quarantine", "quarantine_path", "quarantined_count",
+           "write_lock_info"]
 
 
 def quarantine_path(path: str | os.PathLike[str]) -> Path:
@@ -47,6 +48,17 @@ def describe_os_error(e: OSError) -> str:
     if e.errno == errno.EDQUOT:
         return "disk quota exceeded"
     return e.strerror or str(e) or type(e).__name__
+
+
+def line_text(raw: bytes) -> dict[str, str]:
+    """A removed line as a quarantine record keeps it: its text, and when that is not UTF-8
+    its exact bytes too (``base64``), so nothing of it is lost to the replacement
+    characters of the readable form."""
+    try:
+        return {"text": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"text": raw.decode("utf-8", errors="replace"),
+                "base64": base64.b64encode(raw).decode("ascii")}
 
 
 def quarantine(path: str | os.PathLike[str], records: Iterable[dict[str, object]]) -> int:
