@@ -37,6 +37,7 @@ from .._limits import parse_json
 from .._messages import Message
 from ..errors import CorruptLine, InvalidArgument, SessionNotFound, StorageFailure
 from ..storage._jsonl import TornLineWarning, quarantine, quarantine_path
+from ..storage._sidecars import line_text
 
 __all__ = [
     "FlatLog",
@@ -152,7 +153,7 @@ def _record(path: Path, line: _Line, reason: str) -> dict[str, object]:
         "line": line.number,
         "offset": line.offset,
         "quarantined_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "text": line.raw.decode("utf-8", errors="replace"),
+        **line_text(line.raw),
         "log": str(path),
     }
 
