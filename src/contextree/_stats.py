@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 
@@ -412,6 +412,26 @@ def _tally(entries: Iterable[_Facts]) -> UsageStats:
 
 
 _NOTHING = (0, Usage(), 0)  # the totals above a root (shared: Usage sums make new ones)
+# Entries that record something about the session rather than a turn of it: ``label`` and
+# ``name`` append theirs on the current branch, where they become its tip.
+_BOOKKEEPING = frozenset({"label", "leaf", "session_info"})
+K = TypeVar("K", str, int)  # an entry, by id or by its number in a file tree
+
+
+def _branch_label(tip: K, label: Callable[[K], str | None],
+                  kept_above: Callable[[K], K | None]) -> str | None:
+    """The label a branch shows: its tip's, else (a bookkeeping tip) that of the nearest entry
+    above it that is labelled or holds content. ``kept_above``: the parent of a bookkeeping
+    entry, None for any other entry."""
+    seen: set[K] = set()
+    at: K | None = tip
+    while at is not None and at not in seen:
+        found = label(at)
+        if found is not None:
+            return found
+        seen.add(at)
+        at = kept_above(at)
+    return None
 
 
 class _BranchTotals:
@@ -422,12 +442,15 @@ class _BranchTotals:
         self.totals: dict[str, tuple[int, Usage, int]] = {}
         self.parents: set[str | None] = set()
         self.order: list[str] = []
+        self.kept: dict[str, str | None] = {}  # bookkeeping entry -> its parent
 
     def add(self, e: _Facts) -> None:
         if e.type == "leaf":
             return
         parent = e.parent_id
         self.parents.add(parent)
+        if e.type in _BOOKKEEPING:
+            self.kept[e.id] = parent
         above = self.totals.get(parent, _NOTHING) if parent else _NOTHING
         calls = _priced(e)
         if not calls and e.message is None:  # most entries: the totals above, shared
@@ -444,8 +467,8 @@ class _BranchTotals:
 
     def result(self, leaf_id: str | None, labels: dict[str, str]) -> list[BranchStats]:
         tips = [eid for eid in self.order if eid not in self.parents]
-        return [BranchStats(tip, labels.get(tip), tip == leaf_id, *self.totals[tip])
-                for tip in tips]
+        return [BranchStats(tip, _branch_label(tip, labels.get, self.kept.get), tip == leaf_id,
+                            *self.totals[tip]) for tip in tips]
 
 
 def branch_stats(entries: Iterable[AnyEntry], leaf_id: str | None,
@@ -573,12 +596,19 @@ def _tree_stats(tree: FileTree, leaf: str | None, labels: dict[str, str],
     file.message_count = sum(roles.values())
     file.by_role = roles
     file.compactions += column_compactions
+
+    def label_of(k: int) -> str | None:
+        return labels.get(ids[k])
+
+    def kept_above(k: int) -> int | None:  # the parent of a bookkeeping entry
+        return parents[k] if types[k] in _BOOKKEEPING and parents[k] >= 0 else None
+
     branches = []
     k = is_parent.find(0)  # the tips, found in C (the entries with no child, leaf moves aside)
     while k >= 0:
         usage, unpriced = accounts[account[k]]
-        branches.append(BranchStats(ids[k], labels.get(ids[k]), ids[k] == leaf, count[k],
-                                    usage, unpriced))
+        label = _branch_label(k, label_of, kept_above)
+        branches.append(BranchStats(ids[k], label, ids[k] == leaf, count[k], usage, unpriced))
         k = is_parent.find(0, k + 1)
     path: list[_Facts] = []
     seen: set[int] = set()

@@ -74,3 +74,14 @@ def first_line(text: str, limit: int | None = None) -> str:
     lines = text.splitlines() or [""]
     line = lines[0] + (f" {ELLIPSIS}" if len(lines) > 1 else "")
     return line if limit is None else shorten(line, limit)
+
+
+_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@\"']*):[^\s@\"']*@", re.IGNORECASE)
+_PARAM_PASSWORD = re.compile(r"(password\s*=\s*)('(?:\\.|[^'\\])*'|[^\s&\"']+)",
+                             re.IGNORECASE)
+
+
+def without_passwords(text: str) -> str:
+    """``text`` with the passwords of connection URLs and ``password=`` parameters
+    replaced by ``***``."""
+    return _PARAM_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))

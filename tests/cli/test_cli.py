@@ -181,6 +181,26 @@ def test_stats(sess: tuple[Path, dict[str, str]]) -> None:
     assert "calc fix" in text and "current branch" in text and "openai/m1" in text
 
 
+def test_stats_names_each_branch_by_the_label_at_its_tip(tmp_path: Path) -> None:
+    """``label`` and ``name`` append their entries on the current branch, so one of them
+    is its tip: the branch shows the label of the message under them."""
+    path = tmp_path / "s.jsonl"
+    with Session.create(path, durable=False) as s:
+        question = s.append_message(Message.user("q"))
+        first = s.append_message(Message.assistant("answer one"))
+        s.move_to(question)
+        second = s.append_message(Message.assistant("answer two"))
+    run("label", path, first, "first")
+    run("label", path, second, "second")
+    run("name", path, "two answers")
+    branches = run_json("stats", path)["branches"]
+    assert [(b["label"], b["current"]) for b in branches] == [("first", False),
+                                                              ("second", True)]
+    *_, side, current = run("stats", path).stdout.splitlines()  # the table of branch tips
+    assert side.split()[1] == "first"
+    assert current.split()[0] == "*" and current.split()[2] == "second"
+
+
 # -- fork, label, name, checkout -----------------------------------------------------------
 
 def test_fork(sess: tuple[Path, dict[str, str]], tmp_path: Path) -> None:

@@ -210,6 +210,18 @@ def test_usage_errors_from_typer_exit_2() -> None:
         assert result.exit_code == 2 and "Traceback" not in result.output
 
 
+def test_usage_errors_show_what_was_typed_with_its_controls_visible() -> None:
+    """Click quotes the argument it refuses; a right-to-left override in it (which would
+    show ``x\u202egpj.exe`` as ``xexe.jpg``) or a C1 control is shown as an escape."""
+    for args, shown in ((["tree", "a.jsonl", "x\u202egpj.exe"], "(x\\u202egpj.exe)"),
+                        (["tree", "--x\u202e"], "--x\\u202e"),
+                        (["db", "init", "u", "\x9b2J\u2066"], "(\\x9b2J\\u2066)")):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert shown in result.stderr and "Error: " in result.stderr, result.stderr
+        assert not re.search("[\x80-\x9f\u202a-\u202e\u2066-\u2069]", result.stderr)
+
+
 def test_brute_import_error_names_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "user", "content": "hi"}\n{"role": \n')

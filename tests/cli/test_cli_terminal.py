@@ -5,14 +5,20 @@ piped or on a terminal; ``--json`` stays exact."""
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from contextree import Message, Session, ToolCall
+from contextree.cli.output import PROGRESS_MIN_BYTES
 from contextree.cli.terminal import fit, visible, width_of
-from helpers import SGR, cli_bytes, run_on_terminal
+from helpers import SGR, cli_bytes, raw_header, raw_message, run_on_terminal, write_lines
 
 # What a hostile tool output or file could carry: clipboard write (OSC 52), window title,
 # a hyperlink, clear screen and cursor home, C1 CSI and OSC, a right-to-left override, and
@@ -141,3 +147,100 @@ def test_export_to_stdout_on_a_terminal_sends_no_escape_sequence(hostile: Path,
             assert b"\\x1b]52;c;cHduZWQ=\\x07" in piped and b"\x1b" not in piped
         else:
             assert b"\x1b]52;c;cHduZWQ=\x07" in piped  # piped into a file: exact
+
+
+# Names that rich would read as markup: a hyperlink (OSC 8), a closing tag with nothing to
+# close (a MarkupError), a style tag that would vanish from the name.
+MARKUP_NAMES = ("[link=https://evil.example/]click me[/link]", "[/]", "[notastyle]real")
+OSC8 = b"\x1b]8;"
+
+
+def _marked_up(folder: Path) -> None:
+    """Sessions named (and one file named) like rich markup, in ``folder``."""
+    folder.mkdir()
+    for i, name in enumerate(MARKUP_NAMES):
+        with Session.create(folder / f"{i}.jsonl", durable=False) as s:
+            s.append_message(Message.user("hi"))
+            s.set_name(name)
+    with Session.create(folder / "[notastyle]real-name.jsonl", durable=False) as s:
+        s.append_message(Message.user("hi"))
+
+
+@pytest.mark.parametrize("command", ["ls", "du"])
+def test_names_like_markup_are_shown_as_they_are_on_a_terminal(tmp_path: Path,
+                                                                command: str) -> None:
+    _marked_up(tmp_path / "s")
+    out, code = run_on_terminal([command, str(tmp_path / "s")], columns=200)
+    assert code == 0 and b"Traceback" not in out, out[-400:]
+    assert b"\x1b[1m" in out  # the rich path: the headers are still bold
+    assert OSC8 not in out
+    text = SGR.sub(b"", out).decode()
+    assert "[notastyle]real-name.jsonl" in text
+    if command == "ls":
+        assert "[link=https://evil.example/]" in text and "[/]" in text
+        assert "[notastyle]real" in text
+
+
+def test_a_first_prompt_like_markup_is_listed_as_it_is_on_a_terminal(tmp_path: Path) -> None:
+    """``import claude-code --list`` shows each session's first prompt, the tool's text."""
+    project = tmp_path / "claude" / "projects" / "-w"
+    project.mkdir(parents=True)
+    sid = "22222222-2222-2222-2222-222222222222"
+    line = {"type": "user", "uuid": "11111111-1111-1111-1111-111111111111", "parentUuid": None,
+            "sessionId": sid, "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w",
+            "message": {"role": "user", "content": "[/] hello [link=https://evil.example/]x"}}
+    (project / f"{sid}.jsonl").write_text(json.dumps(line) + "\n")
+    out, code = run_on_terminal(["import", "claude-code", "--list", "--home",
+                                 str(tmp_path / "claude")], columns=200)
+    assert code == 0 and b"Traceback" not in out, out[-400:]
+    assert OSC8 not in out and b"[/] hello [link=https://evil.example/]x" in out
+
+
+def _on_terminal(args: list[str]) -> tuple[bytes, int]:
+    """``run_on_terminal`` with stderr on the terminal too: where a progress bar is drawn."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200", LINES="50")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "contextree", *args], stdout=slave,
+                            stderr=slave, stdin=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    out = b""
+    while select.select([master], [], [], 60)[0]:
+        try:
+            chunk = os.read(master, 1 << 16)
+        except OSError:  # the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    return out, proc.wait(timeout=60)
+
+
+def test_a_progress_bar_shows_a_path_like_markup_as_it_is(tmp_path: Path) -> None:
+    """``index`` draws a bar for 8 MB of sessions or more, described by the directory's path
+    (here ``.../a[/]b``: a closing tag rich would refuse)."""
+    where = tmp_path / "a[" / "]b"
+    where.mkdir(parents=True)
+    text = "word " * 200_000
+    count = PROGRESS_MIN_BYTES // len(text) + 1
+    write_lines(where / "big.jsonl", [raw_header(), *(
+        raw_message(f"e{i}", f"e{i - 1}" if i else None, text) for i in range(count))])
+    out, code = _on_terminal(["index", str(where)])
+    assert code == 0 and b"Traceback" not in out, out[-400:]
+    assert b"indexing " + str(where).encode() in out  # the bar, drawn before it went
+    assert b"indexed 1 changed session files" in out
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic", "responses"])
+def test_a_wire_body_on_a_terminal_is_the_same_json_without_controls(hostile: Path,
+                                                                     api: str) -> None:
+    """``show --context --wire API`` on a terminal writes C1 and bidirectional controls as
+    ``\\u`` escapes, as ``--json`` does; piped, the body stays the exact bytes."""
+    args = ["show", str(hostile), "--context", "--wire", api, "--raw"]
+    out, code = run_on_terminal(args)
+    assert code == 0, out[-400:]
+    assert not FORBIDDEN.search(out.replace(b"\n", b"")), out[:400]
+    piped = cli_bytes(*args).stdout
+    assert "\u202e".encode() in piped and b"\xc2\x9b" in piped  # exact when piped
+    assert json.loads(out) == json.loads(piped)

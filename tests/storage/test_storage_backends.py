@@ -136,6 +136,7 @@ def test_a_url_libpq_cannot_parse_is_never_quoted_with_its_password(url: str) ->
             call(url)
         assert "hunter2" not in str(e.value) and "PostgreSQL" in str(e.value)
     runner = CliRunner()
-    for args in (["ls", url.partition("#")[0]], ["tree", url]):
-        out = runner.invoke(app, args)
+    for args in (["ls", url.partition("#")[0]], ["tree", url], ["rm", url],
+                 ["view", url.partition("#")[0], "-o", "page.html"]):
+        out = runner.invoke(app, args, input="n\n")
         assert out.exit_code != 0 and "hunter2" not in out.output, out.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from viewer_sample import HOSTILE, RETRIES, SECRET, hostile_session, sample_session
 from viewer_serving import Serve, ServeCli, http_get
 
-from contextree import Session
+from contextree import Message, Session
 from contextree.formats import export_session
 from contextree.view import export_html, export_markdown, read_view, view_html
 from contextree.view._page import script_json
@@ -138,6 +139,25 @@ def test_cli_view_writes_one_file_beside_the_session(sample: tuple[Path, dict[st
     assert raw.returncode == 0 and "not redacted" in raw.stderr
     assert "NOT REDACTED" in path.with_name("raw.html").read_text()
     assert SECRET in path.with_name("raw.html").read_text()
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(tmp_path: Path, serve: Serve) -> None:
+    """A name with the byte 0xff (kept by surrogateescape) is in the page and the server's
+    index as the command line shows it, ``\\udcff``."""
+    path = tmp_path / os.fsdecode(b"a\xffb.jsonl")
+    with Session.create(path, durable=False) as s:
+        s.append_message(Message.user("hi"))
+    out = tmp_path / "page.html"
+    r = cli("view", path, "-o", out)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(_scripts(out.read_text())[0])
+    assert data["session"]["location"] == str(tmp_path / "a\\udcffb.jsonl")
+    beside = cli("view", path)  # the default page, beside the session, named likewise
+    assert beside.returncode == 0 and (tmp_path / os.fsdecode(b"a\xffb.html")).is_file()
+    server = serve([str(path)])
+    status, index, _ = http_get(server.url.removesuffix("0"))
+    assert status == 200 and "a\\udcffb.jsonl" in index
+    assert http_get(server.url)[0] == 200
 
 
 @pytest.mark.parametrize(("args", "says"), [

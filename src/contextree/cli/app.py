@@ -15,7 +15,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -24,6 +24,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from .._files import TEMP_SUFFIX
+from .._text import controls_visible
 from ..errors import ContextreeError, InvalidArgument
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -135,6 +136,14 @@ class LazyGroup(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
         return plain_values(super().get_params(ctx))
 
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with visible_usage_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with visible_usage_errors():  # the commands' own arguments are parsed in here
+            return super().invoke(ctx)
+
     def _lazy(self) -> tuple[typer.Typer, dict[str, Lazy]]:
         return _LAZY_GROUPS[self.name or PROG]
 
@@ -167,6 +176,29 @@ class LazyGroup(TyperGroup):
             limit = formatter.width - 6 - max(len(name) for name, _ in rows)
             with formatter.section("Commands"):
                 formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
+
+
+@contextlib.contextmanager
+def visible_usage_errors() -> Iterator[None]:
+    """Click's usage errors quote what was typed (``Got unexpected extra argument(s)
+    (...)``); Click escapes C0 and C1 controls in some of them, not bidirectional ones. Every
+    control character of the message is made visible, as in the command's own errors."""
+    try:
+        yield
+    except _click_error() as e:
+        error: Any = e  # a ClickException: ``show`` prints its ``message``
+        error.message = controls_visible(error.message)
+        raise
+
+
+def _click_error() -> type[Exception]:
+    """The class of the errors Click shows as ``Error: ...`` (Typer's own copy of Click, or
+    Click itself for a Typer that depends on it)."""
+    try:
+        from typer._click.exceptions import ClickException
+    except ImportError:  # pragma: no cover - an older Typer
+        from click.exceptions import ClickException  # type: ignore[assignment]
+    return ClickException
 
 
 def plain_values(params: list[Any]) -> list[Any]:

@@ -12,6 +12,7 @@ import typer
 from .._overflow import OverflowStore
 from .._session import Session
 from .._spills import delete_session_and_spills
+from .._text import without_passwords
 from ..runtime import is_flat_log, repair_log
 from ..storage._repair import repair
 from ..storage._search_index import leaving_indexes
@@ -169,7 +170,8 @@ def rm_command(
         raise CommandFailed(f"{directory}: no such directory (--dir names an overflow store)")
     if address_of(file).is_file:
         require_regular_file(file)
-    if not yes and not typer.confirm(f"Delete {clip(file, 200)} and its saved tool outputs?",
+    if not yes and not typer.confirm(f"Delete {clip(without_passwords(file), 200)} and its "
+                                     "saved tool outputs?",
                                      err=True):
         raise typer.Exit(1)
     store = OverflowStore(directory) if directory is not None else OverflowStore.default()

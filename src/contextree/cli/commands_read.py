@@ -30,7 +30,16 @@ from ..runtime import is_flat_log, verify_log
 from ..storage._jsonl import load
 from ..tokens import EstimateCounter
 from .app import command
-from .output import Out, UsageProblem, clip, emit_json, human_size, progress_bar, short_id
+from .output import (
+    Out,
+    UsageProblem,
+    clip,
+    emit_bytes,
+    emit_json,
+    human_size,
+    progress_bar,
+    short_id,
+)
 from .redacting import PatternsOpt, RedactOpt, make_redactor
 from .render import (
     TipsOnDemand,
@@ -214,7 +223,8 @@ def show_command(
 
 def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor) -> None:
     """The request body a call at ``leaf`` would send, as the SDK would write it (secrets
-    redacted unless --no-redact: the bytes sent are those with --no-redact)."""
+    redacted unless --no-redact: the bytes sent are those with --no-redact). Piped, the
+    bytes are exact; on a terminal, C1 and bidirectional controls are ``\\u`` escapes."""
     from ..models._wire_body import request_body
 
     ctx = session.build_context(leaf)
@@ -222,9 +232,7 @@ def _show_wire(session: Session, leaf: str | None, api: str, redactor: Redactor)
     tools = redactor.value(ctx.tools) if ctx.tools else ()
     model = ctx.model[1] if ctx.model else "unknown-model"
     body = request_body(api, model, messages, tools, ctx.params, stream=ctx.stream)
-    out = typer.get_binary_stream("stdout")
-    out.write(body + b"\n")
-    out.flush()
+    emit_bytes(body + b"\n", kind="json")
 
 
 def _show_path(session: Session, leaf: str | None, as_json: bool, redactor: Redactor) -> None:

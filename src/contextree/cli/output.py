@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import typer
 
+from .._text import without_passwords
 from .terminal import fit, surrogates_escaped, visible, width_of
 
 if TYPE_CHECKING:  # for annotations only: rich and the formats load on use
@@ -99,17 +100,19 @@ class Out:
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]],
               right: Sequence[int] = ()) -> None:
-        """Rows under headers; ``right`` lists the columns aligned to the right."""
+        """Rows under headers; ``right`` lists the columns aligned to the right. Every cell
+        is plain text, never rich markup: a name such as ``[/]`` shows as it is."""
         rows = [[visible(c) for c in row] for row in rows]
         if self.rich:
             from rich.table import Table  # on use: a piped listing needs no table
+            from rich.text import Text
 
             table = Table(show_edge=False, box=None, pad_edge=False, header_style="bold")
             for i, h in enumerate(headers):
-                table.add_column(h, justify="right" if i in right else "left",
+                table.add_column(Text(visible(h)), justify="right" if i in right else "left",
                                  overflow="fold")
             for row in rows:
-                table.add_row(*row)
+                table.add_row(*(Text(c) for c in row))
             self.console.print(table)
             return
         widths = [max([width_of(h), *(width_of(r[i]) for r in rows)])
@@ -229,13 +232,14 @@ def count_option(text: str | None, option: str = "--limit") -> int | None:
 
 
 def warn(message: str) -> None:
-    """Print ``warning: <message>`` on stderr."""
-    typer.echo(f"warning: {one_line(message)}", err=True)
+    """Print ``warning: <message>`` on stderr (a database URL's password masked)."""
+    typer.echo(f"warning: {one_line(without_passwords(message))}", err=True)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``error: <message>`` on stderr; return the ``Exit`` to raise."""
-    typer.echo(f"error: {one_line(message)}", err=True)
+    """Print ``error: <message>`` on stderr (a database URL's password masked); return
+    the ``Exit`` to raise."""
+    typer.echo(f"error: {one_line(without_passwords(message))}", err=True)
     return typer.Exit(code)
 
 
@@ -260,7 +264,8 @@ def progress_bar(description: str, total: int,
         TimeRemainingColumn,
     )
 
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+    # The description is plain text (a path may hold ``[/]``), never rich markup.
+    columns = (TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
                TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(visible(description), total=total)

@@ -10,6 +10,7 @@ order and point at their parent by number; the page walks the tree with those nu
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from .._context import build_context
 from .._messages import ImagePart, Message, TextPart, ThinkingPart
 from .._pricing import cost_of
 from .._session import Session
-from .._text import first_line, shorten
+from .._text import escape_control, first_line, shorten
 from ..entries import (
     ActiveToolsChangeEntry,
     AnyEntry,
@@ -88,7 +89,7 @@ def build_view(session: Session, redactor: Redactor, *, location: str | None = N
         "session": {
             "id": session.id,
             "name": redactor.text(session.name) if session.name else None,
-            "location": redactor.text(location or session.location),
+            "location": _path_text(redactor.text(location or session.location)),
             "created_at": session.header.created_at,
             "cwd": redactor.text(session.header.cwd) if session.header.cwd else None,
         },
@@ -108,6 +109,16 @@ def build_view(session: Session, redactor: Redactor, *, location: str | None = N
         redact_slots(slots, redactor)
     view.data["redaction"] = {"enabled": redactor.enabled, "found": dict(redactor.found)}
     return view
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _path_text(path: str) -> str:
+    """A path as the page holds it: each undecodable byte of the name (a lone surrogate,
+    which UTF-8 and so the page cannot hold) written as the command line shows it,
+    ``\\udcff``."""
+    return _SURROGATE.sub(escape_control, path)
 
 
 # -- redaction: every text the page shows, once ------------------------------------------

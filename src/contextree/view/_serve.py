@@ -144,7 +144,8 @@ class ViewServer:
     @staticmethod
     def _send(req: BaseHTTPRequestHandler, status: int, body: str, kind: str, *,
               csp: str | None = None) -> None:
-        data = body.encode()
+        # an undecodable byte of a file name (a lone surrogate) shows as the CLI shows it, \udcff
+        data = body.encode(errors="backslashreplace")
         req.send_response(status)
         req.send_header("Content-Type", f"{kind}; charset=utf-8")
         req.send_header("Content-Length", str(len(data)))

@@ -8,9 +8,9 @@ mistake (``DuplicateId``, ``MissingParent``, ``SessionExists``...); anything els
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Iterator
 
+from ..._text import without_passwords
 from ...entries import AnyEntry, LeafEntry
 from ...errors import (
     DuplicateId,
@@ -31,17 +31,6 @@ def first_line(e: BaseException) -> str:
     any password in it masked (libpq quotes a URL it cannot parse whole)."""
     text = str(e).strip()
     return without_passwords(text.splitlines()[0]) if text else type(e).__name__
-
-
-_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@\"']*):[^\s@\"']*@", re.IGNORECASE)
-_PARAM_PASSWORD = re.compile(r"(password\s*=\s*)('(?:\\.|[^'\\])*'|[^\s&\"']+)",
-                             re.IGNORECASE)
-
-
-def without_passwords(text: str) -> str:
-    """``text`` with the passwords of connection URLs and ``password=`` parameters
-    replaced by ``***``."""
-    return _PARAM_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1:***@", text))
 
 
 @contextlib.contextmanager
