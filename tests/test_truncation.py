@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextree import Message, OverflowStore
-from contextree._truncation import Truncation, is_truncated, truncate
+from contextree._truncation import Dropped, Truncation, human_size, is_truncated, truncate
 from contextree.markers import truncation_of
 
 HINT_START = "[Output truncated:"
@@ -284,6 +284,62 @@ def test_non_utf8_bytes_saved_verbatim(store: OverflowStore) -> None:
     assert Path(t.saved_path or "").read_bytes() == data
     body, _ = split(t)
     assert body.startswith("row 0 \ufffd\ufffd\ufffd\nrow 1 ")
+
+
+def body_size(t: Truncation, direction: str) -> int:
+    """UTF-8 bytes of the preview's kept text (no hint, no gap line)."""
+    body, _ = split(t)
+    return len((GAP.sub("", body) if direction == "middle" else body).encode())
+
+
+@pytest.mark.parametrize("direction", ["head", "tail", "middle"])
+def test_undecodable_bytes_count_as_sent_against_the_byte_cap(
+    store: OverflowStore, direction: str
+) -> None:
+    """An undecodable byte becomes U+FFFD, 3 bytes: the cap holds for the text sent."""
+    binary = bytes(range(256)) * 1200  # a newline every 256 bytes, half of them undecodable
+    t = truncate(binary, direction=direction, store=store)  # type: ignore[arg-type]
+    assert 40_000 < body_size(t, direction) <= 50 * 1024
+    fits_raw = b"\xff" * 40_000  # 40 KB as written, 120 KB as sent: one line, cut
+    t = truncate(fits_raw, max_line_chars=100_000, direction=direction, store=store)  # type: ignore[arg-type]
+    assert t.truncated and 50_000 < body_size(t, direction) <= 50 * 1024
+    assert Path(t.saved_path or "").read_bytes() == fits_raw
+
+
+def test_binary_output_hint_offers_the_shell_not_read(store: OverflowStore) -> None:
+    """``read`` refuses a file with a NUL byte near its start: the hint offers ``xxd`` from
+    the first byte not shown, and ``file``."""
+    data = b"\x00\x01\x02\n" * 50_000
+    t = truncate(data, store=store)
+    _, hint = split(t)
+    assert "read(" not in hint and "It is binary (it contains NUL bytes)" in hint
+    shown = len(b"\x00\x01\x02\n") * t.shown_lines
+    assert f"`xxd -s {shown} -l 1024 {t.saved_path}`" in hint
+    assert f"`file {t.saved_path}`" in hint
+    tail = truncate(data, direction="tail", store=store)
+    assert f"`xxd -s 0 -l 1024 {tail.saved_path}`" in split(tail)[1]
+    text = truncate(b"\xff\n" * 50_000, store=store)  # not UTF-8, but no NUL: read shows it
+    assert READ_CALL.search(split(text)[1])
+
+
+def test_a_middle_dropped_before_truncation_is_told(store: OverflowStore) -> None:
+    """The caller kept only both ends (``dropped``): the hint gives the whole output's size
+    and what was lost, and the record the whole output's totals."""
+    lost = Dropped(size=3_000_000, newlines=30_000)
+    text = numbered(3000).encode() + lost.marker() + numbered(3000).encode()
+    t = truncate(text, direction="tail", store=store, dropped=lost)
+    _, hint = split(t)
+    assert hint.startswith("[Output truncated: the output was 36000 lines (")
+    assert "3000000 bytes (2.9 MB, 30000 lines) in its middle were dropped" in hint
+    assert "the saved file is not the full output" in hint
+    assert f"of the 6002 kept ({human_size(len(text))})" in hint
+    assert "Kept output saved to" in hint and "(the gap marked)" in hint
+    whole = len(text) - len(lost.marker()) + 3_000_000
+    assert (t.total_lines, t.total_bytes) == (36000, whole)
+    assert Path(t.saved_path or "").read_bytes() == text
+    unknown = truncate(text, store=store, dropped=Dropped(size=3_000_000))
+    assert f"the output was {human_size(whole)}, more" in split(unknown)[1]
+    assert unknown.total_lines == 6002  # the kept text's: the whole output's were not counted
 
 
 def test_hint_offset_reads_exactly_the_next_line(store: OverflowStore) -> None:

@@ -3,8 +3,9 @@
 A result longer than ``max_lines`` lines or ``max_bytes`` UTF-8 bytes (whichever is hit
 first) is cut to a preview; lines wider than ``max_line_chars`` characters are shortened.
 The original is saved in an :class:`~contextree._overflow.OverflowStore` and the preview ends
-with a hint telling the model how to ``read`` the rest. That a result was truncated is
-recorded in :meth:`Truncation.meta` (for ``Message.meta``), never guessed from its text.
+with a hint telling the model how to ``read`` the rest (for binary output, which ``read``
+refuses, how to look at it with the shell). That a result was truncated is recorded in
+:meth:`Truncation.meta` (for ``Message.meta``), never guessed from its text.
 
 The work is done on bytes with ``count``/``find``/``rfind`` and slicing, so a 100 MB output
 costs a few passes at memory speed; only the shown lines are looked at one by one.
@@ -13,6 +14,7 @@ costs a few passes at memory speed; only the shown lines are looked at one by on
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,6 +52,7 @@ LIMITS = TruncationLimits()
 DEFAULT_MAX_LINES = LIMITS.max_lines
 DEFAULT_MAX_BYTES = LIMITS.max_bytes
 DEFAULT_MAX_LINE_CHARS = LIMITS.max_line_chars
+BINARY_SNIFF = 8192  # the bytes looked at to call a file binary
 
 META_KEY = TRUNCATION_KEY
 _NL = 0x0A
@@ -82,6 +85,34 @@ class Truncation:
     def meta(self) -> dict[str, Any]:
         """The marker to merge into ``Message.meta`` so the result is not truncated again."""
         return self.record().to_meta()
+
+
+def is_binary(head: bytes) -> bool:
+    """True when the first bytes of a file contain a NUL byte (the usual binary test)."""
+    return b"\0" in head[:BINARY_SNIFF]
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """Output that never reached :func:`truncate`: ``size`` bytes holding ``newlines``
+    newlines, left out of its middle, with :meth:`marker` standing in their place."""
+
+    size: int
+    newlines: int | None = None
+
+    def marker(self) -> bytes:
+        """What the text holds where the bytes were dropped (the saved file keeps it too)."""
+        return f"\n[... {self.size} bytes of output dropped ...]\n".encode()
+
+    def total_bytes(self, kept: int) -> int:
+        """Bytes of the whole output, from those of the kept text (which holds the marker)."""
+        return kept - len(self.marker()) + self.size
+
+    def total_lines(self, kept: int) -> int | None:
+        """Lines of the whole output (None: not counted), from those of the kept text."""
+        if self.newlines is None:
+            return None
+        return kept - self.marker().count(b"\n") + self.newlines
 
 
 def is_truncated(meta: dict[str, Any] | None) -> bool:
@@ -165,6 +196,34 @@ def _cut_line(data: bytes, start: int, end: int, limit: int, keep_end: bool) -> 
     return kept, cut_marker(chars, keep_end=keep_end).encode()
 
 
+def _sent_size(seg: bytes) -> int:
+    """UTF-8 bytes of ``seg`` as the model gets it: an undecodable byte becomes U+FFFD, which
+    takes 3, so the caps hold for the text sent, not for the bytes the tool wrote."""
+    if seg.isascii():
+        return len(seg)
+    try:
+        seg.decode("utf-8")
+    except UnicodeDecodeError:
+        return len(_decode(seg).encode())
+    return len(seg)
+
+
+def _fit(data: bytes, start: int, end: int, budget: int, from_end: bool) -> int:
+    """Where to cut ``data[start:end]`` so its outer part (the start, or with ``from_end``
+    the end) takes at most ``budget`` bytes as sent, in whole characters."""
+    keep = min(budget, end - start)
+    while True:
+        if from_end:
+            cut = _align_forward(data, end - keep, end)
+            excess = _sent_size(data[cut:end]) - budget
+        else:
+            cut = _align_back(data, start + keep, start)
+            excess = _sent_size(data[start:cut]) - budget
+        if excess <= 0 or keep == 0:
+            return cut
+        keep = max(0, keep - max(1, -(-excess // 3)))  # a byte takes at most 3 as sent
+
+
 def _scan(data: bytes, lo: int, max_lines: int, budget: int, limit: int, from_end: bool) -> _Side:
     """Whole lines from one end of ``data[lo:]`` while both caps allow: from the start, or
     with ``from_end`` from the true end back to ``lo``; a part of the outermost line if none
@@ -193,13 +252,14 @@ def _scan(data: bytes, lo: int, max_lines: int, budget: int, limit: int, from_en
             kept, marker = _cut_line(data, start, content_end, limit, keep_end=from_end)
             kept_len, newline = len(kept), data[content_end:end]
             piece = marker + kept + newline if from_end else kept + marker + newline
-        if used + len(piece) > budget:
+        size = _sent_size(piece)
+        if used + size > budget:
             if side.lines == 0:  # not one line fits: its outer part, in whole characters
                 if from_end:  # what lies outside the marker: the kept end and the newline
-                    hi = _align_forward(data, end - min(budget, kept_len + end - content_end), end)
+                    hi = _fit(data, end - (kept_len + end - content_end), end, budget, True)
                     part = data[hi:end]
                 else:  # the kept start (the newline lies past the marker)
-                    lo = _align_back(data, start + min(budget, kept_len), start)
+                    lo = _fit(data, start, start + kept_len, budget, False)
                     part = data[start:lo]
                 if part:
                     side.pieces.append(part)
@@ -209,7 +269,7 @@ def _scan(data: bytes, lo: int, max_lines: int, budget: int, limit: int, from_en
             side.note_cut(start)
         side.pieces.append(piece)
         side.lines += 1
-        used += len(piece)
+        used += size
         if from_end:
             hi = start
         else:
@@ -333,9 +393,10 @@ def _read_window(data: bytes, layout: _Layout, direction: str, max_lines: int) -
     return first, min(max_lines, last - first + 1)
 
 
-def _hint(
-    layout: _Layout, window: tuple[int, int], saved: str | None, error: str | None, limit: int
-) -> str:
+def _hint(layout: _Layout, window: tuple[int, int], saved: str | None, error: str | None,
+          limit: int, binary: bool, dropped: Dropped | None) -> str:
+    """The line ending a preview: what is shown of how much, where the rest is, how to see
+    it."""
     shown = layout.shown()
     notes = []
     if layout.head.partial or layout.tail.partial:
@@ -344,17 +405,52 @@ def _hint(
     if cuts:
         notes.append(f"{cuts} {'line' if cuts == 1 else 'lines'} longer than {limit} chars cut")
     extra = f"; {'; '.join(notes)}" if notes else ""
-    head = (
-        f"[Output truncated: showing {shown} of {layout.total_lines} "
-        f"({human_size(layout.total_bytes)}){extra}."
-    )
+    size = human_size(layout.total_bytes)
+    if dropped is None:
+        head = f"[Output truncated: showing {shown} of {layout.total_lines} ({size}){extra}."
+        what = "full output"
+    else:
+        head = (f"[Output truncated: {_dropped_note(layout, dropped)}. Showing {shown} of the "
+                f"{layout.total_lines} kept ({size}){extra}.")
+        what = "kept output"
     if saved is None:
-        return f"{head} The full output could not be saved: {error}]"
-    offset, count = window
-    return (
-        f"{head} Full output saved to {saved}. Read more with "
-        f"read(path={json.dumps(saved)}, offset={offset}, limit={count})]"
-    )
+        return f"{head} The {what} could not be saved: {error}]"
+    gap = " (the gap marked)" if dropped is not None else ""
+    follow = _follow(layout, window, saved, binary)
+    return f"{head} {what.capitalize()} saved to {saved}{gap}. {follow}]"
+
+
+def _dropped_note(layout: _Layout, dropped: Dropped) -> str:
+    """The true size of an output whose middle was dropped before truncation, and what
+    was lost: the saved file is not all of it."""
+    total = dropped.total_bytes(layout.total_bytes)
+    lines = dropped.total_lines(layout.total_lines)
+    whole = human_size(total) if lines is None else f"{lines} lines ({human_size(total)})"
+    lost = human_size(dropped.size)
+    if dropped.newlines is not None:
+        lost += f", {dropped.newlines} {'line' if dropped.newlines == 1 else 'lines'}"
+    return (f"the output was {whole}, more than could be kept: {dropped.size} bytes ({lost}) "
+            "in its middle were dropped, so the saved file is not the full output")
+
+
+def _follow(layout: _Layout, window: tuple[int, int], saved: str, binary: bool) -> str:
+    """How to see the rest: a ``read`` call, or for binary output (which ``read`` refuses, as
+    it shows text only) the shell commands its refusal suggests."""
+    if not binary:
+        offset, count = window
+        return f"Read more with read(path={json.dumps(saved)}, offset={offset}, limit={count})"
+    quoted = shlex.quote(saved)
+    return (f"It is binary (it contains NUL bytes), which read does not show: inspect it with "
+            f"shell instead, e.g. `xxd -s {_first_unseen(layout)} -l 1024 {quoted}` or "
+            f"`file {quoted}`")
+
+
+def _first_unseen(layout: _Layout) -> int:
+    """The byte offset of the first byte left out of the preview (or of the first cut line)."""
+    if layout.omitted_bytes:
+        return layout.head.end
+    cuts = [p for p in (layout.head.first_cut, layout.tail.first_cut) if p is not None]
+    return min(cuts, default=0)
 
 
 # -- entry point --------------------------------------------------------------------------
@@ -386,6 +482,7 @@ def truncate(
     store: OverflowStore | None = None,
     session_id: str | None = None,
     label: str = "output",
+    dropped: Dropped | None = None,
 ) -> Truncation:
     """Cap ``text`` at ``max_lines`` lines or ``max_bytes`` UTF-8 bytes, whichever hits first.
 
@@ -393,7 +490,13 @@ def truncate(
     summaries live there), ``middle`` both ends with a line saying what was left out. When
     anything is cut the original is saved to ``store`` (default: ``OverflowStore.default()``)
     and the preview ends with a hint giving the file and the ``read`` call for the rest.
-    Text that fits is returned unchanged and nothing is written.
+    Text that fits is returned unchanged and nothing is written. The byte cap holds for the
+    text sent: an undecodable byte counts as the U+FFFD it becomes. Binary output (a NUL
+    byte near the start), which ``read`` refuses, gets a hint to inspect it with the shell.
+
+    ``dropped`` says the caller already left out part of the middle (``text`` holds its
+    marker): the hint gives the whole output's size, says what was lost and that the saved
+    file is not all of it, and ``total_lines``/``total_bytes`` are the whole output's.
     """
     max_lines = _check_cap("max_lines", max_lines)
     max_bytes = _check_cap("max_bytes", max_bytes)
@@ -403,7 +506,8 @@ def truncate(
     data = _as_bytes(text)
     total_lines = _count_lines(data)
     n = len(data)
-    if n <= max_bytes and total_lines <= max_lines and n <= max_line_chars:
+    if (n <= max_bytes and total_lines <= max_lines and n <= max_line_chars
+            and _sent_size(data) <= max_bytes):
         return _untouched(text, data, total_lines, direction)
     head, tail = _plan(data, total_lines, max_lines, max_bytes, max_line_chars, direction)
     layout = _Layout(head, tail, total_lines, n)
@@ -411,10 +515,14 @@ def truncate(
         return _untouched(text, data, total_lines, direction)
     saved, error = _spill(data, store, session_id, label)
     window = _read_window(data, layout, direction, max_lines)
-    hint = _hint(layout, window, saved, error, max_line_chars)
+    hint = _hint(layout, window, saved, error, max_line_chars, is_binary(data), dropped)
     body = _body(layout, direction)
     if body:
         body += "\n\n" if not body.endswith("\n") else "\n"
+    if dropped is not None:
+        n = dropped.total_bytes(n)
+        whole_lines = dropped.total_lines(total_lines)
+        total_lines = total_lines if whole_lines is None else whole_lines
     return Truncation(
         text=body + hint,
         truncated=True,

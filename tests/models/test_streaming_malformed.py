@@ -19,11 +19,18 @@ from contextree import Message, Session, ToolCall
 from contextree._limits import ARGUMENTS_DEPTH
 from contextree.errors import ModelError, ModelReplyMalformed
 from contextree.markers import Kind
-from contextree.models import AnthropicMessages, OpenAIChat, TextDelta, ToolCallReady
+from contextree.models import (
+    AnthropicMessages,
+    OpenAIChat,
+    OpenAIResponses,
+    TextDelta,
+    ToolCallReady,
+)
 from contextree.models._wire_common import RAW_ARGUMENTS_KEY
 from contextree.runtime import DefaultToolPipeline, Event, Retry, SessionTree, ToolResultLoop
 from fakes import SSE, Recorded, Reply
 from fakes.anthropic_server import AnthropicServer, message, text, tool_use
+from fakes.native_compaction import ResponsesServer
 from fakes.openai_server import OpenAIServer, completion, tool_call
 
 ASK = [Message.user("Weather in Paris?")]
@@ -232,6 +239,50 @@ def test_anthropic_complete_with_a_malformed_body_is_a_typed_error(
     an.reply(Reply(200, {"content": "not blocks"}))
     with pytest.raises(ModelReplyMalformed, match="is a body contextree cannot read"):
         anthropic_model(an).complete(ASK)
+
+
+# -- a 200 "application/json" body that is not JSON: cut off, empty, not UTF-8 ---------------
+
+CUT_BODY = b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": ['
+UNDECODABLE = {"cut off": (CUT_BODY, "not JSON: Expecting value"), "empty": (b"", "(empty)"),
+               "not UTF-8": (b'{"id": "\xff\xfe"}', "not JSON: 'utf-8' codec")}
+ADAPTERS = {
+    "chat": (OpenAIServer, lambda s: OpenAIChat("gpt-test", base_url=s.base_url,
+                                                api_key="sk-test"), "Chat Completions"),
+    "responses": (ResponsesServer, lambda s: OpenAIResponses("gpt-test", base_url=s.base_url,
+                                                             api_key="sk-test"), "Responses"),
+    "anthropic": (AnthropicServer, anthropic_model, "Anthropic Messages"),
+}
+
+
+@pytest.mark.parametrize("adapter", sorted(ADAPTERS))
+@pytest.mark.parametrize("case", sorted(UNDECODABLE))
+def test_complete_with_a_json_body_that_does_not_decode_is_a_typed_error(
+        adapter: str, case: str) -> None:
+    """The SDK's own JSON error never escapes: it is the same retryable error, naming the
+    server and quoting the body, as a body of the wrong shape."""
+    server_class, make, api = ADAPTERS[adapter]
+    raw, reason = UNDECODABLE[case]
+    with server_class() as server:
+        server.reply(Reply(200, raw=raw), Reply(200, raw=raw))
+        model = make(server)
+        with pytest.raises(ModelReplyMalformed, match="is a body contextree cannot read") as info:
+            model.complete(ASK)
+        with pytest.raises(ModelReplyMalformed) as async_info:
+            asyncio.run(model.acomplete(ASK))
+    for said in (str(info.value), str(async_info.value)):
+        assert reason in said and api in said and server.url in said
+        assert raw[:20].decode("utf-8", "replace").replace('"', '\\"') in said
+    assert info.value.retryable
+
+
+def test_retry_asks_again_after_a_json_body_cut_off(oa: OpenAIServer, tmp_path: Path) -> None:
+    oa.reply(Reply(200, raw=CUT_BODY), completion("Sunny in Paris."))
+    agent = (ct.agent().use(SessionTree, path=tmp_path / "s.jsonl").use(ToolResultLoop)
+             .use(Retry, attempts=3, sleep=lambda s: None).run(openai_model(oa), stream=False))
+    turn = agent.start("Weather?")
+    assert turn.text == "Sunny in Paris."
+    assert len(oa.bodies) == 2
 
 
 # -- through the agent, on a JSONL session ---------------------------------------------------

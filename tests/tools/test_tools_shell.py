@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from contextree.tools import (
     ToolContext,
     ToolResult,
     Workspace,
+    _shell,
     make_tools,
     read,
     shell,
@@ -121,6 +123,50 @@ def test_large_output_keeps_the_tail_and_saves_everything(ctx: ToolContext) -> N
     # The hint's read call works from inside the workspace.
     page = read.run({"path": str(saved), "offset": 1, "limit": 2}, context=ctx)
     assert page.content.startswith("     1\t1\n     2\t2")
+
+
+def test_output_beyond_the_capture_limit_is_told_with_its_true_size(
+        ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the first and last halves of MAX_CAPTURE are kept: the model reads how much the
+    command printed, how much of the middle was dropped, and that the file lacks it."""
+    monkeypatch.setattr(_shell, "MAX_CAPTURE", 64 * 1024)
+    r = run(ctx, f"seq -f 'line %05g {'x' * 38}' 1 20000")
+    printed = 20000 * 50  # "line 00001 ", 38 x, a newline
+    assert r.meta is not None
+    marker = r.meta["truncated"]
+    assert (marker["total_lines"], marker["total_bytes"]) == (20000, printed)
+    saved = Path(marker["saved_path"]).read_bytes()
+    dropped = printed - 64 * 1024
+    assert f"[... {dropped} bytes of output dropped ...]".encode() in saved
+    notice = r.content[r.content.index("[Output truncated:"):]
+    assert "the output was 20000 lines (976.6 KB)" in notice
+    assert f"{dropped} bytes (912.6 KB, " in notice and "in its middle were dropped" in notice
+    assert "the saved file is not the full output" in notice
+    assert "Full output" not in notice and "Kept output saved to" in notice
+    assert f"line 20000 {'x' * 38}\n\n[Output truncated:" in r.content  # the true end
+    # The line numbers and the read call are the saved file's: they still work.
+    m = re.search(r"Showing lines (\d+)-(\d+) of the (\d+) kept .*offset=1, limit=(\d+)",
+                  notice)
+    assert m is not None
+    first, last, kept, limit = map(int, m.groups())
+    assert last == kept == saved.count(b"\n") and limit == first - 1
+
+
+def test_binary_output_is_capped_as_sent_and_its_hint_is_the_shell(ctx: ToolContext) -> None:
+    """Undecodable bytes become U+FFFD (3 bytes each) and still fit the 50 KB cap; read
+    refuses a binary file, so the hint offers the shell, and what it offers works."""
+    r = run(ctx, "python3 -c \"import sys; sys.stdout.buffer.write(bytes(range(256)) * 1200)\"")
+    body, notice = r.content.split("[Output truncated:")
+    assert len(body.encode()) <= 50 * 1024
+    assert "read(" not in notice and "It is binary" in notice
+    command = re.search(r"`(xxd [^`]*)`", notice)
+    assert command is not None
+    shown = run(ctx, command[1])
+    assert shown.content.startswith("00000000: 0001 0203 0405 0607")
+    assert r.meta is not None
+    saved = r.meta["truncated"]["saved_path"]
+    refused = read.run({"path": saved, "offset": 1, "limit": 10}, context=ctx)
+    assert refused.is_error and "binary file" in refused.content
 
 
 def test_session_id_reaches_the_store(ws: Path, tmp_path: Path) -> None:

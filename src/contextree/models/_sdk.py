@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -125,6 +126,15 @@ class SdkModel(Model, ABC):
         return malformed_reply(self.provider, e, source=self.base_url, api=self.api_name,
                                streamed=False) or e
 
+    def _undecodable(self, e: json.JSONDecodeError | UnicodeDecodeError) -> BaseException:
+        """A body sent as JSON that the SDK could not decode (cut off, empty, not UTF-8), as
+        the ``ModelReplyMalformed`` quoting its start that any unreadable body is."""
+        sent = e.doc if isinstance(e, json.JSONDecodeError) else e.object
+        body = sent.decode("utf-8", "replace") if isinstance(sent, bytes) else str(sent)
+        reason = f"not JSON: {e}" if body.strip() else "empty"
+        return malformed_reply(self.provider, UnreadableEvent(reason, body),
+                               source=self.base_url, api=self.api_name, streamed=False) or e
+
     def _parse(self, response: Any) -> Message:
         """The assistant message in the SDK's response; a body that is not the API's shape
         is a ``ModelReplyMalformed``."""
@@ -220,6 +230,8 @@ class SdkModel(Model, ABC):
             raise map_sdk_error(self.provider, e, self._sdk, self.base_url) from e
         except RecursionError as e:  # a body nested too deeply for the SDK's JSON parser
             raise self._too_deep(e) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:  # a "JSON" body cut off
+            raise self._undecodable(e) from None
 
     def _stream_error(self, exc: BaseException, started: bool) -> BaseException | None:
         """A failure while reading a stream, as a ``ModelError``: a connection lost after

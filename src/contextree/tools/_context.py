@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextree._overflow import OverflowStore
-from contextree._truncation import LIMITS, Direction, Truncation, TruncationLimits, truncate
+from contextree._truncation import (
+    LIMITS,
+    Direction,
+    Dropped,
+    Truncation,
+    TruncationLimits,
+    truncate,
+)
 from contextree.errors import ToolError
 from contextree.tools._beneath import (
     OutsideRoot,
@@ -150,9 +157,11 @@ class ToolContext:
         return str(path)
 
     def truncate(self, text: str | bytes, *, direction: Direction = "head",
-                 label: str = "output", limits: TruncationLimits | None = None) -> Truncation:
+                 label: str = "output", limits: TruncationLimits | None = None,
+                 dropped: Dropped | None = None) -> Truncation:
         """``contextree._truncation.truncate`` with this context's store and session."""
         caps = LIMITS if limits is None else limits
         return truncate(text, max_lines=caps.max_lines, max_bytes=caps.max_bytes,
                         max_line_chars=caps.max_line_chars, direction=direction,
-                        store=self.store, session_id=self.session_id, label=label)
+                        store=self.store, session_id=self.session_id, label=label,
+                        dropped=dropped)

@@ -21,7 +21,7 @@ from typing import IO
 
 from contextree._files import atomic_write as write_whole
 from contextree._text import count_lines
-from contextree._truncation import LIMITS, cut_marker
+from contextree._truncation import BINARY_SNIFF, LIMITS, cut_marker, is_binary
 from contextree.errors import ToolError
 from contextree.markers import EditMeta, ListMeta, ReadMeta, TruncationRecord, WriteMeta
 from contextree.tools._context import ToolContext
@@ -32,16 +32,10 @@ from contextree.tools._result import ToolResult
 MAX_LINES = LIMITS.max_lines
 MAX_BYTES = LIMITS.max_bytes
 MAX_LINE_CHARS = LIMITS.max_line_chars
-BINARY_SNIFF = 8192
 _CHUNK = 1 << 20
 
 
 # -- helpers shared by the file and search tools -------------------------------------------
-def is_binary(head: bytes) -> bool:
-    """True when the first bytes of a file contain a NUL byte (the usual binary test)."""
-    return b"\0" in head[:BINARY_SNIFF]
-
-
 def read_call(path: str, offset: int, limit: int) -> str:
     """The ``read`` call that shows ``limit`` lines of ``path`` from line ``offset``."""
     return f"read(path={json.dumps(path)}, offset={offset}, limit={limit})"

@@ -17,11 +17,12 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from contextree._truncation import BINARY_SNIFF, is_binary
 from contextree.errors import ToolError
 from contextree.markers import GlobMeta, GrepMeta
 from contextree.tools._context import ToolContext
 from contextree.tools._decorator import tool
-from contextree.tools._files import BINARY_SNIFF, is_binary, not_found, os_error, shown_name
+from contextree.tools._files import not_found, os_error, shown_name
 from contextree.tools._globmatch import GlobPattern
 from contextree.tools._kinds import ToolKind
 from contextree.tools._regex import LineSearch, compile_search, engine_name

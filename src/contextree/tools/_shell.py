@@ -7,7 +7,8 @@ the pipe has closed: a background job that keeps the pipe open (``server &``) co
 of the command, and is killed with it at the timeout, together with every process it
 started, even one in a new session (``setsid``). Redirect a job's output
 (``server > log 2>&1 &``) to leave it running. Output keeps its end (tail truncation), where
-errors and summaries are.
+errors and summaries are. At most ``MAX_CAPTURE`` bytes are kept in memory, the first and last
+halves: the model is told how much of the middle was dropped, and that the saved file lacks it.
 
 The shell confines nothing: the command can read and write any file the user can, anywhere,
 and reach the network. The workspace is only its working directory. What it does not get
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO
 
+from contextree._truncation import Dropped
 from contextree.errors import ToolError
 from contextree.markers import ShellMeta
 from contextree.tools._context import ToolContext
@@ -46,7 +48,7 @@ SHELL = "/bin/bash"
 class _Capture(threading.Thread):
     """Reads a pipe to its end; beyond ``limit`` bytes it keeps the first and last halves."""
 
-    def __init__(self, stream: IO[bytes], limit: int = MAX_CAPTURE) -> None:
+    def __init__(self, stream: IO[bytes], limit: int) -> None:
         super().__init__(daemon=True, name="contextree-shell-capture")
         self._fd = stream.fileno()
         self._stream = stream
@@ -54,6 +56,7 @@ class _Capture(threading.Thread):
         self._head = bytearray()
         self._tail = bytearray()
         self._dropped = 0
+        self._dropped_lines = 0
         self._lock = threading.Lock()
 
     def run(self) -> None:
@@ -74,18 +77,20 @@ class _Capture(threading.Thread):
         self._tail += chunk
         excess = len(self._tail) - self._half
         if excess > self._half:  # trim in large steps, not on every chunk
+            self._dropped_lines += self._tail.count(b"\n", 0, excess)
             del self._tail[:excess]
             self._dropped += excess
 
-    def data(self) -> bytes:
-        """Everything read so far (with a marker where the middle was dropped)."""
+    def data(self) -> tuple[bytes, Dropped | None]:
+        """Everything read so far (with a marker where the middle was dropped), and what
+        was dropped (None: nothing)."""
         with self._lock:
             excess = max(0, len(self._tail) - self._half) if self._dropped else 0
-            dropped = self._dropped + excess
-            if not dropped:
-                return bytes(self._head + self._tail)
-            marker = f"\n[... {dropped} bytes of output dropped ...]\n".encode()
-            return bytes(self._head) + marker + bytes(self._tail[excess:])
+            if not self._dropped + excess:
+                return bytes(self._head + self._tail), None
+            dropped = Dropped(self._dropped + excess,
+                              self._dropped_lines + self._tail.count(b"\n", 0, excess))
+            return bytes(self._head) + dropped.marker() + bytes(self._tail[excess:]), dropped
 
 
 @dataclass
@@ -96,6 +101,7 @@ class Completed:
     exit_code: int
     timed_out: bool
     lingering: bool  # a process outside the group still held the output open
+    dropped: Dropped | None = None  # the middle of the output, beyond MAX_CAPTURE
 
 
 def run_command(command: str, *, cwd: str, timeout: float,
@@ -115,7 +121,7 @@ def run_command(command: str, *, cwd: str, timeout: float,
     )
     assert proc.stdout is not None and proc.stdin is not None
     pipe = os.fstat(proc.stdout.fileno()).st_ino  # what holds it open is part of the command
-    capture = _Capture(proc.stdout)
+    capture = _Capture(proc.stdout, MAX_CAPTURE)
     capture.start()
     timed_out = True
     try:
@@ -134,7 +140,8 @@ def run_command(command: str, *, cwd: str, timeout: float,
     capture.join(KILL_GRACE)
     code = proc.returncode
     exit_code = 128 - code if code < 0 else code
-    return Completed(capture.data(), exit_code, timed_out, capture.is_alive())
+    output, dropped = capture.data()
+    return Completed(output, exit_code, timed_out, capture.is_alive(), dropped)
 
 
 def _kill_all(proc: subprocess.Popen[bytes], pipe: int) -> None:
@@ -214,7 +221,7 @@ def _result(command: str, timeout: float, done: Completed, ctx: ToolContext) -> 
     meta = ShellMeta(command=command, exit_code=done.exit_code,
                      timed_out=done.timed_out).to_meta()
     if done.output:
-        cut = ctx.truncate(done.output, direction="tail", label="shell")
+        cut = ctx.truncate(done.output, direction="tail", label="shell", dropped=done.dropped)
         body = cut.text.rstrip("\n")
         if cut.truncated:
             meta.update(cut.meta())
