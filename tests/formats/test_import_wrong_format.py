@@ -55,3 +55,21 @@ def test_an_anthropic_file_imported_as_openai_chat_is_refused(tmp_path: Path) ->
     assert code == 0, err
     with Session.open(tmp_path / "ok.jsonl", readonly=True) as s:
         assert s.build_context().messages[0].role == "system"
+
+
+REAL = Path(__file__).parent.parent / "data" / "formats" / "real"
+AGENT_FILES = {"claude-code": REAL / "claude_code" / "tools" / "session-1.jsonl",
+               "codex": REAL / "codex" / "tools" / "rollout-1.jsonl"}
+
+
+def test_an_agents_session_imported_as_a_provider_list_is_refused(tmp_path: Path) -> None:
+    """A Claude Code session or a Codex rollout (files their CLIs wrote) named as a
+    provider's message list is refused naming its format: as openai-responses, every line
+    would become an unknown part of one assistant message."""
+    for right, src in AGENT_FILES.items():
+        for wrong in ("openai-responses", "openai-chat", "anthropic", "brute", "pi"):
+            code, err = _import(wrong, src, tmp_path / "out.jsonl")
+            assert code == 1 and f"looks like {right}" in err, (wrong, err)
+            assert not (tmp_path / "out.jsonl").exists()
+        code, err = _import(right, src, tmp_path / f"{right}.jsonl")
+        assert code == 0, err

@@ -267,9 +267,9 @@ def _refuse_another_format(fmt: str, source: Path) -> None:
     """Refuse to read ``source`` as ``fmt`` when another format recognizes it as its own:
     read so, it would fail halfway or silently lose what only the other format has."""
     from ._base import input_error
-    from ._detect import claimed_by_other
+    from ._detect import signed_by_other
 
-    other = claimed_by_other(source, fmt)
+    other = signed_by_other(source, fmt)
     if other is not None:
         raise input_error(source, None, f"this looks like {other}, not {fmt}: import it as "
                           f"{other} (`contextree import {other} ...`, or `auto`)")

@@ -61,6 +61,23 @@ def detected_other(path: Path, fmt: str) -> str | None:
     return other if other != fmt else None
 
 
+_SIGNED = ("pi", "gemini-cli", "copilot", "codex", "claude-code")
+"""The JSON Lines formats ``detect_format`` knows by their own records, not by elimination."""
+
+
+def signed_by_other(path: Path, fmt: str) -> str | None:
+    """Another format that ``path`` carries the signature of (its records' own types and
+    keys, or a ``detect`` hook's), or ``None``: an import under the explicit ``fmt`` is
+    refused then, naming the right one."""
+    try:
+        found: str | None = detect_format(path)
+    except Exception:  # not something detection can tell: only the hooks may claim it
+        found = None
+    if found in _SIGNED and found != fmt:
+        return found
+    return claimed_by_other(path, fmt)
+
+
 def claimed_by_other(path: Path, fmt: str) -> str | None:
     """The name of another registered format whose ``detect`` hook claims ``path`` (these
     hooks recognize a format by its own signature, not by elimination), or ``None``: an
