@@ -31,13 +31,14 @@ import asyncio
 import json
 import os
 import threading
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
-from .._context import INTERRUPTED, interrupted_result
+from .._context import INTERRUPTED, interrupted_result, take_open
 from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
 from .._session import Session
@@ -322,12 +323,13 @@ def _group_items(stored: Sequence[_Stored]) -> list[_Stored]:
 
 class _View:
     """The view at ``leaf`` (``items``), the calls at its end still waiting for an output
-    (``pending``: call id -> call type and tool name) and the context's size in tokens (``tokens``)."""
+    (``pending``: call id, with its call type and tool name, in call order: calls that share
+    an id are answered in order) and the context's size in tokens (``tokens``)."""
 
     __slots__ = ("items", "leaf", "pending", "tokens")
 
     def __init__(self, leaf: str | None, items: list[_Stored],
-                 pending: dict[str, tuple[str, str | None]],
+                 pending: list[tuple[str, tuple[str, str | None]]],
                  tokens: int) -> None:
         self.leaf = leaf
         self.items = items
@@ -340,25 +342,23 @@ class _View:
         would (``build_context`` then the item rules); ``False`` when only a rebuild can."""
         for m, stored in appended:
             if m.role == "tool":
-                call_id = m.tool_call_id
-                if call_id is None or call_id not in self.pending:
+                if take_open(self.pending, m.tool_call_id) is None:
                     continue  # an orphan or a second answer: left out
-                del self.pending[call_id]
                 self.items.extend(stored)
             else:
-                for call_id, (t, name) in self.pending.items():  # moved past them
+                for call_id, (t, name) in self.pending:  # moved past them
                     out = _SYNTHETIC_OUTPUTS.get(t)
                     if out is None:
                         return False  # the call has to go from the view: rebuild
                     self.items.append(_Stored({"type": out, "call_id": call_id,
                                                "output": INTERRUPTED}, out, call_id, None))
                     self.tokens += counter.count_message(interrupted_result(call_id, name))
-                self.pending = {}
+                self.pending = []
                 if m.role == "assistant":
                     self.items.extend(_group_items(stored))
                     for c in m.tool_calls or ():
-                        self.pending[c.id] = (str(c.extra.get(_CALL_TYPE_KEY, "function_call")),
-                                              c.name)
+                        self.pending.append((c.id, (str(c.extra.get(_CALL_TYPE_KEY,
+                                                                    "function_call")), c.name)))
                 else:
                     self.items.extend(stored)
             usage = m.usage
@@ -712,8 +712,8 @@ class ContextreeSession(CompactionOptions):
                     left_out.add(call_id)
             else:
                 out.extend(_stored(x, eid) for x in _convert(m))
-        pending = {m.tool_call_id or "": (call_types.get(m.tool_call_id or "", "function_call"),
-                                          m.name) for m in ctx.messages[end:]}
+        pending = [(m.tool_call_id or "", (call_types.get(m.tool_call_id or "", "function_call"),
+                                           m.name)) for m in ctx.messages[end:]]
         tokens = count_context(ctx.messages[:end], self.counter, fresh_from=ctx.fresh_from)
         return _View(self.session.leaf_id, _repair(out, left_out), pending, tokens)
 
@@ -732,14 +732,14 @@ def _repair(items: list[_Stored], left_out: set[str]) -> list[_Stored]:
             kept.append(s)
         items = kept
     out: list[_Stored] = []
-    open_calls: set[str] = set()
+    open_calls: Counter[str] = Counter()  # calls that share an id are answered one each
     for s in items:
         if s.type in OUTPUT_TYPES:
-            if s.call_id not in open_calls:
+            if s.call_id is None or not open_calls[s.call_id]:
                 continue
-            open_calls.discard(s.call_id)
+            open_calls[s.call_id] -= 1
         elif s.type in CALL_OUTPUTS and s.call_id is not None:
-            open_calls.add(s.call_id)
+            open_calls[s.call_id] += 1
         out.append(s)
     # a reasoning item needs a following item of the same response
     result: list[_Stored] = []
