@@ -367,3 +367,163 @@ def test_durable_false_writes_the_files_without_syncing_them(
     assert bool(syncs) is durable  # the file is created and appended to in the turn
     mw.close()
     assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 1 + len(state)
+
+
+# -- one session for every thread: a branch each -------------------------------------------
+
+def entry_of(mw: ContextreeMiddleware, lc_id: str | None) -> str:
+    """The id of the (only) entry holding the LangChain message ``lc_id``."""
+    found = [e.id for e in mw.session_for().entries() if isinstance(e, MessageEntry)
+             and e.message.extra.get("langchain_id") == lc_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def branch_ids(mw: ContextreeMiddleware, state: list[BaseMessage]) -> list[str]:
+    """The LangChain ids on the branch that ends at the state's last message."""
+    return [e.message.extra["langchain_id"] for e in
+            mw.session_for().branch(entry_of(mw, state[-1].id))
+            if isinstance(e, MessageEntry) and LC_KEY in e.message.extra]
+
+
+def assert_own_thread(inputs: list[list[BaseMessage]], state: list[BaseMessage]) -> None:
+    """Each call was sent a pairing-valid prefix of this thread's state, and nothing else."""
+    for sent in inputs:
+        assert_paired(sent)
+        assert wire(sent) == wire(state[: len(sent)])
+
+
+def test_threads_alternating_on_one_session_each_keep_their_branch(tmp_path: Path) -> None:
+    """Two threads take turns on one shared session file: each message is written once,
+    each thread's branch holds exactly its state, and the model sees only its own thread."""
+    path = tmp_path / "one.jsonl"
+    model = ScriptedChat(script=[])
+    mw = ContextreeMiddleware(path)
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=InMemorySaver())
+    states: dict[str, list[BaseMessage]] = {}
+    for turn in range(5):
+        for thread in ("A", "B"):
+            model.script = [thinking_call(turn), answer(turn)]
+            before = len(model.inputs)
+            states[thread] = agent.invoke(
+                {"messages": [{"role": "user", "content": f"{thread} {turn}"}]},
+                {"configurable": {"thread_id": thread}})["messages"]
+            assert_own_thread(model.inputs[before:], states[thread])
+    assert len(states["A"]) == len(states["B"]) == 5 * 5
+    ids = mirrored(mw)
+    assert sorted(ids) == sorted(m.id for m in states["A"] + states["B"])  # each once
+    for thread in ("A", "B"):
+        assert branch_ids(mw, states[thread]) == [m.id for m in states[thread]]
+    # a run without a thread id gets a branch of its own there too
+    model.script = [answer(9)]
+    alone = create_agent(model, tools=[read_file], middleware=[mw])
+    solo = alone.invoke({"messages": [HumanMessage("alone", id="u1")]})["messages"]
+    assert mw.session_for() is mw.session_for("A")
+    assert branch_ids(mw, solo) == ["u1", solo[-1].id]
+    mw.close()
+    assert len(mirrored(ContextreeMiddleware(path))) == len(ids) + 2
+
+
+def test_a_new_middleware_on_the_shared_file_continues_every_thread(tmp_path: Path) -> None:
+    """After a restart (a new middleware on the same file, the same checkpointer), each
+    thread's branch is found again by the ids of the messages it mirrored: nothing twice."""
+    path = tmp_path / "one.jsonl"
+    saver = InMemorySaver()
+    model = ScriptedChat(script=[])
+    states: dict[str, list[BaseMessage]] = {}
+
+    def turn(agent: Any, thread: str, n: int) -> None:
+        model.script = [thinking_call(n), answer(n)]
+        before = len(model.inputs)
+        states[thread] = agent.invoke(
+            {"messages": [{"role": "user", "content": f"{thread} {n}"}]},
+            {"configurable": {"thread_id": thread}})["messages"]
+        assert_own_thread(model.inputs[before:], states[thread])
+
+    mw = ContextreeMiddleware(path)
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=saver)
+    for n in range(2):
+        turn(agent, "A", n)
+        turn(agent, "B", n)
+    mw.close()
+    mw = ContextreeMiddleware(path)  # the leaf is at B's tip: A is found by its ids
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=saver)
+    for n in range(2, 4):
+        turn(agent, "A", n)
+        turn(agent, "B", n)
+    assert len(states["A"]) == len(states["B"]) == 4 * 5
+    assert sorted(mirrored(mw)) == sorted(m.id for m in states["A"] + states["B"])
+    for thread in ("A", "B"):
+        assert branch_ids(mw, states[thread]) == [m.id for m in states[thread]]
+    assert len(mw.session_for().tree()) == 2            # a root per thread, nothing else
+    mw.close()
+
+
+def test_threads_running_at_once_on_one_session(tmp_path: Path) -> None:
+    """Two threads' turns run at the same time in two OS threads on one shared session:
+    every message is written once, none is lost, each branch is its thread's state."""
+    import threading
+    import time
+    import uuid
+
+    class Concurrent(BaseChatModel):
+        """Calls a tool after a user message, answers after a result; a little slowly."""
+
+        inputs: list[list[BaseMessage]] = []
+
+        @property
+        def _llm_type(self) -> str:
+            return "concurrent"
+
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Concurrent:  # type: ignore[override]
+            return self
+
+        def _generate(self, messages: list[BaseMessage], stop: Any = None,
+                      run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            self.inputs.append(list(messages))
+            time.sleep(0.002)
+            if isinstance(messages[-1], HumanMessage):
+                reply = AIMessage("", id=f"ai-{uuid.uuid4()}", tool_calls=[
+                    {"id": f"call-{uuid.uuid4()}", "name": "read_file", "args": {"path": "x"}}])
+            else:
+                reply = AIMessage("done", id=f"ai-{uuid.uuid4()}")
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    model = Concurrent()
+    mw = ContextreeMiddleware(tmp_path / "one.jsonl", durable=False)
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=InMemorySaver())
+    threads = [f"t{i}" for i in range(3)]
+    states: dict[str, list[BaseMessage]] = {}
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(threads))
+
+    def run(thread: str) -> None:
+        try:
+            start.wait()
+            for n in range(6):
+                states[thread] = agent.invoke(
+                    {"messages": [{"role": "user", "content": f"{thread} {n}"}]},
+                    {"configurable": {"thread_id": thread}})["messages"]
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    workers = [threading.Thread(target=run, args=(t,)) for t in threads]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: inside the hooks too
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors
+    everything = [m.id for t in threads for m in states[t]]
+    assert len(everything) == len(threads) * 6 * 4
+    assert sorted(mirrored(mw)) == sorted(everything)   # each once, none lost
+    for t in threads:
+        assert branch_ids(mw, states[t]) == [m.id for m in states[t]]
+    for sent in model.inputs:                           # each call: one thread's own view
+        owner = next(t for t in threads if states[t][0].id == sent[0].id)
+        assert_own_thread([sent], states[owner])
+    mw.close()

@@ -21,15 +21,18 @@ touched, so it keeps the whole history (a UI can still show everything).
   Messages the view keeps are the state's own message objects, with their thinking /
   reasoning blocks and signatures untouched.
 
-With ``session=`` every thread writes to one contextree session; with ``directory=`` (a
-directory, or any catalog URL such as ``postgresql://host/db``) each LangGraph thread
-(``config["configurable"]["thread_id"]``) gets its own session there, found by the thread id
-as every catalog finds sessions; with neither, each thread gets an in-memory session.
+With ``session=`` every thread writes to one contextree session, on a branch of its own (see
+``_Shared``: a turn moves the leaf back to its thread's tip, then appends what is new); with
+``directory=`` (a directory, or any catalog URL such as ``postgresql://host/db``) each
+LangGraph thread (``config["configurable"]["thread_id"]``) gets its own session there, found
+by the thread id as every catalog finds sessions; with neither, each thread gets an
+in-memory session.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import json
@@ -228,8 +231,50 @@ _Run = tuple[int, int]
 """Positions ``start`` to ``end`` (exclusive) of the mirrored messages, in a row."""
 
 
+_MAX_CANDIDATES = 16  # branches read to find a thread's branch again in a shared session
+
+
+class _Shared:
+    """One session every LangGraph thread writes to (``session=``): each thread has its own
+    branch there (its own tip), continued by moving the leaf back to it. The lock is every
+    thread's, so that a turn's leaf move and appends are never interleaved with another's.
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.lock = threading.RLock()
+        self.left: object = _UNSYNCED  # the leaf as this middleware's threads left it
+        self.gen = 0  # counts the writes seen from outside this middleware
+        self._index: dict[str, list[str]] | None = None  # LangChain id -> entry ids
+
+    def changed(self, leaf: str | None) -> None:
+        """Someone else wrote to the session: every thread finds its branch again."""
+        self.gen += 1
+        self.left = leaf
+        self._index = None
+
+    def index(self) -> dict[str, list[str]]:
+        """The mirrored messages' entries by LangChain id, in append order (read once)."""
+        if self._index is None:
+            index: dict[str, list[str]] = {}
+            for e in self.session.find(MessageEntry):
+                lc_id = e.message.extra.get(_ID_KEY)
+                if isinstance(lc_id, str) and LC_KEY in e.message.extra:
+                    index.setdefault(lc_id, []).append(e.id)
+            self._index = index
+        return self._index
+
+    def indexed(self, messages: Sequence[BaseMessage], eids: Sequence[str]) -> None:
+        """Add newly mirrored messages to the index (when it was read)."""
+        if self._index is not None:
+            for msg, eid in zip(messages, eids, strict=True):
+                if msg.id is not None:
+                    self._index.setdefault(msg.id, []).append(eid)
+
+
 class _Conversation:
-    """A contextree session mirroring one LangGraph thread, with its lock and caches.
+    """A contextree session mirroring one LangGraph thread, with its lock and caches (with
+    ``shared``: the thread's branch of a session every thread writes to, and its lock).
 
     The work of a call is in proportion to what is new. The mirrored messages of the
     session's branch are kept in order (entry id, JSON, the state object last matched, its
@@ -242,10 +287,13 @@ class _Conversation:
     session.
     """
 
-    def __init__(self, session: Session, summary_role: str = "system") -> None:
+    def __init__(self, session: Session, summary_role: str = "system",
+                 shared: _Shared | None = None) -> None:
         self.session = session
         self.summary_role = summary_role
-        self.lock = threading.RLock()
+        self.shared = shared  # the session is one several threads write to (``session=``)
+        self.lock = shared.lock if shared is not None else threading.RLock()
+        self._gen = -1  # the shared session's generation the branch was found in
         self.rebuilt: dict[str, BaseMessage] = {}  # entry id -> message rebuilt from JSON
         self.failed_at: int | None = None
         self._leaf: object = _UNSYNCED  # the leaf (an id or None) after our last write
@@ -263,20 +311,92 @@ class _Conversation:
         self._pending: list[tuple[str, str | None]] = []  # (call id, tool name)
 
     # -- keeping up with the session -------------------------------------------------------
-    def _sync(self) -> None:
-        """Read the mirrored messages of the branch again (first use, or another writer)."""
+    def _sync(self, messages: Sequence[BaseMessage] = ()) -> None:
+        """Keep up with the session: read the mirrored messages of the branch again on first
+        use or after another writer. On a shared session the leaf is first moved back to
+        this thread's tip when another thread moved it (the kept messages stay valid), and
+        on first use (or after a write from outside this middleware) the thread's branch is
+        found by the LangChain messages it mirrored (``messages``: the state's)."""
         s = self.session
-        if self._leaf is not _UNSYNCED and s.leaf_id == self._leaf:
+        sh = self.shared
+        leaf = s.leaf_id
+        if sh is None:
+            if self._leaf is _UNSYNCED or leaf != self._leaf:
+                self._read(leaf)
             return
+        if sh.left is not _UNSYNCED and leaf != sh.left:  # written outside this middleware
+            sh.changed(leaf)
+        if self._leaf is not _UNSYNCED and self._gen == sh.gen:
+            if leaf != self._leaf:  # another thread ran last: back to this thread's tip
+                self._go(cast("str | None", self._leaf))
+            return
+        self._gen = sh.gen
+        tip = self._locate(messages, leaf)  # read, too
+        if tip != leaf:
+            self._go(tip)
+
+    def _read(self, leaf: str | None) -> None:
+        """Read the mirrored messages of the branch up to ``leaf``."""
         self._eids, self._dumps, self._objs, self._keys = [], [], [], []
         self._pos = {}
-        for e in s.branch():
+        for e in self.session.storage.path(leaf):
             if isinstance(e, MessageEntry):
                 dump = e.message.extra.get(LC_KEY)
                 if isinstance(dump, str):
                     self._add(e.id, dump, None, None)
-        self._leaf = s.leaf_id
+        self._leaf = leaf
         self._items = None
+
+    def _go(self, tip: str | None) -> None:
+        """Move the shared session's leaf to ``tip`` (this thread's branch)."""
+        self.session.move_to(tip)
+        self._wrote()
+
+    def _wrote(self) -> None:
+        """Note the leaf this conversation left (on a shared session, for every thread)."""
+        self._leaf = leaf = self.session.leaf_id
+        if self.shared is not None:
+            self.shared.left = leaf
+
+    def _locate(self, messages: Sequence[BaseMessage], leaf: str | None) -> str | None:
+        """The tip of this thread's branch of the shared session: of the current leaf, this
+        thread's last tip and the entries holding the state's messages (found by their
+        LangChain ids), the branch that shares the most messages with the state, a branch
+        that holds nothing else first; this thread's tip, else the current leaf, when there
+        is no state to compare. The mirrored messages of the branch found are read."""
+        assert self.shared is not None
+        known = self._leaf
+        candidates: list[str | None] = [leaf]
+        if known is not _UNSYNCED and known != leaf and (known is None or known in self.session):
+            candidates.append(cast("str | None", known))
+        if not messages:
+            self._read(candidates[-1])
+            return candidates[-1]
+        best: tuple[int, bool] = (-1, False)
+        tip = leaf
+
+        def score(candidate: str | None) -> None:
+            nonlocal best, tip
+            self._read(candidate)
+            k = self._shared(messages)
+            mark = (k, k == len(self._eids))
+            if mark > best:
+                best, tip = mark, candidate
+
+        for c in candidates:
+            score(c)
+        index = self.shared.index()
+        for p in range(len(messages) - 1, -1, -1):
+            if best[0] > p or len(candidates) >= _MAX_CANDIDATES:  # none can share more
+                break
+            lc_id = messages[p].id
+            for eid in reversed(index.get(lc_id, ()) if lc_id is not None else ()):
+                if eid not in candidates and len(candidates) < _MAX_CANDIDATES:
+                    candidates.append(eid)
+                    score(eid)
+        if self._leaf != tip:  # the last branch read is not the one found
+            self._read(tip)
+        return tip
 
     def _add(self, eid: str, dump: str, obj: BaseMessage | None, key: Key | None) -> None:
         self._pos[eid] = len(self._eids)
@@ -317,27 +437,32 @@ class _Conversation:
         follows the state: when the state forked off (a time-travel resume, an edited
         message), the session's leaf moves back to the last message both hold (nothing is
         deleted) and the state's messages from there on are appended as a new branch. An
-        empty state changes nothing."""
+        empty state changes nothing. On a shared session the thread's branch is continued
+        (the leaf moved back to its tip first, in the same batch of writes)."""
         if not messages:
             return 0
-        self._sync()
         s = self.session
-        k = self._shared(messages)
-        new = messages[k:]
-        if k < len(self._eids):  # the state forked off what the session holds
-            s.move_to(self._eids[k - 1] if k else None)
-            self._truncate(k)
-            self._items = None
-        if new:
-            stored = [from_langchain(msg) for msg in new]
-            with s.batch():
-                eids = [s.append_message(m) for m in stored]
-            first = len(self._eids)
-            for msg, m, eid, key in zip(new, stored, eids, _keys(new), strict=True):
-                self._add(eid, m.extra[LC_KEY], msg, key)
-            if self._items is not None:
-                self._extend(stored, first)
-        self._leaf = s.leaf_id
+        moving = self.shared is not None and s.leaf_id != self._leaf
+        with s.batch() if moving else contextlib.nullcontext():
+            self._sync(messages)
+            k = self._shared(messages)
+            new = messages[k:]
+            if k < len(self._eids):  # the state forked off what the session holds
+                s.move_to(self._eids[k - 1] if k else None)
+                self._truncate(k)
+                self._items = None
+            if new:
+                stored = [from_langchain(msg) for msg in new]
+                with s.batch():
+                    eids = [s.append_message(m) for m in stored]
+                first = len(self._eids)
+                for msg, m, eid, key in zip(new, stored, eids, _keys(new), strict=True):
+                    self._add(eid, m.extra[LC_KEY], msg, key)
+                if self.shared is not None:
+                    self.shared.indexed(new, eids)
+                if self._items is not None:
+                    self._extend(stored, first)
+        self._wrote()
         return len(new)
 
     def let_go(self) -> None:
@@ -347,7 +472,7 @@ class _Conversation:
 
     def compacted(self) -> None:
         """The session got a compaction entry: the view is built again."""
-        self._leaf = self.session.leaf_id
+        self._wrote()
         self._items = None
 
     # -- the view -------------------------------------------------------------------------
@@ -529,36 +654,46 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         self.last_compaction: CompactionResult | None = None
         """What the latest compaction run did."""
         self._lock = threading.Lock()
-        self._single: _Conversation | None = None
+        self._single: _Shared | None = None  # one session for every thread, a branch each
         self._threads: dict[str, _Conversation] = {}
         if isinstance(session, Session):
-            self._single = _Conversation(session, summary_role)
+            self._single = _Shared(session)
         elif session is not None:
-            self._single = _Conversation(Session.open_or_create(session, durable=durable),
-                                         summary_role)
+            self._single = _Shared(Session.open_or_create(session, durable=durable))
 
     # -- sessions ----------------------------------------------------------------------------
     def session_for(self, thread_id: str | None = None) -> Session:
-        """The contextree session that mirrors ``thread_id`` (the only one with ``session=``)."""
+        """The contextree session that mirrors ``thread_id`` (the only one with ``session=``,
+        where each thread has its own branch; its leaf is at the tip of the thread that
+        wrote last)."""
+        if self._single is not None:
+            return self._single.session
         return self._conversation(thread_id).session
 
     def close(self) -> None:
         """Close every session this middleware opened."""
         with self._lock:
-            convs = [self._single] if self._single is not None else []
-            convs += list(self._threads.values())
+            convs = [] if self._single is not None else list(self._threads.values())
             self._threads.clear()
+        if self._single is not None:
+            with self._single.lock:
+                self._single.session.close()
         for c in convs:
             with c.lock:
                 c.session.close()
 
     def _conversation(self, thread_id: str | None) -> _Conversation:
-        if self._single is not None:
-            return self._single
-        key = checked_id(thread_id, "LangGraph thread id") if thread_id else _NO_THREAD
+        if self._single is not None:  # a branch of the one session (no name to check)
+            key = thread_id or _NO_THREAD
+        else:
+            key = checked_id(thread_id, "LangGraph thread id") if thread_id else _NO_THREAD
         with self._lock:
             conv = self._threads.get(key)
             if conv is None:
+                if self._single is not None:
+                    conv = self._threads[key] = _Conversation(
+                        self._single.session, self.summary_role, self._single)
+                    return conv
                 if self.directory is not None:
                     session = Session.open_or_create(session_in(self.directory, key),
                                                      session_id=key_to_session_id(key),
