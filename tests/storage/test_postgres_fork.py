@@ -99,3 +99,32 @@ def test_a_child_opens_the_session_again_and_writes() -> None:
             "parent", "child", "parent again"]
     finally:
         s.storage.delete()
+
+
+@pytest.mark.timeout(120)
+def test_a_child_forked_inside_a_batch_never_touches_the_parents_transaction() -> None:
+    """The batch's connection is in a transaction of the parent's when the child is made:
+    the child's append is refused, and its leaving the block (a COMMIT on its copy of the
+    socket) reaches no server, so the parent's batch stays all or nothing."""
+    url = _new_url()
+    s = Session.create(url)
+    try:
+        s.append_message(Message.user("before"))
+        with pytest.raises(RuntimeError), s.batch():
+            s.append_message(Message.user("in the parent's batch"))
+            # The child: its append is refused; then what leaving the parent's block does
+            # there, a COMMIT on the batch's connection, must fail, reaching no server.
+            note = _child(s, "try:\n"
+                             "    s.append_message(Message.user('child'))\n"
+                             "except Exception as e:\n"
+                             "    refused = type(e).__name__\n"
+                             "assert refused == 'SessionLocked', refused\n"
+                             "s.storage._tx.execute('COMMIT')\n")
+            assert note.startswith("OperationalError"), note
+            raise RuntimeError("the parent abandons its batch")
+        with Session.open(url, readonly=True) as again:
+            texts = [str(e.message.content) for e in again.branch()]
+        assert texts == ["before"]
+        s.append_message(Message.user("after"))  # the parent's connections still work
+    finally:
+        s.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -12,8 +13,8 @@ from ...errors import SessionLocked, StorageFailure
 from ._driver import Connection, ConnectionPool, Pool, Target, TransactionStatus, psycopg
 from ._errors import connect_failure
 
-__all__ = ["Db", "connect", "describe", "redact", "setup_connection", "short_lived",
-           "split_session_url"]
+__all__ = ["Db", "connect", "describe", "hold_in_batch", "redact", "setup_connection",
+           "short_lived", "split_session_url"]
 
 
 class Db:
@@ -51,14 +52,18 @@ class Db:
         """Whether this process is a child (``os.fork()``) of the one that made this Db."""
         return self.pid != os.getpid()
 
-    @contextlib.contextmanager
-    def connection(self) -> Iterator[Connection]:
+    def refuse_if_forked(self) -> None:
+        """``SessionLocked`` in a child of ``os.fork()``: its connections are the parent's."""
         if self.forked:
             raise SessionLocked(
                 f"this PostgreSQL session was opened by process {self.pid}, and this "
                 "process is a child of it (os.fork()): a child shares its parent's "
                 "connections and must not use them, to read or to write; open the "
                 "session again in the child (Session.open(url))")
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Connection]:
+        self.refuse_if_forked()
         if self.conn is not None:
             autocommit(self.conn)
             yield self.conn
@@ -85,6 +90,38 @@ class Db:
             self.pool.close()
         if self.conn is not None:
             self.conn.close()
+
+
+_IN_BATCH: dict[int, Connection] = {}  # id of a storage -> its batch's connection, while open
+
+
+def hold_in_batch(key: int, conn: Connection | None) -> None:
+    """Note (or with ``None`` forget) the connection a batch has open: a child of
+    ``os.fork()`` cuts it off (``_cut_after_fork``)."""
+    if conn is None:
+        _IN_BATCH.pop(key, None)
+    else:
+        _IN_BATCH[key] = conn
+
+
+def _cut_after_fork() -> None:
+    """In a child of ``os.fork()``, point the socket of every batch's connection at a closed
+    socket: the parent's transaction is in flight on it, and whatever the child's copy would
+    send there (the COMMIT or ROLLBACK of a ``with`` block it leaves, a pool's reset) would
+    end it. There it fails instead, and reaches no server."""
+    for conn in list(_IN_BATCH.values()):
+        try:
+            fd = conn.pgconn.socket
+        except Exception:  # closed already
+            continue
+        dead, other = socket.socketpair()
+        other.close()
+        os.dup2(dead.fileno(), fd)
+        dead.close()
+    _IN_BATCH.clear()
+
+
+os.register_at_fork(after_in_child=_cut_after_fork)
 
 
 def connect(conninfo: str) -> Connection:

@@ -86,7 +86,7 @@ from ._codec import (
     entry_row,
     line_text,
 )
-from ._connection import Db, describe, setup_connection
+from ._connection import Db, describe, hold_in_batch, setup_connection
 from ._driver import Connection, Target, psycopg
 from ._errors import first_line, is_connection_lost, mapped, storage_error
 from ._schema import require_schema, trigrams_on
@@ -337,10 +337,12 @@ class PostgresStorage:
                 with mapped("could not commit the batch", self._location), \
                         self._db.connection() as conn, conn.transaction():
                     self._tx = conn
+                    hold_in_batch(id(self), conn)  # a child of fork() cuts it off
                     try:
                         yield
                     finally:
                         self._tx = None
+                        hold_in_batch(id(self), None)
             except BaseException:
                 self._restore(saved)
                 raise
@@ -705,6 +707,7 @@ class PostgresStorage:
             raise StorageFailure("the storage is closed; open the session again",
                                path=self._location)
         if self._tx is not None:
+            self._db.refuse_if_forked()  # the batch's connection is the parent's
             try:
                 return fn(self._tx, False)
             except SessionError:
