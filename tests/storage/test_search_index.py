@@ -357,6 +357,27 @@ def test_an_index_path_that_is_a_fifo_or_a_link_is_never_opened(project: Path) -
     assert not (project / "elsewhere.sqlite").exists()
 
 
+def test_an_index_folder_that_is_a_link_is_never_followed(project: Path,
+                                                          tmp_path: Path) -> None:
+    """``.contextree`` linked to another folder: search and ls use a temporary index and
+    write nothing there; a drop refuses, and SQLite never rolls back a journal found there."""
+    from contextree.storage import DirectoryCatalog
+    from contextree.storage._search_index import drop_index
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "index.sqlite-journal").write_bytes(b"precious")
+    (project / INDEX_DIR).symlink_to(victim)
+    found = ct.search(project, "weather")
+    assert _texts(found) == ["the weather is nice today"]
+    assert any("temporary" in n for n in found.notes)
+    assert len(DirectoryCatalog(project).list().sessions) == 2
+    with pytest.raises(ct.errors.InvalidArgument, match="link"):
+        drop_index(project)
+    assert sorted(p.name for p in victim.iterdir()) == ["index.sqlite-journal"]
+    assert (victim / "index.sqlite-journal").read_bytes() == b"precious"
+
+
 def test_a_file_name_that_is_not_utf8_is_indexed_and_opened(tmp_path: Path) -> None:
     name = os.fsdecode(b"bad\xff.jsonl")
     with Session.create(tmp_path / name) as s:

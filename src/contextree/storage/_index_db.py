@@ -14,7 +14,8 @@ import stat
 from pathlib import Path
 
 __all__ = ["BUSY_MS", "INDEX_DIR", "INDEX_FILE", "VERSION", "connect", "db_path", "fs_path",
-           "index_path", "prepare", "remove_index", "require_plain_file"]
+           "index_path", "prepare", "remove_index", "require_own_folder",
+           "require_plain_file"]
 
 INDEX_DIR = ".contextree"
 INDEX_FILE = "index.sqlite"
@@ -99,14 +100,28 @@ def prepare(con: sqlite3.Connection, temporary: bool) -> None:
 
 
 def require_plain_file(path: Path) -> None:
-    """Refuse (``OSError``) an index path that is a FIFO, a device, a folder or a link:
-    SQLite would follow or block on it."""
+    """Refuse (``OSError``) an index path that is a FIFO, a device, a folder or a link, or
+    whose folder (``.contextree``) is a link or no folder: SQLite would follow or block on
+    it, and write (or delete its journal) wherever the link points."""
+    require_own_folder(path)
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
     if not stat.S_ISREG(mode):
         raise OSError(errno.EINVAL, "the index path is not a regular file", str(path))
+
+
+def require_own_folder(path: Path) -> None:
+    """Refuse (``OSError``) an index whose folder is a link (or not a folder): whatever is
+    done there would be done where the link points."""
+    try:
+        mode = os.lstat(path.parent).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        raise OSError(errno.EINVAL, "the index folder is a link or not a folder",
+                      str(path.parent))
 
 
 def remove_index(path: Path) -> None:

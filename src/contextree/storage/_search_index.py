@@ -71,6 +71,7 @@ from ._index_db import (
     index_path,
     prepare,
     remove_index,
+    require_own_folder,
     require_plain_file,
 )
 from ._search_text import (
@@ -140,6 +141,11 @@ def drop_index(root: str | os.PathLike[str]) -> int:
     touched. The next ``search`` or ``ls`` builds it again. Also what deletes every trace
     of deleted sessions' words: the index keeps those of a deleted file until rebuilt."""
     path = index_path(root)
+    try:
+        require_own_folder(path)
+    except OSError:
+        raise InvalidArgument(f"{path.parent} is a link or not a folder: not contextree's "
+                              "index, left as it is") from None
     freed = 0
     for suffix in ("", "-wal", "-shm", "-journal"):
         name = f"{path}{suffix}"
@@ -163,7 +169,7 @@ def forget_sessions(root: str | os.PathLike[str], paths: Iterable[str | os.PathL
     there is an index (none is made); an index that cannot be written now is left to find
     them gone at its next refresh."""
     path = index_path(root)
-    if not path.is_file() or path.is_symlink():
+    if not path.is_file() or path.is_symlink() or path.parent.is_symlink():
         return
     names = [db_path(os.fspath(p)) for p in paths]
     _forget_rows(path, lambda con: names)
