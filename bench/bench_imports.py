@@ -1,12 +1,15 @@
-"""Imports of big files: ``contextree import pi`` and ``import claude-code`` of ~200 MB
-session files, against the read floor, with each process's peak RSS.
+"""Imports of big files: ``contextree import pi``, ``import claude-code`` and ``import brute``
+of ~200 MB session files, against the read floor, with each process's peak RSS.
 
     python bench/bench_imports.py                  # 200 MB each (written once to a temp dir)
     python bench/bench_imports.py --size-mb 50     # quicker
 
 The files have the line shapes the real CLIs write (see tests/data/formats): a coding agent's
 turns of a prompt, an assistant reply with thinking and a tool call, and a tool result of
-1-50 KB. Every figure is measured in a fresh process (the page cache warm) and is the median
+1-50 KB. Two more shapes have many small records, where the cost of each entry shows
+rather than that of its bytes: ``claude-code-small`` (Claude Code's lines of ~0.3-1.5 KB:
+a prompt, an assistant line per content block, a short tool result) and ``brute`` (a flat
+log of ~1.2 KB messages, user and assistant in turn). Every figure is measured in a fresh process (the page cache warm) and is the median
 of ``--repeat`` runs; RSS is the process's peak.
 
 - floor: reading the whole file in 1 MiB blocks (what ``cat`` does);
@@ -170,15 +173,72 @@ def claude_code_lines(size: int, seed: int = 1) -> Iterator[dict[str, Any]]:
                                                     "numLines": out.count("\n") + 1}})
 
 
-GENERATORS: dict[str, Callable[[int, int], Iterator[dict[str, Any]]]] = {
-    "pi": pi_lines, "claude-code": claude_code_lines}
+def claude_code_small_lines(size: int, seed: int = 1) -> Iterator[dict[str, Any]]:
+    """A Claude Code session of many small lines (~1 KB each; no big tool output)."""
+    rng = random.Random(seed)
+    sid = str(uuid.UUID(int=seed))
+    common = {"userType": "external", "entrypoint": "cli", "cwd": CWD, "sessionId": sid,
+              "version": "2.1.197", "gitBranch": "main"}
+    usage = {"input_tokens": 131, "cache_creation_input_tokens": 0,
+             "cache_read_input_tokens": 0, "output_tokens": 126, "service_tier": "standard"}
+    counter = iter(range(1, 1 << 62))
+    parent: str | None = None
+    done = 0
+
+    def line(kind: str, message: dict[str, Any], **more: Any) -> dict[str, Any]:
+        nonlocal parent, done
+        uid = str(uuid.UUID(int=(seed << 64) + next(counter)))
+        out = {"parentUuid": parent, "isSidechain": False, "type": kind, "message": message,
+               "uuid": uid, "timestamp": TS, **more, **common}
+        parent = uid
+        done += 400 + len(json.dumps(message))
+        return out
+
+    n = 0
+    while done < size:
+        n += 1
+        mid, call = f"msg_{n:08d}", f"toolu_{n:06d}"
+
+        def reply(content: list[dict[str, Any]], mid: str = mid) -> dict[str, Any]:
+            return {"id": mid, "type": "message", "role": "assistant",
+                    "model": "claude-opus-4-8", "content": content,
+                    "stop_reason": "tool_use", "stop_sequence": None, "usage": usage}
+
+        yield line("user", {"role": "user", "content": f"Step {n}: check the next file."},
+                   promptId=str(n))
+        yield line("assistant", reply([{"type": "text", "text": _text(rng, 600)}]),
+                   requestId=f"req_{n}")
+        yield line("assistant", reply([{"type": "tool_use", "id": call, "name": "Bash",
+                                        "input": {"command": f"cat file_{n}.txt"}}]),
+                   requestId=f"req_{n}")
+        yield line("user", {"role": "user", "content": [
+            {"tool_use_id": call, "type": "tool_result", "content": _text(rng, 200)}]},
+            toolUseResult={"stdout": "ok", "stderr": "", "interrupted": False})
+
+
+def brute_lines(size: int, seed: int = 1) -> Iterator[dict[str, Any]]:
+    """A Brute ``SessionLog``: ~1.2 KB messages, user and assistant in turn."""
+    done = 0
+    user = {"role": "user", "content": "lorem ipsum dolor sit amet " * 40}
+    assistant = {"role": "assistant", "content": "ok " * 300}
+    while done < size:
+        for m in (user, assistant):
+            done += len(json.dumps(m)) + 1
+            yield m
+
+
+SHAPES: dict[str, tuple[str, Callable[[int, int], Iterator[dict[str, Any]]]]] = {
+    "pi": ("pi", pi_lines), "claude-code": ("claude-code", claude_code_lines),
+    "claude-code-small": ("claude-code", claude_code_small_lines),
+    "brute": ("brute", brute_lines)}
+"""Each shape: the format it is imported as, and its lines."""
 
 
 def generate(fmt: str, path: Path, size: int, seed: int = 1) -> int:
     """Write a ``fmt`` session of about ``size`` bytes to ``path``; returns the lines."""
     n = 0
     with open(path, "w", encoding="utf-8") as f:
-        for obj in GENERATORS[fmt](size, seed):
+        for obj in SHAPES[fmt][1](size, seed):
             f.write(json.dumps(obj, separators=(",", ":")) + "\n")
             n += 1
     return n
@@ -207,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-mb", type=float, default=200)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dir", type=Path, default=None, help="keep the files here")
-    p.add_argument("--formats", default="pi,claude-code")
+    p.add_argument("--formats", default=",".join(SHAPES), help="shapes: " + ", ".join(SHAPES))
     args = p.parse_args(argv)
     size = int(args.size_mb * 1e6)
     with tempfile.TemporaryDirectory() as tmp:
@@ -222,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             mb = src.stat().st_size / 1e6
             out = where / f"{fmt}.contextree.jsonl"
             floor = median([child("floor", src, out) for _ in range(args.repeat)])
-            run = median([child(fmt, src, out) for _ in range(args.repeat)])
+            run = median([child(SHAPES[fmt][0], src, out) for _ in range(args.repeat)])
             out_mb = out.stat().st_size / 1e6
             _remove(out)
             print(f"\n{fmt}: {mb:.0f} MB -> {out_mb:.0f} MB session")

@@ -281,12 +281,24 @@ def _create_streaming(dest: Path, header: SessionHeader,
     are appended to a locked temporary session beside it, which is linked into place once
     complete (never over an existing file) and removed on any error. An entry that comes
     encoded is written as it is (``JsonlStorage.append_encoded``)."""
-    from .._files import fsync_dir, temp_path
+    from .._files import fsync_dir
     from .._session import Session
+
+    _write_streaming(dest, header, entries, durable=durable)  # its tree is let go: the
+    if durable:                                               # open below reads its own
+        fsync_dir(dest.parent)
+    return Session.open(dest, durable=durable)
+
+
+def _write_streaming(dest: Path, header: SessionHeader,
+                     entries: Iterable[AnyEntry | EncodedEntry], *, durable: bool) -> None:
+    """``_create_streaming``'s file and its index, at ``dest``."""
+    from .._files import temp_path
     from ..errors import SessionError, SessionExists
     from ..storage import JsonlStorage
     from ..storage._encoded import EncodedEntry
-    from ..storage._index import index_path
+    from ..storage._filetree import FileTree
+    from ..storage._index import INDEX_MIN_BYTES, index_path, write_index
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     storage = JsonlStorage.create(temp_path(dest), header, durable=durable)
@@ -310,12 +322,15 @@ def _create_streaming(dest: Path, header: SessionHeader,
     except BaseException:
         storage.delete()
         raise
+    tree = FileTree.of(storage)
+    if tree is not None and storage.size >= INDEX_MIN_BYTES:
+        # The index written as the lines came is one tail record per entry, which an open
+        # decodes one object each (~500 bytes an entry at its peak): written anew from the
+        # tree instead, it is columns that decode in a few C calls.
+        write_index(Path(storage.location), tree.header_line, tree.columns())
     with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it);
         os.replace(index_path(storage.location), index_path(dest))  # one there is stale
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
-    if durable:
-        fsync_dir(dest.parent)
-    return Session.open(dest, durable=durable)
 
 
 def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,

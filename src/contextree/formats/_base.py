@@ -290,7 +290,11 @@ P = TypeVar("P", bound=Placed)
 
 def in_parent_order(entries: Iterable[P], present: Container[str]) -> Iterator[P]:
     """``parents_first`` as a stream: ``present`` holds the ids of all ``entries``; only the
-    entries that come before their parent are held until it does."""
+    entries that come before their parent are held until it does. No ``present`` ids (a
+    reader whose entries all follow their parents, such as a flat log): taken as they come."""
+    if isinstance(present, set | frozenset) and not present:
+        yield from entries
+        return
     placed: set[str] = set()
     waiting: dict[str, list[P]] = {}
     for entry in entries:

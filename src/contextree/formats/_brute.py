@@ -15,6 +15,7 @@ and only the four fields above are written, as Brute's ``Message.new`` accepts n
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from .._session import Session
 from ..entries import AnyEntry
 from ..markers import SUMMARIES
 from ..models._wire_common import arguments_from_json
+from ..storage._encoded import EncodedEntry, encode_entry
 from ._base import (
     Ids,
     Imported,
@@ -41,18 +43,29 @@ from ._base import (
 
 
 def read(path: Path, progress: Progress | None = None) -> Imported:
-    """Read a Brute ``SessionLog`` file as a linear chain of messages."""
-    ids = Ids()
+    """Read a Brute ``SessionLog`` file as a linear chain of messages.
+
+    The entries are streamed (``Imported.stream``): each line is read, made an entry and
+    encoded for its session line as the file is read, so memory does not grow with the
+    file. Every entry's parent is the one before it, so ``used_ids`` may stay empty: no
+    entry waits for its parent, and no leaf move is made (the last line is the leaf)."""
     stamp = file_time(path)
-    entries: list[AnyEntry] = []
+    hdr = header(None, stamp, cwd=None, metadata=imported_metadata("brute", path))
+    return Imported(hdr, stream=lambda: _entries(path, stamp, progress))
+
+
+def _entries(path: Path, stamp: str,
+             progress: Progress | None) -> Iterator[AnyEntry | EncodedEntry]:
+    ids = Ids()
     parent: str | None = None
     for n, obj in read_json_lines(path, progress):
         msg = message_from_brute(obj, path, n)
         eid = ids.new()
-        entries.append(message_entry(eid, parent, stamp, msg))
+        entry = message_entry(eid, parent, stamp, msg)
+        # Encoded here, so the storage writes the line as it is and keeps no decoded copy;
+        # one that breaks a line's limits goes as it is, for ``append`` to say why.
+        yield encode_entry(entry) or entry
         parent = eid
-    hdr = header(None, stamp, cwd=None, metadata=imported_metadata("brute", path))
-    return Imported(hdr, entries)
 
 
 def message_from_brute(obj: object, path: Path, n: int) -> Message:

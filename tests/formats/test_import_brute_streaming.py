@@ -1,0 +1,98 @@
+"""A Brute import streams its entries and writes the same bytes as when it held them all.
+
+The digests are of the session files ``import_session("brute", ...)`` wrote at bbf0c3f
+(before the reader streamed), with the ids, the session id and the clock fixed and the
+source's modification time (the entries' timestamp) set; the only text replaced is the
+temporary folder's path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from contextree import Session
+from contextree.errors import SessionError
+from contextree.formats import _brute, import_session
+from helpers import ROOT
+
+DATA = ROOT / "tests" / "data" / "formats"
+
+BEFORE = {
+    "brute.jsonl": "7fbafd486440f0a56906beb14c36dd8dfed12994129474d576b9597365d30de5",
+    "generated": "97861cf95cd5a0ad668ba8e63258d363c9755879f96b6482a1f37af6b511d20b",
+}
+
+
+def _fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    counter = itertools.count(1)
+    monkeypatch.setattr("contextree.formats._base.new_id", lambda: f"made{next(counter):04d}")
+    monkeypatch.setattr("contextree.formats._base.now", lambda: "2026-02-03T04:05:06.007Z")
+    monkeypatch.setattr("contextree.formats._base.new_session_id", lambda: "fixed-session")
+
+
+def _big(path: Path, size: int = 3_000_000) -> Path:
+    """A log big enough for the streaming write's index: text, tool calls (arguments as a
+    JSON string), tool results and a field contextree does not know."""
+    rows = [{"role": "user", "content": "lorem ipsum " * 90},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "t1", "name": "read", "arguments": "{\"path\": \"a\"}"}]},
+            {"role": "tool", "content": "ok " * 300, "tool_call_id": "t1"},
+            {"role": "assistant", "content": "done", "extra_field": [1, 2]}]
+    with open(path, "w") as f:
+        n = 0
+        while n < size:
+            for r in rows:
+                t = json.dumps(r) + "\n"
+                f.write(t)
+                n += len(t)
+    os.utime(path, (1767225600, 1767225600))
+    return path
+
+
+def _digest(out: Path, where: Path) -> str:
+    data = out.read_bytes().replace(str(ROOT).encode(), b"ROOT")
+    return hashlib.sha256(data.replace(str(where).encode(), b"TMP")).hexdigest()
+
+
+def test_the_sample_imports_to_the_bytes_it_did_before(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    _fixed(monkeypatch)
+    out = tmp_path / "s.jsonl"
+    import_session("brute", DATA / "brute.jsonl", out, durable=False).close()
+    assert _digest(out, tmp_path) == BEFORE["brute.jsonl"]
+
+
+def test_a_big_log_streams_to_the_bytes_it_wrote_before(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _big(tmp_path / "big.jsonl")
+    imported = _brute.read(src)
+    assert imported.entries == [] and imported.stream is not None  # nothing held
+    _fixed(monkeypatch)
+    out = tmp_path / "s.jsonl"
+    import_session("brute", src, out, durable=False).close()
+    assert (tmp_path / "s.jsonl.index").exists()
+    assert _digest(out, tmp_path) == BEFORE["generated"]
+    lines = src.read_text().count("\n")
+    with Session.open(out, readonly=True) as s:  # the index written anew reads back whole
+        assert len(s) == lines and s.leaf_id == f"made{lines:04d}"
+        assert [m.role for m in s.build_context().messages[-4:]] == [
+            "user", "assistant", "tool", "assistant"]
+
+
+def test_a_bad_line_late_in_a_big_log_fails_by_name_and_leaves_nothing(tmp_path: Path) -> None:
+    src = _big(tmp_path / "big.jsonl")
+    lines = src.read_text().count("\n")
+    with open(src, "a") as f:
+        f.write('{"content": "no role"}\n')
+    dest = tmp_path / "out" / "s.jsonl"
+    with pytest.raises(SessionError) as err:
+        import_session("brute", src, dest)
+    assert err.value.line == lines + 1 and str(err.value).startswith(f"{src}:{lines + 1}: ")
+    assert "no string `role`" in str(err.value)
+    assert list(dest.parent.iterdir()) == []
