@@ -3,27 +3,36 @@ breaking the others (``prune``), and folding one into a single compressed file t
 ``unarchive`` restores byte for byte (``archive``).
 
 Nothing here deletes a file the catalog does not know as a session, one of its sidecars
-(quarantine, index, lock) or a spill it owns. A spill another session still names is kept.
-A session open for writing elsewhere is skipped and reported, never deleted under its writer.
+(quarantine, index, lock) or a spill it owns. A spill another session still names is kept,
+whether that session is live or archived (``spills_named_elsewhere``). A session open for
+writing elsewhere is skipped and reported, never deleted under its writer.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import time
 import zipfile
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ._files import atomic_write, open_regular_readonly
-from ._limits import parse_json
 from ._overflow import OverflowStore, _session_dirname
-from ._spills import delete_session_and_spills, is_spill_file, referenced_spills
+from ._spills import (
+    _SAVED,
+    SCAN_CHUNK,
+    _decoded,
+    delete_session_and_spills,
+    is_spill_file,
+    referenced_spills,
+)
 from .errors import InvalidArgument, SessionError, SessionExists, SessionLocked
 from .storage import (
     Catalog,
@@ -33,7 +42,15 @@ from .storage import (
     file_name_for,
     open_catalog,
 )
-from .storage._archives import ARCHIVE_SUFFIX, SESSION_MEMBER
+from .storage._archives import (
+    ARCHIVE_SUFFIX,
+    MANIFEST,
+    SESSION_MEMBER,
+    ArchivedSession,
+    NotAnArchive,
+    member_problem,
+    read_manifest,
+)
 from .storage._describe import describe
 from .storage._index import index_path
 from .storage._sidecars import quarantine_path
@@ -50,11 +67,13 @@ __all__ = [
     "parse_age",
     "plan_prune",
     "prune",
+    "spills_named_elsewhere",
     "unarchive",
 ]
 
-MANIFEST = "manifest.json"
 ARCHIVE_FORMAT = "contextree-archive/1"
+MAX_AGE = timedelta(days=100 * 366)
+"""The oldest ``prune`` looks back (older than that: nothing a computer wrote)."""
 
 
 def sidecars(path: str | os.PathLike[str]) -> list[Path]:
@@ -168,9 +187,13 @@ def parse_age(text: str) -> timedelta:
         value = float(number)
     except ValueError:
         value = -1.0
-    if not value >= 0:
+    if not value >= 0 or not math.isfinite(value):
         raise InvalidArgument(f"{text!r} is not an age: write it as 30d, 12h, 90m or 2w")
-    return timedelta(seconds=value * units[unit])
+    seconds = value * units[unit]
+    if seconds > MAX_AGE.total_seconds():
+        raise InvalidArgument(f"{text!r} is too long an age: at most {MAX_AGE.days}d (100 "
+                              "years); write it as 30d, 12h, 90m or 2w")
+    return timedelta(seconds=seconds)
 
 
 @dataclass
@@ -201,8 +224,12 @@ def plan_prune(where: str | os.PathLike[str] | Catalog, *, older_than: timedelta
     """The sessions of ``where`` whose last activity is older than ``older_than``, less those
     kept: with ``keep_named`` any session with a name, with ``keep_labeled`` any with a
     label in force. Nothing is deleted: pass the plan to ``prune``."""
+    try:
+        moment = (now or datetime.now(UTC)) - older_than
+    except OverflowError:
+        raise InvalidArgument(f"older_than={older_than!r} reaches outside the calendar: at "
+                              f"most {MAX_AGE.days} days (100 years)") from None
     catalog = open_catalog(where)
-    moment = (now or datetime.now(UTC)) - older_than
     cutoff = moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     listing: CatalogListing = catalog.list()
     plan = PrunePlan(catalog, cutoff, unlisted=listing.unlisted)
@@ -241,7 +268,7 @@ def prune(plan: PrunePlan, store: OverflowStore | None = None,
     catalog = plan.catalog
     report = PruneReport()
     going = {info.target for info in plan.delete}
-    still_named = _spills_named_by_others(catalog, going)
+    still_named = spills_named_elsewhere(catalog, going)
     for info in plan.delete:
         if progress is not None:
             progress(info)
@@ -272,14 +299,27 @@ def _tidy_index(root: Path, deleted: list[str]) -> None:
         pass  # not contextree's file, or not ours to delete: a cache, left as it is
 
 
-def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:
-    """The spill paths named by the sessions of ``catalog`` that are not going."""
+def spills_named_elsewhere(catalog: Catalog, going: Iterable[str]) -> set[str]:
+    """The spill paths named by the sessions of ``catalog`` that are not ``going`` (targets;
+    the files of a directory compared by their absolute paths): the live ones, and, in a
+    directory, the archived ones too (``*.archive.zip``, read in place): an archive is a
+    session that stays, to be restored. ``prune`` and ``archive`` keep these spills."""
     named: set[str] = set()
     if isinstance(catalog, DirectoryCatalog):
+        gone = {os.path.abspath(t) for t in going}
+        archives: list[tuple[str, os.stat_result]] = []
+        from .storage._describe import session_stats
+
         for info in catalog.list().sessions:
-            if info.target not in going:
+            if os.path.abspath(info.target) not in gone:
                 named |= referenced_spills(info.target)
+        for _ in session_stats(catalog.root, [], archives):
+            pass  # the walk puts the archives it meets in ``archives``
+        for file, _ in archives:
+            if os.path.abspath(file) not in gone:
+                named |= _named_in_archive(file)
         return named
+    going = set(going)
     for info in catalog.list().sessions:
         if info.target in going:
             continue
@@ -292,6 +332,34 @@ def _spills_named_by_others(catalog: Catalog, going: set[str]) -> set[str]:
         finally:
             storage.close()
     return named
+
+
+def _named_in_archive(path: str) -> set[str]:
+    """The spill paths the session inside an archive names (nothing for an archive that
+    cannot be read: it restores nothing either), scanned in bounded memory."""
+    found: set[str] = set()
+    try:
+        archived = ArchivedSession(path)
+    except NotAnArchive:
+        return found
+    with archived:
+        carry = b""
+        try:
+            while True:
+                chunk = archived.stream.read(SCAN_CHUNK)
+                if not chunk:
+                    break
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1
+                lines, carry = (data[:cut], data[cut:]) if cut else (b"", data)
+                found.update(_decoded(m) for m in _SAVED.findall(lines))
+                if len(carry) > SCAN_CHUNK:  # a long line: keep what a match can span
+                    found.update(_decoded(m) for m in _SAVED.findall(carry))
+                    carry = carry[-(1 << 20):]
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error, RuntimeError):
+            pass  # damaged further on: what was read before counts
+        found.update(_decoded(m) for m in _SAVED.findall(carry))
+    return found
 
 
 def _named_in(entries: Iterable[Any]) -> set[str]:
@@ -381,6 +449,7 @@ class Archived:
     path: Path
     session_id: str
     files: dict[str, str]  # member name -> the path it is restored to
+    spills_kept: tuple[str, ...] = ()  # archived, and left in place: other sessions name them
 
 
 def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = None,
@@ -392,7 +461,9 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
     database (``postgresql://...#ID``) becomes ``output`` (default ``<id>.archive.zip`` in
     the current directory), its lines exactly as the database holds them. The archive is
     written and synced before anything is deleted; a session open for writing is refused
-    (``SessionLocked``)."""
+    (``SessionLocked``). A spill that another session of the same catalog (the session
+    file's directory, or the database) names, live or archived, is archived too but left in
+    place (``Archived.spills_kept``): a fork keeps the outputs of its parent."""
     from ._session import Session
     from ._spills import recorded_spills
     from .storage import resolve
@@ -422,6 +493,12 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             members["quarantine"] = quarantine_path(path)
         for i, spill in enumerate(sorted(owned | recorded)):
             members[f"spills/{i:06d}-{Path(spill).name}"] = Path(spill)
+        shared = set()
+        if owned | recorded:
+            catalog = (DirectoryCatalog(path.parent, cache=False) if path is not None
+                       else open_catalog(address.where))  # (no listing cache made by it)
+            me = str(path) if path is not None else catalog.target(session_id)
+            shared = (owned | recorded) & spills_named_elsewhere(catalog, {me, str(out)})
         manifest: dict[str, Any] = {"format": ARCHIVE_FORMAT, "session_id": session_id,
                                     "origin": "file" if in_file else "database",
                                     "where": session.location,
@@ -444,13 +521,14 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             out.unlink(missing_ok=True)
             raise
     for name, source in members.items():
-        if name != SESSION_MEMBER and isinstance(source, Path):
+        if name != SESSION_MEMBER and isinstance(source, Path) and str(source) not in shared:
             source.unlink(missing_ok=True)
     try:
         folder.rmdir()
     except OSError:
-        pass  # gone already, or something that is not this session's is left there
-    return Archived(out, session_id, {n: manifest["files"][n]["path"] for n in members})
+        pass  # gone already, kept for another session, or not only this session's files
+    return Archived(out, session_id, {n: manifest["files"][n]["path"] for n in members},
+                    tuple(sorted(shared)))
 
 
 def _lines_of(session: Any) -> bytes:
@@ -486,7 +564,14 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
     archive under its own name, its quarantine file beside it, its spills in ``store``'s
     folder of the session. Only base names are taken from the archive, so a crafted one can
     put nothing elsewhere; a file already at one of those places is never overwritten
-    (``SessionExists``).
+    (``SessionExists``; a spill already there with the very bytes archived is left as it
+    is: ``archive`` keeps the spills another session names).
+
+    All or nothing: the manifest, the places and every member's bytes are checked before
+    anything is written (a member is never inflated past the size the manifest gives it,
+    and held in memory only in chunks), and the files written are deleted again if a later
+    one fails. A damaged or crafted archive is ``InvalidArgument`` ("the archive is damaged,
+    nothing was restored").
 
     ``into`` (a catalog: a database URL, a directory) creates the session there instead,
     under its id, line for line; an archive of a database session needs it."""
@@ -494,55 +579,189 @@ def unarchive(path: str | os.PathLike[str], *, store: OverflowStore | None = Non
     store = store or OverflowStore.default()
     try:
         z = zipfile.ZipFile(archive_path)
-    except (zipfile.BadZipFile, OSError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as e:
         raise InvalidArgument(f"{archive_path}: not a contextree archive ({e})") from None
     with z:
-        try:
-            manifest = parse_json(z.read(MANIFEST))
-        except KeyError:
-            raise InvalidArgument(f"{archive_path}: not a contextree archive (no "
-                                  f"{MANIFEST})") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != ARCHIVE_FORMAT:
-            raise InvalidArgument(f"{archive_path}: not a contextree archive of a format "
-                                  f"this version reads ({ARCHIVE_FORMAT})")
-        session_id = manifest.get("session_id")
-        files = manifest.get("files")
-        if not isinstance(session_id, str) or not isinstance(files, dict) or (
-                SESSION_MEMBER not in files):
-            raise InvalidArgument(f"{archive_path}: its manifest names no session")
-        if into is None and manifest.get("origin") == "database":
-            raise InvalidArgument(f"{archive_path}: this archive holds a session of a database "
-                                  f"({manifest.get('where')}); restore it with into= (`--into "
-                                  "URL`), or into a directory of session files")
+        session_id, files = _checked_manifest(z, archive_path, into)
         places = {name: _restore_place(name, meta, archive_path, store, session_id)
                   for name, meta in files.items()
                   if into is None or name != SESSION_MEMBER}
-        for place in places.values():
+        seen: dict[str, str] = {}
+        for name, place in places.items():
+            other = seen.setdefault(os.path.abspath(place), name)
+            if other != name:
+                raise _damaged(archive_path, f"{other} and {name} would both be restored to "
+                               f"{place}")
+        present = set()
+        for name, place in places.items():
             if place.exists() or place.is_symlink():
+                if name.startswith("spills/") and _holds(place, files[name]):
+                    present.add(name)  # kept for another session: the bytes archived
+                    continue
                 raise SessionExists("a file is already where the archive would restore one; "
                                     "move it away first", path=str(place))
-        contents = {}
-        for name, meta in files.items():
-            data = z.read(name)
-            if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
-                raise InvalidArgument(f"{archive_path}: {name} does not match its hash; the "
-                                      "archive is damaged, nothing was restored")
-            contents[name] = data
-    restored: dict[str, str] = {}
-    if into is not None:
-        restored[SESSION_MEMBER] = _create_in(into, contents[SESSION_MEMBER], archive_path)
-    for name, meta in files.items():
-        if name not in places:
-            continue
-        place = places[name]
-        place.parent.mkdir(parents=True, exist_ok=True)
-        mode = meta.get("mode") if isinstance(meta.get("mode"), int) else 0o600
-        atomic_write(place, contents[name], mode=mode & 0o700, overwrite=False, durable=True)
-        if isinstance(meta.get("mtime_ns"), int):
-            os.utime(place, ns=(time.time_ns(), meta["mtime_ns"]))
-        restored[name] = str(place)
+        for name, meta in files.items():  # every byte checked before anything is written
+            for _ in _member_chunks(z, name, meta, archive_path):
+                pass
+        lines = (b"".join(_member_chunks(z, SESSION_MEMBER, files[SESSION_MEMBER],
+                                         archive_path)) if into is not None else b"")
+        restored = _restore(z, files, places, present, archive_path,
+                            (lambda: _create_in(into, lines, archive_path))
+                            if into is not None else None)
     archive_path.unlink()
     return Archived(archive_path, session_id, restored)
+
+
+def _damaged(archive_path: Path, why: str) -> InvalidArgument:
+    return InvalidArgument(f"{archive_path}: {why}; the archive is damaged, nothing was "
+                           "restored")
+
+
+_MAX_MTIME_NS = 2**63  # past it, no file system keeps the time (nor can Python set it)
+_ZIP_ERRORS = (KeyError, zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError,
+               NotImplementedError, RuntimeError)  # RuntimeError: an encrypted member
+
+
+def _checked_manifest(z: zipfile.ZipFile, archive_path: Path,
+                      into: object) -> tuple[str, dict[str, dict[str, Any]]]:
+    """The session id and the files of the archive's manifest, each entry checked: a size
+    the member inflates to exactly (and no more than ``MAX_MEMBER_BYTES``), a hash, and a
+    mode and modification time that can be set."""
+    try:
+        manifest = read_manifest(z)
+    except KeyError:
+        raise InvalidArgument(f"{archive_path}: not a contextree archive (no "
+                              f"{MANIFEST})") from None
+    except NotAnArchive as e:
+        raise _damaged(archive_path, str(e)) from None
+    except _ZIP_ERRORS as e:
+        raise _damaged(archive_path, f"its {MANIFEST} cannot be read ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != ARCHIVE_FORMAT:
+        raise InvalidArgument(f"{archive_path}: not a contextree archive of a format "
+                              f"this version reads ({ARCHIVE_FORMAT})")
+    session_id = manifest.get("session_id")
+    files = manifest.get("files")
+    if not isinstance(session_id, str) or not isinstance(files, dict) or (
+            SESSION_MEMBER not in files):
+        raise InvalidArgument(f"{archive_path}: its manifest names no session")
+    if into is None and manifest.get("origin") == "database":
+        raise InvalidArgument(f"{archive_path}: this archive holds a session of a database "
+                              f"({manifest.get('where')}); restore it with into= (`--into "
+                              "URL`), or into a directory of session files")
+    for name, meta in files.items():
+        problem = member_problem(z, name, meta)
+        if problem is None and not (isinstance(meta.get("sha256"), str)
+                                    and len(meta["sha256"]) == 64):
+            problem = f"its manifest gives {name} no hash"
+        mode, mtime = (meta.get("mode"), meta.get("mtime_ns")) if problem is None else (0, 0)
+        if mode is not None and type(mode) is not int:
+            problem = f"its manifest gives {name} a mode that is not one ({mode!r})"
+        if mtime is not None and (type(mtime) is not int
+                                  or not 0 <= mtime < _MAX_MTIME_NS):
+            problem = f"its manifest gives {name} a modification time out of range ({mtime!r})"
+        if problem is not None:
+            raise _damaged(archive_path, problem)
+    return session_id, files
+
+
+def _member_chunks(z: zipfile.ZipFile, name: str, meta: dict[str, Any],
+                   archive_path: Path) -> Iterator[bytes]:
+    """The bytes of a member in chunks, never more than its manifest's size; once they are
+    all read, checked against its size and hash (``InvalidArgument`` if they do not match,
+    or if the member cannot be read)."""
+    size = meta["size"]
+    digest = hashlib.sha256()
+    total = 0
+    try:
+        f = z.open(name)
+    except _ZIP_ERRORS as e:
+        raise _damaged(archive_path, f"{name} cannot be read ({e})") from None
+    with f:
+        while True:
+            try:
+                chunk = f.read(min(1 << 20, size - total + 1))
+            except _ZIP_ERRORS as e:
+                raise _damaged(archive_path, f"{name} cannot be read ({e})") from None
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > size:
+                raise _damaged(archive_path, f"{name} inflates to more than the {size} "
+                               "bytes its manifest says")
+            digest.update(chunk)
+            yield chunk
+    if total != size or digest.hexdigest() != meta["sha256"]:
+        raise _damaged(archive_path, f"{name} does not match its hash")
+
+
+def _holds(place: Path, meta: dict[str, Any]) -> bool:
+    """Whether ``place`` is a regular file holding exactly the bytes ``meta`` describes."""
+    try:
+        fd = open_regular_readonly(place)
+    except OSError:
+        return False
+    with open(fd, "rb") as f:
+        if os.fstat(f.fileno()).st_size != meta["size"]:
+            return False
+        digest = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return bool(digest.hexdigest() == meta["sha256"])
+
+
+def _restore(z: zipfile.ZipFile, files: dict[str, dict[str, Any]], places: dict[str, Path],
+             present: set[str], archive_path: Path,
+             create: Callable[[], str] | None) -> dict[str, str]:
+    """Write each member at its place (none there already; ``present`` ones left as they
+    are), then ``create`` the session in a catalog if asked: all of it, or, on any error,
+    none (what was written and the folders made for it are deleted again)."""
+    restored: dict[str, str] = {}
+    written: list[Path] = []
+    made: list[Path] = []
+    try:
+        for name, place in places.items():
+            restored[name] = str(place)
+            if name in present:
+                continue
+            _make_folders(place.parent, made)
+            meta = files[name]
+            mode = meta.get("mode")
+            try:
+                atomic_write(place, _member_chunks(z, name, meta, archive_path),
+                             mode=(mode if mode is not None else 0o600) & 0o700,
+                             overwrite=False, durable=True)
+            except FileExistsError:
+                raise SessionExists("a file is already where the archive would restore one; "
+                                    "move it away first", path=str(place)) from None
+            written.append(place)
+            if meta.get("mtime_ns") is not None:
+                os.utime(place, ns=(time.time_ns(), meta["mtime_ns"]), follow_symlinks=False)
+        if create is not None:
+            restored[SESSION_MEMBER] = create()
+    except BaseException:
+        for place in reversed(written):
+            place.unlink(missing_ok=True)
+        for folder in reversed(made):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
+        raise
+    return restored
+
+
+def _make_folders(folder: Path, made: list[Path]) -> None:
+    """``folder`` and the missing folders above it, each new one added to ``made``."""
+    missing = []
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for each in reversed(missing):
+        try:
+            each.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        made.append(each)
 
 
 def _create_in(into: str | os.PathLike[str] | Catalog, lines: bytes, archive_path: Path) -> str:

@@ -172,10 +172,14 @@ def archive_command(
         warn(note)
     if as_json:
         emit_json({"archive": str(done.path), "session_id": done.session_id,
-                   "files": done.files})
+                   "files": done.files, "spills_kept": list(done.spills_kept)})
         return
-    Out().line(f"archived {visible(file)} and {len(done.files) - 1} more files into "
-               f"{done.path}")
+    out = Out()
+    out.line(f"archived {visible(file)} and {len(done.files) - 1} more files into "
+             f"{done.path}")
+    if done.spills_kept:
+        out.line(f"kept {len(done.spills_kept)} saved tool outputs in place: other sessions "
+                 "name them", "dim")
 
 
 @command("unarchive")
