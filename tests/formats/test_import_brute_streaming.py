@@ -24,7 +24,7 @@ from helpers import ROOT
 DATA = ROOT / "tests" / "data" / "formats"
 
 BEFORE = {
-    "brute.jsonl": "7fbafd486440f0a56906beb14c36dd8dfed12994129474d576b9597365d30de5",
+    "brute.jsonl": "8b40205074eb4b842b0fa7d90b1b0fefa0b0961070d389a5f6952e32e38e1ae5",
     "generated": "97861cf95cd5a0ad668ba8e63258d363c9755879f96b6482a1f37af6b511d20b",
 }
 
@@ -63,8 +63,11 @@ def _digest(out: Path, where: Path) -> str:
 def test_the_sample_imports_to_the_bytes_it_did_before(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     _fixed(monkeypatch)
+    src = tmp_path / "brute.jsonl"  # the entries' time is the file's: a clone's is its own
+    src.write_bytes((DATA / "brute.jsonl").read_bytes())
+    os.utime(src, (1767225600, 1767225600))
     out = tmp_path / "s.jsonl"
-    import_session("brute", DATA / "brute.jsonl", out, durable=False).close()
+    import_session("brute", src, out, durable=False).close()
     assert _digest(out, tmp_path) == BEFORE["brute.jsonl"]
 
 
