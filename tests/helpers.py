@@ -178,13 +178,16 @@ SGR = re.compile(rb"\x1b\[[0-9;]*m")
 """Colours and bold: the only escape sequences the CLI sends itself."""
 
 
-def run_on_terminal(args: list[str], columns: int = 100) -> tuple[bytes, int]:
-    """Run the CLI with stdout on a pseudo-terminal (rich styles it); return what it wrote."""
+def run_on_terminal(args: list[str], columns: int = 100, *,
+                    stderr_too: bool = False) -> tuple[bytes, int]:
+    """Run the CLI with stdout on a pseudo-terminal (rich styles it); return what it wrote.
+    ``stderr_too``: stderr on the terminal as well (where a progress bar is drawn)."""
     master, slave = pty.openpty()
     env = dict(os.environ, TERM="xterm-256color", COLUMNS=str(columns), LINES="50")
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen([sys.executable, "-m", "contextree", *args], stdout=slave,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=env)
+                            stderr=slave if stderr_too else subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, env=env)
     os.close(slave)
     out = b""
     while True:

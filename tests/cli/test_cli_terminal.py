@@ -5,12 +5,7 @@ piped or on a terminal; ``--json`` stays exact."""
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
-import select
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -196,27 +191,6 @@ def test_a_first_prompt_like_markup_is_listed_as_it_is_on_a_terminal(tmp_path: P
     assert OSC8 not in out and b"[/] hello [link=https://evil.example/]x" in out
 
 
-def _on_terminal(args: list[str]) -> tuple[bytes, int]:
-    """``run_on_terminal`` with stderr on the terminal too: where a progress bar is drawn."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, TERM="xterm-256color", COLUMNS="200", LINES="50")
-    env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "contextree", *args], stdout=slave,
-                            stderr=slave, stdin=subprocess.DEVNULL, env=env)
-    os.close(slave)
-    out = b""
-    while select.select([master], [], [], 60)[0]:
-        try:
-            chunk = os.read(master, 1 << 16)
-        except OSError:  # the other side closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(master)
-    return out, proc.wait(timeout=60)
-
-
 def test_a_progress_bar_shows_a_path_like_markup_as_it_is(tmp_path: Path) -> None:
     """``index`` draws a bar for 8 MB of sessions or more, described by the directory's path
     (here ``.../a[/]b``: a closing tag rich would refuse)."""
@@ -226,7 +200,7 @@ def test_a_progress_bar_shows_a_path_like_markup_as_it_is(tmp_path: Path) -> Non
     count = PROGRESS_MIN_BYTES // len(text) + 1
     write_lines(where / "big.jsonl", [raw_header(), *(
         raw_message(f"e{i}", f"e{i - 1}" if i else None, text) for i in range(count))])
-    out, code = _on_terminal(["index", str(where)])
+    out, code = run_on_terminal(["index", str(where)], 200, stderr_too=True)
     assert code == 0 and b"Traceback" not in out, out[-400:]
     assert b"indexing " + str(where).encode() in out  # the bar, drawn before it went
     assert b"indexed 1 changed session files" in out
