@@ -117,6 +117,40 @@ def test_appends_in_a_batch_are_indexed_when_written(tmp_path: Path,
     assert seen(path) == expected and expected["labels"] and expected["name"] == "batched"
 
 
+def index_tail(path: Path) -> int:
+    """How many tail records the index of ``path`` holds after its columns."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        read = _index.read_index(path, fd)
+    finally:
+        os.close(fd)
+    assert read is not None, "the session has no index that matches it"
+    return len(read.tail)
+
+
+def test_a_big_batch_leaves_an_index_written_anew_not_a_record_per_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its lines are written many times over (a small buffer), and indexed once, at its end:
+    # more lines than an open reads as tail records make the index anew, as columns.
+    monkeypatch.setattr(_jsonl, "BATCH_BUFFER", 4096)
+    monkeypatch.setattr(_jsonl, "TAIL_REWRITE", 50)
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        s.append_message(ct.Message.user("first"))
+        with s.batch():
+            for i in range(200):
+                s.append_message(ct.Message.user(f"m{i} " + "x" * 100))
+            assert index_tail(path) == 0  # nothing of the batch yet, though written
+        assert index_tail(path) == 0  # the batch's 200 lines: columns, no tail records
+        with s.batch():  # a small batch: its lines as tail records
+            for i in range(5):
+                s.append_message(ct.Message.user(f"n{i}"))
+        assert index_tail(path) == 5
+    expected = seen_without_index(path)
+    no_full_read(monkeypatch)
+    assert seen(path) == expected and expected["count"] == 206
+
+
 def test_lines_appended_by_an_older_version_are_read_from_the_session(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     ids = make_session(path)

@@ -297,8 +297,7 @@ def _write_streaming(dest: Path, header: SessionHeader,
     from ..errors import SessionError, SessionExists
     from ..storage import JsonlStorage
     from ..storage._encoded import EncodedEntry
-    from ..storage._filetree import FileTree
-    from ..storage._index import INDEX_MIN_BYTES, index_path, write_index
+    from ..storage._index import index_path
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     storage = JsonlStorage.create(temp_path(dest), header, durable=durable)
@@ -322,13 +321,8 @@ def _write_streaming(dest: Path, header: SessionHeader,
     except BaseException:
         storage.delete()
         raise
-    tree = FileTree.of(storage)
-    if tree is not None and storage.size >= INDEX_MIN_BYTES:
-        # The index written as the lines came is one tail record per entry, which an open
-        # decodes one object each (~500 bytes an entry at its peak): written anew from the
-        # tree instead, it is columns that decode in a few C calls.
-        write_index(Path(storage.location), tree.header_line, tree.columns())
-    with contextlib.suppress(OSError):  # the index comes along (else the open rebuilds it);
+    # The batch's end wrote the index anew, as columns (``_index_caught_up``); it comes
+    with contextlib.suppress(OSError):  # along (else the open rebuilds it);
         os.replace(index_path(storage.location), index_path(dest))  # one there is stale
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
 

@@ -493,12 +493,13 @@ class FileTree(TreeIndex):
         """The whole index, as ``write_index`` stores it; ``None`` if it cannot hold these
         entries (an id with a NUL in it, more than 256 entry types)."""
         names = list(dict.fromkeys(self.types))
-        if len(names) > 256 or any("\0" in i for i in self.ids):
+        ids = "\0".join(self.ids)
+        if len(names) > 256 or ids.count("\0") != max(len(self.ids) - 1, 0):  # a NUL in one
             return None
         code = {name: k for k, name in enumerate(names)}
         extra = [(k, t, x) for k, (t, x) in sorted(self.extra.items())]
         return Columns(self.offsets.tobytes(), self.lengths.tobytes(), self.parents.tobytes(),
-                       bytes(map(code.__getitem__, self.types)), names, "\0".join(self.ids),
+                       bytes(map(code.__getitem__, self.types)), names, ids,
                        extra, self.last_crc(), bytes(self.facts))
 
     def tail_records(self, start: int) -> list[TailRecord]:

@@ -518,6 +518,7 @@ class JsonlStorage(IndexedStorage):
                     self._guarded(shared, _flush)
                     if self._durable:
                         _sync(shared, guarded=True)
+                    _index_caught_up(shared)
                 self._size = shared.size
 
     def quarantined_lines(self) -> int:
@@ -609,6 +610,7 @@ class JsonlStorage(IndexedStorage):
                     _flush(shared)
                     if self._durable:
                         _sync(shared)
+                    _index_caught_up(shared)
             finally:
                 self._size = shared.size
                 shared.handles -= 1
@@ -792,10 +794,22 @@ def _write(shared: _OpenFile, data: bytes) -> None:
 
 
 def _flush(shared: _OpenFile) -> None:
+    """Write a batch's buffered lines. Their index records wait for the batch's end
+    (``_index_caught_up``): written at every flush, they were a CRC pass and a record per
+    line that a big batch (an import) then replaced with an index written anew."""
     if shared.buffer:
         data = bytes(shared.buffer)
         shared.buffer.clear()
         _write(shared, data)
+
+
+def _index_caught_up(shared: _OpenFile) -> None:
+    """After a batch's lines are written, the index gets them: as an index written anew
+    when more are due than an open would read as tail records (``TAIL_REWRITE``: a big
+    batch, an import), else as tail records; best effort, as ``_index_new``."""
+    if shared.sidecar is not None and len(shared.index.ids) - shared.indexed > TAIL_REWRITE:
+        _fresh_sidecar(shared)
+    else:
         _index_new(shared)
 
 
