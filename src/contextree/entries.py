@@ -690,6 +690,11 @@ def encode_line(line: Line) -> bytes:
     return _ENCODER.encode(line) + b"\n"
 
 
+NO_JSON_FORM = (TypeError, ValueError, OverflowError, RecursionError)
+"""What encoding a line raises for data with no JSON form (an arbitrary object, a lone
+surrogate, an integer past 64 bits, a cycle)."""
+
+
 def checked_line(line: Line) -> bytes | None:
     """``encode_line`` of a header or entry within the limits (``line_problem``); ``None``
     for one beyond them or with no JSON form.
@@ -703,7 +708,7 @@ def checked_line(line: Line) -> bytes | None:
     try:
         data = (orjson.dumps(line.data if isinstance(line, UnknownEntry) else to_builtins(line))
                 if by_orjson else _ENCODER.encode(line)) + b"\n"
-    except (TypeError, ValueError, OverflowError, RecursionError):
+    except NO_JSON_FORM:
         return None
     if by_orjson and not surely_shallow(data) and line_problem(line) is not None:
         return None

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextree import Session
 from contextree.errors import SessionError
@@ -99,3 +101,33 @@ def test_a_bad_line_late_in_a_big_log_fails_by_name_and_leaves_nothing(tmp_path:
     assert err.value.line == lines + 1 and str(err.value).startswith(f"{src}:{lines + 1}: ")
     assert "no string `role`" in str(err.value)
     assert list(dest.parent.iterdir()) == []
+
+
+_ROLES = st.sampled_from(["user", "assistant", "tool", "system", "developer", "Ünïcode"])
+_TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_LINES = st.fixed_dictionaries(
+    {"role": _ROLES},
+    optional={
+        "content": st.one_of(st.none(), _TEXT, st.just([{"type": "text", "text": "a part"}])),
+        "tool_call_id": st.one_of(st.none(), _TEXT),
+        "tool_calls": st.just([{"id": "c1", "name": "read", "arguments": "{\"p\": 1}"}]),
+        "name": _TEXT,
+        "unknown_field": st.one_of(_TEXT, st.lists(st.integers(), max_size=3)),
+    })
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(_LINES, min_size=1, max_size=8))
+def test_every_line_imports_as_the_whole_parse_makes_it(tmp_path: Path,
+                                                         rows: list[dict[str, object]]) -> None:
+    # Lines of the common shape take a typed decode, not the whole parse and conversion:
+    # what they become must not differ by a field from what ``message_from_brute`` makes.
+    src = tmp_path / "log.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "s.jsonl"
+    out.unlink(missing_ok=True)
+    with import_session("brute", src, out, durable=False) as s:
+        got = [e.message.to_dict() for e in s.entries() if e.type == "message"]
+    want = [_brute.message_from_brute(r, src, n).to_dict() for n, r in enumerate(rows, 1)]
+    assert got == want

@@ -38,7 +38,8 @@ from ._base import (
     imported_metadata,
     input_error,
     message_entry,
-    read_json_lines,
+    parse_line,
+    read_json_spans,
 )
 
 
@@ -54,12 +55,36 @@ def read(path: Path, progress: Progress | None = None) -> Imported:
     return Imported(hdr, stream=lambda: _entries(path, stamp, progress))
 
 
+class _Plain(msgspec.Struct, forbid_unknown_fields=True):
+    """A line of the common shape: a text message with no tool calls and no field
+    contextree does not know. Decoded into this at once (no dict, no conversion); a line of
+    any other shape is parsed whole and converted (``message_from_brute``)."""
+
+    role: str
+    content: str | None = None
+    tool_call_id: str | None = None
+
+
+_PLAIN = msgspec.json.Decoder(_Plain)
+
+
+def _line(raw: bytes, path: Path, n: int) -> _Plain | Any:
+    """Line ``n``: a ``_Plain`` if it has that shape, else its JSON value."""
+    try:
+        return _PLAIN.decode(raw)
+    except msgspec.DecodeError:  # another shape, or not JSON: what parse_line says
+        return parse_line(raw, path, n)
+
+
 def _entries(path: Path, stamp: str,
              progress: Progress | None) -> Iterator[AnyEntry | EncodedEntry]:
     ids = Ids()
     parent: str | None = None
-    for n, obj in read_json_lines(path, progress):
-        msg = message_from_brute(obj, path, n)
+    for n, _, obj in read_json_spans(path, progress, parse=_line):
+        if type(obj) is _Plain and obj.role:
+            msg = Message(role=obj.role, content=obj.content, tool_call_id=obj.tool_call_id)
+        else:
+            msg = message_from_brute(obj, path, n)
         eid = ids.new()
         entry = message_entry(eid, parent, stamp, msg)
         # Encoded here, so the storage writes the line as it is and keeps no decoded copy;

@@ -35,7 +35,7 @@ from msgspec import UNSET, UnsetType
 
 from .._files import atomic_create, remove_stale_temps, write_all
 from .._gc import gc_paused
-from ..entries import AnyEntry, SessionHeader, encode_line, plain_message_line
+from ..entries import NO_JSON_FORM, AnyEntry, SessionHeader, encode_line, plain_message_line
 from ..errors import (
     InvalidArgument,
     ReadOnlySession,
@@ -416,7 +416,7 @@ class JsonlStorage(IndexedStorage):
                                       expected_leaf=expected_leaf, on_leaf=on_leaf)
             try:
                 data = plain_message_line(entry)
-            except _NO_JSON_FORM as e:
+            except NO_JSON_FORM as e:
                 raise unencodable(entry, str(shared.path), e) from None
             if data is None:
                 index.check(entry)
@@ -763,7 +763,6 @@ def _release(shared: _OpenFile) -> None:
                 pass
 
 
-_NO_JSON_FORM = (TypeError, ValueError, OverflowError, RecursionError)  # what encoding raises
 
 
 def _encode(entry: AnyEntry, path: Path) -> bytes:
@@ -771,7 +770,7 @@ def _encode(entry: AnyEntry, path: Path) -> bytes:
     JSON form, such as an arbitrary object in custom data."""
     try:
         return encode_line(entry)
-    except _NO_JSON_FORM as e:
+    except NO_JSON_FORM as e:
         raise unencodable(entry, str(path), e) from None
 
 

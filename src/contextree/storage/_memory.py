@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 
 from msgspec import UNSET, UnsetType
 
-from ..entries import AnyEntry, SessionHeader, encode_line
+from ..entries import NO_JSON_FORM, AnyEntry, SessionHeader, encode_line
 from ..errors import SessionExists, SessionNotFound
 from ._base import (
     IndexedStorage,
@@ -42,7 +42,7 @@ class MemoryStorage(IndexedStorage):
             index.check(entry)
             try:  # the same rule as the backends that write lines: it has a JSON form
                 encode_line(entry)
-            except (TypeError, ValueError, OverflowError, RecursionError) as e:
+            except NO_JSON_FORM as e:
                 raise unencodable(entry, self.location, e) from None
             index.add(entry)
 
