@@ -101,20 +101,35 @@ def read_json_spans(path: Path, progress: Progress | None = None, *,
 
 
 class LineFile:
-    """A JSON Lines file open to read lines again by their ``Span``."""
+    """A JSON Lines file open to read lines again by their ``Span``. Lines read in the
+    order of the file (a second pass) come from one read of 1 MiB, not a read each."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: BinaryIO | None = None
+        self._block = b""
+        self._start = 0  # where _block is in the file
 
     def line(self, span: Span) -> Any:
         """The JSON value of the line at ``span`` (errors as ``read_json_lines`` gives them)."""
+        offset, length, n = span
+        return parse_line(self.raw(offset, length), self.path, n)
+
+    def raw(self, offset: int, length: int) -> bytes:
+        """The ``length`` bytes at ``offset`` (fewer at the end of the file)."""
+        at = offset - self._start
+        if at >= 0 and at + length <= len(self._block):
+            return self._block[at:at + length]
         if self._file is None:
             self._file = open(self.path, "rb")  # noqa: SIM115 - closed by close()
-        offset, length, n = span
-        return parse_line(os.pread(self._file.fileno(), length, offset), self.path, n)
+        fd = self._file.fileno()
+        if length >= _READ_BUFFER:
+            return os.pread(fd, length, offset)
+        self._block, self._start = os.pread(fd, _READ_BUFFER, offset), offset
+        return self._block[:length]
 
     def close(self) -> None:
+        self._block = b""
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -1129,7 +1129,8 @@ class _Spool:
     so that the storage writes the line as it is, neither decoded nor encoded again."""
 
     def __init__(self) -> None:
-        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by replay() or close()
+        # Closed by replay() or close(); written and read back 1 MiB at a time, not 8 KiB.
+        self.file = tempfile.TemporaryFile(buffering=_SPOOL_BUFFER)  # noqa: SIM115
         self.size = 0
         self.slots: list[AnyEntry | tuple[int, int]] = []
         self.ids: set[str] = set()
@@ -1150,12 +1151,12 @@ class _Spool:
     def replay(self) -> Iterator[AnyEntry | EncodedEntry]:
         """The entries in the order they were made (once: the file is closed after)."""
         try:
-            self.file.flush()
-            fd = self.file.fileno()
+            self.file.seek(0)  # read in order, in 1 MiB reads (the slots follow one another)
+            read = self.file.read
             decode = _UNSPOOLED.decode
             for slot in self.slots:
                 if isinstance(slot, tuple):
-                    yield decode(os.pread(fd, slot[1], slot[0]))
+                    yield decode(read(slot[1]))
                 else:
                     yield slot
         finally:
@@ -1165,6 +1166,7 @@ class _Spool:
         self.file.close()
 
 
+_SPOOL_BUFFER = 1 << 20
 _SPOOLED = msgspec.msgpack.Encoder()
 _UNSPOOLED = msgspec.msgpack.Decoder(EncodedEntry)
 
