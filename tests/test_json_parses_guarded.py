@@ -4,11 +4,14 @@ few places listed here, each with the reason it is safe."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from contextree._limits import MAX_DEPTH, TooDeep, parse_json
+from contextree._limits import MAX_DEPTH, TooDeep, parse_json, too_deep
 from helpers import SRC
 
 PARSE = re.compile(r"\b(?:json\.loads?|orjson\.loads|msgspec\.json\.decode|json\.Decoder)\(")
@@ -24,6 +27,8 @@ SAFE = {
     "formats/_claude_code.py": "a typed head of each line, decoded only when surely_shallow "
                                "says it nests within the limit (else parse_json reads it)",
     "storage/_encoded.py": "reads back a line checked_line wrote (within the limits)",
+    "formats/_brute.py": "a typed flat struct of text fields: a nested value fails its type "
+                         "at its first bracket, and parse_json reads the line",
 }
 
 
@@ -43,3 +48,31 @@ def test_parse_json_refuses_deep_nesting_with_a_json_error(exact: bool, depth: i
     assert isinstance(info.value, ValueError)  # caught where malformed JSON already is
     assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, exact=exact) is not None
     assert parse_json(b'{"a": "[[[[[[["}') == {"a": "[[[[[[["}
+
+
+def _nested(depth: int, leaf: object) -> object:
+    value = leaf
+    for k in range(depth - 1):
+        value = [value] if k % 2 else {"k": value}
+    return value
+
+
+@settings(max_examples=150, deadline=None)
+@given(depth=st.integers(1, MAX_DEPTH + 3), padding=st.integers(0, 40_000),
+       items=st.integers(0, 3_000), brackets=st.integers(0, 600), where=st.booleans())
+def test_parse_json_refuses_exactly_what_nests_too_deep(depth: int, padding: int, items: int,
+                                                        brackets: int, where: bool) -> None:
+    # The check walks the containers while they are few next to the text's bytes (a big
+    # string), else counts brackets first: either way, what it refuses is what is too deep,
+    # brackets inside strings and long flat lists included.
+    filler = "x" * padding + "[{" * brackets
+    value = {"text": filler, "list": list(range(items)),
+             "deep": _nested(depth, filler if where else items)}
+    text = json.dumps(value)
+    if too_deep(json.loads(text)):
+        with pytest.raises(TooDeep):
+            parse_json(text)
+        with pytest.raises(TooDeep):
+            parse_json(text.encode())
+    else:
+        assert parse_json(text) == value and parse_json(text.encode()) == value

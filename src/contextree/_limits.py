@@ -18,6 +18,7 @@ read: held to the same depth, and never a ``RecursionError``.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import msgspec
@@ -137,9 +138,36 @@ def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH
         raise TooDeep() from None
     except msgspec.DecodeError as e:
         raise JSONError(str(e)) from None
-    if _openers(text) > limit and too_deep(value, limit):
+    if len(text) > 2 * limit and _deep(value, text, limit):  # [[...]] takes 2 bytes a level
         raise TooDeep()
     return value
+
+
+def _deep(value: Any, text: str | bytes, limit: int) -> bool:
+    """``too_deep`` of ``value``, parsed from ``text``, at the lesser cost of two ways: a
+    walk of its containers (few in the common big line, a tool's output as one string)
+    while it visits fewer items than ``text`` has bytes / 64, else the count of ``[`` and
+    ``{`` in ``text`` (a bound, in C) and the whole walk only when that bound is passed."""
+    found = _walk(value, limit, len(text) >> 6)
+    if found is not None:
+        return found
+    return _openers(text) > limit and too_deep(value, limit)
+
+
+def _walk(value: Any, limit: int, budget: int) -> bool | None:
+    """``too_deep(value, limit)``, or ``None`` once more than ``budget`` items were seen."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        item, level = stack.pop()
+        if level > limit:
+            return True
+        budget -= len(item)
+        if budget < 0:
+            return None
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+    return False
 
 
 def surely_shallow(text: str | bytes, limit: int = MAX_DEPTH) -> bool:
@@ -159,12 +187,4 @@ def _openers(text: str | bytes) -> int:
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests containers more than ``limit`` levels deep (iteratively: no
     recursion limit to hit on hostile input)."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        item, level = stack.pop()
-        if level > limit:
-            return True
-        for child in item.values() if isinstance(item, dict) else item:
-            if isinstance(child, dict | list):
-                stack.append((child, level + 1))
-    return False
+    return bool(_walk(value, limit, sys.maxsize))

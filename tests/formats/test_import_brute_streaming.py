@@ -112,7 +112,7 @@ _LINES = st.fixed_dictionaries(
         "tool_call_id": st.one_of(st.none(), _TEXT),
         "tool_calls": st.just([{"id": "c1", "name": "read", "arguments": "{\"p\": 1}"}]),
         "name": _TEXT,
-        "unknown_field": st.one_of(_TEXT, st.lists(st.integers(), max_size=3)),
+        "unknown_field": st.one_of(_TEXT, st.lists(st.integers(-(2**63), 2**63), max_size=3)),
     })
 
 
