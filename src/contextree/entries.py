@@ -612,7 +612,7 @@ class LineError(ValueError):
         super().__init__(message)
 
 
-def decode_line(line: bytes | str) -> Line:
+def decode_line(line: bytes | memoryview | str) -> Line:
     """Decode one JSON line: the fast typed path, else a lenient path that keeps unknowns.
 
     Raises ``LineError`` for invalid JSON, a known type with missing or wrong fields, or a
@@ -634,7 +634,7 @@ def decode_line(line: bytes | str) -> Line:
     return from_dict(data)
 
 
-def _lenient(line: bytes | str) -> Any:
+def _lenient(line: bytes | memoryview | str) -> Any:
     """``line`` as plain JSON data, by msgspec: it fails an allocation with ``MemoryError``,
     where orjson segfaults (under an address-space limit, a 40 MB line) or reports a decode
     error. Memory running out says nothing of the line, so it is never a ``LineError`` (a

@@ -283,3 +283,35 @@ def test_sigkilled_repair_loses_nothing_and_leaves_no_partial_backup(
     with ct.Session.open(path) as s:
         assert [e.id for e in s.entries()] == ids
     assert list(tmp_path.glob(".*.tmp")) == []
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_huge_last_line_without_its_newline_is_read_where_it_lies(tmp_path: Path,
+                                                                    whole: bool) -> None:
+    # A last line of 16 MB without its newline, torn or whole: read in the load's own
+    # buffer, not copied again and again (a 200 MB one took 1 GB to open read-only).
+    import tracemalloc
+
+    path = tmp_path / "s.jsonl"
+    ids = user_session(path)
+    text = "x" * 16_000_000
+    line = orjson.dumps({"type": "message", "id": "big", "parent_id": ids[-1],
+                         "timestamp": "2026-01-01T00:00:00Z",
+                         "message": {"role": "user", "content": text}})
+    with open(path, "ab") as f:
+        f.write(line if whole else line[:-3])
+    tracemalloc.start()
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            s = ct.Session.open(path, readonly=True)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    with s:
+        branch = [e.id for e in s.branch()]
+        assert branch == ([*ids, "big"] if whole else ids)
+        assert any(issubclass(w.category, ct.storage.TornLineWarning) for w in seen) != whole
+    # about 2x: the load's buffer (grown by doubling, to 32 MB) and what is made of the
+    # line; before, 5x (four more copies of it)
+    assert peak < 3.2 * len(line), f"{peak:,} bytes at the peak for a line of {len(line):,}"

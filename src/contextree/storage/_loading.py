@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import time
 import warnings
 from collections.abc import Callable
@@ -30,6 +31,7 @@ from ..entries import (
     LINE_DECODER,
     AnyEntry,
     LeafEntry,
+    Line,
     LineError,
     MessageEntry,
     SessionHeader,
@@ -129,19 +131,51 @@ def _scan(f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCou
         buf[:rest] = buf[end:filled]
         filled = rest
     torn = None
-    if filled:
-        carry = bytes(buf[:filled])
-        if carry.strip():
-            # A last line without its newline: kept if it is a whole valid entry (the next
-            # append adds the newline), torn if it is not JSON, reported otherwise.
-            with memoryview(carry + b"\n") as block:
-                torn = _load_block_slowly(index, block, offset, lines, location, pending,
-                                          lambda: True, unterminated=True)
-            if torn is not None:
-                torn = TornTail(torn.offset, torn.line, carry[torn.offset - offset:])
-        if torn is None:
-            offset += filled
+    if filled and _NONBLANK.search(buf, 0, filled):
+        with memoryview(buf) as view, view[:filled] as line:  # read where it lies: a line
+            torn = _load_unterminated(index, line, offset, lines, location, pending)  # of
+    if torn is None:                                        # 1 GB is not copied 5 times
+        offset += filled
     return _finish(index, pending, torn, offset)
+
+
+_NONBLANK = re.compile(rb"\S")
+
+
+def _load_unterminated(index: TreeIndex, line: memoryview, offset: int, lines: _LineCounter,
+                       location: str, pending: list[tuple[AnyEntry, int | None]],
+                       ) -> TornTail | None:
+    """The last line, whose newline is not in the file: kept if it is a whole valid entry
+    (the next append adds the newline), torn if it is not JSON, reported otherwise."""
+    here = lines.before(offset) + 1
+    try:
+        entry = decode_line(line)
+    except LineError as e:
+        if e.kind is CorruptLine:
+            return TornTail(offset, here, bytes(line))
+        raise _line_error(e, location, here) from None
+    _add_line(index, entry, (offset, len(line) + 1, 0), here, location, pending)
+    return None
+
+
+def _line_error(e: LineError, location: str, here: int) -> Exception:
+    return e.kind(f"{e}; run `contextree repair` to quarantine bad lines (a backup is kept)",
+                  path=location, line=here)
+
+
+def _add_line(index: TreeIndex, entry: Line, span: tuple[int, int, int], here: int,
+              location: str, pending: list[tuple[AnyEntry, int | None]]) -> None:
+    """Index one entry decoded on its own (line ``here``), its parent checked at the end
+    if it comes later in the file."""
+    if isinstance(entry, SessionHeader):
+        raise InvalidHeader("a second session header in the middle of the "
+                           "file (were two files concatenated?); run `contextree repair`",
+                           path=location, line=here)
+    forward = entry.parent_id is not None and entry.parent_id not in index.by_id
+    index.check(entry, here, forward_parent_ok=forward)
+    if forward:
+        pending.append((entry, here))
+    index.add(entry, span)
 
 
 class _LineCounter:
@@ -264,11 +298,8 @@ def _load_block_slowly(
     pending: list[tuple[AnyEntry, int | None]],
     is_last: Callable[[], bool],
     start: int = 0,
-    *,
-    unterminated: bool = False,
 ) -> TornTail | None:
-    """``_load_block``, one line at a time; ``unterminated``: the block's last line has no
-    newline in the file (one was added to read it)."""
+    """``_load_block``, one line at a time."""
     raw_lines = bytes(block).split(b"\n")[:-1]
     nonblank = [i for i, raw in enumerate(raw_lines) if raw.strip()]
     last_nonblank = nonblank[-1] if nonblank else -1
@@ -292,21 +323,10 @@ def _load_block_slowly(
             # in it (blocks the disk never got); one that is whole but not JSON (a byte
             # that is not UTF-8, a NaN) is damage to report, like any other line.
             if (e.kind is CorruptLine and i == last_nonblank and is_last()
-                    and (unterminated or b"\x00" in raw)):
+                    and b"\x00" in raw):
                 return TornTail(pos, here, b"\n".join(raw_lines[i:]) + b"\n")
-            raise e.kind(
-                f"{e}; run `contextree repair` to quarantine bad lines (a backup is kept)",
-                path=location, line=here,
-            ) from None
-        if isinstance(entry, SessionHeader):
-            raise InvalidHeader("a second session header in the middle of the "
-                               "file (were two files concatenated?); run `contextree repair`",
-                               path=location, line=here)
-        forward = entry.parent_id is not None and entry.parent_id not in index.by_id
-        index.check(entry, here, forward_parent_ok=forward)
-        if forward:
-            pending.append((entry, here))
-        index.add(entry, (pos, len(raw) + 1, 0))
+            raise _line_error(e, location, here) from None
+        _add_line(index, entry, (pos, len(raw) + 1, 0), here, location, pending)
         pos += len(raw) + 1
     return None
 
