@@ -26,7 +26,8 @@ import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "parse_json",
+__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "deeper_than",
+           "parse_json",
            "plain_data", "surely_shallow", "too_deep"]
 
 MAX_DEPTH = 200
@@ -138,19 +139,27 @@ def parse_json(text: str | bytes, *, exact: bool = False, limit: int = MAX_DEPTH
         raise TooDeep() from None
     except msgspec.DecodeError as e:
         raise JSONError(str(e)) from None
-    if len(text) > 2 * limit and _deep(value, text, limit):  # [[...]] takes 2 bytes a level
+    if deeper_than(limit, value, text):
         raise TooDeep()
     return value
 
 
-def _deep(value: Any, text: str | bytes, limit: int) -> bool:
-    """``too_deep`` of ``value``, parsed from ``text``, at the lesser cost of two ways: a
-    walk of its containers (few in the common big line, a tool's output as one string)
-    while it visits fewer items than ``text`` has bytes / 64, else the count of ``[`` and
-    ``{`` in ``text`` (a bound, in C) and the whole walk only when that bound is passed."""
-    found = _walk(value, limit, len(text) >> 6)
-    if found is not None:
-        return found
+_WALK_FROM = 16 << 10
+
+
+def deeper_than(limit: int, value: Any, text: str | bytes) -> bool:
+    """``too_deep(value, limit)`` of ``value``, the JSON ``text`` parsed (or ``text``, it
+    written), at the lesser cost of two ways. A text of 16 KiB and more is mostly strings
+    (a tool's output): its containers are walked while they hold fewer items than it has
+    bytes / 64. Else (or past that) ``[`` and ``{`` are counted in ``text`` (a bound, in
+    C), and the whole walk made only when the count passes ``limit``."""
+    size = len(text)
+    if size <= 2 * limit:  # [[...]]: two bytes a level
+        return False
+    if size >= _WALK_FROM:  # a short text is counted at once: a walk costs more in calls
+        found = _walk(value, limit, size >> 6)
+        if found is not None:
+            return found
     return _openers(text) > limit and too_deep(value, limit)
 
 

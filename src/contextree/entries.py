@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from ._limits import TOO_DEEP, data_problem, plain_data, surely_shallow
+from ._limits import MAX_DEPTH, TOO_DEEP, data_problem, deeper_than, plain_data
 from ._messages import (
     NESTED,
     PART_CONTENT,
@@ -700,16 +700,19 @@ def checked_line(line: Line) -> bytes | None:
     for one beyond them or with no JSON form.
 
     Cheaper than the two one after the other for entries with unknown fields (an import's):
-    orjson, which writes those, refuses integers beyond 64 bits, so a line it wrote with no
-    more ``[`` and ``{`` than ``MAX_DEPTH`` cannot break a limit, and is not walked."""
+    orjson, which writes those, refuses integers beyond 64 bits, so a line it wrote that
+    nests no deeper than ``MAX_DEPTH`` (``deeper_than``: a short walk of the data, or a
+    count of brackets) cannot break a limit, and is not checked field by field."""
     by_orjson = isinstance(line, UnknownEntry) or has_extras(line)
     if not by_orjson and line_problem(line) is not None:
         return None
     try:
-        data = (orjson.dumps(line.data if isinstance(line, UnknownEntry) else to_builtins(line))
-                if by_orjson else _ENCODER.encode(line)) + b"\n"
+        if not by_orjson:
+            return _ENCODER.encode(line) + b"\n"
+        plain = line.data if isinstance(line, UnknownEntry) else to_builtins(line)
+        data = orjson.dumps(plain) + b"\n"
     except NO_JSON_FORM:
         return None
-    if by_orjson and not surely_shallow(data) and line_problem(line) is not None:
+    if deeper_than(MAX_DEPTH, plain, data) and line_problem(line) is not None:
         return None
     return data
