@@ -57,7 +57,7 @@ import contextlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._public import publish
 from ._registry import register_builtins
@@ -92,24 +92,8 @@ if TYPE_CHECKING:  # imported on first use (PEP 562), from the modules _LAZY nam
 @register_builtins
 def _register_builtins() -> None:
     """The built-in formats, registered as any other would be (by the format table, before
-    it is first used: importing this package imports none of the format modules)."""
-    from . import (
-        _atif,
-        _brute,
-        _claude_code,
-        _claude_code_export,
-        _codex,
-        _codex_export,
-        _copilot,
-        _copilot_export,
-        _gemini_cli,
-        _gemini_cli_export,
-        _opencode,
-        _opencode_export,
-        _pi,
-        _readable,
-    )
-    from . import _provider_lists as _lists
+    it is first used). Their functions are ``Later``s: importing this package, or the
+    table, imports no format module; an import of pi imports pi's alone."""
     from ._homes import (
         CLAUDE_CODE_HOME,
         CODEX_HOME,
@@ -118,45 +102,54 @@ def _register_builtins() -> None:
         OPENCODE_HOME,
         PI_HOME,
     )
+    from ._later import Later
+    from ._pi.schema import PI_ERAS
     from ._registry import Format, register_format
 
+    def at(module: str, name: str) -> Any:
+        return Later(f"{__name__}.{module}", name)
+
+    lists = "_provider_lists"
     for builtin in (
-        Format("brute", "Brute SessionLog JSONL (one message per line)", _brute.read,
-               _brute.write),
-        Format("pi", "pi coding agent session file (whole tree)", _pi.read, _pi.write,
-               home=PI_HOME, versions=_pi.PI_ERAS, version_writer=_pi.write),
+        Format("brute", "Brute SessionLog JSONL (one message per line)",
+               at("_brute", "read"), at("_brute", "write")),
+        Format("pi", "pi coding agent session file (whole tree)",
+               at("_pi", "read"), at("_pi", "write"),
+               home=PI_HOME, versions=PI_ERAS, version_writer=at("_pi", "write")),
         Format("openai-chat", "OpenAI Chat Completions messages (JSON list)",
-               _lists.read_openai_chat, _lists.write_openai_chat, ".json",
+               at(lists, "read_openai_chat"), at(lists, "write_openai_chat"), ".json",
                aliases=("openai",)),
         Format("openai-responses", "OpenAI Responses API input items (JSON list)",
-               _lists.read_openai_responses, _lists.write_openai_responses, ".json",
-               aliases=("responses",)),
+               at(lists, "read_openai_responses"), at(lists, "write_openai_responses"),
+               ".json", aliases=("responses",)),
         Format("anthropic", "Anthropic Messages {system, messages} (JSON)",
-               _lists.read_anthropic, _lists.write_anthropic, ".json"),
-        Format("claude-code", "Claude Code session JSONL", _claude_code.read,
-               _claude_code_export.write, aliases=("claude",), home=CLAUDE_CODE_HOME,
-               companions=_claude_code_export.subagent_files),
-        Format("codex", "Codex CLI rollout JSONL", _codex.read, _codex_export.write,
-               home=CODEX_HOME),
-        Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)", _atif.read,
-               _atif.write, ".json", detect=_atif.detect),
-        Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)", _gemini_cli.read,
-               _gemini_cli_export.write, aliases=("gemini",), detect=_gemini_cli.detect,
+               at(lists, "read_anthropic"), at(lists, "write_anthropic"), ".json"),
+        Format("claude-code", "Claude Code session JSONL",
+               at("_claude_code", "read"), at("_claude_code_export", "write"),
+               aliases=("claude",), home=CLAUDE_CODE_HOME,
+               companions=at("_claude_code_export", "subagent_files")),
+        Format("codex", "Codex CLI rollout JSONL",
+               at("_codex", "read"), at("_codex_export", "write"), home=CODEX_HOME),
+        Format("atif", "ATIF trajectory (Harbor RFC 0001, v1.0-v1.7; writes v1.7)",
+               at("_atif", "read"), at("_atif", "write"), ".json",
+               detect=at("_atif", "detect")),
+        Format("gemini-cli", "Gemini CLI chat JSONL (~/.gemini/tmp/*/chats/)",
+               at("_gemini_cli", "read"), at("_gemini_cli_export", "write"),
+               aliases=("gemini",), detect=at("_gemini_cli", "detect"),
                home=GEMINI_CLI_HOME),
         Format("opencode", "opencode's session database (opencode.db, or opencode.db#SESSION)",
-               _opencode.read, _opencode_export.write, suffix=".db", detect=_opencode.detect,
-               home=OPENCODE_HOME),
+               at("_opencode", "read"), at("_opencode_export", "write"), suffix=".db",
+               detect=at("_opencode", "detect"), home=OPENCODE_HOME),
         Format("copilot", "GitHub Copilot CLI events.jsonl (~/.copilot/session-state/*/)",
-               _copilot.read, _copilot_export.write, aliases=("copilot-cli",),
-               detect=_copilot.detect,
-               home=COPILOT_HOME),
+               at("_copilot", "read"), at("_copilot_export", "write"),
+               aliases=("copilot-cli",), detect=at("_copilot", "detect"), home=COPILOT_HOME),
         Format("contextree", "a contextree session file or postgresql://...#id URL (lossless)",
                copy=True),
         Format("markdown", "readable Markdown of one branch (--all: the tree), redacted, for "
-               "an issue or a pull request", writer=_readable.write_markdown, suffix=".md",
-               aliases=("md",)),
+               "an issue or a pull request", writer=at("_readable", "write_markdown"),
+               suffix=".md", aliases=("md",)),
         Format("html", "a readable static HTML page of one branch (--all: the tree), "
-               "redacted, no script", writer=_readable.write_html, suffix=".html"),
+               "redacted, no script", writer=at("_readable", "write_html"), suffix=".html"),
     ):
         register_format(builtin)
 

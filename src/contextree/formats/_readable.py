@@ -8,14 +8,20 @@ writers redact nothing more and print no notice of their own."""
 from __future__ import annotations
 
 from .._session import Session
-from ..view import export_html, export_markdown
+
+# ``contextree.view`` (its server, the redaction) is imported by the writers when they run:
+# registering the formats for an import of another one must not load it.
 
 
 def write_markdown(session: Session, at: str | None) -> bytes:
     """The branch ending at ``at`` (default: the current leaf) as Markdown."""
+    from ..view import export_markdown
+
     return export_markdown(session, at=at, redact=False, notice=False).encode()
 
 
 def write_html(session: Session, at: str | None) -> bytes:
     """The branch ending at ``at`` as a static HTML page (no script)."""
+    from ..view import export_html
+
     return export_html(session, at=at, redact=False, notice=False).encode()

@@ -42,9 +42,27 @@ reader), ``writer`` (contextree -> pi), ``schema`` (the names and defaults both 
 
 from __future__ import annotations
 
-from .reader import is_pi1_line, message_from_pi, read
+from typing import TYPE_CHECKING, Any
+
 from .schema import PI_ERAS, PI_VERSION
-from .writer import entry_to_pi, message_to_pi, write
+
+if TYPE_CHECKING:  # imported on first use (below): the format table reads PI_ERAS alone
+    from .reader import is_pi1_line, message_from_pi, read
+    from .writer import entry_to_pi, message_to_pi, write
 
 __all__ = ["PI_ERAS", "PI_VERSION", "entry_to_pi", "is_pi1_line", "message_from_pi",
            "message_to_pi", "read", "write"]
+
+_LATER = {"is_pi1_line": ".reader", "message_from_pi": ".reader", "read": ".reader",
+          "entry_to_pi": ".writer", "message_to_pi": ".writer", "write": ".writer"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LATER.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
