@@ -26,9 +26,8 @@ import orjson
 
 from ._messages import to_builtins
 
-__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem", "deeper_than",
-           "parse_json",
-           "plain_data", "surely_shallow", "too_deep"]
+__all__ = ["ARGUMENTS_DEPTH", "MAX_DEPTH", "TOO_DEEP", "JSONError", "TooDeep", "data_problem",
+           "deeper_than", "parse_json", "plain_data", "surely_shallow", "too_deep"]
 
 MAX_DEPTH = 200
 """Most levels of nesting in one line (``{"a": [1]}`` has two)."""

@@ -703,6 +703,12 @@ def checked_line(line: Line) -> bytes | None:
     orjson, which writes those, refuses integers beyond 64 bits, so a line it wrote that
     nests no deeper than ``MAX_DEPTH`` (``deeper_than``: a short walk of the data, or a
     count of brackets) cannot break a limit, and is not checked field by field."""
+    try:  # a plain message first (most entries): one test, one encode, no walk
+        simple = plain_message_line(line)
+    except NO_JSON_FORM:
+        return None
+    if simple is not None:
+        return simple
     by_orjson = isinstance(line, UnknownEntry) or has_extras(line)
     if not by_orjson and line_problem(line) is not None:
         return None

@@ -314,9 +314,10 @@ def _write_streaming(dest: Path, header: SessionHeader,
     except BaseException:
         storage.delete()
         raise
-    # The batch's end wrote the index anew, as columns (``_index_caught_up``); it comes
-    with contextlib.suppress(OSError):  # along (else the open rebuilds it);
-        os.replace(index_path(storage.location), index_path(dest))  # one there is stale
+    # The batch's end wrote the index anew, as columns (``_index_caught_up``). It comes
+    # along (else the open rebuilds it), replacing any there, which is stale.
+    with contextlib.suppress(OSError):
+        os.replace(index_path(storage.location), index_path(dest))
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
 
 

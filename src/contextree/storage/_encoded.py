@@ -14,15 +14,7 @@ from __future__ import annotations
 
 import msgspec
 
-from ..entries import (
-    NO_JSON_FORM,
-    AnyEntry,
-    MessageEntry,
-    SessionHeader,
-    checked_line,
-    from_dict,
-    plain_message_line,
-)
+from ..entries import AnyEntry, SessionHeader, checked_line, from_dict
 from ..errors import InvalidEntry
 from ._base import bookkeeping
 from ._filetree import fact_code
@@ -67,14 +59,6 @@ class EncodedEntry(msgspec.Struct, array_like=True, gc=False, frozen=True):
 def encode_entry(entry: AnyEntry) -> EncodedEntry | None:
     """The entry encoded, or ``None`` if it breaks the limits of a line or has no JSON form
     (append the entry itself then: ``append`` says what is wrong with it)."""
-    try:  # a plain message first (most of an import): one test and one encode, as append's
-        line = plain_message_line(entry)
-    except NO_JSON_FORM:
-        return None
-    if line is not None:
-        assert isinstance(entry, MessageEntry)
-        return EncodedEntry(entry.id, entry.parent_id, entry.timestamp, "message", None, None,
-                            fact_code(entry), line)
     line = checked_line(entry)
     if line is None:
         return None

@@ -132,9 +132,11 @@ def _scan(f: io.BufferedIOBase, index: TreeIndex, location: str, lines: _LineCou
         filled = rest
     torn = None
     if filled and _NONBLANK.search(buf, 0, filled):
-        with memoryview(buf) as view, view[:filled] as line:  # read where it lies: a line
-            torn = _load_unterminated(index, line, offset, lines, location, pending)  # of
-    if torn is None:                                        # 1 GB is not copied 5 times
+        # The last line has no newline: read where it lies in the buffer (never copied:
+        # it may be a gigabyte long).
+        with memoryview(buf) as view, view[:filled] as line:
+            torn = _load_unterminated(index, line, offset, lines, location, pending)
+    if torn is None:
         offset += filled
     return _finish(index, pending, torn, offset)
 
