@@ -24,8 +24,9 @@ SAFE = {
     "storage/_repair.py": "reads back one JSON string literal that a regex matched",
     "storage/_index.py": "typed decoders of flat structs (an index's head and records)",
     "_stats.py": "a typed skeleton of a session line; RecursionError falls back to decode_line",
-    "formats/_claude_code.py": "a typed head of each line, decoded only when surely_shallow "
-                               "says it nests within the limit (else parse_json reads it)",
+    "formats/_claude_code.py": "a typed head of each line (its content skipped; past the "
+                               "decoder's recursion guard parse_json reads it), and every "
+                               "line is read by parse_json again when it is placed",
     "storage/_encoded.py": "reads back a line checked_line wrote (within the limits)",
     "formats/_brute.py": "a typed flat struct of text fields: a nested value fails its type "
                          "at its first bracket, and parse_json reads the line",

@@ -36,6 +36,8 @@ def _assistant(uuid: str, parent: str, mid: str, text: str) -> str:
 
 GOOD = [_user("u1", None), _assistant("a1", "u1", "m1", "one")]
 DEEP = json.dumps({"type": "mode", "x": json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)})
+# Past the decoder's own recursion guard too (the first pass falls back to a whole parse).
+DEEPER = '{"type": "mode", "x": ' + "[" * 5000 + "]" * 5000 + "}"
 
 
 @pytest.mark.parametrize(("line", "message"), [
@@ -51,6 +53,7 @@ DEEP = json.dumps({"type": "mode", "x": json.loads("[" * MAX_DEPTH + "]" * MAX_D
     ('{"type": "user", "uuid": "u9", "parentUuid": 3, "message": {}}',
      "`parentUuid` must be a string or null"),
     (DEEP, "levels deep"),
+    (DEEPER, "levels deep"),
 ])
 def test_a_bad_line_is_named_as_before(line: str, message: str, tmp_path: Path) -> None:
     src = tmp_path / "c.jsonl"

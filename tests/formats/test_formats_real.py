@@ -623,17 +623,25 @@ def test_claude_code_subagent_without_its_parent_still_imports(tmp_path: Path,
     assert [i for m in branch_messages(s) for i in message_items(m)] == cc_file_items(agent)
 
 
-def test_claude_code_corrupt_subagent_file_is_reported_not_fatal(tmp_path: Path,
-                                                                 imported: Any) -> None:
+# A line nested past MAX_DEPTH but within the decoder's own recursion guard: the session
+# file's first pass lets it by (it is refused when placed), a sub-agent's must not.
+_DEEP_LINE = json.dumps({"type": "mode", "x": json.loads("[" * 300 + "]" * 300)})
+
+
+@pytest.mark.parametrize(("line", "error"), [("not json", "not valid JSON"),
+                                             (_DEEP_LINE, "levels deep")])
+def test_claude_code_corrupt_subagent_file_is_reported_not_fatal(
+        tmp_path: Path, imported: Any, line: str, error: str) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(CC_NEW / "subagent", copy)
     bad = copy / "session-1" / "subagents" / "agent-bad.jsonl"
-    bad.write_text('{"type": "user", "uuid": "x", "message": {"content": "hi"}}\nnot json\n')
+    bad.write_text('{"type": "user", "uuid": "x", "message": {"content": "hi"}}\n'
+                   f"{line}\n")
     parent = copy / "session-1.jsonl"
     s = imported("claude-code", parent)
     report = (s.header.metadata or {})["imported_from"]["report"]
     (err,) = report["subagent_errors"]
-    assert err["file"] == str(bad) and "not valid JSON" in err["error"]
+    assert err["file"] == str(bad) and error in err["error"]
     assert len(report["subagents"]) == 1  # the good one is still linked
     with import_session("claude-code", parent, tmp_path / "p.jsonl", with_subagents=True,
                         durable=False) as p:

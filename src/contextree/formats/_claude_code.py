@@ -519,14 +519,28 @@ _HEAD = msgspec.json.Decoder(_Head)
 
 
 def _head_of(raw: bytes, path: Path, n: int) -> _Head:
-    """The head of line ``n``: decoded alone when the line surely nests within the limit
-    (the content is skipped, not built); else, or for a line of another shape, the line is
-    parsed whole, which says what is wrong with it as it always did."""
+    """The head of line ``n`` of the session file, decoded alone (the content is skipped,
+    not built); a line of another shape, or nested past the decoder's own recursion guard,
+    is parsed whole, which says what is wrong with it as it always did. A line nested past
+    ``MAX_DEPTH`` but within that guard is refused when it is placed: every line is parsed
+    whole then (``_File.load``), with the same error and line number."""
+    try:
+        return _HEAD.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # parsed whole: the error it always got
+        return _whole_head(raw, path, n)
+
+
+def _checked_head_of(raw: bytes, path: Path, n: int) -> _Head:
+    """``_head_of`` for a sub-agent's transcript, whose lines are checked against
+    ``MAX_DEPTH`` here, in the first pass: an unreadable transcript is reported, not fatal,
+    so it must fail before any of its lines are placed (the bracket count is a pass over
+    the bytes that the session file is spared)."""
     if surely_shallow(raw):
-        try:
-            return _HEAD.decode(raw)
-        except msgspec.DecodeError:  # not JSON, or a field of another type: parsed whole
-            pass
+        return _head_of(raw, path, n)
+    return _whole_head(raw, path, n)
+
+
+def _whole_head(raw: bytes, path: Path, n: int) -> _Head:
     obj = parse_line(raw, path, n)
     if not isinstance(obj, dict):
         raise input_error(path, n, "expected a JSON object with a string `type`")
@@ -535,7 +549,8 @@ def _head_of(raw: bytes, path: Path, n: int) -> _Head:
 
 def _read_file(path: Path, role: str, progress: Progress | None) -> _File:
     f = _File(path, role)
-    for n, span, head in read_json_spans(path, progress, parse=_head_of):
+    parse = _head_of if role == "main" else _checked_head_of
+    for n, span, head in read_json_spans(path, progress, parse=parse):
         _add_line(f, n, head, span)
     return f
 
