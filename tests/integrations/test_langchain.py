@@ -459,6 +459,29 @@ def test_a_new_middleware_on_the_shared_file_continues_every_thread(tmp_path: Pa
     mw.close()
 
 
+def test_a_thread_not_seen_yet_with_an_empty_state_sees_nothing(tmp_path: Path) -> None:
+    """On a shared session the leaf is the tip of the thread that wrote last: a thread this
+    middleware has not seen, whose state is empty, gets an empty view (before, it got the
+    other thread's conversation), after a restart too; nothing is written for it."""
+    path = tmp_path / "one.jsonl"
+    model = ScriptedChat(script=[answer(0)])
+    mw = ContextreeMiddleware(path)
+    agent = create_agent(model, tools=[read_file], middleware=[mw], checkpointer=InMemorySaver())
+    secret = agent.invoke({"messages": [{"role": "user", "content": "my pin is 4921"}]},
+                          {"configurable": {"thread_id": "A"}})["messages"]
+    written = len(mw.session_for())
+    assert mw.prepare([], "B") == []
+    assert mw.prepare([], None) == []  # a run without a thread id is a thread of its own
+    assert [m.id for m in mw.prepare(secret, "A")] == [m.id for m in secret]
+    assert [m.id for m in mw.prepare([], "A")] == [m.id for m in secret]  # seen: its own
+    assert len(mw.session_for()) == written
+    mw.close()
+    again = ContextreeMiddleware(path)
+    assert again.prepare([], "B") == [] and again.prepare([], "A") == []
+    assert [m.id for m in again.prepare(secret, "A")] == [m.id for m in secret]
+    again.close()
+
+
 def test_threads_running_at_once_on_one_session(tmp_path: Path) -> None:
     """Two threads' turns run at the same time in two OS threads on one shared session:
     every message is written once, none is lost, each branch is its thread's state."""

@@ -311,6 +311,13 @@ class _Conversation:
         self._pending: list[tuple[str, str | None]] = []  # (call id, tool name)
 
     # -- keeping up with the session -------------------------------------------------------
+    def unplaced(self, messages: Sequence[BaseMessage]) -> bool:
+        """A thread of a shared session that this middleware has not seen yet, with an
+        empty state: nothing tells which branch is its own (a thread's branch is found by
+        the messages it mirrored), and the leaf is another thread's tip. Its view is empty,
+        never that thread's conversation."""
+        return self.shared is not None and not messages and self._leaf is _UNSYNCED
+
     def _sync(self, messages: Sequence[BaseMessage] = ()) -> None:
         """Keep up with the session: read the mirrored messages of the branch again on first
         use or after another writer. On a shared session the leaf is first moved back to
@@ -713,9 +720,13 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     def prepare(self, messages: Sequence[BaseMessage], thread_id: str | None = None
                 ) -> list[BaseMessage]:
         """Mirror ``messages`` (the graph state's), compact if due, and return the view the
-        model gets (what ``wrap_model_call`` does, callable on its own)."""
+        model gets (what ``wrap_model_call`` does, callable on its own). On a shared session
+        (``session=``), a thread this middleware has not seen whose state is empty gets an
+        empty view: its branch is found by its messages, and the leaf is another thread's."""
         conv = self._conversation(thread_id)
         with conv.lock:
+            if conv.unplaced(messages):
+                return []  # its branch cannot be told: never another thread's
             conv.mirror(messages)
             self._maybe_compact(conv)
             return conv.view(messages)
