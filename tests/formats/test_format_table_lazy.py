@@ -58,3 +58,30 @@ def test_a_format_function_says_what_it_stands_for() -> None:
 
     reader = get_format("pi").reader
     assert repr(reader) == "<contextree.formats._pi.read, imported when first called>"
+
+
+CLI_CHILD = r"""
+import json, sys
+from contextree.cli.app import main
+sys.argv = ["contextree", "import", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as e:
+    if e.code:
+        raise
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("contextree.redaction"))))
+"""
+
+
+def test_the_import_command_loads_no_redaction(tmp_path: Path) -> None:
+    """Redaction is an export's (and a view's): ``contextree import`` of a Claude Code file,
+    whose sub-agent code other formats share with their exports, does not load it."""
+    src = tmp_path / "c.jsonl"
+    src.write_text(json.dumps({"type": "user", "uuid": "u1", "parentUuid": None,
+                               "sessionId": "s1", "timestamp": "2026-01-01T00:00:00.000Z",
+                               "message": {"role": "user", "content": "hi"}}) + "\n")
+    out = subprocess.run([sys.executable, "-c", CLI_CHILD, "claude-code", str(src), "-o",
+                          str(tmp_path / "s.jsonl")], check=True, text=True,
+                         capture_output=True, env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin"})
+    assert json.loads(out.stdout.splitlines()[-1]) == []
+    assert (tmp_path / "s.jsonl").is_file()

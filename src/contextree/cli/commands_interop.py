@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import typer
 
@@ -20,10 +20,8 @@ from ..formats import (
     import_session,
     list_formats,
     list_tool_sessions,
-    redacted_copy,
 )
 from ..formats._base import split_selector
-from ..redaction import Redactor
 from .app import Command, command
 from .output import Out, UsageProblem, clip, emit_bytes, emit_json, progress_bar
 from .redacting import PatternsOpt, RedactOpt, found_line, make_redactor
@@ -37,6 +35,9 @@ from .sessions import (
     resolve_entry,
 )
 from .writing import replacing, to_stdout
+
+if TYPE_CHECKING:  # loaded by an export's redactor: an import never needs it
+    from ..redaction import Redactor
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -273,6 +274,8 @@ def export_command(
                              redactor=redactor, force=force, as_json=as_json)
             return
         # the one place the export is redacted: every format's writer reads this copy
+        from ..formats import redacted_copy
+
         session = redacted_copy(stored, redactor)
         if output is None and not address_of(file).is_file:
             raise UsageProblem("say where the export goes with -o FILE (or -o - for stdout)")

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._session import Session
 from ..errors import InvalidArgument, UnknownFormat
-from ..redaction import Redactor
 from ._base import Imported, Progress
 
 __all__ = [
@@ -47,9 +46,14 @@ Writer = Callable[[Session, str | None], bytes]
 """Writes a session, as seen at an entry (``None``: the leaf), as the bytes of a file."""
 VersionWriter = Callable[[Session, str | None, str], bytes]
 """A ``Writer`` that also takes the version of the format to write (one of ``versions``)."""
-Companions = Callable[[Session, str | None, Redactor], dict[str, bytes]]
+if TYPE_CHECKING:
+    from ..redaction import Redactor
+
+    Companions = Callable[[Session, str | None, Redactor], dict[str, bytes]]
+else:  # the same at run time, without importing redaction for every import of a file
+    Companions = Callable[[Session, str | None, Any], dict[str, bytes]]
 """The files a format writes beside an export (paths relative to the file less its suffix),
-from the redacted session, the exported entry and the redactor (for sessions it links)."""
+from the redacted session, the exported entry and the ``Redactor`` (for sessions it links)."""
 Home = str | os.PathLike[str] | None
 """A tool's home directory (``None``: where the tool keeps it by default)."""
 

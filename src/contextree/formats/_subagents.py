@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -45,9 +45,10 @@ from ..entries import (
     MessageEntry,
 )
 from ..errors import SessionError, SessionExists
-from ..redaction import Redactor
 from ._base import Ids, Imported, Json, Progress
-from ._redacted import redacted_copy, redactor_for
+
+if TYPE_CHECKING:  # loaded by an export's redactor: an import never needs it
+    from ..redaction import Redactor
 
 __all__ = ["LinkedAgent", "SubagentRef", "import_with_subagents", "linked_agents", "place",
            "pointed_at", "report", "session_path"]
@@ -283,6 +284,8 @@ def _agent_context(session: Session, data: Json, redactor: Redactor,
         linked = stack.enter_context(Session.open(where, readonly=True))
     except SessionError:
         return None
+    from ._redacted import redacted_copy, redactor_for
+
     return redacted_copy(linked, redactor_for(session, redactor)), None
 
 
