@@ -456,7 +456,7 @@ class JsonlStorage(IndexedStorage):
             if shared.buffer:  # another handle's batch: its lines go first
                 self._guarded(shared, _flush)
             span = (shared.size + shared.newline_due, len(data), 0)
-            _write(shared, data)
+            _write(shared, data, replaced_too=self._durable)
             add(entry, span)
         except SessionError:
             raise  # the write's own failure: it left the file as it was, or failed it
@@ -774,7 +774,8 @@ def _encode(entry: AnyEntry, path: Path) -> bytes:
         raise unencodable(entry, str(path), e) from None
 
 
-def _write(shared: _OpenFile, data: bytes) -> None:
+def _write(shared: _OpenFile, data: bytes, *, replaced_too: bool = True) -> None:
+    _check_unchanged(shared, replaced_too=replaced_too)
     if shared.newline_due:
         data = b"\n" + data
     try:
@@ -790,6 +791,36 @@ def _write(shared: _OpenFile, data: bytes) -> None:
                              path=str(shared.path)) from e
     shared.size += len(data)
     shared.newline_due = False
+
+
+def _check_unchanged(shared: _OpenFile, *, replaced_too: bool) -> None:
+    """Refuse to write to a file that another program cut or wrote to since it was read
+    (``truncate``, a writer that ignored the lock): appended to, an entry would be glued to
+    a cut line and lost with it, or follow lines the tree does not know. ``replaced_too``:
+    also to a file that the path no longer names (an editor saved over it): the entry would
+    go where nobody reads. The size costs an ``lseek``; the path a ``stat``, ~1% of a sync,
+    so an unsynced append (a tenth of the time) skips it and leaves it to the batch's and
+    the durable appends' writes."""
+    size = os.lseek(shared.fd, 0, os.SEEK_END)
+    if size != shared.size:
+        why = f"it is {size:,} bytes, not {shared.size:,}"
+    elif not replaced_too:
+        return
+    else:
+        try:
+            now = os.stat(shared.path)
+        except OSError:  # gone from its path: moved (written on there) or deleted
+            if os.fstat(shared.fd).st_nlink:
+                return
+            why = "it was deleted"
+        else:
+            if (now.st_dev, now.st_ino) == shared.key:
+                return
+            why = "its path names another file now"
+    shared.failed = f"the file was changed by another program since this session read it ({why})"
+    raise StorageFailure(f"{shared.failed}; nothing was written: open the session again "
+                         "(`contextree verify` tells whether it is whole, `contextree "
+                         "repair` mends a cut line)", path=str(shared.path))
 
 
 def _flush(shared: _OpenFile) -> None:

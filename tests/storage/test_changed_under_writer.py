@@ -1,0 +1,101 @@
+"""A session file that another program changes while a Session writes to it: cut by
+``truncate``, appended to by a writer that ignores the lock, saved over by an editor (a new
+file renamed onto the path), or deleted. The writer refuses to append (it would glue its
+line to a cut one, follow lines its tree does not know, or write where nobody reads), says
+why, writes nothing, and leaves the other program's file as it found it. A file moved with
+its folder is written on where it went."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import contextree as ct
+from contextree.errors import StorageFailure
+from contextree.storage import TornLineWarning
+
+
+def _session(path: Path, *, durable: bool = True) -> ct.Session:
+    s = ct.Session.create(path, durable=durable)
+    for i in range(4):
+        s.append_message(ct.Message.user(f"message {i}"))
+    return s
+
+
+def _texts(path: Path) -> list[str]:
+    with ct.Session.open(path, readonly=True) as s:
+        return [m.text for m in s.build_context().messages]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_file_cut_mid_line_is_not_appended_to(tmp_path: Path, durable: bool) -> None:
+    path = tmp_path / "s.jsonl"
+    s = _session(path, durable=durable)
+    cut = path.stat().st_size - 25
+    os.truncate(path, cut)
+    with pytest.raises(StorageFailure, match=r"changed by another program.*it is [\d,]+ bytes, "
+                                             r"not [\d,]+\); nothing was written") as err:
+        s.append_message(ct.Message.user("mine"))
+    assert "contextree repair" in str(err.value)
+    assert path.stat().st_size == cut  # the other program's file, as it left it
+    with pytest.raises(StorageFailure, match="an earlier write failed"):
+        s.append_message(ct.Message.user("mine, again"))
+    s.close()
+    # opened again, the cut line is the torn tail an open already handles
+    with pytest.warns(TornLineWarning), ct.Session.open(path) as again:
+        again.append_message(ct.Message.user("after reopening"))
+    assert _texts(path)[-1] == "after reopening"
+
+
+def test_lines_another_writer_appended_are_not_followed_blindly(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = _session(path)
+    foreign = b'{"type":"message","id":"f0f0f0f0","parent_id":null,' \
+              b'"timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"x"}}\n'
+    with open(path, "ab") as f:  # ignores the writer's lock
+        f.write(foreign)
+    size = path.stat().st_size
+    with pytest.raises(StorageFailure, match="changed by another program"):
+        s.append_message(ct.Message.user("mine"))
+    assert path.stat().st_size == size and path.read_bytes().endswith(foreign)
+    s.close()
+
+
+def test_a_file_saved_over_by_an_editor_is_not_written_to(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = _session(path)
+    edited = path.read_bytes().replace(b"message 1", b"message one")
+    (tmp_path / "s.jsonl.new").write_bytes(edited)
+    os.replace(tmp_path / "s.jsonl.new", path)
+    with pytest.raises(StorageFailure, match="its path names another file now"):
+        s.append_message(ct.Message.user("mine"))
+    assert path.read_bytes() == edited
+    s.close()
+    assert _texts(path) == ["message 0", "message one", "message 2", "message 3"]
+
+
+def test_a_deleted_file_is_refused_a_moved_one_written_on(tmp_path: Path) -> None:
+    gone = tmp_path / "gone.jsonl"
+    s = _session(gone)
+    gone.unlink()
+    with pytest.raises(StorageFailure, match="it was deleted"):
+        s.append_message(ct.Message.user("mine"))
+    s.close()
+    (tmp_path / "a").mkdir()
+    moved = _session(tmp_path / "a" / "s.jsonl")
+    (tmp_path / "a").rename(tmp_path / "b")
+    moved.append_message(ct.Message.user("written where it went"))
+    moved.close()
+    assert _texts(tmp_path / "b" / "s.jsonl")[-1] == "written where it went"
+
+
+def test_a_batch_is_not_written_to_a_file_cut_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    s = _session(path)
+    with pytest.raises(StorageFailure, match="changed by another program"), s.batch():
+        s.append_message(ct.Message.user("buffered"))
+        os.truncate(path, path.stat().st_size - 10)
+    assert b"buffered" not in path.read_bytes()
+    s.close()
