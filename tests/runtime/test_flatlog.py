@@ -94,6 +94,24 @@ def test_load_skips_a_torn_tail_without_touching_the_file(tmp_path: Path) -> Non
     assert path.read_bytes() == before
 
 
+def test_a_line_cut_by_another_program_after_the_load_is_not_glued_to(tmp_path: Path) -> None:
+    """The log is cut mid-line while a writer has it open (another program, ``truncate``):
+    the next append starts on a line of its own, so it survives the cut line, which is
+    the one line repair then moves aside."""
+    path = tmp_path / "log.jsonl"
+    log = _flatlog.FlatLog(path)
+    log.load()
+    log.append([ct.Message.user("first"), ct.Message.assistant("second")])
+    os.truncate(path, path.stat().st_size - 10)
+    log.append([ct.Message.user("third")])
+    log.close()
+    assert path.read_bytes().splitlines()[-1] == orjson.dumps(ct.Message.user("third").to_dict())
+    health = verify_log(path)
+    assert [n for n, _ in health.bad_lines] == [2]
+    repair_log(path)
+    assert [m.text for m in _flatlog.FlatLog(path).load()] == ["first", "third"]
+
+
 # -- full disks ----------------------------------------------------------------------------
 def _half_then_full(fd: int, data: bytes | bytearray | memoryview) -> None:
     os.write(fd, bytes(data)[: max(1, len(data) // 2)])

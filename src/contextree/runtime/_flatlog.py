@@ -7,6 +7,8 @@ store keep it loadable through crashes and full disks:
   quarantine file beside the log (``<log>.quarantine``) and cut off when a writer loads the
   log, so the next line never lands after a fragment; a complete valid last line that only
   lacks its newline is kept, and the newline is added before the next append;
+- an append starts on a line of its own: after a last line that lacks its newline, or one
+  that another program cut while the log was open, so it is never glued to a fragment;
 - an append writes its lines in one ``write_all`` and syncs them; if that fails the file is
   cut back to its previous size, so a full disk never leaves half a line, and the failure
   is a ``StorageFailure`` naming the file and the cause;
@@ -223,7 +225,7 @@ class FlatLog:
         """Open for appending (creating the log, 0600, and its directory if needed)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT
                                | getattr(os, "O_CLOEXEC", 0), LOG_MODE)
         except OSError as e:
             raise _failure(self.path, "open", e) from None
@@ -243,10 +245,12 @@ class FlatLog:
             self.open()
         fd = self._fd
         assert fd is not None
-        if self._needs_newline:
-            data = b"\n" + data
         try:
             before = os.fstat(fd).st_size
+            # A line cut by another program since the load (or the newline a whole last
+            # line lacks): the new lines start on a line of their own, never glued to it.
+            if before and (self._needs_newline or os.pread(fd, 1, before - 1) != b"\n"):
+                data = b"\n" + data
         except OSError as e:
             raise _failure(self.path, "append to", e) from None
         try:
