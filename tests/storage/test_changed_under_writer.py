@@ -1,4 +1,4 @@
-"""A session file that another program changes while a Session writes to it: cut by
+"""A session file that another program changes while a Session writes to it (or reads it): cut by
 ``truncate``, appended to by a writer that ignores the lock, saved over by an editor (a new
 file renamed onto the path), or deleted. The writer refuses to append (it would glue its
 line to a cut one, follow lines its tree does not know, or write where nobody reads), says
@@ -99,3 +99,20 @@ def test_a_batch_is_not_written_to_a_file_cut_meanwhile(tmp_path: Path) -> None:
         os.truncate(path, path.stat().st_size - 10)
     assert b"buffered" not in path.read_bytes()
     s.close()
+
+
+def test_a_reader_whose_file_was_cut_says_so(tmp_path: Path) -> None:
+    """A read-only session reads entries from the file as they are needed: cut under it, it
+    finds its leaf gone and says the file changed (it said the entry was not in the session),
+    and opened again it reads what is there."""
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s, s.batch():  # big enough to be read by its index
+        for i in range(2000):
+            s.append_message(ct.Message.user(f"message {i} " + "x" * 2000))
+    reader = ct.Session.open(path, readonly=True)
+    os.truncate(path, path.stat().st_size // 2)
+    with pytest.raises(StorageFailure, match=r"changed while it was being read.*no longer in it"):
+        reader.build_context()
+    reader.close()
+    with pytest.warns(TornLineWarning), ct.Session.open(path, readonly=True) as again:
+        assert 900 < len(again.build_context().messages) < 1100

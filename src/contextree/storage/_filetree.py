@@ -613,6 +613,10 @@ class FileTree(TreeIndex):
         except _Stale:
             pass
         self._rebuild_now()
+        if leaf_id is not None and self.slot_of(leaf_id) is None:  # cut off the file
+            raise StorageFailure(f"the session file changed while it was being read (edited "
+                                 f"by another program?): entry {leaf_id!r} is no longer in "
+                                 "it; open it again", path=self.location)
         try:
             return self._walk(leaf_id)
         except _Stale:
