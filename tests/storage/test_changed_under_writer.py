@@ -1,12 +1,14 @@
-"""A session file that another program changes while a Session writes to it (or reads it): cut by
-``truncate``, appended to by a writer that ignores the lock, saved over by an editor (a new
-file renamed onto the path), or deleted. The writer refuses to append (it would glue its
-line to a cut one, follow lines its tree does not know, or write where nobody reads), says
-why, writes nothing, and leaves the other program's file as it found it. A file moved with
-its folder is written on where it went."""
+"""A session file that another program changes while a Session writes to it (or reads it):
+cut by ``truncate``, appended to by a writer that ignores the lock, saved over by an editor
+(a new file renamed onto the path: noticed within a second), or deleted. The writer refuses
+to append (it would glue its line to a cut one, follow lines its tree does not know, or
+write where nobody reads), says why, writes nothing more, keeps what went to a replaced file
+in the quarantine file, and leaves the other program's file as it found it. A file moved
+with its folder is written on where it went."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,7 +16,8 @@ import pytest
 
 import contextree as ct
 from contextree.errors import StorageFailure
-from contextree.storage import TornLineWarning
+from contextree.storage import TornLineWarning, _jsonl
+from contextree.storage._sidecars import quarantine_path
 
 
 def _session(path: Path, *, durable: bool = True) -> ct.Session:
@@ -63,20 +66,54 @@ def test_lines_another_writer_appended_are_not_followed_blindly(tmp_path: Path) 
     s.close()
 
 
-def test_a_file_saved_over_by_an_editor_is_not_written_to(tmp_path: Path) -> None:
+@pytest.fixture
+def look_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path is looked at before every write (in use: once a second at most)."""
+    monkeypatch.setattr(_jsonl, "PATH_CHECK_EVERY", 0.0)
+
+
+def test_a_file_saved_over_by_an_editor_is_not_written_to(tmp_path: Path,
+                                                          look_every_write: None) -> None:
     path = tmp_path / "s.jsonl"
     s = _session(path)
     edited = path.read_bytes().replace(b"message 1", b"message one")
     (tmp_path / "s.jsonl.new").write_bytes(edited)
     os.replace(tmp_path / "s.jsonl.new", path)
-    with pytest.raises(StorageFailure, match="its path names another file now"):
+    with pytest.raises(StorageFailure, match=r"its path names another file now\); nothing "
+                                             "was written"):
         s.append_message(ct.Message.user("mine"))
     assert path.read_bytes() == edited
+    assert not quarantine_path(path).exists()
     s.close()
     assert _texts(path) == ["message 0", "message one", "message 2", "message 3"]
 
 
-def test_a_deleted_file_is_refused_a_moved_one_written_on(tmp_path: Path) -> None:
+def test_what_went_to_the_replaced_file_before_the_look_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path is looked at once a second: the appends made between the editor's save and
+    the next look went to the file it replaced; they are kept in the quarantine file."""
+    path = tmp_path / "s.jsonl"
+    monkeypatch.setattr(_jsonl, "PATH_CHECK_EVERY", 0.0)
+    s = _session(path)  # its last write looked at the path
+    monkeypatch.setattr(_jsonl, "PATH_CHECK_EVERY", 3600.0)
+    edited = path.read_bytes()
+    (tmp_path / "s.jsonl.new").write_bytes(edited)
+    os.replace(tmp_path / "s.jsonl.new", path)
+    s.append_message(ct.Message.user("went to the old file"))
+    s.append_message(ct.Message.user("so did this"))
+    monkeypatch.setattr(_jsonl, "PATH_CHECK_EVERY", 0.0)  # the second is up
+    with pytest.raises(StorageFailure, match=r"the 2 line\(s\) appended since .* are kept in"):
+        s.append_message(ct.Message.user("refused"))
+    s.close()
+    assert path.read_bytes() == edited
+    kept = [json.loads(x) for x in quarantine_path(path).read_text().splitlines()]
+    assert [json.loads(r["text"])["message"]["content"] for r in kept] == [
+        "went to the old file", "so did this"]
+    assert all("replaced or deleted" in r["reason"] for r in kept)
+
+
+def test_a_deleted_file_is_refused_a_moved_one_written_on(tmp_path: Path,
+                                                          look_every_write: None) -> None:
     gone = tmp_path / "gone.jsonl"
     s = _session(gone)
     gone.unlink()

@@ -25,6 +25,7 @@ import os
 import stat
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from msgspec import UNSET, UnsetType
 from .._files import atomic_create, remove_stale_temps, write_all
 from .._gc import gc_paused
 from ..entries import NO_JSON_FORM, AnyEntry, SessionHeader, encode_line, plain_message_line
+from ..entries import now as entry_now
 from ..errors import (
     InvalidArgument,
     ReadOnlySession,
@@ -72,6 +74,7 @@ from ._loading import (
 from ._sidecars import (
     clear_lock_info,
     describe_os_error,
+    line_text,
     lock,
     lock_info_path,
     note_shared_with_children,
@@ -99,6 +102,9 @@ __all__ = [
 ]
 
 BATCH_BUFFER = 1 << 20  # bytes buffered in a batch before they are written
+PATH_CHECK_EVERY = 1.0
+"""Seconds between two checks that the path still names the file written to (a ``stat``:
+after a sync, as long as a tenth of it; the size is checked at every write)."""
 TAIL_EVERY = 64  # index records a single append defers, written together (one write, not 64)
 REOPEN_TRIES = 5  # opens of a path that keeps being replaced before giving up
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -123,6 +129,8 @@ class _OpenFile:
     sidecar: IndexFile | None = None  # the index beside the file, open for appending
     indexed: int = 0  # records of ``index`` written to the sidecar
     index_tried: bool = False  # the sidecar was written anew (or that failed) once
+    path_checked: float = float("-inf")  # when the path was last seen to name this file
+    path_size: int = 0  # ``size`` then: the lines after it were written since
     lock: threading.RLock = field(default_factory=threading.RLock)
     # The process that opened the file: a child of fork() has a copy of this object but
     # none of its descriptor, lock or buffer (see _forget_after_fork).
@@ -456,7 +464,7 @@ class JsonlStorage(IndexedStorage):
             if shared.buffer:  # another handle's batch: its lines go first
                 self._guarded(shared, _flush)
             span = (shared.size + shared.newline_due, len(data), 0)
-            _write(shared, data, replaced_too=self._durable)
+            _write(shared, data)
             add(entry, span)
         except SessionError:
             raise  # the write's own failure: it left the file as it was, or failed it
@@ -774,8 +782,8 @@ def _encode(entry: AnyEntry, path: Path) -> bytes:
         raise unencodable(entry, str(path), e) from None
 
 
-def _write(shared: _OpenFile, data: bytes, *, replaced_too: bool = True) -> None:
-    _check_unchanged(shared, replaced_too=replaced_too)
+def _write(shared: _OpenFile, data: bytes) -> None:
+    checked = _check_unchanged(shared)
     if shared.newline_due:
         data = b"\n" + data
     try:
@@ -791,36 +799,63 @@ def _write(shared: _OpenFile, data: bytes, *, replaced_too: bool = True) -> None
                              path=str(shared.path)) from e
     shared.size += len(data)
     shared.newline_due = False
+    if checked:
+        shared.path_size = shared.size
 
 
-def _check_unchanged(shared: _OpenFile, *, replaced_too: bool) -> None:
+def _check_unchanged(shared: _OpenFile) -> bool:
     """Refuse to write to a file that another program cut or wrote to since it was read
     (``truncate``, a writer that ignored the lock): appended to, an entry would be glued to
-    a cut line and lost with it, or follow lines the tree does not know. ``replaced_too``:
-    also to a file that the path no longer names (an editor saved over it): the entry would
-    go where nobody reads. The size costs an ``lseek``; the path a ``stat``, ~1% of a sync,
-    so an unsynced append (a tenth of the time) skips it and leaves it to the batch's and
-    the durable appends' writes."""
+    a cut line and lost with it, or follow lines the tree does not know. Nor, once a second
+    has passed since the last look, to one that the path no longer names (an editor saved
+    over it, or it was deleted): the lines written to it since are kept in the quarantine
+    file beside the path (``_rescue``), and nothing more goes where nobody reads. Whether
+    the path was looked at (the write's lines then went where it names)."""
     size = os.lseek(shared.fd, 0, os.SEEK_END)
     if size != shared.size:
-        why = f"it is {size:,} bytes, not {shared.size:,}"
-    elif not replaced_too:
-        return
+        _refuse(shared, f"it is {size:,} bytes, not {shared.size:,}", "nothing was written")
+    now = time.monotonic()
+    if now - shared.path_checked < PATH_CHECK_EVERY:
+        return False
+    try:
+        named = os.stat(shared.path)
+    except OSError:  # gone from its path: moved (written on there) or deleted
+        gone = not os.fstat(shared.fd).st_nlink
+        why = "it was deleted"
     else:
-        try:
-            now = os.stat(shared.path)
-        except OSError:  # gone from its path: moved (written on there) or deleted
-            if os.fstat(shared.fd).st_nlink:
-                return
-            why = "it was deleted"
-        else:
-            if (now.st_dev, now.st_ino) == shared.key:
-                return
-            why = "its path names another file now"
+        gone = (named.st_dev, named.st_ino) != shared.key
+        why = "its path names another file now"
+    if gone:
+        _refuse(shared, why, _rescue(shared))
+    shared.path_checked = now
+    return True
+
+
+def _rescue(shared: _OpenFile) -> str:
+    """The lines written since the path last named the file, read back from it (the file
+    this session holds open) into the quarantine file beside the path; what became of them."""
+    if shared.size <= shared.path_size:
+        return "nothing was written"
+    try:
+        data = os.pread(shared.fd, shared.size - shared.path_size, shared.path_size)
+        reason = ("appended after another program replaced or deleted the session file "
+                  "(written to the file it replaced)")
+        kept = quarantine(shared.path, [{"reason": reason, "repaired_at": entry_now(),
+                                         **line_text(raw)}
+                                        for raw in data.split(b"\n") if raw.strip()])
+    except (OSError, SessionError) as e:
+        return (f"the entries appended in the last second went to the file it replaced and "
+                f"could not be kept ({e})")
+    return (f"nothing more was written; the {kept} line(s) appended since it was last seen "
+            f"(a second at most) went to the file it replaced and are kept in "
+            f"{quarantine_path(shared.path)}")
+
+
+def _refuse(shared: _OpenFile, why: str, what: str) -> None:
     shared.failed = f"the file was changed by another program since this session read it ({why})"
-    raise StorageFailure(f"{shared.failed}; nothing was written: open the session again "
-                         "(`contextree verify` tells whether it is whole, `contextree "
-                         "repair` mends a cut line)", path=str(shared.path))
+    raise StorageFailure(f"{shared.failed}; {what}: open the session again (`contextree "
+                         "verify` tells whether it is whole, `contextree repair` mends a cut "
+                         "line)", path=str(shared.path))
 
 
 def _flush(shared: _OpenFile) -> None:
