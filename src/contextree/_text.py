@@ -12,15 +12,35 @@ ELLIPSIS = "…"
 # Everything a terminal may act on instead of showing: C0 controls, DEL, C1 controls, the
 # bidirectional embeddings/overrides/isolates (they reorder what follows), the Unicode line
 # and paragraph separators, and lone surrogates (undecodable bytes kept by surrogateescape).
-UNSAFE = ("\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
-          "\u2066-\u2069\ud800-\udfff")
+# Then what no terminal draws and no ordinary text needs, which could hide words inside
+# what looks like other words: zero-width spaces, word joiners and invisible operators, the
+# byte order mark, the Mongolian vowel separator, interlinear annotations, and the tag
+# characters (U+E0000-E007F: an invisible copy of ASCII, "ASCII smuggling"). The joiners
+# that scripts and emoji need (U+200C, U+200D) are kept; ``HIDDEN`` escapes them too.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_INVISIBLE = ("\u180e\u200b\u2060-\u2064\u206a-\u206f\ufeff\ufff9-\ufffb"
+              "\U000e0000-\U000e007f")
+_SEPARATORS_AND_SURROGATES = "\u2028\u2029\ud800-\udfff"
+UNSAFE = f"\x00-\x08\x0a-\x1f\x7f-\x9f{_BIDI}{_INVISIBLE}{_SEPARATORS_AND_SURROGATES}"
 # the same but newlines, tabs and the carriage return of a CRLF: lines stay lines
-_UNSAFE_IN_LINES = re.compile("\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e"
-                              "\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_IN_LINES = re.compile("\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f"
+                              f"{_BIDI}{_INVISIBLE}{_SEPARATORS_AND_SURROGATES}]")
+HIDDEN = ("\u00ad\u034f\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160"
+          "\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2060-\u2064\u206a-\u206f"
+          "\u3164\ufe00-\ufe0f\uffa0\U000110bd\U000110cd\U00013430-\U0001343f"
+          "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff")
+"""What is invisible beyond ``UNSAFE``, for text a person approves (a command, a file
+written): every format character (Unicode category Cf: soft hyphen, joiners...), the
+variation selectors, the Hangul fillers and the combining grapheme joiner. Escaped, a
+command that would run as ``rm -rf ./bu<U+200B>ild`` cannot look like ``rm -rf ./build``."""
+INVISIBLE = f"{_BIDI}{_INVISIBLE}{HIDDEN}"
+"""Every character that takes no room on a terminal and is no control: what ``UNSAFE``
+and ``HIDDEN`` escape beyond the controls."""
 
 
 def escape_control(match: re.Match[str]) -> str:
-    """The readable escape of a matched character (``\\x1b``, ``\\n``, ``\\u202e``)."""
+    """The readable escape of a matched character (``\\x1b``, ``\\n``, ``\\u202e``,
+    ``\\U000e0041``), as Python writes it in a string."""
     code = ord(match.group())
     if code == 0x0A:
         return "\\n"
@@ -28,7 +48,9 @@ def escape_control(match: re.Match[str]) -> str:
         return "\\t"
     if code == 0x0D:
         return "\\r"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def controls_visible(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import sys
 import threading
@@ -28,7 +29,7 @@ from .._messages import ToolCall, valid_text
 from .._overflow import user_home
 from .._session import Session
 from .._stats import cost_text
-from .._text import count_lines, first_line, shorten
+from .._text import INVISIBLE, count_lines, first_line, shorten
 from ..entries import LabelEntry
 from ..errors import ContextreeError, SessionNotFound
 from ..models._base import Model
@@ -64,6 +65,8 @@ from .render import entry_summary, message_summary, tree_lines
 from .sessions import address_of, open_session, require_parent, resolve_entry
 from .terminal import visible
 
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
+
 DEFAULT_WINDOW = 128_000
 ASKED = (ToolKind.SHELL, ToolKind.WRITE, ToolKind.EDIT)
 SYSTEM = ("You are a careful coding assistant working in {cwd}. Use the tools to read, "
@@ -97,44 +100,60 @@ def default_session_path() -> Path:
 
 
 class Screen:
-    """What the chat prints: streamed text as it comes, the rest on lines of their own."""
+    """What the chat prints: streamed text as it comes, the rest on lines of their own.
+
+    While an approval question waits (``ask(..., hold=True)`` until ``answered``), what the
+    other tool calls print is held back: the question stays the last thing on the screen,
+    never scrolled away or followed by lines that look like another question."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.color = out.isatty() and not os.environ.get("NO_COLOR")
         self._mid_line = False
+        self._held: list[str] | None = None  # written once the question is answered
         self._lock = threading.Lock()
 
     def _style(self, text: str, code: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
 
+    def _write(self, text: str) -> None:
+        if self._held is not None:
+            self._held.append(text)
+            return
+        self.out.write(text)
+        self.out.flush()
+
     def stream(self, text: str, *, dim: bool = False) -> None:
         """More of a reply, on the current line (escapes made visible, newlines kept)."""
         text = _shown(text)
         with self._lock:
-            self.out.write(self._style(text, "2") if dim else text)
-            self.out.flush()
+            self._write(self._style(text, "2") if dim else text)
             self._mid_line = not text.endswith("\n")
 
     def line(self, text: str = "", *, dim: bool = False) -> None:
         """A line of its own (escapes made visible; newlines kept as lines)."""
         text = _shown(text)
         with self._lock:
-            if self._mid_line:
-                self.out.write("\n")
-            self.out.write((self._style(text, "2") if dim else text) + "\n")
-            self.out.flush()
+            self._write(("\n" if self._mid_line else "")
+                        + (self._style(text, "2") if dim else text) + "\n")
             self._mid_line = False
 
-    def ask(self, question: str) -> None:
-        """A question whose answer is typed on the same line (escapes made visible)."""
+    def ask(self, question: str, *, hold: bool = False) -> None:
+        """A question whose answer is typed on the same line (escapes made visible);
+        ``hold``: what is printed meanwhile waits for ``answered``."""
         question = _shown(question)
         with self._lock:
-            if self._mid_line:
-                self.out.write("\n")
-            self.out.write(question)
-            self.out.flush()
+            self._write(("\n" if self._mid_line else "") + question)
             self._mid_line = False
+            if hold:
+                self._held = []
+
+    def answered(self) -> None:
+        """The question is answered: print what was held back meanwhile."""
+        with self._lock:
+            held, self._held = self._held, None
+            if held:
+                self._write("".join(held))
 
 
 class Chat:
@@ -180,8 +199,14 @@ class Chat:
             return "the turn was interrupted"
         self.asking.set()
         try:
-            self.screen.ask(_approval_question(call))
-            answer = self._answer(env)
+            if self._discard_typeahead():
+                self.screen.line("(what was typed before this question was ignored: "
+                                 "answer the question below)", dim=True)
+            self.screen.ask(_approval_question(call), hold=True)
+            try:
+                answer = self._answer(env)
+            finally:
+                self.screen.answered()
         finally:
             self.asking.clear()
         if answer is None:
@@ -190,15 +215,35 @@ class Chat:
             return True
         return "the user said no"
 
+    def _terminal_fd(self) -> int | None:
+        """The descriptor of the terminal the chat reads, or ``None`` when its input is
+        piped (or on Windows, whose console handles ``select()`` does not take)."""
+        try:
+            return (self.stdin.fileno() if self.stdin.isatty() and sys.platform != "win32"
+                    else None)
+        except (OSError, ValueError):
+            return None
+
+    def _discard_typeahead(self) -> bool:
+        """Throw away what was typed on the terminal before an approval question is shown
+        (a ``y`` typed ahead, at a model's request or by habit, must not answer a question
+        nobody saw); True if there was any. Piped input is a script, and kept."""
+        fd = self._terminal_fd()
+        if fd is None or not select.select([fd], [], [], 0)[0]:
+            return False
+        import termios
+
+        try:
+            termios.tcflush(fd, termios.TCIFLUSH)
+        except termios.error:
+            return False
+        return True
+
     def _answer(self, env: Env) -> str | None:
         """The line typed at an approval prompt, or ``None`` once the turn is interrupted
         (Ctrl-C): on a terminal the line is read only when one is there, so the next line
         typed after Ctrl-C goes to the chat, not to a prompt nobody waits for."""
-        try:  # (select() takes no console handle on Windows)
-            fd = (self.stdin.fileno() if self.stdin.isatty() and sys.platform != "win32"
-                  else None)
-        except (OSError, ValueError):
-            fd = None
+        fd = self._terminal_fd()
         while fd is not None and not env.cancelled:
             if select.select([fd], [], [], 0.05)[0]:
                 break
@@ -431,30 +476,47 @@ def _shown(text: str) -> str:
 
 def _approval_question(call: ToolCall) -> str:
     """The approval prompt: the exact command (or path, or arguments) in full, every line
-    of it numbered, escapes visible, so what runs is what the person saw; a write shows
-    what goes into the file, an edit the text replaced and its replacement."""
+    of it numbered, escapes visible and every invisible character written as its escape
+    (``\\u200b``, with a note saying how many there are), so what runs is what the person
+    saw; a write shows what goes into the file, an edit the text replaced and its
+    replacement."""
     args = call.arguments
     path = args.get("path")
     if isinstance(path, str) and isinstance(args.get("content"), str):
-        return _change_question(call.name, f"to {visible(path)}", [("", args["content"])])
+        return _change_question(call.name, path, "to", [("", args["content"])])
     old, new = args.get("old_string"), args.get("new_string")
     if isinstance(path, str) and isinstance(old, str) and isinstance(new, str):
-        return _change_question(call.name, f"of {visible(path)}", [("-", old), ("+", new)],
+        return _change_question(call.name, path, "of", [("-", old), ("+", new)],
                                 every=args.get("replace_all") is True)
     what = next((args[k] for k in ("command", "path", "pattern") if isinstance(args.get(k), str)),
                 None)
     text = what if what is not None else json.dumps(args, ensure_ascii=False, indent=1)
+    note = _hidden_note(text)
     lines = text.split("\n")
     if len(lines) == 1 and len(text) <= 200:
-        return f"allow {call.name}: {visible(text, tabs=True)}? [y/N] "
-    shown = "\n".join(f"  {n:>3} | {visible(line, tabs=True)}" for n, line in
-                      enumerate(lines, start=1))
+        return f"{note}allow {call.name}: {_exact(text)}? [y/N] "
+    shown = "\n".join(f"  {n:>3} | {_exact(line)}" for n, line in enumerate(lines, start=1))
     return (f"allow {call.name} ({len(lines)} line{'s' if len(lines) != 1 else ''}, "
             f"{len(text):,} characters, shown in full):\n{shown}\n"
-            f"allow this {call.name}? [y/N] ")
+            f"{note}allow this {call.name}? [y/N] ")
 
 
-def _change_question(name: str, where: str, texts: list[tuple[str, str]], *,
+def _exact(text: str) -> str:
+    """Text a person approves, as it will run: controls and invisible characters escaped."""
+    return visible(text, tabs=True, hidden=True)
+
+
+def _hidden_note(*texts: str) -> str:
+    """A line saying how many invisible characters ``texts`` hold (shown as escapes), or
+    nothing: a ``\\u200b`` among a long command is easy to miss."""
+    count = sum(len(_INVISIBLE.findall(t)) for t in texts)
+    if not count:
+        return ""
+    return (f"note: {count:,} invisible character{'s are' if count != 1 else ' is'} shown "
+            "above as escapes (\\u...): it runs with them\n")
+
+
+def _change_question(name: str, path: str, preposition: str, texts: list[tuple[str, str]], *,
                      every: bool = False) -> str:
     """The approval prompt of a file change: each text (``sign`` "" for a write's content,
     "-" and "+" for an edit's) with its lines numbered, in full, escapes visible."""
@@ -464,14 +526,15 @@ def _change_question(name: str, where: str, texts: list[tuple[str, str]], *,
         if len(lines) > 1 and lines[-1] == "":  # a final newline ends a line, adds none
             lines.pop()
         counts.append(f"{len(lines)} line{'s' if len(lines) != 1 else ''}")
-        shown += [f"  {sign}{n:>{3 - len(sign)}} | {visible(line, tabs=True)}"
+        shown += [f"  {sign}{n:>{3 - len(sign)}} | {_exact(line)}"
                   for n, line in enumerate(lines, start=1)]
     if len(texts) == 1:
         what = f"{counts[0]}, {len(texts[0][1]):,} characters"
     else:
         what = f"replace {counts[0]} with {counts[1]}" + (", every match" if every else "")
-    return (f"allow {name} {where} ({what}, shown in full):\n" + "\n".join(shown)
-            + f"\nallow this {name}? [y/N] ")
+    note = _hidden_note(path, *(text for _, text in texts))
+    return (f"allow {name} {preposition} {visible(path, hidden=True)} ({what}, shown in full):\n"
+            + "\n".join(shown) + f"\n{note}allow this {name}? [y/N] ")
 
 
 def _describe(call: ToolCall) -> str:

@@ -5,8 +5,10 @@ output could set the window title, write the clipboard (OSC 52), plant a hyperli
 the screen. Every string from a session or a file name goes through ``visible`` before the
 CLI prints it as text: control characters (C0, DEL, C1), the bidirectional overrides and the
 line separators become readable escapes (``\\x1b``, ``\\x9b``, ``\\u202e``), so an escape
-sequence shows as ``\\x1b]52;c;...`` instead of acting. ``--json`` output is left exact
-(JSON escapes C0 characters itself).
+sequence shows as ``\\x1b]52;c;...`` instead of acting; so do the characters no terminal
+draws (zero-width spaces, tag characters), which could hide words in plain sight. What a
+person approves (``chat``'s questions) escapes every invisible character (``hidden=True``).
+``--json`` output is left exact (JSON escapes C0 characters itself).
 """
 
 from __future__ import annotations
@@ -15,23 +17,28 @@ import re
 
 from rich.cells import cell_len, get_character_cell_size
 
-from .._text import ELLIPSIS, UNSAFE, escape_control
+from .._text import ELLIPSIS, HIDDEN, UNSAFE, escape_control
 
 __all__ = ["ELLIPSIS", "fit", "surrogates_escaped", "visible", "width_of"]
 
 
 _ONE_LINE = re.compile(f"[\t{UNSAFE}]")  # a line of a table: tabs would break the columns
 _BLOCK = re.compile(f"[{UNSAFE}]")  # a line of a message body: tabs are kept
+_PATTERNS = {(False, False): _ONE_LINE, (True, False): _BLOCK,
+             (False, True): re.compile(f"[\t{UNSAFE}{HIDDEN}]"),
+             (True, True): re.compile(f"[{UNSAFE}{HIDDEN}]")}
 _SURROGATE = re.compile("[\ud800-\udfff]")  # what UTF-8 (and so JSON output) cannot hold
 
 
-def visible(text: str, *, tabs: bool = False) -> str:
+def visible(text: str, *, tabs: bool = False, hidden: bool = False) -> str:
     """``text`` with every control character and terminal escape made visible (``\\x1b``...).
 
     Newlines become ``\\n`` too, so the result is one line; ``tabs=True`` keeps tabs (for a
-    message body, where whitespace is kept as written).
+    message body, where whitespace is kept as written); ``hidden=True`` also escapes the
+    invisible characters ordinary text may hold (joiners, soft hyphens, variation selectors:
+    ``HIDDEN``), for what a person is asked to approve.
     """
-    pattern = _BLOCK if tabs else _ONE_LINE
+    pattern = _PATTERNS[tabs, hidden]
     if pattern.search(text) is None:
         return text
     return pattern.sub(escape_control, text)
