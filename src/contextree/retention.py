@@ -10,6 +10,8 @@ writing elsewhere is skipped and reported, never deleted under its writer.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import io
 import math
@@ -23,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ._files import atomic_write, open_regular_readonly
+from ._files import atomic_write, open_regular_readonly, storable_path
 from ._overflow import OverflowStore, _session_dirname
 from ._spills import (
     _SAVED,
@@ -491,8 +493,8 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             SESSION_MEMBER: path if path is not None else _lines_of(session)}
         if path is not None and quarantine_path(path).is_file():
             members["quarantine"] = quarantine_path(path)
-        for i, spill in enumerate(sorted(owned | recorded)):
-            members[f"spills/{i:06d}-{Path(spill).name}"] = Path(spill)
+        for i, spill in enumerate(sorted(owned | recorded)):  # (a zip name must be UTF-8)
+            members[f"spills/{i:06d}-{storable_path(Path(spill).name)}"] = Path(spill)
         shared = set()
         if owned | recorded:
             catalog = (DirectoryCatalog(path.parent, cache=False) if path is not None
@@ -501,7 +503,7 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
             shared = (owned | recorded) & spills_named_elsewhere(catalog, {me, str(out)})
         manifest: dict[str, Any] = {"format": ARCHIVE_FORMAT, "session_id": session_id,
                                     "origin": "file" if in_file else "database",
-                                    "where": session.location,
+                                    "where": storable_path(session.location),
                                     "archived_at": datetime.now(UTC).isoformat(), "files": {}}
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED,
@@ -527,7 +529,9 @@ def archive(target: str | os.PathLike[str], *, store: OverflowStore | None = Non
         folder.rmdir()
     except OSError:
         pass  # gone already, kept for another session, or not only this session's files
-    return Archived(out, session_id, {n: manifest["files"][n]["path"] for n in members},
+    return Archived(out, session_id,
+                    {n: str(s.absolute()) if isinstance(s, Path) else n
+                     for n, s in members.items()},
                     tuple(sorted(shared)))
 
 
@@ -545,10 +549,42 @@ def _member(z: zipfile.ZipFile, name: str, source: Path | bytes) -> dict[str, An
     else:
         data = _read_exact(source)
         st = source.stat()
-        meta = {"path": str(source.absolute()), "mode": st.st_mode & 0o7777,
+        meta = {**_path_fields(str(source.absolute())), "mode": st.st_mode & 0o7777,
                 "mtime_ns": st.st_mtime_ns}
     z.writestr(name, data)
     return {**meta, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _path_fields(path: str) -> dict[str, str]:
+    """A file's place as a manifest holds it: ``path``, and for a name with bytes that are
+    not UTF-8 (held as lone surrogates, which JSON cannot carry) ``path`` as a session line
+    writes it (``a\\xffb``, to read) and the exact bytes in ``path_bytes`` (base64), which
+    ``unarchive`` restores the name from."""
+    text = storable_path(path)
+    if text == path:
+        return {"path": path}
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:  # a surrogate no byte stands for: no such file name
+        return {"path": text}
+    return {"path": text, "path_bytes": base64.b64encode(raw).decode("ascii")}
+
+
+def _manifest_path(meta: Any) -> str | None:
+    """The place a manifest entry gives (``_path_fields``), exactly as the file was named;
+    ``None`` if it gives none that can be read."""
+    if not isinstance(meta, dict):
+        return None
+    raw = meta.get("path_bytes")
+    if raw is None:
+        path = meta.get("path")
+        return path if isinstance(path, str) else None
+    if not isinstance(raw, str):
+        return None
+    try:
+        return os.fsdecode(base64.b64decode(raw, validate=True))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def _read_exact(path: Path) -> bytes:
@@ -784,9 +820,9 @@ def _create_in(into: str | os.PathLike[str] | Catalog, lines: bytes, archive_pat
 
 def _restore_place(name: str, meta: Any, archive_path: Path, store: OverflowStore,
                    session_id: str) -> Path:
-    original = meta.get("path") if isinstance(meta, dict) else None
-    base = Path(original).name if isinstance(original, str) else ""
-    if not base or base in (".", "..") or base.startswith("."):
+    original = _manifest_path(meta)
+    base = Path(original).name if original is not None else ""
+    if not base or base in (".", "..") or base.startswith(".") or "\x00" in base:
         raise InvalidArgument(f"{archive_path}: {name!r} has no usable file name")
     if name == SESSION_MEMBER:
         return archive_path.with_name(base)

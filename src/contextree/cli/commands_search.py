@@ -19,6 +19,8 @@ from .output import Out, UsageProblem, count_option, emit_json, human_size, prog
 from .terminal import visible
 
 DEFAULT_LIMIT = 20
+ROLES = ("user", "assistant", "tool", "system", "compaction", "branch_summary", "custom")
+"""What ``--role`` takes: the roles of messages, and the other entries that hold text."""
 WhereArg = Annotated[str, typer.Argument(metavar="WHERE", help="A directory (looked through "
                                          "recursively), a postgresql:// URL, or any catalog "
                                          "URL.")]
@@ -30,12 +32,13 @@ def search_command(
                                          "word* for a start; \"a phrase\" in quotes).")],
     where: WhereArg = ".",
     role: Annotated[str | None, typer.Option("--role", help="Only entries of this role: "
-                                             "user, assistant, tool, system, compaction, "
-                                             "branch_summary, custom.")] = None,
+                                             f"{', '.join(ROLES)}.")] = None,
     since: Annotated[str | None, typer.Option("--since", help="Only entries written since "
-                                              "this time (ISO, UTC).")] = None,
+                                              "this time (ISO, such as 2026-12-01 or "
+                                              "2026-12-01T09:30; UTC unless it gives an "
+                                              "offset).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Only entries written before "
-                                              "this time (ISO, UTC).")] = None,
+                                              "this time (ISO, as --since).")] = None,
     cwd: Annotated[str | None, typer.Option("--cwd", help="Only sessions run in this "
                                             "directory or below it.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only sessions a model of "
@@ -61,19 +64,33 @@ def search_command(
     current branch (off-branch history and entries compaction took out of the model's view
     are found too, and marked). A directory's index is refreshed first."""
     from ..storage import search
-    from ..storage._describe import utc_stamp
 
+    if role is not None and role not in ROLES:
+        raise UsageProblem(f"--role {role!r} is not a role; give one of {', '.join(ROLES)}")
+    since, until = _time_option("--since", since), _time_option("--until", until)
+    count = count_option(limit) or DEFAULT_LIMIT
     catalog, is_dir = open_catalog_of(where)
-    found = search(catalog, query, role=role, since=utc_stamp(since) if since else None,
-                   until=utc_stamp(until) if until else None, cwd=cwd, model=model,
-                   tool=tool, on_branch=on_branch,
-                   limit=count_option(limit) or DEFAULT_LIMIT, fts=fts,
+    found = search(catalog, query, role=role, since=since, until=until, cwd=cwd, model=model,
+                   tool=tool, on_branch=on_branch, limit=count, fts=fts,
                    refresh=not no_refresh)
     _report(found)
     if as_json:
         emit_json([_json_row(h, is_dir) for h in found])
         return
     _print(found, catalog.where, is_dir, query)
+
+
+def _time_option(option: str, text: str | None) -> str | None:
+    """An ISO time given to ``option`` as entries write it (UTC), or a usage error: any
+    other text would be compared as it is, and match nothing or everything."""
+    from ..storage._describe import parse_utc_stamp
+
+    if text is None:
+        return None
+    try:
+        return parse_utc_stamp(text)
+    except ValueError as e:
+        raise UsageProblem(f"{option} {e}") from None
 
 
 def _report(found: SearchResults) -> None:

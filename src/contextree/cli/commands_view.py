@@ -38,8 +38,8 @@ def view_command(
                                         "writing a file; Ctrl-C stops it.")] = False,
     open_browser: Annotated[bool, typer.Option("--open", help="Open the page in the web "
                                                "browser.")] = False,
-    port: Annotated[int, typer.Option("--port", help="--serve: the port (default: a free "
-                                      "one).")] = 0,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="--serve: the port "
+                                      "(0 to 65535; default 0: a free one).")] = 0,
     redact: RedactOpt = True,
     patterns: PatternsOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing file at the "

@@ -146,7 +146,8 @@ def describe(path: Path) -> SessionInfo | Unlisted:
 
 def utc_stamp(stamp: str | datetime) -> str:
     """A time as entries write it (``2025-01-02T03:04:05.678Z``, UTC), whatever offset or
-    precision it came with; text that is not an ISO time is returned as it is."""
+    precision it came with; text that is not an ISO time (or one whose UTC time is outside
+    the years 1-9999, such as ``0001-01-01T00:00+01:00``) is returned as it is."""
     if isinstance(stamp, str):
         try:
             when = datetime.fromisoformat(stamp)
@@ -154,9 +155,40 @@ def utc_stamp(stamp: str | datetime) -> str:
             return stamp
     else:
         when = stamp
+    found = _in_utc(when)
+    if found is not None:
+        return found
+    return stamp if isinstance(stamp, str) else stamp.isoformat(timespec="milliseconds")
+
+
+ISO_FORMS = ("2026-12-01, 2026-12-01T09:30, 2026-12-01T09:30:00Z or "
+             "2026-12-01T09:30:00+02:00; UTC unless it gives an offset")
+"""The ISO times ``utc_stamp`` reads, in words for a message."""
+
+
+def parse_utc_stamp(text: str) -> str:
+    """``text``, an ISO date or time, as ``utc_stamp`` writes it; for any other text (which
+    ``utc_stamp`` keeps as it is) a ``ValueError`` that says which forms are taken."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO date or time (such as {ISO_FORMS})") from None
+    found = _in_utc(when)
+    if found is None:
+        raise ValueError(f"{text!r} is outside the years 1-9999 once in UTC (give a time "
+                         f"such as {ISO_FORMS})")
+    return found
+
+
+def _in_utc(when: datetime) -> str | None:
+    """``when`` in UTC as entries write it (no offset: UTC); ``None`` if that falls outside
+    the calendar (``0001-01-01T00:00+01:00``)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except OverflowError:
+        return None
 
 
 @dataclass

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote, unquote
 
+from ..errors import InvalidArgument
 from ..redaction import Redactor
 from ..storage import Catalog, SessionInfo
 from ._page import _asset, _hash, content_security_policy
@@ -45,6 +46,8 @@ class ViewServer:
 
     def __init__(self, targets: Sequence[str] | Catalog, render: Callable[[str], str], *,
                  port: int = 0, redact: bool = True) -> None:
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise InvalidArgument(f"port={port!r}: a port is 0 to 65535 (0: a free one)")
         self.catalog: Catalog | None = None if isinstance(targets, Sequence) else targets
         self.targets = list(targets) if isinstance(targets, Sequence) else []
         self.redact = redact
