@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._context import Projector, SessionContext, build_context
@@ -43,15 +44,18 @@ from .entries import (
     SessionHeader,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
+    line_problem,
     new_id,
     now,
     recorded_system,
     request_digest,
+    wrong_type,
 )
 from .errors import (
     DuplicateId,
     EntryNotFound,
     InvalidArgument,
+    InvalidEntry,
     LeafConflict,
     SessionExists,
     SessionNotFound,
@@ -294,6 +298,9 @@ class Session:
             raise SessionExists(f"this storage already holds session {storage.header.id!r}; "
                                 "use it with Session.open(storage)", path=storage.location)
         address = resolve(target)
+        if cwd is not None and not isinstance(cwd, str | os.PathLike):
+            raise InvalidArgument(f"cwd must be a path (str or os.PathLike) or None, got "
+                                  f"{type(cwd).__name__}")
         header = SessionHeader(
             id=check_session_id(session_id) if session_id is not None
             else address.session_id or new_session_id(),
@@ -301,6 +308,9 @@ class Session:
             cwd=storable_path(cwd if cwd is not None else os.getcwd()),
             metadata=metadata,
         )
+        # The storages write the header as it is: one its reader refuses is no session.
+        if (problem := line_problem(header)) is not None:
+            raise InvalidArgument(f"the session header cannot be stored: {problem}")
         return cls(create_storage(address, header, durable=durable))
 
     @classmethod
@@ -360,6 +370,8 @@ class Session:
     def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:
         """A session that lives only in this process."""
         header = SessionHeader(id=session_id or new_session_id(), created_at=now(), cwd=cwd)
+        if (problem := line_problem(header)) is not None:  # a fork of it writes the header
+            raise InvalidArgument(f"the session header cannot be stored: {problem}")
         return cls(MemoryStorage(header))
 
     def close(self) -> None:
@@ -444,6 +456,13 @@ class Session:
 
     def append(self, entry: AnyEntry, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Append a ready-made entry (its id, parent and timestamp are used as given)."""
+        for name in ("parent_id", "target_id") if isinstance(entry, LeafEntry) else ("parent_id",):
+            # looked up among the ids before any other check: a list would raise TypeError
+            value = getattr(entry, name, None)
+            if value is not None and not isinstance(value, str):
+                raise InvalidEntry(f"entry {entry.id!r} cannot be stored: `{name}` must be "
+                                   f"str or None, got {type(value).__name__}",
+                                   path=self.location)
         self.storage.append(entry, expected_leaf=expected_leaf)
         return entry.id
 
@@ -451,7 +470,11 @@ class Session:
                        expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Append a message (a ``Message`` or its dict form) under the leaf; returns its id."""
         if not isinstance(message, Message):
-            message = Message.from_dict(dict(message))
+            try:
+                message = Message.from_dict(dict(message))
+            except msgspec.ValidationError as e:  # what the entry's check says, in its words
+                raise InvalidEntry(f"the message cannot be stored: {wrong_type(e)}",
+                                   path=self.location) from None
         entry = MessageEntry(new_id(), self.storage.leaf_id, now(), message=message)
         return self._store_new(entry, expected_leaf, True)
 
@@ -530,6 +553,12 @@ class Session:
         entry ids to the placeholder text shown instead of their content. ``Session.compact``
         plans one and calls this.
         """
+        given = [*(cleared or ()), *(pinned or ())]
+        for eid in [first_kept_entry_id, *given] if first_kept_entry_id is not None else given:
+            if not isinstance(eid, str):
+                raise InvalidArgument(f"the entries a compaction keeps, clears or pins are "
+                                      f"given by their ids (str), got {_shown(eid)}",
+                                      path=self.location)
         branch_ids = {e.id for e in self.branch()}
         if first_kept_entry_id is not None and first_kept_entry_id not in branch_ids:
             raise InvalidArgument(
@@ -611,6 +640,9 @@ class Session:
         A label names one entry: if another entry holds it, the label moves (a label entry
         clearing it there is written first, in the same batch).
         """
+        if label is not None and not isinstance(label, str):
+            raise InvalidArgument(f"a label must be a str (or None to clear it), got "
+                                  f"{_shown(label)}", path=self.location)
         target_id = self.resolve(target_id)
         others = ([eid for eid in self.storage.label_holders(label) if eid != target_id]
                   if label else [])
@@ -646,13 +678,19 @@ class Session:
         return self._append(SessionInfoEntry, name=name or "", expected_leaf=expected_leaf)
 
     # -- reading entries ---------------------------------------------------------------
-    def get_entry(self, entry_id: str) -> AnyEntry | None:
-        """The entry with that id, or ``None``."""
-        return self.storage.get(entry_id)
+    def get_entry(self, entry_id: str | None) -> AnyEntry | None:
+        """The entry with that id, or ``None`` (also for ``None``: a root's parent);
+        ``InvalidArgument`` for an id that is not a str."""
+        if entry_id is None:
+            return None
+        return self.storage.get(_entry_id(entry_id, self.location))
 
-    def label_of(self, entry_id: str) -> str | None:
-        """The label of an entry, or ``None``."""
-        return self.storage.label(entry_id)
+    def label_of(self, entry_id: str | None) -> str | None:
+        """The label of an entry, or ``None`` (also for ``None``); ``InvalidArgument`` for
+        an id that is not a str."""
+        if entry_id is None:
+            return None
+        return self.storage.label(_entry_id(entry_id, self.location))
 
     def labels(self) -> dict[str, str]:
         """Every label in force: entry id -> label."""
@@ -923,7 +961,11 @@ def entry_matches(session: Session, ref: str) -> tuple[Matched, list[str]]:
     """The entries ``ref`` could name, and how: its own id, the entries holding it as a
     label (several only in files from elsewhere), or the ids it is the start of. The one
     lookup behind ``Session.resolve`` and the CLI's ENTRY arguments, which phrase the
-    outcome in their own words. A trailing "…" (of a shortened id) is ignored."""
+    outcome in their own words. A trailing "…" (of a shortened id) is ignored;
+    ``InvalidArgument`` for a ``ref`` that is not a str."""
+    if not isinstance(ref, str):
+        raise InvalidArgument(f"an entry is named by its id, the start of one, or a label "
+                              f"(a str); got {_shown(ref)}", path=session.location)
     ref = ref.strip().rstrip("…")
     if not ref:
         return "prefix", []
@@ -934,6 +976,19 @@ def entry_matches(session: Session, ref: str) -> tuple[Matched, list[str]]:
     if labelled:
         return "label", labelled
     return "prefix", [e.id for e in session.entries() if e.id.startswith(ref)]
+
+
+def _entry_id(value: object, location: str) -> str:
+    """``value`` if it is an entry id (a str): a lookup of anything else would raise a raw
+    ``TypeError`` (unhashable) or, on a database, fail in the driver."""
+    if isinstance(value, str):
+        return value
+    raise InvalidArgument(f"an entry id is a str, got {_shown(value)}", path=location)
+
+
+def _shown(value: object) -> str:
+    """A wrong value for an error message: its type and the start of its repr."""
+    return f"{type(value).__name__} {value!r:.40}"
 
 
 def new_session_id() -> str:

@@ -12,11 +12,15 @@ unchanged. Narrow an entry with ``isinstance(e, MessageEntry)``: an ``UnknownEnt
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as dt_time
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import msgspec
 import orjson
@@ -25,9 +29,12 @@ from ._limits import MAX_DEPTH, TOO_DEEP, data_problem, deeper_than, plain_data
 from ._messages import (
     NESTED,
     PART_CONTENT,
+    ImagePart,
     Message,
     Part,
     TextPart,
+    ThinkingPart,
+    UnknownPart,
     Usage,
     _Extras,
     convert,
@@ -458,12 +465,45 @@ NESTED[BranchSummaryEntry] = {"usage": (False, Usage)}
 # Which fields of each line may hold arbitrary JSON, walked by ``contextree._limits``.
 
 def _plain(entry: MessageEntry) -> bool:
-    """A message entry with text content and no tool calls, meta or unknown fields: within
-    the limits by construction, and encoded as it is (most appends are one)."""
+    """A message entry with text content and no tool calls, meta or unknown fields, every
+    field of the type it is declared with: within the limits and of the right types by
+    construction, and encoded as it is (most appends are one). The common case (a text
+    with none of the optional fields) is a few attribute reads; a reply or a tool result
+    has its optional fields' types looked at (``_typed_plain``)."""
     m = entry.message
-    return (type(m.content) is str and m.tool_calls is None and m.meta is None
+    return (type(m) is Message and type(m.content) is str and type(m.role) is str
+            and m.tool_calls is None and m.meta is None and type(entry.timestamp) is str
             and getattr(entry, "_extra", None) is None and getattr(m, "_extra", None) is None
-            and (m.usage is None or getattr(m.usage, "_extra", None) is None))
+            and ((m.usage is None and m.tool_call_id is None and m.name is None
+                  and m.model is None and m.provider is None and m.stop_reason is None
+                  and m.is_error is False) or _typed_plain(m)))
+
+
+_TEXT_OR_NONE = ("tool_call_id", "name", "model", "provider", "stop_reason")
+_COUNTS = ("input", "output", "cache_read", "cache_write", "total")
+
+
+def _typed_plain(m: Message) -> bool:
+    """The optional fields of a message that ``_plain`` lets through (every field of
+    ``Message`` but content, role, tool calls and meta) hold what they are declared to:
+    text or ``None``, a bool, a ``Usage`` of integers and a cost (``tests/
+    test_wrong_types.py`` sets each field of ``Message`` and ``Usage`` to a wrong type, so a
+    field added to either cannot slip past here)."""
+    for name in _TEXT_OR_NONE:
+        value = getattr(m, name)
+        if value is not None and type(value) is not str:
+            return False
+    if type(m.is_error) is not bool:
+        return False
+    u = m.usage
+    if u is None:
+        return True
+    if type(u) is not Usage or getattr(u, "_extra", None) is not None:
+        return False
+    for name in _COUNTS:
+        if type(getattr(u, name)) is not int:
+            return False
+    return u.cost is None or type(u.cost) is float or type(u.cost) is int
 
 
 def plain_message_line(entry: Any) -> bytes | None:
@@ -475,8 +515,18 @@ def plain_message_line(entry: Any) -> bytes | None:
 
 
 def line_problem(line: Any) -> str | None:
-    """What breaks the limits in a header or entry, or ``None``."""
+    """What keeps a header or entry from being written: a field that is not of the type it
+    is declared with (``_type_problem``: the reader would refuse the line), or JSON beyond
+    the limits; ``None`` if nothing does."""
     if type(line) is MessageEntry and _plain(line):  # the common case first
+        return None
+    return _type_problem(line) or _limits_problem(line)
+
+
+def _limits_problem(line: Any) -> str | None:
+    """What breaks the limits in a header or entry, or ``None``: ``line_problem`` for what
+    a typed decoder made (its fields are of their types already)."""
+    if type(line) is MessageEntry and _plain(line):
         return None
     check = _FIELDS.get(type(line))
     if check is None:
@@ -494,7 +544,8 @@ def line_problem(line: Any) -> str | None:
 
 def decoded_problem(entry: Any) -> str | None:
     """``line_problem`` for what the typed line decoder returned: it admits no unknown
-    fields or content parts, so a message can only go wrong in its tool calls or meta."""
+    fields or content parts, and its fields are of their types, so a message can only go
+    wrong in its tool calls or meta."""
     if type(entry) is MessageEntry:
         m = entry.message
         if m.meta is not None and (p := data_problem(m.meta, 2)):
@@ -503,7 +554,175 @@ def decoded_problem(entry: Any) -> str | None:
             if call.arguments and (p := data_problem(call.arguments, 4)):
                 return p
         return None
-    return line_problem(entry)
+    return _limits_problem(entry)
+
+
+# -- types ------------------------------------------------------------------------------
+# A line is written only if its reader takes it back as it is: each field of the type it
+# is declared with. Checked against the very classes the reader decodes into, so the two
+# cannot drift: first what only Python objects can get wrong (``_nesting``: a dict where a
+# struct is declared, which its JSON would hide), then the line's data as ``to_builtins``
+# gives it (values that JSON would turn into text, such as bytes or a datetime, kept as
+# they are, so that a text field refuses them) converted to its class, in C. A content
+# part this version does not know stands in as an empty text part: the reader keeps it (a
+# part given as a dict takes the reader's lenient path, ``_messages.convert``, if need be).
+
+_KEPT = (bytes, bytearray, memoryview, datetime, date, dt_time, timedelta, UUID, Decimal)
+_EXPECTED = re.compile(r"Expected `([^`]+)`, got `([^`]+)`(?: - at `\$\.?([^`]*)`)?")
+_WORDS = {"null": "None", "array": "list", "object": "dict"}
+_PARTS = (TextPart, ImagePart, ThinkingPart)
+_PART_TAGS = frozenset(str(c.__struct_config__.tag) for c in _PARTS)
+_STAND_IN = {"type": "text", "text": ""}
+
+
+def _type_problem(line: Any) -> str | None:
+    """The first field of a header or entry that is not of its declared type, said as
+    ``line_problem`` says a problem (``None``: every field is). A line of an unknown type
+    keeps any JSON but must not claim a known type (the reader would take it as one).
+    Data with no JSON form is left to the encoding, which refuses it, and data nested too
+    deeply for the conversion to the limits check."""
+    if isinstance(line, UnknownEntry):
+        kind = line.data.get("type")
+        if not isinstance(kind, str):
+            return f"`type` must be str, got {type(kind).__name__}"
+        if kind == "session" or kind in ENTRY_TYPES:
+            return (f"an UnknownEntry cannot have the type {kind!r}, which this version "
+                    "knows: make the entry with entries.from_dict(data)")
+        return None
+    if not isinstance(line, Entry | SessionHeader):
+        return None
+    problem, shadowed = _nesting(line, "")
+    if problem is not None:
+        return problem
+    try:
+        data = msgspec.to_builtins(line, builtin_types=_KEPT, str_keys=True,
+                                   enc_hook=_stand_in)
+        msgspec.convert(data, type(line))
+    except msgspec.ValidationError as e:
+        try:  # a part given as a dict of a type this version does not know, say
+            convert(data, type(line))
+        except msgspec.ValidationError:
+            return wrong_type(e)
+        except NO_JSON_FORM:
+            return None
+    except NO_JSON_FORM:
+        return None
+    if shadowed:  # an unknown field is written in place of a field left out: as read?
+        try:
+            convert(to_builtins(line), type(line))
+        except msgspec.ValidationError as e:
+            return f"an unknown field (set_extra) is written in place of a field: {wrong_type(e)}"
+        except NO_JSON_FORM:
+            return None
+    return None
+
+
+def _stand_in(obj: Any) -> Any:
+    """``enc_hook`` of the type check: a content part of a type this version does not know
+    as a valid part (the reader keeps whatever it holds), one that claims a known type as
+    its data (read as that part, so checked as one)."""
+    if isinstance(obj, UnknownPart):
+        data = obj.data
+        kind = data.get("type") if isinstance(data, dict) else None
+        return _STAND_IN if isinstance(kind, str) and kind not in _PART_TAGS else data
+    return enc_hook(obj)
+
+
+_Slot = tuple[str, str, tuple[type[Any], ...], bool, tuple[type[Any], ...]]
+_SLOTS: dict[type[Any], tuple[frozenset[str], tuple[_Slot, ...]]] = {}
+
+
+def _slots(cls: type[Any]) -> tuple[frozenset[str], tuple[_Slot, ...]]:
+    """Of struct ``cls``, as msgspec sees it (worked out once): the fields its line may
+    leave out (a default, with ``omit_defaults``: an unknown field of the name would be
+    written in their place), and the fields declared to hold structs, each as (attribute,
+    name in the line, the structs it may be, whether it may be nothing else but ``None``,
+    the structs a list of it holds when that list holds structs only). An unknown content
+    part is a part too, and so is a dict (what callers have long given: ``content`` is read
+    for its parts, which skips other items, where a usage or a tool call is read for its
+    fields)."""
+    found = _SLOTS.get(cls)
+    if found is not None:
+        return found
+    inspect = msgspec.inspect
+    info = inspect.type_info(cls)
+    assert isinstance(info, inspect.StructType)
+    slots: list[_Slot] = []
+    for f in info.fields:
+        kinds = f.type.types if isinstance(f.type, inspect.UnionType) else (f.type,)
+        alone: tuple[type[Any], ...] = tuple(k.cls for k in kinds
+                                             if isinstance(k, inspect.StructType))
+        only = bool(alone) and all(isinstance(k, inspect.StructType | inspect.NoneType)
+                                   for k in kinds)
+        items = [i for k in kinds if isinstance(k, inspect.ListType)
+                 for i in (k.item_type.types if isinstance(k.item_type, inspect.UnionType)
+                           else (k.item_type,))]
+        listed: tuple[type[Any], ...] = tuple(i.cls for i in items
+                                              if isinstance(i, inspect.StructType))
+        if len(listed) != len(items):
+            listed = ()  # a list that may hold other things: msgspec's check says it
+        elif set(listed) & set(_PARTS):
+            listed += (UnknownPart, dict)  # a dict: a part as JSON, which is read as one
+        if alone or listed:
+            if only and any(isinstance(k, inspect.NoneType) for k in kinds):
+                alone += (type(None),)
+            slots.append((f.name, f.encode_name, alone, only, listed))
+    omitted = (frozenset(f.encode_name for f in info.fields if not f.required)
+               if cls.__struct_config__.omit_defaults else frozenset())
+    found = _SLOTS[cls] = (omitted, tuple(slots))
+    return found
+
+
+def _nesting(obj: Any, at: str) -> tuple[str | None, bool]:
+    """The first field of struct ``obj`` (``at`` its place in the line) declared as a
+    struct that holds something else (a dict, say: ``to_builtins`` would make both the
+    same JSON, but the entry in memory is not what a reopen reads), and whether an unknown
+    field of it or of a struct in it has the name of a field that its line may leave out."""
+    omitted, slots = _slots(type(obj))
+    extra = getattr(obj, "_extra", None)
+    shadowed = extra is not None and not omitted.isdisjoint(extra)
+    for name, key, alone, only, listed in slots:
+        value = getattr(obj, name)
+        if value is None:
+            continue
+        if listed and type(value) in (list, tuple):
+            for k, item in enumerate(value):
+                if not isinstance(item, listed):
+                    return _not_of(f"{at}{key}[{k}]", listed, item), shadowed
+                if isinstance(item, msgspec.Struct):
+                    problem, inner = _nesting(item, f"{at}{key}[{k}].")
+                    if problem is not None:
+                        return problem, shadowed
+                    shadowed = shadowed or inner
+        elif alone and isinstance(value, alone):
+            problem, inner = _nesting(value, f"{at}{key}.")
+            if problem is not None:
+                return problem, shadowed
+            shadowed = shadowed or inner
+        elif only:
+            return _not_of(f"{at}{key}", alone, value), shadowed
+    return None, shadowed
+
+
+def _not_of(at: str, kinds: tuple[type[Any], ...], value: Any) -> str:
+    names = ["None" if k is type(None) else k.__name__ for k in kinds]
+    return f"`{at}` must be {_either(names)}, got {type(value).__name__}"
+
+
+def _either(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def wrong_type(error: msgspec.ValidationError) -> str:
+    """msgspec's ``Expected `str | null`, got `int` - at `$.label``` as ``line_problem``
+    says it: "`label` must be str or None, got int"."""
+    text = str(error)
+    found = _EXPECTED.fullmatch(text)
+    if found is None:
+        return f"it is not valid ({text})"
+    want, got, at = found.groups()
+    kinds = [_WORDS.get(w, w) for w in want.split(" | ")]
+    return f"`{at or 'the line'}` must be {_either(kinds)}, got {_WORDS.get(got, got)}"
 
 
 def _extras(obj: Any, level: int) -> str | None:
@@ -623,7 +842,7 @@ def decode_line(line: bytes | memoryview | str) -> Line:
     except (msgspec.DecodeError, RecursionError):
         pass  # the lenient path below says what is wrong
     else:
-        problem = line_problem(decoded)
+        problem = _limits_problem(decoded)
         if problem is not None:
             raise LineError(InvalidEntry, problem)
         return decoded
@@ -710,7 +929,7 @@ def checked_line(line: Line) -> bytes | None:
     if simple is not None:
         return simple
     by_orjson = isinstance(line, UnknownEntry) or has_extras(line)
-    if not by_orjson and line_problem(line) is not None:
+    if (line_problem(line) if not by_orjson else _type_problem(line)) is not None:
         return None
     try:
         if not by_orjson:
