@@ -97,16 +97,15 @@ def _open_temp(target: Path, mode: int, dir_fd: int | None) -> tuple[int, Path]:
             fcntl.flock(fd, fcntl.LOCK_EX)
             named = os.stat(tmp, follow_symlinks=False, **_in(dir_fd))
             mine = os.fstat(fd)
+            if (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+                return fd, tmp  # (in the try: an interrupt at the return removes it too)
         except FileNotFoundError:
             os.close(fd)  # swept away between our open and our lock: a new name
             continue
         except BaseException:
             _discard(fd, tmp, dir_fd)
             raise
-        if (named.st_dev, named.st_ino) != (mine.st_dev, mine.st_ino):  # pragma: no cover
-            os.close(fd)  # swept, and the 48-bit name taken again meanwhile
-            continue
-        return fd, tmp
+        os.close(fd)  # pragma: no cover - swept, and the 48-bit name taken again meanwhile
 
 
 def _in(dir_fd: int | None) -> dict[str, int]:
@@ -232,10 +231,10 @@ def atomic_create(
         _commit(tmp, target, overwrite=False, durable=durable, dir_fd=None)
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
         fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+        return fd  # (in the try: an interrupt at the return closes it too)
     except BaseException:
         _discard(fd, tmp, None)
         raise
-    return fd
 
 
 def _commit(tmp: Path, target: Path, *, overwrite: bool, durable: bool,

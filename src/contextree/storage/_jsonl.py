@@ -343,20 +343,24 @@ class JsonlStorage(IndexedStorage):
             line = _encode(entry, target)
             placed.append((entry, (len(data), len(line), line_crc(line))))
             data += line
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            sweep(target.parent)
-            fd = atomic_create(target, bytes(data), durable=durable)
-        except FileExistsError:
-            raise SessionExists("a file is already there; choose another path or open it",
-                                path=str(target)) from None
-        except OSError as e:
-            raise StorageFailure(f"could not create the session file ({describe_os_error(e)}); "
-                                 "nothing was written — free disk space or check permissions "
-                                 "and retry", path=str(target)) from e
-        shared = None
-        try:
-            with _OPEN_LOCK:
+        # The registry's lock is held from the file's link to its registration: another
+        # thread of this process that finds the new file then shares it, where it would
+        # find the file locked by an open it cannot see (``SessionLocked``).
+        with _OPEN_LOCK:
+            fd, shared = -1, None
+            try:  # whatever interrupts it, at any line, lets the new file's lock go
+                try:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    sweep(target.parent)
+                    fd = atomic_create(target, bytes(data), durable=durable)
+                except FileExistsError:
+                    raise SessionExists("a file is already there; choose another path or "
+                                        "open it", path=str(target)) from None
+                except OSError as e:
+                    raise StorageFailure(f"could not create the session file "
+                                         f"({describe_os_error(e)}); nothing was written — "
+                                         "free disk space or check permissions and retry",
+                                         path=str(target)) from e
                 info = os.fstat(fd)
                 index = FileTree(header, str(target),
                                  ReadFile(_reader_of(fd, target), str(target)), header_line)
@@ -367,12 +371,13 @@ class JsonlStorage(IndexedStorage):
                 _fresh_sidecar(shared)
                 _hold(shared)
                 return cls(target, index, shared=shared, size=len(data), durable=durable)
-        except BaseException:  # an interrupt: the new file's lock must not outlive it
-            if shared is None:
-                os.close(fd)
-            else:
-                _let_go(shared)
-            raise
+            except BaseException:
+                if shared is not None:
+                    _let_go(shared)
+                elif fd >= 0:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                raise
 
     @classmethod
     def open(
@@ -398,13 +403,15 @@ class JsonlStorage(IndexedStorage):
                 report_torn(target, torn, moved=False)
             return cls(target, index, shared=None, size=end, durable=durable, torn=torn)
         with _OPEN_LOCK:
-            shared = open_for_writing(target, then="close it there first, or open it "
-                                      "read-only with Session.open(path, readonly=True)")
+            shared = None
             try:
+                shared = open_for_writing(target, then="close it there first, or open it "
+                                          "read-only with Session.open(path, readonly=True)")
                 return cls(target, shared.index, shared=shared, size=shared.size,
                            durable=durable, torn=shared.torn)
             except BaseException:  # an interrupt: a file no handle holds is let go
-                _let_go(shared)
+                if shared is not None:
+                    _let_go(shared)
                 raise
 
     # -- writing ---------------------------------------------------------------------------
@@ -602,17 +609,21 @@ class JsonlStorage(IndexedStorage):
     def close(self) -> None:
         """Write what a batch buffered, sync, and release this handle; the last handle of
         the file releases the writer's lock."""
-        if self._closed:
-            return
-        self._closed = self._writer.closed = True
         shared = self._shared
-        if shared is None:
-            if isinstance(self._index, FileTree):
-                self._index.file.close()
+        if self._closed:
+            if shared is not None and shared.handles <= 0 and shared.fd >= 0:
+                with _OPEN_LOCK, shared.lock:  # a close interrupted in the release: finish
+                    if shared.handles <= 0 and not shared.forked():
+                        _release(shared)
             return
-        if shared.forked():
-            return  # a child of fork() leaves its parent's file, lock and buffer alone
+        if shared is None or shared.forked():
+            self._closed = self._writer.closed = True
+            if shared is None and isinstance(self._index, FileTree):
+                self._index.file.close()
+            return  # (a child of fork() leaves its parent's file, lock and buffer alone)
         with _OPEN_LOCK, shared.lock:
+            if self._closed:
+                return  # closed by another thread meanwhile
             try:
                 if not shared.deleted and shared.failed is None:
                     _flush(shared)
@@ -620,8 +631,10 @@ class JsonlStorage(IndexedStorage):
                         _sync(shared)
                     _index_caught_up(shared)
             finally:
+                # Closed and counted out in one statement: an interrupt lands before it
+                # (close again to finish) or after it, never between the two.
+                self._closed, self._writer.closed, shared.handles = True, True, shared.handles - 1
                 self._size = shared.size
-                shared.handles -= 1
                 if shared.handles <= 0:
                     _release(shared)
 
@@ -642,10 +655,25 @@ class JsonlStorage(IndexedStorage):
 def open_for_writing(target: Path, *, then: str) -> _OpenFile:
     """This process's open file for ``target``: shared if already open, else opened, locked
     and loaded (a torn last line quarantined). Call with ``_OPEN_LOCK`` held."""
-    fd, key, shared = open_locked(target, os.O_RDWR | os.O_APPEND, then=then)
-    if shared is not None:
-        return shared
-    return _load_for_writing(target, fd, key)
+    fd, shared = -1, None
+    try:  # whatever interrupts the open, at any line, lets the lock (the descriptor) go
+        fd, key, found = open_locked(target, os.O_RDWR | os.O_APPEND, then=then)
+        if found is not None:
+            return found
+        shared, kept_index = _loaded(target, fd, key)
+        if kept_index:
+            shared.sidecar = IndexFile.open(target)
+            _index_new(shared)  # what the session gained since its index was written
+        else:
+            _fresh_sidecar(shared)
+        return _hold(shared)
+    except BaseException:
+        if shared is not None:
+            _release(shared)
+        elif fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
 
 
 def open_locked(target: Path, flags: int, *, then: str,
@@ -672,14 +700,13 @@ def open_locked(target: Path, flags: int, *, then: str,
                                         f"{then}", path=str(target))
                 return -1, key, shared
             lock(fd, target, then=then)
-            if not _still_names(target, key):
-                os.close(fd)  # replaced (repaired) between our open and our lock: again
-                continue
+            if _still_names(target, key):
+                return fd, key, None  # (in the try: an interrupt here closes it too)
+            os.close(fd)  # replaced (repaired) between our open and our lock: again
         except BaseException:
             with contextlib.suppress(OSError):
                 os.close(fd)
             raise
-        return fd, key, None
     raise SessionLocked("the file kept being replaced while it was being opened (is a "
                         "repair running in a loop?); retry", path=str(target))
 
@@ -693,10 +720,13 @@ def _still_names(target: Path, key: tuple[int, int]) -> bool:
     return (now.st_dev, now.st_ino) == key
 
 
-def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
-    file = None
+def _loaded(target: Path, fd: int, key: tuple[int, int]) -> tuple[_OpenFile, bool]:
+    """The file on the locked descriptor ``fd`` read and made ready to write (a torn last
+    line quarantined and cut off), and whether its index file is kept (brought up to date,
+    not written anew). ``fd`` stays open whatever happens (its caller closes it), and
+    nothing is registered yet."""
+    file = ReadFile(_reader_of(fd, target), str(target))
     try:
-        file = ReadFile(_reader_of(fd, target), str(target))
         index, end, torn, known, indexed = _read(file, target)
         newline_due = False
         if torn is not None:
@@ -716,22 +746,13 @@ def _load_for_writing(target: Path, fd: int, key: tuple[int, int]) -> _OpenFile:
         sweep(target.parent)
         shared = _OpenFile(target, key, fd, index, end, newline_due=newline_due, torn=torn)
     except BaseException:
-        os.close(fd)
-        if file is not None:
-            file.close()
+        file.close()
         raise
-    try:
-        if (known is not None and known.whole and torn is None
-                and len(known.tail) <= TAIL_REWRITE):
-            shared.sidecar = IndexFile.open(target)
-            shared.indexed = indexed
-            _index_new(shared)  # what the session gained since its index was written
-        else:
-            _fresh_sidecar(shared)
-        return _hold(shared)
-    except BaseException:  # an interrupt: the lock must not outlive the open
-        _release(shared)
-        raise
+    kept = (known is not None and known.whole and torn is None
+            and len(known.tail) <= TAIL_REWRITE)
+    if kept:
+        shared.indexed = indexed
+    return shared, kept
 
 
 def _hold(shared: _OpenFile) -> _OpenFile:
@@ -753,22 +774,33 @@ def _release(shared: _OpenFile) -> None:
     """Let the file go: out of the registry, its index records written, its lock (the
     descriptor) released even if the tidying before it is interrupted."""
     try:
-        if _OPEN.get(shared.key) is shared:
-            del _OPEN[shared.key]
         if shared.sidecar is not None:
             if shared.fd >= 0 and not shared.deleted and shared.failed is None:
                 _index_new(shared)  # the records a single append deferred
-            shared.sidecar.close()
+            sidecar, shared.sidecar = shared.sidecar, None
+            sidecar.close()
         shared.index.file.close()
         clear_lock_info(shared.path)
         _seen(shared.path.parent)
     finally:
-        fd, shared.fd = shared.fd, -1
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        # Out of the registry before the descriptor closes (an open never finds a released
+        # file there), with no call between the look and the removal (a signal handler runs
+        # only at calls, function entries and loops). Interrupted after the removal, the
+        # descriptor is still this file's: closing a handle again lets it go.
+        key = shared.key
+        if key in _OPEN and _OPEN[key] is shared:
+            del _OPEN[key]
+        _drop_descriptor(shared)
+
+
+def _drop_descriptor(shared: _OpenFile) -> None:
+    """Close the file's descriptor (releasing its lock) once: it is taken from ``shared``
+    before it is closed, so a signal (at the call, or after ``os.close``) never leaves the
+    number of a closed descriptor behind for a later close to hit."""
+    fd, shared.fd = shared.fd, -1
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 

@@ -101,9 +101,10 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False,
             os.close(fd)
         return _plan(raw, str(target), force=force).report
     with registry_lock():
-        fd, _, _ = open_locked(target, os.O_RDONLY, share=False,
-                               then="close it first, then repair")
+        fd = -1
         try:
+            fd, _, _ = open_locked(target, os.O_RDONLY, share=False,
+                                   then="close it first, then repair")
             write_lock_info(target)
             sweep(target.parent, always=True)  # a killed repair's temp files go first
             plan = _plan(read_all(fd, target), str(target), force=force)
@@ -111,8 +112,11 @@ def repair(path: str | os.PathLike[str], *, dry_run: bool = False,
                 _apply(target, fd, plan)
             return plan.report
         finally:
-            clear_lock_info(target)
-            os.close(fd)
+            if fd >= 0:
+                try:
+                    clear_lock_info(target)
+                finally:  # an interrupt in the tidying must not keep the lock
+                    os.close(fd)
 
 
 # -- applying a plan ---------------------------------------------------------------------------
