@@ -44,7 +44,6 @@ from .entries import (
     SessionHeader,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
-    line_problem,
     new_id,
     now,
     recorded_system,
@@ -308,9 +307,6 @@ class Session:
             cwd=storable_path(cwd if cwd is not None else os.getcwd()),
             metadata=metadata,
         )
-        # The storages write the header as it is: one its reader refuses is no session.
-        if (problem := line_problem(header)) is not None:
-            raise InvalidArgument(f"the session header cannot be stored: {problem}")
         return cls(create_storage(address, header, durable=durable))
 
     @classmethod
@@ -370,8 +366,6 @@ class Session:
     def in_memory(cls, *, cwd: str | None = None, session_id: str | None = None) -> Session:
         """A session that lives only in this process."""
         header = SessionHeader(id=session_id or new_session_id(), created_at=now(), cwd=cwd)
-        if (problem := line_problem(header)) is not None:  # a fork of it writes the header
-            raise InvalidArgument(f"the session header cannot be stored: {problem}")
         return cls(MemoryStorage(header))
 
     def close(self) -> None:
@@ -456,13 +450,6 @@ class Session:
 
     def append(self, entry: AnyEntry, *, expected_leaf: ExpectedLeaf = UNSET) -> str:
         """Append a ready-made entry (its id, parent and timestamp are used as given)."""
-        for name in ("parent_id", "target_id") if isinstance(entry, LeafEntry) else ("parent_id",):
-            # looked up among the ids before any other check: a list would raise TypeError
-            value = getattr(entry, name, None)
-            if value is not None and not isinstance(value, str):
-                raise InvalidEntry(f"entry {entry.id!r} cannot be stored: `{name}` must be "
-                                   f"str or None, got {type(value).__name__}",
-                                   path=self.location)
         self.storage.append(entry, expected_leaf=expected_leaf)
         return entry.id
 

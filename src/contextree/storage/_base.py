@@ -209,6 +209,38 @@ def with_parent(entry: AnyEntry, parent: str | None) -> AnyEntry:
     return copy
 
 
+def check_header(header: SessionHeader) -> SessionHeader:
+    """``header`` if a session can be created with it; ``InvalidArgument`` naming the field
+    otherwise (a wrong-typed field, JSON beyond the limits): every backend writes the header
+    as it is, and one its reader refuses is no session."""
+    if not isinstance(header, SessionHeader):
+        raise InvalidArgument(f"a session is created with a SessionHeader, got "
+                              f"{type(header).__name__}")
+    if (problem := line_problem(header)) is not None:
+        raise InvalidArgument(f"the session header cannot be stored: {problem}")
+    return header
+
+
+def check_refs(eid: str, parent: object, leaf_target: object, location: str,
+               line: int | None = None) -> None:
+    """``InvalidEntry`` unless the entry's parent and leaf target are ids or None: another
+    value would be looked up among the ids (a ``TypeError`` for a list) or written as a
+    line no reader takes; the fast path of ``line_problem`` does not look at them."""
+    for name, ref in (("parent_id", parent), ("target_id", leaf_target)):
+        if ref is not None and not isinstance(ref, str):
+            raise InvalidEntry(f"entry {eid!r} cannot be stored: `{name}` must be str or "
+                               f"None, got {type(ref).__name__}", path=location, line=line)
+
+
+def check_expected_leaf(expected_leaf: object) -> None:
+    """``InvalidArgument`` unless ``expected_leaf`` is an entry id, None (an empty session)
+    or left out: any other value would never equal the leaf, a ``LeafConflict`` that no
+    retry could settle."""
+    if not isinstance(expected_leaf, UnsetType | str | None):
+        raise InvalidArgument(f"expected_leaf must be an entry id (str) or None, got "
+                              f"{type(expected_leaf).__name__}")
+
+
 def settle_parent(entry: AnyEntry, leaf: str | None, *, location: str,
                   expected_leaf: str | UnsetType | None, on_leaf: bool) -> AnyEntry:
     """The entry as it is to be stored under the current ``leaf``; call with the storage's
@@ -217,6 +249,7 @@ def settle_parent(entry: AnyEntry, leaf: str | None, *, location: str,
     ``LeafConflict`` unless the leaf is ``expected_leaf`` (when given); with ``on_leaf``,
     a copy under ``leaf`` if the entry was built under an older one.
     """
+    check_expected_leaf(expected_leaf)
     if not isinstance(expected_leaf, UnsetType) and leaf != expected_leaf:
         raise LeafConflict(f"the leaf is {leaf!r}, not the expected {expected_leaf!r}: "
                            "another write came first; read the new leaf and retry",
@@ -343,6 +376,7 @@ class TreeIndex:
         if not isinstance(eid, str) or not eid:
             raise InvalidEntry("entry id must be a non-empty string",
                                path=self.location, line=line)
+        check_refs(eid, parent, leaf_target, self.location, line)  # looked up next
         known = self.known_ids()
         if eid in known:
             raise DuplicateId(

@@ -48,7 +48,14 @@ from ..errors import (
     StorageFailure,
 )
 from . import _index
-from ._base import IndexedStorage, StorageHealth, TreeIndex, settle_parent, unencodable
+from ._base import (
+    IndexedStorage,
+    StorageHealth,
+    TreeIndex,
+    check_header,
+    settle_parent,
+    unencodable,
+)
 from ._encoded import EncodedEntry
 from ._filetree import FileTree, ReadFile
 from ._index import (
@@ -333,7 +340,7 @@ class JsonlStorage(IndexedStorage):
         the complete one, and no other writer can take the new file's lock first.
         """
         target = Path(path)
-        checked = TreeIndex(header, str(target))
+        checked = TreeIndex(check_header(header), str(target))
         header_line = encode_line(header)
         data = bytearray(header_line)
         placed: list[tuple[AnyEntry, tuple[int, int, int]]] = []

@@ -14,6 +14,7 @@ from ._base import (
     IndexedStorage,
     StorageHealth,
     TreeIndex,
+    check_header,
     check_session_id,
     settle_parent,
     unencodable,
@@ -26,7 +27,7 @@ class MemoryStorage(IndexedStorage):
     """Entries held in a dict, with the same rules as every other backend."""
 
     def __init__(self, header: SessionHeader) -> None:
-        super().__init__(TreeIndex(header, "memory"))
+        super().__init__(TreeIndex(check_header(header), "memory"))
         self._deleted = False
         self._lock = threading.Lock()
 

@@ -73,6 +73,9 @@ from .._base import (
     StorageHealth,
     TreeIndex,
     anchored,
+    check_expected_leaf,
+    check_header,
+    check_refs,
     check_session_id,
     unencodable,
     verify_links,
@@ -191,7 +194,7 @@ class PostgresStorage:
         how ``contextree import`` copies a JSONL session losslessly. ``durable=False``: see
         the module docstring.
         """
-        index = TreeIndex(header, "")
+        index = TreeIndex(check_header(header), "")
         pending: list[tuple[AnyEntry, int | None]] = []
         batch = list(entries)
         for entry in batch:
@@ -411,6 +414,9 @@ class PostgresStorage:
         if not isinstance(eid, str) or not eid:
             raise InvalidEntry("entry id must be a non-empty string",
                                path=self._location)
+        check_refs(eid, entry.parent_id,
+                   entry.target_id if isinstance(entry, LeafEntry) else None, self._location)
+        check_expected_leaf(expected_leaf)
         problem = line_problem(entry)
         if problem is not None:
             raise InvalidEntry(f"entry {eid!r} cannot be stored: {problem}",
