@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 
 from ..errors import InvalidArgument
-from ..storage import key_to_session_id, open_catalog, resolve
+from ..storage import Catalog, key_to_session_id, open_catalog, resolve
 from ..storage._base import check_session_id
 
-__all__ = ["checked_id", "session_in"]
+__all__ = ["catalog_in", "checked_id", "session_in"]
 
 
 def checked_id(value: str, what: str) -> str:
@@ -32,3 +32,14 @@ def session_in(place: str | os.PathLike[str], key: str, *, create: bool = True) 
     if address.session_id is not None or (address.is_file and not os.path.isdir(place)):
         return os.fspath(place)
     return open_catalog(place, create=create).target(key_to_session_id(key))
+
+
+def catalog_in(place: str | os.PathLike[str], instead: str) -> Catalog:
+    """The catalog at ``place`` where a framework keeps one session per key (a thread): a
+    missing folder is made; a file is refused (``instead`` says what takes one file), as
+    every key's messages would be mixed in it."""
+    if resolve(place).is_file and os.path.exists(place) and not os.path.isdir(place):
+        raise InvalidArgument(f"{os.fspath(place)!r} is a file: pass a directory (made if "
+                              f"missing) or a catalog URL, where each thread gets a session "
+                              f"of its own; for one session file, pass it as {instead}")
+    return open_catalog(place, create=True)

@@ -16,6 +16,9 @@ touched, so it keeps the whole history (a UI can still show everything).
 - **The work of a call is what is new**: the mirrored messages and the view are kept, so a
   call appends the new messages and extends the view; the context is built again from the
   session only after a compaction, a fork, or another writer (see ``_Conversation``).
+- **Tool results are cut** to ``limits`` in ``wrap_tool_call``, the whole saved to the
+  overflow store, as the runtime's tool pipeline does (``_within_limits``); one that came in
+  the state otherwise is cut in the session and the view (the state keeps it whole).
 - **Pairing and thinking stay intact**: a tool call always reaches the model with exactly one
   result (an explicit "interrupted" one if it never got one; orphaned results are left out).
   Messages the view keeps are the state's own message objects, with their thinking /
@@ -23,29 +26,43 @@ touched, so it keeps the whole history (a UI can still show everything).
 
 With ``session=`` every thread writes to one contextree session, on a branch of its own (see
 ``_Shared``: a turn moves the leaf back to its thread's tip, then appends what is new); with
-``directory=`` (a directory, or any catalog URL such as ``postgresql://host/db``) each
-LangGraph thread (``config["configurable"]["thread_id"]``) gets its own session there, found
-by the thread id as every catalog finds sessions; with neither, each thread gets an
-in-memory session.
+``directory=`` (a directory, made if missing, never a file; or any catalog URL such as
+``postgresql://host/db``) each LangGraph thread (``config["configurable"]["thread_id"]``)
+gets its own session there, found by the thread id as every catalog finds sessions; with
+neither, each thread gets an in-memory session.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import hashlib
 import itertools
 import json
 import operator
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, cast
 
 from .._context import INTERRUPTED, interrupted_result, take_open
 from .._limits import parse_json
-from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from .._messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    Usage,
+    storable,
+    valid_text,
+)
+from .._overflow import OverflowStore
 from .._session import Session
+from .._truncation import LIMITS, TruncationLimits, is_truncated
 from ..compaction import CompactionLadder, CompactionResult
 from ..entries import MessageEntry
 from ..errors import InvalidArgument, missing_extra
@@ -54,7 +71,8 @@ from ..models._base import Model, ToolSpec
 from ..storage import key_to_session_id
 from ..tokens import TokenCounter, count_context
 from ._compaction import CompactionOptions
-from ._ids import checked_id, session_in
+from ._ids import catalog_in, checked_id
+from ._results import bounded_result
 
 try:
     from langchain.agents.middleware import (
@@ -63,7 +81,7 @@ try:
         ModelRequest,
         ModelResponse,
     )
-    from langchain.agents.middleware.types import ModelCallResult
+    from langchain.agents.middleware.types import ModelCallResult, ToolCallRequest
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import (
         AIMessage,
@@ -76,6 +94,7 @@ try:
         messages_from_dict,
     )
     from langgraph.runtime import Runtime
+    from langgraph.types import Command
 except ImportError as e:  # pragma: no cover - exercised without the extra installed
     raise missing_extra("langchain", "langchain") from e
 
@@ -84,14 +103,81 @@ __all__ = ["LC_KEY", "ContextreeMiddleware", "from_langchain", "to_langchain"]
 LC_KEY = "langchain_message"
 """The ``Message`` extra field holding the LangChain message as JSON (``message_to_dict``)."""
 _ID_KEY = "langchain_id"
+_CUT_KEY = "langchain_cut"  # the SHA-256 of the whole message the state holds (cut here)
+_META_KEY = "contextree"
+"""The ``response_metadata`` key of a ToolMessage holding contextree's meta for it (the
+truncation record of a cut result), which ``from_langchain`` makes the ``Message.meta``."""
 _UNSYNCED = object()  # a conversation that has not read its session yet
 
 
 # -- LangChain messages <-> contextree messages ----------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _dump(message: BaseMessage) -> str:
-    return json.dumps(message_to_dict(message), ensure_ascii=False, separators=(",", ":"),
+    """The message as JSON; a lone surrogate (a file name ``os.listdir`` could not decode) is
+    written as its ``\\u`` escape, so the text is valid UTF-8 and reads back exactly."""
+    text = json.dumps(message_to_dict(message), ensure_ascii=False, separators=(",", ":"),
                       default=str)
+    if _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _fingerprint(dump: str) -> str:
+    return hashlib.sha256(dump.encode()).hexdigest()
+
+
+def _block_text(block: Any) -> str | None:
+    """The text of a content block (a string or a text block), None for any other."""
+    if isinstance(block, str):
+        return block
+    if isinstance(block, dict) and block.get("type") == "text":
+        text = block.get("text")
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _valid_block(block: Any) -> Any:
+    """A text block with its lone surrogates replaced by U+FFFD; any other as it is."""
+    text = _block_text(block)
+    if text is None:
+        return block
+    return valid_text(text) if isinstance(block, str) else {**block, "text": valid_text(text)}
+
+
+def _within_limits(message: ToolMessage, *, store: OverflowStore | None = None,
+                   session_id: str | None = None, limits: TruncationLimits = LIMITS
+                   ) -> ToolMessage:
+    """A tool result as the model and the session should get it, as the runtime's tool
+    pipeline makes its own: lone surrogates replaced by U+FFFD, and the text cut to
+    ``limits`` with the whole saved to ``store`` and a hint to read it (the truncation record
+    in ``response_metadata["contextree"]``). Text blocks are cut as one text, the other
+    blocks kept. ``message`` itself when it fits or was cut already."""
+    if is_truncated((message.response_metadata or {}).get(_META_KEY)):
+        return message
+    content = message.content
+    texts = [content] if isinstance(content, str) else [
+        t for t in map(_block_text, content) if t is not None]
+    whole = "\n".join(texts)
+    cut = bounded_result(whole, store=store, session_id=session_id,
+                         label=message.name or "output", limits=limits)
+    if cut.text == whole:
+        return message
+    new: str | list[Any]
+    if isinstance(content, str):
+        new = cut.text
+    elif cut.truncated:  # one text block with the preview, where the first text was
+        first = next(i for i, b in enumerate(content) if _block_text(b) is not None)
+        rest = [b for b in content if _block_text(b) is None]
+        new = [*rest[:first], {"type": "text", "text": cut.text}, *rest[first:]]
+    else:  # only surrogates replaced: each block on its own
+        new = [_valid_block(b) for b in content]
+    meta = dict(message.response_metadata or {})
+    if cut.truncated:
+        meta[_META_KEY] = {**(meta.get(_META_KEY) or {}), **cut.meta()}
+    return message.model_copy(update={"content": new, "response_metadata": meta})
 
 
 def _parts(content: Any) -> str | list[TextPart | ImagePart | ThinkingPart]:
@@ -176,13 +262,18 @@ def from_langchain(message: BaseMessage) -> Message:
                       usage=_usage(message),
                       model=(message.response_metadata or {}).get("model_name"))
     elif isinstance(message, ToolMessage):
+        meta = (message.response_metadata or {}).get(_META_KEY)
         out = Message(role="tool", content=content, tool_call_id=message.tool_call_id,
-                      name=message.name, is_error=message.status == "error")
+                      name=message.name, is_error=message.status == "error",
+                      meta=dict(meta) if isinstance(meta, dict) and meta else None)
     elif isinstance(message, SystemMessage):
         out = Message(role="system", content=content)
     else:
         out = Message(role="user", content=content)
-    return out.set_extra({LC_KEY: _dump(message), _ID_KEY: message.id})
+    dump = _dump(message)
+    out = out.set_extra({LC_KEY: dump, _ID_KEY: message.id})
+    # A lone surrogate is escaped in the JSON; in the contextree fields it becomes U+FFFD.
+    return storable(out) if "\\ud" in dump else out
 
 
 def to_langchain(message: Message) -> BaseMessage:
@@ -288,9 +379,11 @@ class _Conversation:
     """
 
     def __init__(self, session: Session, summary_role: str = "system",
-                 shared: _Shared | None = None) -> None:
+                 shared: _Shared | None = None, store: OverflowStore | None = None,
+                 limits: TruncationLimits = LIMITS) -> None:
         self.session = session
         self.summary_role = summary_role
+        self.store, self.limits = store, limits  # for the tool results the state holds whole
         self.shared = shared  # the session is one several threads write to (``session=``)
         self.lock = shared.lock if shared is not None else threading.RLock()
         self._gen = -1  # the shared session's generation the branch was found in
@@ -303,6 +396,9 @@ class _Conversation:
         self._objs: list[BaseMessage | None] = []
         self._keys: list[Key | None] = []
         self._pos: dict[str, int] = {}
+        # The positions of the tool results the state holds whole and the session cut (a
+        # result that came in the state, not from a tool call): their fingerprints.
+        self._cuts: dict[int, str] = {}
         # The view: runs of positions and contextree's own messages, and in step with it
         # the contextree messages (for counting tokens); the calls still open at its end.
         self._items: list[_Run | BaseMessage] | None = None
@@ -345,12 +441,13 @@ class _Conversation:
     def _read(self, leaf: str | None) -> None:
         """Read the mirrored messages of the branch up to ``leaf``."""
         self._eids, self._dumps, self._objs, self._keys = [], [], [], []
-        self._pos = {}
+        self._pos, self._cuts = {}, {}
         for e in self.session.storage.path(leaf):
             if isinstance(e, MessageEntry):
                 dump = e.message.extra.get(LC_KEY)
                 if isinstance(dump, str):
-                    self._add(e.id, dump, None, None)
+                    cut = e.message.extra.get(_CUT_KEY)
+                    self._add(e.id, dump, None, None, cut if isinstance(cut, str) else None)
         self._leaf = leaf
         self._items = None
 
@@ -405,7 +502,10 @@ class _Conversation:
             self._read(tip)
         return tip
 
-    def _add(self, eid: str, dump: str, obj: BaseMessage | None, key: Key | None) -> None:
+    def _add(self, eid: str, dump: str, obj: BaseMessage | None, key: Key | None,
+             cut: str | None = None) -> None:
+        if cut is not None:
+            self._cuts[len(self._eids)] = cut
         self._pos[eid] = len(self._eids)
         self._eids.append(eid)
         self._dumps.append(dump)
@@ -415,6 +515,7 @@ class _Conversation:
     def _truncate(self, k: int) -> None:
         for eid in self._eids[k:]:
             self._pos.pop(eid, None)
+        self._cuts = {p: f for p, f in self._cuts.items() if p < k}
         for column in (self._eids, self._dumps, self._objs, self._keys):
             del column[k:]
 
@@ -434,8 +535,9 @@ class _Conversation:
         for i in range(k, limit):
             key = keys[i - start]
             if key != (self._keys[i] or _stored_key(self._dumps[i])) and (
-                    _dump(messages[i]) != self._dumps[i]):
-                return i  # another message there, or the same one edited
+                    _dump(messages[i]) != self._dumps[i]) and (
+                    self._cuts.get(i) != _fingerprint(_dump(messages[i]))):
+                return i  # another message there, or the same one edited (or cut)
             self._objs[i], self._keys[i] = messages[i], key
         return limit
 
@@ -459,18 +561,31 @@ class _Conversation:
                 self._truncate(k)
                 self._items = None
             if new:
-                stored = [from_langchain(msg) for msg in new]
+                kept = [self._bounded(msg) for msg in new]
+                stored = [from_langchain(b) if b is msg else
+                          from_langchain(b).set_extra({_CUT_KEY: _fingerprint(_dump(msg))})
+                          for msg, b in zip(new, kept, strict=True)]
                 with s.batch():
                     eids = [s.append_message(m) for m in stored]
                 first = len(self._eids)
-                for msg, m, eid, key in zip(new, stored, eids, _keys(new), strict=True):
-                    self._add(eid, m.extra[LC_KEY], msg, key)
+                for msg, b, m, eid, key in zip(new, kept, stored, eids, _keys(new), strict=True):
+                    self._add(eid, m.extra[LC_KEY], msg, key, m.extra.get(_CUT_KEY))
+                    if b is not msg:
+                        self.rebuilt[eid] = b  # what the view sends in its place
                 if self.shared is not None:
                     self.shared.indexed(new, eids)
                 if self._items is not None:
                     self._extend(stored, first)
         self._wrote()
         return len(new)
+
+    def _bounded(self, message: BaseMessage) -> BaseMessage:
+        """A tool result as the session keeps it and the model sees it (one that came in the
+        state, not through ``wrap_tool_call``, may be cut here); any other message as it is."""
+        if not isinstance(message, ToolMessage):
+            return message
+        return _within_limits(message, store=self.store, session_id=self.session.id,
+                              limits=self.limits)
 
     def let_go(self) -> None:
         """Drop the references to the state's objects (a run ended; the next one restores
@@ -540,6 +655,9 @@ class _Conversation:
         kind = m.kind
         if position is None and kind is None and eid is not None:
             position = self._pos.get(eid)
+        if position is not None and position in self._cuts:  # the state's is whole
+            self._items.append(self._rebuilt_at(position))
+            return
         if position is not None:
             last = self._items[-1] if self._items else None
             if isinstance(last, tuple) and last[1] == position:
@@ -632,6 +750,12 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     agent went on from. ``False`` leaves the flushing to the operating system, as an
     in-memory checkpointer does, and spares each new message the device's sync time; a crash
     of the machine may then lose the last messages (never the file's consistency).
+
+    Every tool result is cut to ``limits`` (``TruncationLimits``: lines, bytes, characters a
+    line) as the runtime's tool pipeline cuts its own, the whole saved to ``store`` (an
+    ``OverflowStore``, default the per-user one) with a hint to read it: in ``wrap_tool_call``,
+    so the state holds the cut result, and for a result that came in the state, in the
+    session and the view (the state keeps it whole).
     """
 
     def __init__(
@@ -647,6 +771,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         counter: TokenCounter | None = None,
         summary_role: Literal["system", "user"] = "system",
         durable: bool = True,
+        limits: TruncationLimits = LIMITS,
+        store: OverflowStore | None = None,
     ) -> None:
         super().__init__()
         if session is not None and directory is not None:
@@ -658,11 +784,15 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         self.summary_role = summary_role
         self.directory = directory
         self.durable = durable
+        self.limits = limits
+        self.store = store
         self.last_compaction: CompactionResult | None = None
         """What the latest compaction run did."""
         self._lock = threading.Lock()
         self._single: _Shared | None = None  # one session for every thread, a branch each
         self._threads: dict[str, _Conversation] = {}
+        # directory= is always a catalog: a missing folder is made, never one file for all
+        self._catalog = None if directory is None else catalog_in(directory, "session=")
         if isinstance(session, Session):
             self._single = _Shared(session)
         elif session is not None:
@@ -699,19 +829,22 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
             if conv is None:
                 if self._single is not None:
                     conv = self._threads[key] = _Conversation(
-                        self._single.session, self.summary_role, self._single)
+                        self._single.session, self.summary_role, self._single, self.store,
+                        self.limits)
                     return conv
-                if self.directory is not None:
-                    session = Session.open_or_create(session_in(self.directory, key),
-                                                     session_id=key_to_session_id(key),
+                if self._catalog is not None:
+                    sid = key_to_session_id(key)
+                    session = Session.open_or_create(self._catalog.target(sid), session_id=sid,
                                                      durable=self.durable)
                 else:
                     session = Session.in_memory()
-                conv = self._threads[key] = _Conversation(session, self.summary_role)
+                conv = self._threads[key] = _Conversation(session, self.summary_role,
+                                                          store=self.store, limits=self.limits)
             return conv
 
     @staticmethod
-    def _thread_id(runtime: Runtime[Any] | None) -> str | None:
+    def _thread_id(runtime: object) -> str | None:
+        """The LangGraph thread id of a run (a ``Runtime`` or a tool call's ``ToolRuntime``)."""
         info = getattr(runtime, "execution_info", None)
         thread_id = getattr(info, "thread_id", None)
         return thread_id if isinstance(thread_id, str) else None
@@ -765,7 +898,37 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
                 if last:
                     conv.let_go()
 
+    def _bounded_result(self, request: ToolCallRequest,
+                        result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        """The tool's result (a ToolMessage, or the ones a Command adds) cut to ``limits``,
+        its whole saved in the overflow store under the thread's session."""
+        sid = self._conversation(self._thread_id(request.runtime)).session.id
+        cut = functools.partial(_within_limits, store=self.store, session_id=sid,
+                                limits=self.limits)
+        if isinstance(result, ToolMessage):
+            return cut(result)
+        update = result.update
+        if isinstance(update, dict) and isinstance(update.get("messages"), list):
+            messages = [cut(m) if isinstance(m, ToolMessage) else m for m in update["messages"]]
+            return dataclasses.replace(result, update={**update, "messages": messages})
+        return result
+
     # -- hooks ---------------------------------------------------------------------------------
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return self._bounded_result(request, handler(request))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        result = await handler(request)
+        return await asyncio.to_thread(self._bounded_result, request, result)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
