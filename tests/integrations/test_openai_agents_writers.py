@@ -43,7 +43,7 @@ def test_two_session_objects_on_one_file_lose_no_item(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("value", [b"bytes", {1, 2}, __import__("datetime").date(2026, 1, 1),
-                                   __import__("decimal").Decimal("1.5"), object(), "\ud800"])
+                                   __import__("decimal").Decimal("1.5"), object()])
 def test_items_with_no_json_form_are_invalid_entries(tmp_path: Path, value: object) -> None:
     from contextree.errors import InvalidEntry
 

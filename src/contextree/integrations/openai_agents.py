@@ -8,6 +8,8 @@ PostgreSQL. What it adds to the SDK's own stores:
   reasoning ``encrypted_content`` and summaries), next to a contextree ``Message`` that says
   the same thing, so contextree's compaction, stats and tools understand the conversation.
   The items of one model response form one assistant message (thinking, text, tool calls).
+  Only two things change: a tool output's text is cut to the truncation limits (the whole
+  saved to the overflow store), and a lone surrogate, which UTF-8 cannot hold, becomes U+FFFD.
 - **Compaction is an entry.** ``add_items`` runs contextree's ladder once the context
   reaches ``compact_at`` of ``window``, whatever the model API (the ``Runner`` calls
   ``run_compaction`` only for Responses models, and not after a turn with a tool call), and
@@ -18,9 +20,10 @@ PostgreSQL. What it adds to the SDK's own stores:
   without a result gets an explicit "interrupted" output (calls still open at the end of
   the branch are left open: an approval or a resumed run may answer them, and the SDK leaves
   unanswered calls out of the model's input).
-- **Nothing is deleted by accident.** ``pop_item`` moves the leaf back (the popped item stays
-  in the tree), ``clear_session`` starts an empty branch; ``clear_session(delete=True)`` (or
-  ``ContextreeSession(..., delete_on_clear=True)``) really deletes.
+- **Nothing is deleted by accident.** ``pop_item`` moves the leaf back (the popped item, the
+  one ``get_items`` showed last, stays in the tree), ``clear_session`` starts an empty branch;
+  ``clear_session(delete=True)`` (or ``ContextreeSession(..., delete_on_clear=True)``) really
+  deletes.
 - **Writes survive cancellation**: a write runs to its end in a worker thread even when the
   task that awaited it is cancelled; the cancellation is raised once the write is done.
 """
@@ -41,7 +44,10 @@ import orjson
 from .._context import INTERRUPTED, interrupted_result, take_open
 from .._limits import parse_json
 from .._messages import ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from .._messages import _replace_surrogates as _valid_data
+from .._overflow import OverflowStore
 from .._session import Session
+from .._truncation import LIMITS, Direction, TruncationLimits, is_truncated
 from ..compaction import CompactionLadder, CompactionResult
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
@@ -51,15 +57,18 @@ from ..storage import key_to_session_id
 from ..tokens import TokenCounter, count_context
 from ._compaction import CompactionOptions
 from ._ids import checked_id, session_in
+from ._results import bounded_result
 
 try:
     from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.run_config import ModelInputData
 except ImportError as e:  # pragma: no cover - exercised without the extra installed
     raise missing_extra("openai-agents", "agents") from e
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session import OpenAIResponsesCompactionArgs
+    from agents.run_config import CallModelData
     from agents.run_context import RunContextWrapper
 
 __all__ = ["ITEMS_KEY", "ContextreeSession", "item_message", "message_items"]
@@ -87,6 +96,14 @@ _TEXT_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output",
 _SYNTHETIC_OUTPUTS = {"function_call": "function_call_output",
                       "custom_tool_call": "custom_tool_call_output"}
 _INPUT_ROLES = frozenset({"user", "system", "developer"})
+# Outputs whose text is cut to the truncation limits, and the end of it that is kept (a
+# shell's last lines, as the runtime keeps for its shell tool).
+_CUT_FROM: dict[str, Direction] = {"function_call_output": "head",
+                                   "custom_tool_call_output": "head",
+                                   "apply_patch_call_output": "head",
+                                   "local_shell_call_output": "tail",
+                                   "shell_call_output": "tail"}
+_MEMO = 64  # the latest cut outputs remembered, so one output is saved to the store once
 
 T = TypeVar("T")
 Item = dict[str, Any]
@@ -181,6 +198,7 @@ def _call(item: Item) -> ToolCall | None:
             args = {"arguments": raw}
         if not isinstance(args, dict):
             args = {"arguments": args}
+        args = _valid_data(args)  # an escaped lone surrogate ("\\udcff") decodes to one
     else:
         args = {k: v for k, v in item.items()
                 if k not in ("type", "id", "call_id", "status", "name")}
@@ -192,8 +210,9 @@ def _call(item: Item) -> ToolCall | None:
 
 
 def _checked_items(items: Sequence[object]) -> list[Item]:
-    """The items as dicts; ``InvalidEntry`` (before anything is stored) for one that is not
-    a JSON object of JSON data, as the SDK's own items always are."""
+    """The items as dicts, each lone surrogate in them (which UTF-8 cannot store) replaced
+    by U+FFFD; ``InvalidEntry`` (before anything is stored) for one that is not a JSON object
+    of JSON data, as the SDK's own items always are."""
     out: list[Item] = []
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
@@ -201,6 +220,8 @@ def _checked_items(items: Sequence[object]) -> list[Item]:
                                "nothing was stored")
         try:
             json.dumps(item, ensure_ascii=False, allow_nan=True).encode()
+        except UnicodeEncodeError:  # a lone surrogate (a file name os.listdir gave) -> U+FFFD
+            item = _valid_data(dict(item))
         except (TypeError, ValueError, RecursionError) as e:
             raise InvalidEntry(f"item {i} holds data with no JSON form ({e}); items must "
                                "hold only dicts, lists, strings, numbers, booleans and None "
@@ -208,6 +229,36 @@ def _checked_items(items: Sequence[object]) -> list[Item]:
                                "was stored") from None
         out.append(dict(cast(Item, item)))
     return out
+
+
+def _cut_output(item: Item, cut: Callable[[str, Direction], str]) -> Item:
+    """``item`` (a tool output) with each text of its output passed through ``cut``: the
+    output when it is text, else the ``text`` of its parts and a shell's stdout and stderr."""
+    direction = _CUT_FROM[str(item.get("type"))]
+    out = item.get("output")
+    if isinstance(out, str):
+        return {**item, "output": cut(out, direction)}
+    if not isinstance(out, list):
+        return item  # a screenshot, no output: nothing to cut
+    parts = []
+    for part in out:
+        if isinstance(part, dict):
+            part = {k: cut(v, direction) if k in ("text", "stdout", "stderr") and
+                    isinstance(v, str) else v for k, v in part.items()}
+        parts.append(part)
+    return {**item, "output": parts}
+
+
+def _fingerprint(value: Any) -> tuple[int, int]:
+    """What tells one tool output from another without keeping it (a str caches its hash)."""
+    text = value if isinstance(value, str) else _compact_json(value)
+    return len(text), hash(text)
+
+
+def _call_names(items: Sequence[object]) -> dict[str, str]:
+    """The tool name of each call among ``items``, by call id."""
+    return {i["call_id"]: i["name"] for i in items if isinstance(i, dict)
+            and isinstance(i.get("call_id"), str) and isinstance(i.get("name"), str)}
 
 
 def item_message(items: Sequence[Item], texts: Sequence[str] | None = None) -> Message:
@@ -381,7 +432,10 @@ class ContextreeSession(CompactionOptions):
     (in tokens) turns on compaction: ``run_compaction`` compacts once the context reaches
     ``compact_at`` of it, down to ``compact_to``, with ``ladder`` (default: clear old tool
     results, drop old turns, then ``Summarize(model)`` if a ``model`` is given, then the
-    offline digest).
+    offline digest). Each tool output is stored cut to ``limits``, the whole of it saved to
+    ``store`` with a hint the model can follow to read it, as the runtime's tool pipeline
+    does; pass ``call_model_input_filter`` to the ``RunConfig`` for the model to see the cut
+    output within the run that made it too.
     """
 
     def __init__(
@@ -397,8 +451,14 @@ class ContextreeSession(CompactionOptions):
         model: Model | None = None,
         counter: TokenCounter | None = None,
         delete_on_clear: bool = False,
+        limits: TruncationLimits = LIMITS,
+        store: OverflowStore | None = None,
     ) -> None:
         self.session_id = session_id
+        self.limits = limits
+        """The caps on one tool output (lines, bytes, characters per line) as it is stored."""
+        self.store = store
+        """Where a cut tool output is saved whole (``None``: the per-user overflow store)."""
         if session_settings is None:
             self.session_settings: SessionSettings | None = SessionSettings()
         elif isinstance(session_settings, SessionSettings):
@@ -426,6 +486,9 @@ class ContextreeSession(CompactionOptions):
         self._v: _View | None = None
         self._usage_seen: object = None  # the SDK's usage record of the last call recorded
         self._failed_at: int | None = None  # the size at which the ladder last fell short
+        # (type, call id, fingerprint) of the latest outputs cut -> their cut output and record
+        self._cuts: dict[tuple[str, str | None, tuple[int, int]], tuple[Any, dict[str, Any]]] = {}
+        self._cut_texts: set[tuple[int, int]] = set()  # fingerprints of outputs cut already
 
     @property
     def window(self) -> int | None:
@@ -487,15 +550,23 @@ class ContextreeSession(CompactionOptions):
         force = bool((args or {}).get("force", False))
         await _settle(asyncio.to_thread(self._locked, self.compact, force=force))
 
+    async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig(call_model_input_filter=session.call_model_input_filter)``: each tool
+        output in the model input cut as the session stores it. Within a run the SDK sends
+        a new output from the run's own items, not the session's, so without it the model
+        sees the whole output once, in the run that made it."""
+        items = await asyncio.to_thread(self._locked, self._bounded_input,
+                                        list(data.model_data.input))
+        return ModelInputData(input=cast("list[TResponseInputItem]", items),
+                              instructions=data.model_data.instructions)
+
     # -- synchronous API (what the async methods run in a worker thread) ---------------------
     def view(self, limit: int | None = None) -> list[Item]:
         """The items ``get_items(limit)`` returns, computed on the calling thread."""
         with self.lock:
             items = self._current().items
-            if limit is None or limit < 0:
-                stored = list(items)
-            else:
-                stored = _trim_head(items[len(items) - limit:] if limit else [])
+            whole = limit is None or limit < 0
+            stored = list(items) if whole else _trim_head(_tail(items, limit or 0))
         return [_loads(s.payload) if isinstance(s.payload, str) else dict(s.payload)
                 for s in stored]
 
@@ -549,14 +620,61 @@ class ContextreeSession(CompactionOptions):
         return Usage(input=max(inp - cached, 0), cache_read=cached,
                      output=int(last.output_tokens), total=int(last.total_tokens))
 
+    def _bounded(self, item: Item, names: Mapping[str, str]) -> tuple[Item, dict[str, Any] | None]:
+        """``item`` as the model should see it: a tool output with its text cut to ``limits``
+        (the whole saved to ``store``) and its truncation record; anything else as it is. An
+        output is cut once though both ``add_items`` and the input filter see it."""
+        t = _type(item)
+        if t not in _CUT_FROM or "output" not in item:
+            return item, None
+        call_id = _call_id(item)
+        fingerprint = _fingerprint(item["output"])
+        if fingerprint in self._cut_texts:  # the session's own cut copy (its hint may go over)
+            return item, None
+        key = (t, call_id, fingerprint)
+        hit = self._cuts.get(key)
+        if hit is not None:
+            return {**item, "output": hit[0]}, hit[1]
+        records: list[dict[str, Any]] = []
+
+        def cut(text: str, direction: Direction) -> str:
+            c = bounded_result(text, store=self.store, session_id=self.session.id,
+                               label=names.get(call_id or "", t), limits=self.limits,
+                               direction=direction)
+            if c.truncated:
+                records.append(c.meta())
+            return c.text
+
+        bounded = _cut_output(item, cut)
+        if not records:
+            return bounded, None
+        self._cuts[key] = (bounded["output"], records[0])
+        self._cut_texts.add(_fingerprint(bounded["output"]))
+        while len(self._cuts) > _MEMO:
+            del self._cuts[next(iter(self._cuts))]
+        return bounded, records[0]
+
+    def _bounded_input(self, items: list[Any]) -> list[Any]:
+        """The model input with each tool output cut (``_bounded``)."""
+        self._current()  # knows the outputs the session holds cut
+        names = _call_names(items)
+        return [self._bounded(i, names)[0] if isinstance(i, dict) else i for i in items]
+
     def _add(self, batch: list[Item], usage: Usage | None) -> None:
+        names = _call_names(batch)
         groups: list[list[Item]] = []
-        for item in batch:
+        records: list[dict[str, Any] | None] = []  # of each group's first item (a tool output)
+        for raw in batch:
+            item, record = self._bounded(raw, names)
             if _kind(item) == "model" and groups and _kind(groups[-1][-1]) == "model":
                 groups[-1].append(item)
             else:
                 groups.append([item])
+                records.append(record)
         messages = [item_message(g) for g in groups]
+        for m, record in zip(messages, records, strict=True):
+            if record is not None:
+                m.meta = {**(m.meta or {}), **record}
         if usage is not None:
             for m in reversed(messages):
                 if m.role == "assistant":
@@ -608,6 +726,16 @@ class ContextreeSession(CompactionOptions):
         return result
 
     def _pop(self) -> Item | None:
+        """Take off the newest item ``get_items`` shows, as the SDK's own sessions do: a
+        reasoning item is shown only before another item of its response, so one left last
+        goes with the item popped, and one that was last already is passed over."""
+        popped = self._pop_last()
+        while popped is not None and _type(popped) == "reasoning":
+            popped = self._pop_last()
+        return popped
+
+    def _pop_last(self) -> Item | None:
+        """Take off the newest stored item, and the reasoning items it leaves last."""
         s = self.session
         branch = s.branch()
         for i in range(len(branch) - 1, -1, -1):
@@ -627,6 +755,8 @@ class ContextreeSession(CompactionOptions):
             texts = []
         popped = texts[-1] if texts else None
         rest = texts[:-1]
+        while rest and _type(_loads(rest[-1])) == "reasoning":
+            rest.pop()
         with s.batch():
             s.move_to(e.parent_id)
             rest_id = None
@@ -694,6 +824,8 @@ class ContextreeSession(CompactionOptions):
                 cached = self._cache.get(eid)
                 if cached is None or len(cached) != len(stored):
                     cached = self._cache[eid] = tuple(_stored(t, eid) for t in stored)
+                    if is_truncated(m.meta) and cached and cached[0].type in _CUT_FROM:
+                        self._cut_texts.add(_fingerprint(_loads(stored[0]).get("output")))
                 if kind == Kind.CLEARED_TOOL_RESULT and cached and \
                         cached[0].type in _TEXT_OUTPUTS:
                     item = _loads(stored[0])
@@ -752,6 +884,21 @@ def _repair(items: list[_Stored], left_out: set[str]) -> list[_Stored]:
                 continue
         result.append(s)
     return result
+
+
+def _tail(items: list[_Stored], limit: int) -> list[_Stored]:
+    """The latest ``limit`` items, less those at the start whose model response lost a
+    reasoning item to the cut: the Responses API refuses an item without its reasoning."""
+    start = max(len(items) - limit, 0) if limit else len(items)
+    group = items[start - 1].group if 0 < start < len(items) else None
+    if group is not None and items[start].group == group:
+        j = start - 1
+        while j >= 0 and items[j].group == group and items[j].type != "reasoning":
+            j -= 1
+        if j >= 0 and items[j].group == group:  # a reasoning item of the response was cut
+            while start < len(items) and items[start].group == group:
+                start += 1
+    return items[start:]
 
 
 def _trim_head(items: list[_Stored]) -> list[_Stored]:

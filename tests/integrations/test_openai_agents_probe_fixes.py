@@ -1,0 +1,210 @@
+"""Fixes for what a probe found in the Agents SDK session, each driven by the SDK's Runner.
+
+- A tool output is stored, given back and (with the session's ``call_model_input_filter``)
+  sent to the model cut to the truncation limits, the whole of it saved to the overflow
+  store, as the runtime's tool pipeline does: a 320 KB output was sent whole.
+- A lone surrogate (a file name ``os.listdir`` could not decode) in any item is stored as
+  U+FFFD instead of ending the run with ``InvalidEntry``.
+- ``pop_item`` takes off what ``get_items`` shows last, never a hidden reasoning item, and
+  ``get_items(limit)`` never starts with an item whose reasoning item was cut off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, RunConfig, Runner, ShellTool, function_tool, set_tracing_disabled
+from openai.types.responses import ResponseFunctionShellToolCall
+from openai.types.responses.response_function_shell_tool_call import Action
+from test_openai_agents import Scripted, assert_valid, call, reasoning, text
+
+from contextree import OverflowStore, TruncationLimits
+from contextree.entries import MessageEntry
+from contextree.integrations.openai_agents import ContextreeSession
+from contextree.markers import TRUNCATION_KEY
+
+set_tracing_disabled(True)
+
+BIG = "".join(f"line {n} of the listing\n" for n in range(14_000))  # 320 KB, 14000 lines
+
+
+@function_tool
+def listing(path: str) -> str:
+    """List a directory."""
+    return BIG
+
+
+def shell_call(command: str, call_id: str, id: str) -> ResponseFunctionShellToolCall:
+    return ResponseFunctionShellToolCall(type="shell_call", id=id, call_id=call_id,
+                                         status="completed", action=Action(commands=[command]))
+
+
+def outputs(items: list[dict[str, Any]], kind: str = "function_call_output") -> list[Any]:
+    return [i["output"] for i in items if i.get("type") == kind]
+
+
+def tool_messages(s: ContextreeSession) -> list[Any]:
+    return [e.message for e in s.session.branch()
+            if isinstance(e, MessageEntry) and e.message.role == "tool"]
+
+
+def test_a_big_tool_output_is_cut_where_stored_and_where_sent(tmp_path: Path) -> None:
+    store = OverflowStore(tmp_path / "overflow")
+    path = tmp_path / "chat.jsonl"
+
+    async def main() -> None:
+        s = ContextreeSession("chat", path, store=store)
+        model = Scripted([[reasoning("rs_1", "look"), call("listing", {"path": "."}, "c1", "fc_1")],
+                          [text("listed", "msg_1")], [text("again", "msg_2")]])
+        a = Agent(name="a", model=model, tools=[listing])
+        config = RunConfig(call_model_input_filter=s.call_model_input_filter)
+        await Runner.run(a, "list it", session=s, run_config=config)
+        # within the run: the model got the cut output, not 320 KB
+        [sent] = outputs(model.inputs[1])
+        assert len(sent.encode()) < 60_000 and "line 0 of the listing" in sent
+        saved = [p for p in (tmp_path / "overflow").rglob("*") if p.is_file()]
+        assert len(saved) == 1 and saved[0].read_text() == BIG   # cut once, kept whole
+        assert str(saved[0]) in sent                              # the hint names it
+        # the session stores and gives back the same cut output, with its record
+        assert outputs(await s.get_items()) == [sent]
+        [m] = tool_messages(s)
+        assert m.text == sent and m.meta[TRUNCATION_KEY]["saved_path"] == str(saved[0])
+        assert m.meta[TRUNCATION_KEY]["total_lines"] == 14_000
+        # the next run reads it from the session (the view kept up to date, then rebuilt);
+        # the filter leaves it as it is, though its hint takes it over the line limit
+        await Runner.run(a, "again", session=s, run_config=config)
+        assert outputs(model.inputs[2]) == [sent]
+        s._v = None
+        assert outputs(await s.get_items()) == [sent]
+        s.close()
+        again = ContextreeSession("chat", path, store=store)
+        model.script.append([text("once more", "msg_3")])
+        config = RunConfig(call_model_input_filter=again.call_model_input_filter)
+        await Runner.run(a, "once more", session=again, run_config=config)
+        assert outputs(model.inputs[3]) == [sent]
+        assert outputs(await again.get_items()) == [sent]
+        assert len([p for p in (tmp_path / "overflow").rglob("*") if p.is_file()]) == 1
+        again.close()
+
+    asyncio.run(main())
+
+
+def test_limits_apply_to_shell_outputs_keeping_their_end(tmp_path: Path) -> None:
+    store = OverflowStore(tmp_path / "overflow")
+
+    async def main() -> None:
+        s = ContextreeSession("chat", limits=TruncationLimits(max_lines=50), store=store)
+        model = Scripted([[shell_call("ls -R /", "sc1", "sh_1")], [text("done", "msg_1")]])
+        shell = ShellTool(executor=lambda request: BIG)
+        a = Agent(name="a", model=model, tools=[shell])
+        config = RunConfig(call_model_input_filter=s.call_model_input_filter)
+        await Runner.run(a, "list /", session=s, run_config=config)
+        for items in (model.inputs[1], await s.get_items()):
+            [[entry]] = outputs(items, "shell_call_output")
+            stdout = entry["stdout"]
+            assert "line 13999 of the listing" in stdout      # a shell keeps its last lines
+            assert "line 0 of the listing" not in stdout and len(stdout) < 5_000
+        assert len([p for p in (tmp_path / "overflow").rglob("*") if p.is_file()]) == 1
+        [m] = tool_messages(s)
+        assert m.meta[TRUNCATION_KEY]["direction"] == "tail"
+
+    asyncio.run(main())
+
+
+SURROGATE = "caf\udcff.txt"  # what os.listdir gives for a file named b"caf\xff.txt"
+
+
+@function_tool
+def files(directory: str) -> str:
+    """List the files in a directory."""
+    return f"{directory}: {SURROGATE}"
+
+
+def test_a_lone_surrogate_in_any_item_is_stored_as_a_replacement(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    fixed = "caf\ufffd.txt"
+
+    async def main() -> None:
+        s = ContextreeSession("chat", path)
+        model = Scripted([[call("files", {"directory": "docs"}, "c1", "fc_1")],
+                          [text(f"found {SURROGATE}", "msg_1")]])
+        a = Agent(name="a", model=model, tools=[files])
+        r = await Runner.run(a, f"look in {SURROGATE}", session=s)
+        assert r.final_output == f"found {SURROGATE}"             # the run went on
+        # call arguments with one (the SDK's Runner itself fails on those): the surrogate
+        # itself, and escaped as a model writes it (valid JSON text, so kept exactly)
+        await s.add_items([
+            {"type": "function_call", "call_id": "c2", "name": "files",
+             "arguments": json.dumps({"directory": SURROGATE}, ensure_ascii=False)},
+            {"type": "function_call", "call_id": "c3", "name": "files",
+             "arguments": json.dumps({"directory": SURROGATE})},
+            {"type": "function_call_output", "call_id": "c2",
+             "output": [{"type": "input_text", "text": SURROGATE}]}])
+        s.close()
+        again = ContextreeSession("chat", path)
+        items = await again.get_items()
+        assert [i.get("type", "message") for i in items] == [
+            "message", "function_call", "function_call_output", "message", "function_call",
+            "function_call", "function_call_output"]
+        assert "\udcff" not in json.dumps(items, ensure_ascii=False)
+        assert items[0]["content"] == f"look in {fixed}"          # user input
+        assert items[2]["output"] == f"docs: {fixed}"            # tool output
+        assert items[3]["content"][0]["text"] == f"found {fixed}"  # assistant text
+        assert json.loads(items[4]["arguments"])["directory"] == fixed   # call arguments
+        assert json.loads(items[5]["arguments"])["directory"] == SURROGATE  # kept exactly
+        assert items[6]["output"][0]["text"] == fixed
+        calls = [c for e in again.session.branch() if isinstance(e, MessageEntry)
+                 for c in e.message.tool_calls or ()]
+        assert [c.arguments["directory"] for c in calls] == ["docs", fixed, fixed]
+        again.close()
+
+    asyncio.run(main())
+
+
+def test_pop_item_takes_off_what_get_items_shows_last() -> None:
+    async def main() -> None:
+        s = ContextreeSession("chat")
+        model = Scripted([[reasoning("rs_1", "think"), text("hello", "msg_1")]])
+        await Runner.run(Agent(name="a", model=model), "hi", session=s)
+        shown = await s.get_items()
+        assert [i.get("type", "message") for i in shown] == ["message", "reasoning", "message"]
+        # the SDK's way to undo a turn: pop the answer, then the question
+        assert await s.pop_item() == shown[-1]
+        assert await s.get_items() == shown[:1]                   # the reasoning is not shown
+        assert await s.pop_item() == shown[0]                     # ... nor popped
+        assert await s.get_items() == [] and await s.pop_item() is None
+
+    asyncio.run(main())
+
+
+def test_a_limit_never_splits_a_reasoning_item_from_its_response() -> None:
+    async def main() -> None:
+        s = ContextreeSession("chat")
+        model = Scripted([[reasoning("rs_1", "plan"), call("listing", {"path": "a"}, "c1", "fc_1"),
+                           call("listing", {"path": "b"}, "c2", "fc_2")],
+                          [reasoning("rs_2", "sum up"), text("done", "msg_1")]])
+        await Runner.run(Agent(name="a", model=model, tools=[listing]), "go", session=s)
+        items = await s.get_items()
+        kinds = [i.get("type", "message") for i in items]
+        assert kinds == ["message", "reasoning", "function_call", "function_call",
+                         "function_call_output", "function_call_output", "reasoning", "message"]
+        for limit in range(len(items) + 1):
+            got = await s.get_items(limit)
+            assert_valid(got)
+            assert got == items[len(items) - len(got):]
+            assert len(got) <= limit
+            # no item of the first response without the reasoning item it followed
+            if any(i.get("id") in ("fc_1", "fc_2") for i in got):
+                assert got[0].get("id") == "rs_1" or got[0].get("role") == "user"
+        assert [i.get("type", "message") for i in await s.get_items(5)] == ["reasoning",
+                                                                              "message"]
+        assert len(await s.get_items(7)) == 7
+
+    asyncio.run(main())
