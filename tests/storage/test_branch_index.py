@@ -306,6 +306,50 @@ HOSTILE = ["past_end", "mid_line", "swapped", "other_ids", "dropped", "duplicate
            "base_bytes_too_big", "tail_garbage", "tail_overlaps"]
 
 
+def test_a_same_length_edit_off_the_branch_is_caught(tmp_path: Path) -> None:
+    # An entry the branch does not read, its parent changed in place (same length, the last
+    # line untouched): no record check meets it, but the file was written after the index
+    # that places all of it, so the index is not trusted. Timestamps are the kernel's coarse
+    # clock: the edit is dated a second after the index, as a hand edit would be.
+    path = tmp_path / "s.jsonl"
+    with ct.Session.create(path) as s:
+        a = s.append_message(ct.Message.user("a"))
+        b = s.append_message(ct.Message.user("b"))
+        s.move_to(a)
+        d = s.append_message(ct.Message.user("d"))
+        s.move_to(b)
+        e = s.append_message(ct.Message.user("e"))
+    seen(path)
+    data = path.read_bytes()
+    old = f'"id":"{d}","parent_id":"{a}"'.encode()
+    assert data.count(old) == 1
+    with open(path, "r+b") as f:  # in place: the same inode, the same size
+        f.seek(data.index(old))
+        f.write(f'"id":"{d}","parent_id":"{b}"'.encode())
+    later = INDEX_OF(path).stat().st_mtime_ns + 10**9
+    os.utime(path, ns=(later, later))
+    truth = seen_without_index(path)
+    assert d in truth["children"][b] and d not in truth["children"][a]
+    with ct.Session.open(path, readonly=True) as s:  # children first: no entry read yet
+        assert [list(s.storage.children(x)) for x in (a, b, e)] == [
+            truth["children"][x] for x in (a, b, e)]
+    assert seen(path) == truth
+
+
+def test_a_session_touched_after_its_index_opens_the_same(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    make_session(path)
+    before = seen(path)
+    later = INDEX_OF(path).stat().st_mtime_ns + 10**9
+    os.utime(path, ns=(later, later))
+    assert seen(path) == before  # read whole (the index is not trusted), nothing lost
+    with ct.Session.open(path) as s:  # a writer writes the index anew
+        s.append_message(ct.Message.user("more"))
+    no_full_read(monkeypatch)
+    assert seen(path)["context"][-1]["content"] == "more"
+
+
 @pytest.mark.parametrize("kind", HOSTILE)
 @pytest.mark.parametrize("mode", ["read", "write"])
 def test_a_hostile_index_never_gives_a_wrong_session(tmp_path: Path, kind: str,

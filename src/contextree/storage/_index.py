@@ -91,6 +91,7 @@ class IndexRead(msgspec.Struct, frozen=True):
     tail: list[TailRecord]
     header_len: int
     whole: bool  # the file ends with a whole record: safe to append to
+    mtime_ns: int = 0  # when the index file was last written
 
 
 _HEAD = msgspec.json.Decoder(_Head)
@@ -118,9 +119,10 @@ def encode_tail(records: list[TailRecord]) -> bytes:
 def read_index(path: Path, session_fd: int) -> IndexRead | None:
     """The index of ``path`` when its head matches the session behind ``session_fd`` and
     it decodes; else ``None``. (The places themselves are checked by ``FileTree``.)"""
-    data = _read_small(index_path(path))
-    if data is None:
+    found = _read_small(index_path(path))
+    if found is None:
         return None
+    data, mtime_ns = found
     first_end = data.find(b"\n") + 1
     try:
         head = _HEAD.decode(data[:first_end])
@@ -141,7 +143,8 @@ def read_index(path: Path, session_fd: int) -> IndexRead | None:
     except (msgspec.DecodeError, ValueError):
         return None
     return IndexRead(columns, tail, head.header_len,
-                     whole=tail_end == len(data) or (not tail and len(data) == base_end))
+                     whole=tail_end == len(data) or (not tail and len(data) == base_end),
+                     mtime_ns=mtime_ns)
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes | None:
@@ -152,16 +155,18 @@ def _pread(fd: int, length: int, offset: int) -> bytes | None:
     return data if len(data) == length else None
 
 
-def _read_small(path: Path) -> bytes | None:
+def _read_small(path: Path) -> tuple[bytes, int] | None:
+    """The index file's bytes and its modification time, or ``None``."""
     try:
         fd = open_regular_readonly(path)  # never a link, never a FIFO
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_size > _MAX_INDEX_BYTES:
+        info = os.fstat(fd)
+        if info.st_size > _MAX_INDEX_BYTES:
             return None
         with open(fd, "rb", closefd=False) as f:
-            return f.read()
+            return f.read(), info.st_mtime_ns
     except OSError:
         return None
     finally:

@@ -999,10 +999,16 @@ def _read(file: ReadFile, target: Path,
     what the file gained since), else from a full read. Also returns the good length, a
     torn tail, the index read (``None``: there was no usable one) and how many entries it
     placed."""
-    size = os.fstat(file.fd).st_size
+    info = os.fstat(file.fd)
+    size = info.st_size
     with gc_paused():
         known = read_index(target, file.fd) if size >= _index.INDEX_MIN_BYTES else None
         found = _tree_from(known, file, target, size) if known is not None else None
+    if found is not None and known is not None and found[1] == size and (
+            info.st_mtime_ns > known.mtime_ns):
+        # Written after the index that places all of it: changed in place (an editor that
+        # kept the length, a tool): its lines may no longer be what the index says.
+        found = None
     if found is None:
         known = None
         tree, end, torn = _full_tree_read(file, target)
