@@ -13,6 +13,15 @@ the kept turns, cleared tool results as placeholders, every tool call paired wit
 result) and maps it back to pydantic-ai messages: untouched messages are the original objects,
 a request that lost parts (a dropped or cleared tool result) is a copy with what is left.
 
+Every tool result the model is shown is valid UTF-8 (a lone surrogate becomes U+FFFD) and
+within ``limits``, as the runtime's tool pipeline makes its own: a longer one is cut to a
+preview ending with a hint, the whole of it saved to the overflow store once (the cut is
+cached by tool call and content, and a bound store keeps it). Like the runtime, the working
+session and a bound store's session hold the cut text with its truncation record in
+``Message.meta`` (a compaction that clears the result then names the saved file); the
+pydantic-ai messages (``result.all_messages()``, what ``store.load`` returns) keep the whole
+result, since pydantic-ai's contract is that a conversation loads as it was saved.
+
 Bound to a store, each compaction is saved with the messages it follows on the next
 ``store.save(...)``, as a ``compaction`` entry of the conversation's session: the view is the
 same after a reopen, in another process, and the prompt prefix stays byte-stable.
@@ -21,9 +30,10 @@ same after a reopen, in another process, and the prompt prefix stays byte-stable
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -34,13 +44,17 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 from ..._context import SessionContext
 from ..._messages import Message
+from ..._overflow import OverflowStore
 from ..._session import Session
+from ..._truncation import LIMITS, Truncation, TruncationLimits, is_truncated
 from ...compaction import CompactionLadder, CompactionPolicy
 from ...entries import AnyEntry, CompactionEntry, MessageEntry
 from ...markers import Kind
 from ...models._base import Model
+from ...storage import key_to_session_id
 from ...tokens import TokenCounter
 from .._compaction import CompactionOptions
+from .._results import bounded_result
 from . import _mapping as mp
 from ._store import ContextreeConversationStore
 
@@ -49,6 +63,10 @@ if TYPE_CHECKING:
 
 _TEMP = "t-"
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_CUTS = 256  # truncated results whose cut is remembered
+
+Bound = Callable[[AnyEntry, pm.ModelMessage], tuple[AnyEntry, str | None]]
+"""An entry as it is kept, and the text its tool result is shown as (``None``: as it is)."""
 
 
 def _time(stamp: str) -> datetime:
@@ -58,14 +76,26 @@ def _time(stamp: str) -> datetime:
         return _EPOCH
 
 
+def _showing(message: pm.ModelMessage, texts: dict[int, str]) -> pm.ModelMessage:
+    """A copy of ``message`` whose tool results at the indices of ``texts`` show those texts
+    (files they carry are kept)."""
+    parts = list(message.parts)
+    for i, text in texts.items():
+        part = parts[i]
+        files = part.files if isinstance(part, pm.BaseToolReturnPart) else []
+        parts[i] = dataclasses.replace(part, content=[text, *files] if files else text)  # type: ignore[arg-type]
+    return dataclasses.replace(message, parts=parts)  # type: ignore[arg-type]
+
+
 class _Working:
     """The working session of one conversation and how its entries map to messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, bound: Bound) -> None:
         self.session = Session.in_memory()
-        self.messages: list[pm.ModelMessage] = []
+        self.bound = bound
+        self.messages: list[pm.ModelMessage] = []  # as the run has them
         self.ids: list[str] = []  # the final entry id of each mirrored message
-        self.by_id: dict[str, pm.ModelMessage] = {}
+        self.by_id: dict[str, pm.ModelMessage] = {}  # as the model is shown them
         self.mapped: dict[str, set[int]] = {}  # final id -> indices of parts with a shape
         self.stored = 0  # how many of ``messages`` the store has (their ids are the store's)
         self.alias: dict[str, str] = {}  # temporary final id -> the store's entry id
@@ -76,16 +106,23 @@ class _Working:
 
     def add(self, entries: Sequence[AnyEntry], messages: Sequence[pm.ModelMessage],
             ids: Sequence[str]) -> None:
+        originals = dict(zip(ids, messages, strict=True))
+        shown: dict[str, dict[int, str]] = {}
         for entry in entries:
-            self.session.append(entry)
             data = mp.info(entry)
             if data is not None:
                 pid = mp.group_of(entry.id, data)
                 self.mapped.setdefault(pid, set()).update(data.get("parts") or ())
+                if pid in originals:
+                    entry, text = self.bound(entry, originals[pid])
+                    if text is not None:
+                        shown.setdefault(pid, {})[data["parts"][0]] = text
+            self.session.append(entry)
         for message, pid in zip(messages, ids, strict=True):
             self.messages.append(message)
             self.ids.append(pid)
-            self.by_id[pid] = message
+            valid = mp.valid_message(message)  # what a provider can send: UTF-8
+            self.by_id[pid] = _showing(valid, shown[pid]) if pid in shown else valid
 
     def append(self, messages: Sequence[pm.ModelMessage]) -> None:
         ids = [f"{_TEMP}{uuid.uuid4().hex[:16]}" for _ in messages]
@@ -112,6 +149,8 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
     of it and goes down to ``compact_to``. ``ladder`` is the stages it climbs (default: clear old
     tool results, drop the oldest turns, offline digest; pass ``summarizer=`` a contextree
     model to summarize with it). ``store`` persists the compactions with the conversation.
+    Each tool result the model is shown is cut to ``limits``, the whole of it saved to
+    ``overflow`` (default: the per-user overflow store).
     """
 
     def __init__(
@@ -125,6 +164,8 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         summarizer: Model | None = None,
         counter: TokenCounter | None = None,
         max_conversations: int = 32,
+        limits: TruncationLimits = LIMITS,
+        overflow: OverflowStore | None = None,
     ) -> None:
         self.processor = self._process
         CompactionPolicy(window, compact_at, compact_to)  # the options are checked here
@@ -132,11 +173,15 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         self.store = store
         self.summarizer = summarizer
         self.max_conversations = max_conversations
+        self.limits = limits
+        self.overflow = overflow
         self._working: OrderedDict[str, _Working] = OrderedDict()
+        self._cuts: OrderedDict[tuple[str | None, str | None, bytes], Truncation] = OrderedDict()
         self.compactions = 0
         if store is not None:
             store.add_pending_hook(self._flush)
             store.add_saved_hook(self._saved)
+            store.add_shape_hook(lambda cid, entry, message: self._bounded(cid, entry, message)[0])
 
     @property
     def policy(self) -> CompactionPolicy:
@@ -194,7 +239,9 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
                     return ws
                 if ws.messages == messages[:n]:
                     for i in range(n):  # the same messages as new objects: follow them
-                        ws.messages[i] = ws.by_id[ws.ids[i]] = messages[i]
+                        if ws.by_id[ws.ids[i]] is ws.messages[i]:  # (not a shown copy)
+                            ws.by_id[ws.ids[i]] = messages[i]
+                        ws.messages[i] = messages[i]
                     ws.append(messages[n:])
                     self._working.move_to_end(key)
                     return ws
@@ -207,17 +254,50 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
     def _seeded(self, key: str, messages: list[pm.ModelMessage]) -> _Working:
         """A working session: the stored history (with its compactions) when ``messages``
         continue it, then the rest of ``messages``."""
-        ws = _Working()
+        ws = _Working(lambda entry, message: self._bounded(key, entry, message))
         entries = self.store.branch_entries(key) if self.store is not None and key else None
         if entries:
             finals = [e for e in entries if mp.is_final(e)]
             if len(finals) <= len(messages):
                 stored = mp.load([mp.info(e)["json"] for e in finals])  # type: ignore[index]
-                if stored == messages[: len(finals)]:
+                head = messages[: len(finals)]
+                if stored == head or stored == [mp.valid_message(m) for m in head]:
                     ws.add(entries, messages[: len(finals)], [e.id for e in finals])
                     ws.stored = len(finals)
         ws.append(messages[len(ws.messages):])
         return ws
+
+    def _bounded(self, cid: str, entry: AnyEntry, message: pm.ModelMessage
+                 ) -> tuple[AnyEntry, str | None]:
+        """``entry`` as it is kept and, for a tool result, the text the model is shown when it
+        is not the result's own: valid UTF-8, cut to ``limits``. A result is cut (and saved)
+        once: the cut is remembered by conversation, tool call and content, and an entry that
+        holds one (a stored conversation's) is shown as it is."""
+        data = mp.info(entry)
+        if data is None or not isinstance(entry, MessageEntry) or entry.message.role != "tool":
+            return entry, None
+        kept = entry.message
+        if is_truncated(kept.meta):
+            return entry, kept.text
+        part = message.parts[data["parts"][0]]
+        text = mp.result_text(part)
+        sid = key_to_session_id(cid) if cid else None
+        digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        key = (sid, kept.tool_call_id, digest)
+        cut = self._cuts.get(key)
+        if cut is not None:
+            self._cuts.move_to_end(key)
+        else:
+            cut = bounded_result(text, store=self.overflow, session_id=sid,
+                                 label=kept.name or "output", limits=self.limits)
+            if cut.truncated:
+                self._cuts[key] = cut
+                while len(self._cuts) > _CUTS:
+                    self._cuts.popitem(last=False)
+        if cut.text == text:
+            return entry, None
+        meta = {**(kept.meta or {}), **cut.meta()} if cut.truncated else kept.meta
+        return entry.replace(message=kept.replace(content=cut.text, meta=meta)), cut.text
 
     def _to_pydantic(self, ws: _Working, ctx: SessionContext) -> list[pm.ModelMessage]:
         out: list[pm.ModelMessage] = []

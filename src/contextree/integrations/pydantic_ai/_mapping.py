@@ -9,6 +9,10 @@ has the pydantic-ai entry id as its own id and carries the message's JSON text e
 what is read back: response state, tool-return outcomes, binary content, metadata and every
 field pydantic-ai adds later survive unchanged. The other entries of a group are
 ``<id>~<n>`` and name the group they belong to.
+
+A lone surrogate (a file name ``os.listdir`` could not decode, half of a cut emoji), which no
+UTF-8 file can hold, is stored as U+FFFD wherever it is: a message that holds one is stored,
+and loads back, with each replaced.
 """
 
 from __future__ import annotations
@@ -19,7 +23,17 @@ from typing import Any
 import pydantic_core
 from pydantic_ai import messages as pm
 
-from ..._messages import ImagePart, Message, Part, TextPart, ThinkingPart, ToolCall, Usage
+from ..._messages import (
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    Usage,
+    _replace_surrogates,
+    storable,
+)
 from ..._session import Session
 from ...entries import AnyEntry, MessageEntry, now
 
@@ -30,8 +44,31 @@ ADAPTER = pm.ModelMessagesTypeAdapter
 
 
 def dump(messages: Sequence[pm.ModelMessage]) -> list[str]:
-    """Each message as ``ModelMessagesTypeAdapter`` writes it in a JSON list."""
-    return [ADAPTER.dump_json([m])[1:-1].decode() for m in messages]
+    """Each message as ``ModelMessagesTypeAdapter`` writes it in a JSON list (a lone
+    surrogate, which JSON in UTF-8 cannot hold, written as U+FFFD)."""
+    out = []
+    for m in messages:
+        try:
+            out.append(ADAPTER.dump_json([m])[1:-1].decode())
+        except pydantic_core.PydanticSerializationError:
+            out.append(_valid_json(m))
+    return out
+
+
+def _valid_json(message: pm.ModelMessage) -> str:
+    """``dump``'s text for a message that holds a lone surrogate: each replaced by U+FFFD."""
+    data = _replace_surrogates(ADAPTER.dump_python([message], mode="json"))
+    return pydantic_core.to_json(data)[1:-1].decode()
+
+
+def valid_message(message: pm.ModelMessage) -> pm.ModelMessage:
+    """``message`` as the store loads it back: itself, or when it holds a lone surrogate, a
+    copy with each replaced by U+FFFD."""
+    try:
+        ADAPTER.dump_json([message])
+    except pydantic_core.PydanticSerializationError:
+        return load([_valid_json(message)])[0]
+    return message
 
 
 def load(data: Sequence[str]) -> list[pm.ModelMessage]:
@@ -98,9 +135,10 @@ def group_entries(
 
 def to_messages(message: pm.ModelMessage) -> list[tuple[list[int], Message]]:
     """contextree messages for one pydantic-ai message, each with the indices of the parts it
-    shows; tool results come first, as providers require after a tool call."""
+    shows; tool results come first, as providers require after a tool call. Each is
+    storable: a lone surrogate in any text becomes U+FFFD."""
     if isinstance(message, pm.ModelResponse):
-        return [(list(range(len(message.parts))), _response(message))]
+        return [(list(range(len(message.parts))), storable(_response(message)))]
     tools: list[tuple[list[int], Message]] = []
     others: list[tuple[list[int], Message]] = []
     for i, part in enumerate(message.parts):
@@ -123,13 +161,25 @@ def to_messages(message: pm.ModelMessage) -> list[tuple[list[int], Message]]:
         # Bookkeeping parts (instruction and tool-set deltas, provider compactions) have no
         # contextree shape: they travel in the stored JSON and come back with their message.
     out = tools + others
-    return out or [([], Message.user(""))]
+    return [(parts, storable(m)) for parts, m in out] or [([], Message.user(""))]
 
 
 def _tool_text(part: pm.BaseToolReturnPart[Any]) -> str:
     try:
         return part.model_response_str()
     except Exception:  # a content that does not render: its repr still tells the model something
+        return repr(part.content)
+
+
+def result_text(part: pm.ModelRequestPart) -> str:
+    """The text of a tool result the model is shown, before pydantic-ai wraps an error in
+    ``{"error": ...}``: a non-str content as pydantic-ai serializes it."""
+    if isinstance(part, pm.RetryPromptPart):
+        return part.content if isinstance(part.content, str) else part.model_response()
+    assert isinstance(part, pm.BaseToolReturnPart)
+    try:
+        return part.model_response_str(wrap_if_error=False)
+    except Exception:
         return repr(part.content)
 
 

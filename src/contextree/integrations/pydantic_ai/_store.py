@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
+from pydantic_ai import messages as pm
 from pydantic_ai.conversation_store import (
     ConversationConflict,
     ConversationEntry,
@@ -72,6 +73,7 @@ class _Conv:
 
 
 PendingHook = Callable[[str, Sequence[ConversationEntry]], list[tuple[str | None, AnyEntry]]]
+ShapeHook = Callable[[str, AnyEntry, pm.ModelMessage], AnyEntry]
 
 
 class ContextreeConversationStore(ConversationStore):
@@ -112,6 +114,7 @@ class ContextreeConversationStore(ConversationStore):
         self._max_open = max(1, max_open)
         self._offload = self._backend.shared if offload is None else offload
         self._pending: list[PendingHook] = []
+        self._shapes: list[ShapeHook] = []
         self._saved: list[Callable[[str], None]] = []
         self._closed = False
 
@@ -183,6 +186,12 @@ class ContextreeConversationStore(ConversationStore):
         pydantic-ai entry id each follows, ``None`` for right after the record) to store with
         them. The history capability uses it to persist its compactions."""
         self._pending.append(hook)
+
+    def add_shape_hook(self, hook: ShapeHook) -> None:
+        """Called on each save with each message entry to store and the pydantic-ai message it
+        shows; returns the entry to store instead. The history capability uses it to keep tool
+        results as the model was shown them (cut, with the truncation record)."""
+        self._shapes.append(hook)
 
     def add_saved_hook(self, hook: Callable[[str], None]) -> None:
         """Called with the conversation id after each save, branch or delete."""
@@ -312,7 +321,10 @@ class ContextreeConversationStore(ConversationStore):
 
         chain(extra.pop(None, []))
         for entry, data in zip(new, datas, strict=True):
-            for stored in mp.group_entries([(entry.id, entry.message, data)], last):
+            for shaped in mp.group_entries([(entry.id, entry.message, data)], last):
+                stored: AnyEntry = shaped
+                for shape in self._shapes:
+                    stored = shape(cid, stored, entry.message)
                 out.append(stored)
                 last = stored.id
             chain(extra.pop(entry.id, []))

@@ -1,0 +1,282 @@
+"""Bugs a probe found in the pydantic-ai integration, each checked through a real agent loop.
+
+- A tool result was sent to the model whole (320 KB at a window of 8000): every tool result
+  the model is shown is now cut to the truncation limits, the whole of it saved once to the
+  overflow store, and a bound store keeps the cut with its truncation record.
+- A lone surrogate (a file name ``os.listdir`` could not decode) in any part killed the run
+  with ``InvalidEntry``: it is now stored as U+FFFD, and the conversation reopens holding it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai.conversation_store")
+
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+from contextree import OverflowStore
+from contextree._truncation import TruncationLimits
+from contextree.entries import CompactionEntry
+from contextree.integrations.pydantic_ai import ContextreeConversationStore, ContextreeHistory
+
+pytestmark = pytest.mark.anyio
+
+LIMITS = TruncationLimits(max_lines=50, max_bytes=4000, max_line_chars=200)
+BIG = "".join(f"row {i}: " + "x" * 90 + "\n" for i in range(3200))  # 320 KB
+CONTENTS: dict[str, Any] = {
+    "str": BIG,
+    "dict": {"rows": [f"row {i}: " + "x" * 90 for i in range(3200)]},  # serialized by pydantic-ai
+    "error": "retried",  # the tool raises ModelRetry with BIG: a ``retried`` outcome
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def tool_returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+            if isinstance(p, ToolReturnPart)]
+
+
+def agent_with(history: ContextreeHistory, seen: list[list[ModelMessage]], content: Any
+               ) -> Agent[None, str]:
+    """An agent that calls ``fetch`` (which returns ``content``) once, then ``ping`` on each
+    turn, then answers."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        if any(p.tool_name == "ping" for p in tool_returns(messages[-1:])):
+            return ModelResponse(parts=[TextPart("done")])
+        if tool_returns(messages):
+            return ModelResponse(parts=[ToolCallPart("ping", {})])
+        return ModelResponse(parts=[ToolCallPart("fetch", {})])
+
+    agent: Agent[None, str] = Agent(FunctionModel(model), capabilities=[history])
+
+    @agent.tool_plain(retries=5)
+    def fetch() -> Any:
+        if content == "retried":
+            raise ModelRetry(BIG)
+        return content
+
+    @agent.tool_plain
+    def ping() -> str:
+        return "pong"
+
+    return agent
+
+
+def assert_within(text: str, limits: TruncationLimits) -> None:
+    """The preview of a cut result keeps to the limits (the hint line follows it, and a
+    shortened line ends with a marker saying so)."""
+    body, hint, _ = text.partition("[Output truncated")
+    assert hint, "the result was not cut"
+    body = re.sub(r"… \[line truncated, \d+ chars\]", "", body)
+    assert len(body.encode()) <= limits.max_bytes
+    assert body.count("\n") <= limits.max_lines
+    assert all(len(line) <= limits.max_line_chars for line in body.splitlines())
+
+
+@pytest.mark.parametrize("kind", list(CONTENTS))
+async def test_a_long_tool_result_is_cut_once_saved_whole_and_kept_cut(
+        kind: str, tmp_path: Path) -> None:
+    overflow = OverflowStore(tmp_path / "overflow")
+    store = ContextreeConversationStore(tmp_path / "conversations")
+    history = ContextreeHistory(window=8000, store=store, limits=LIMITS, overflow=overflow)
+    seen: list[list[ModelMessage]] = []
+    agent = agent_with(history, seen, CONTENTS[kind])
+    result = await agent.run("fetch it", conversation=Conversation(conversation_id="c"))
+    await store.save(result)
+    result = await agent.run("again", conversation=result.conversation)  # more model calls
+    await store.save(result)
+
+    whole = tool_returns(result.all_messages())[0]
+    original = whole.model_response_str(wrap_if_error=False)
+    assert len(original) > 300_000  # the run's history keeps the whole result
+    assert len(seen) == 5
+    shown = {tool_returns(request)[0].model_response_str(wrap_if_error=False)
+             for request in seen[1:]}
+    assert len(shown) == 1  # the same cut before every model call
+    (text,) = shown
+    assert_within(text, LIMITS)
+    assert tool_returns(seen[-1])[0].outcome == whole.outcome
+    (saved,) = overflow.files()  # saved once, whole
+    assert saved.read_text() == original and str(saved) in text
+
+    # The store loads the conversation as saved; its session keeps the cut, as the runtime does.
+    loaded = await store.load("c")
+    assert loaded is not None
+    assert tool_returns(loaded.messages)[0].model_response_str(wrap_if_error=False) == original
+    session = store.session("c")
+    assert session is not None
+    kept = [m for m in session.build_context().messages if m.role == "tool" and m.name == "fetch"]
+    assert kept[0].text == text
+    assert kept[0].truncation is not None and kept[0].truncation.saved_path == str(saved)
+    store.close()
+
+    # Reopened elsewhere, the model is shown the same cut, and nothing is saved again.
+    reopened = ContextreeConversationStore(tmp_path / "conversations")
+    fresh = ContextreeHistory(window=8000, store=reopened, limits=LIMITS, overflow=overflow)
+    loaded = await reopened.load("c")
+    assert loaded is not None
+    view = fresh.view("c", list(loaded.messages))
+    assert tool_returns(view)[0].model_response_str(wrap_if_error=False) == text
+    assert overflow.files() == [saved]
+    reopened.close()
+
+
+def test_default_limits_and_the_sandboxed_overflow_store() -> None:
+    """The defaults: the runtime's limits (50 KB), saved to the per-user store (sandboxed)."""
+    seen: list[list[ModelMessage]] = []
+    agent = agent_with(ContextreeHistory(window=8000), seen, BIG)
+    result = agent.run_sync("fetch it")
+    text = tool_returns(seen[-1])[0].model_response_str()
+    assert_within(text, TruncationLimits())
+    saved = OverflowStore.default().files()
+    assert any(p.read_text() == BIG and str(p) in text for p in saved)
+    assert tool_returns(result.all_messages())[0].content == BIG
+
+
+# -- lone surrogates -------------------------------------------------------------------------
+
+BAD = "report-\udcff.txt"  # as os.listdir gives a file name that is not UTF-8
+GOOD = "report-\ufffd.txt"
+
+
+def surrogate_agent(where: str, history: ContextreeHistory | None,
+                    seen: list[list[ModelMessage]]) -> Agent[None, str]:
+    """An agent with ``BAD`` in one part kind: a tool's output, the model's text, or its
+    tool-call arguments (a user prompt is the prompt the test passes)."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(messages)
+        usage = RequestUsage(input_tokens=100, output_tokens=10)  # as a provider reports it
+        if tool_returns(messages[-1:]):
+            return ModelResponse(parts=[TextPart(BAD if where == "text" else "listed")],
+                                 usage=usage)
+        name = BAD if where == "args" else "."
+        return ModelResponse(parts=[ToolCallPart("ls", {"path": name})], usage=usage)
+
+    agent: Agent[None, str] = Agent(FunctionModel(model),
+                                    capabilities=[history] if history is not None else [])
+
+    @agent.tool_plain
+    def ls(path: str) -> str:
+        return BAD if where == "tool" else f"listed {path}"
+
+    return agent
+
+
+def texts(messages: list[ModelMessage]) -> str:
+    """Every text of ``messages`` (prompts, answers, tool arguments and results), joined."""
+    out = []
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, UserPromptPart | TextPart):
+                out.append(str(p.content))
+            elif isinstance(p, ToolCallPart):
+                out.append(p.args_as_json_str())
+            elif isinstance(p, ToolReturnPart):
+                out.append(p.model_response_str())
+    return "\n".join(out)
+
+
+WHERE = ["tool", "text", "prompt", "args"]
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["with-history", "store-only"])
+@pytest.mark.parametrize("where", WHERE)
+async def test_a_lone_surrogate_is_stored_as_replacement_and_reopens(
+        where: str, bound: bool, tmp_path: Path) -> None:
+    store = ContextreeConversationStore(tmp_path / "conversations")
+    history = (ContextreeHistory(window=8000, store=store,
+                                 overflow=OverflowStore(tmp_path / "overflow")) if bound else None)
+    seen: list[list[ModelMessage]] = []
+    agent = surrogate_agent(where, history, seen)
+    prompt = f"list {BAD}" if where == "prompt" else "list the files"
+    conversation = Conversation(conversation_id="c")
+    for _ in range(2):  # the second run's model calls show the first run's messages
+        result = await agent.run(prompt, conversation=conversation)
+        await store.save(result)
+        conversation = result.conversation
+    if bound:
+        assert GOOD in texts(seen[-1]) and BAD not in texts(seen[-1])
+    store.close()
+
+    reopened = ContextreeConversationStore(tmp_path / "conversations")
+    loaded = await reopened.load("c")
+    assert loaded is not None and len(loaded.messages) == 8
+    assert GOOD in texts(list(loaded.messages)) and BAD not in texts(list(loaded.messages))
+    session = reopened.session("c")
+    assert session is not None
+    assert any(GOOD in m.text or GOOD in str(m.tool_calls)
+               for m in session.build_context().messages)
+    result = await agent.run("once more", conversation=loaded)  # and the conversation goes on
+    await reopened.save(result)
+    assert reopened.message_count("c") == 12
+    reopened.close()
+
+
+@pytest.mark.parametrize("where", WHERE)
+def test_a_lone_surrogate_does_not_stop_a_run_without_a_store(where: str) -> None:
+    """The history's own working session stores it too, and the model is shown valid text."""
+    seen: list[list[ModelMessage]] = []
+    agent = surrogate_agent(where, ContextreeHistory(window=8000), seen)
+    prompt = f"list {BAD}" if where == "prompt" else "list the files"
+    result = agent.run_sync(prompt)
+    agent.run_sync("again", message_history=result.all_messages())
+    assert GOOD in texts(seen[-1]) and BAD not in texts(seen[-1])
+
+
+async def test_compactions_are_saved_for_a_conversation_that_held_a_surrogate(
+        tmp_path: Path) -> None:
+    """A history that starts on a conversation the run still holds with the surrogate (the
+    store holds U+FFFD) takes up the stored copy, and saves its compactions with it."""
+    store = ContextreeConversationStore(tmp_path / "conversations")
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if tool_returns(messages[-1:]):
+            return ModelResponse(parts=[TextPart("listed")])
+        return ModelResponse(parts=[ToolCallPart("ls", {"path": "."})])
+
+    def agent(history: ContextreeHistory) -> Agent[None, str]:
+        a: Agent[None, str] = Agent(FunctionModel(model), capabilities=[history])
+
+        @a.tool_plain
+        def ls(path: str) -> str:
+            return f"{BAD}\n" + "FAILED test_x: assert 1 == 2\n" * 60
+
+        return a
+
+    first = agent(ContextreeHistory(window=1500, store=store))
+    result = await first.run("list", conversation=Conversation(conversation_id="c"))
+    await store.save(result)
+    history = ContextreeHistory(window=1500, store=store)  # another worker, same conversation
+    conversation = result.conversation
+    for turn in range(6):
+        result = await agent(history).run(f"turn {turn}", conversation=conversation)
+        await store.save(result)
+        conversation = result.conversation
+    session = store.session("c")
+    assert session is not None and history.compactions >= 1
+    assert len(session.find(CompactionEntry)) == history.compactions
+    store.close()
