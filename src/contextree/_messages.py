@@ -379,15 +379,20 @@ def _merge_extras(obj: msgspec.Struct, out: dict[str, Any]) -> None:
     what ``msgspec.to_builtins`` made of ``obj`` (converted once, in C: the nested structs
     are merged in place, not converted again). Unknown content parts are put back as they
     were read."""
-    nested = NESTED.get(type(obj))
+    cls = type(obj)
+    nested = NESTED.get(cls)
     if nested is not None:
         for name in nested:
             value = getattr(obj, name)
             if value is not None and name in out:
-                _merge_value(value, out[name], out, name)
-    if type(obj) in PART_CONTENT:
+                made = out[name]
+                if type(made) is dict and isinstance(value, msgspec.Struct):
+                    _merge_extras(value, made)  # _merge_value's first case, one call less
+                else:
+                    _merge_value(value, made, out, name)
+    if cls in PART_CONTENT:
         content = getattr(obj, "content", None)
-        if isinstance(content, list) and "content" in out:
+        if isinstance(content, list) and content and "content" in out:
             _merge_value(content, out["content"], out, "content")
     extra = getattr(obj, "_extra", None)
     if extra:

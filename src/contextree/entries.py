@@ -34,6 +34,7 @@ from ._messages import (
     Part,
     TextPart,
     ThinkingPart,
+    ToolCall,
     UnknownPart,
     Usage,
     _Extras,
@@ -591,6 +592,8 @@ def _type_problem(line: Any) -> str | None:
         return None
     if not isinstance(line, Entry | SessionHeader):
         return None
+    if type(line) is MessageEntry and _typed_message(line):
+        return None
     problem, shadowed = _nesting(line, "")
     if problem is not None:
         return problem
@@ -615,6 +618,74 @@ def _type_problem(line: Any) -> str | None:
         except NO_JSON_FORM:
             return None
     return None
+
+
+_PART_FIELDS: dict[type[Any], tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    TextPart: (("text",), (), ()),
+    ThinkingPart: (("thinking",), ("signature",), ("redacted",)),
+    ImagePart: ((), ("data", "mime_type", "url"), ()),
+}
+"""Of each content part: its fields of text, of text or ``None``, and of bools."""
+
+
+def _typed_message(entry: MessageEntry) -> bool:
+    """True when every field of a message entry, of its message and of the structs in it
+    holds exactly the type it is declared with (no subclass, no dict for a struct, no
+    unknown part) and no unknown field stands where a field may be left out: what
+    ``_type_problem``'s conversion would find, found by reading the fields (an import's
+    entries, with their unknown fields, are all such). ``False`` leaves it to the
+    conversion, which says what is wrong, if anything."""
+    m = entry.message
+    parent = entry.parent_id
+    if (type(entry.id) is not str or type(entry.timestamp) is not str
+            or (parent is not None and type(parent) is not str)
+            or type(m) is not Message or type(m.role) is not str
+            or (m.meta is not None and type(m.meta) is not dict)
+            or _shadows(entry) or _shadows(m) or not _typed_plain(m)):
+        return False
+    content = m.content
+    if content is not None and type(content) is not str:
+        if type(content) is not list:
+            return False
+        for part in content:
+            if not _typed_part(part):
+                return False
+    calls = m.tool_calls
+    if calls is not None:
+        if type(calls) is not list:
+            return False
+        for call in calls:
+            if (type(call) is not ToolCall or type(call.id) is not str
+                    or type(call.name) is not str or type(call.arguments) is not dict
+                    or _shadows(call)):
+                return False
+    return True
+
+
+def _typed_part(part: Any) -> bool:
+    """``_typed_message`` for one content part."""
+    fields = _PART_FIELDS.get(type(part))
+    if fields is None or _shadows(part):
+        return False
+    text, text_or_none, flags = fields
+    for name in text:
+        if type(getattr(part, name)) is not str:
+            return False
+    for name in text_or_none:
+        value = getattr(part, name)
+        if value is not None and type(value) is not str:
+            return False
+    return all(type(getattr(part, name)) is bool for name in flags)
+
+
+def _shadows(obj: Any) -> bool:
+    """Whether an unknown field of struct ``obj`` has the name of a field its line may
+    leave out (``_nesting``'s ``shadowed``, for one struct)."""
+    extra = getattr(obj, "_extra", None)
+    if not extra:
+        return False
+    found = _SLOTS.get(type(obj))
+    return not (found or _slots(type(obj)))[0].isdisjoint(extra)
 
 
 def _stand_in(obj: Any) -> Any:
@@ -935,7 +1006,7 @@ def checked_line(line: Line) -> bytes | None:
         if not by_orjson:
             return _ENCODER.encode(line) + b"\n"
         plain = line.data if isinstance(line, UnknownEntry) else to_builtins(line)
-        data = orjson.dumps(plain) + b"\n"
+        data = orjson.dumps(plain, option=orjson.OPT_APPEND_NEWLINE)  # no copy to add it
     except NO_JSON_FORM:
         return None
     if deeper_than(MAX_DEPTH, plain, data) and line_problem(line) is not None:

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -289,19 +289,18 @@ def _write_streaming(dest: Path, header: SessionHeader,
     from .._files import temp_path
     from ..errors import SessionError, SessionExists
     from ..storage import JsonlStorage
-    from ..storage._encoded import EncodedEntry
     from ..storage._index import index_path
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     storage = JsonlStorage.create(temp_path(dest), header, durable=durable)
     try:
         with storage.batch():
-            for entry in entries:
+            for group in _runs(entries):
                 try:
-                    if isinstance(entry, EncodedEntry):
-                        storage.append_encoded(entry)
+                    if isinstance(group, list):
+                        storage.append_encoded_many(group)
                     else:
-                        storage.append(entry)
+                        storage.append(group)
                 except SessionError as e:  # named as the whole-file import names it
                     if e.path != storage.location:
                         raise
@@ -319,6 +318,31 @@ def _write_streaming(dest: Path, header: SessionHeader,
     with contextlib.suppress(OSError):
         os.replace(index_path(storage.location), index_path(dest))
     storage.delete()  # the temporary name and its sidecars; the file lives on at dest
+
+
+_RUN = 512
+"""Encoded entries appended together (``JsonlStorage.append_encoded_many``)."""
+
+
+def _runs(entries: Iterable[AnyEntry | EncodedEntry]) -> Iterator[AnyEntry | list[EncodedEntry]]:
+    """``entries`` in order: runs of up to ``_RUN`` encoded ones as lists (appended in one
+    call), any other entry on its own."""
+    from ..storage._encoded import EncodedEntry
+
+    run: list[EncodedEntry] = []
+    for entry in entries:
+        if isinstance(entry, EncodedEntry):
+            run.append(entry)
+            if len(run) >= _RUN:
+                yield run
+                run = []
+            continue
+        if run:
+            yield run
+            run = []
+        yield entry
+    if run:
+        yield run
 
 
 def copy_session(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,

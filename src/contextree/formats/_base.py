@@ -317,6 +317,10 @@ def in_parent_order(entries: Iterable[P], present: Container[str]) -> Iterator[P
         if parent is not None and parent in present and parent not in placed:
             waiting.setdefault(parent, []).append(entry)
             continue
+        if not waiting:  # nothing waits for it (the common case): as it comes
+            yield entry
+            placed.add(entry.id)
+            continue
         stack = [entry]
         while stack:
             e = stack.pop()

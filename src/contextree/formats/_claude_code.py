@@ -81,7 +81,16 @@ from msgspec import UNSET, UnsetType
 
 from .._gc import gc_paused
 from .._limits import parse_json, surely_shallow
-from .._messages import AnyPart, ImagePart, Message, TextPart, ThinkingPart, ToolCall, Usage
+from .._messages import (
+    AnyPart,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    UnknownPart,
+    Usage,
+)
 from ..entries import (
     AnyEntry,
     CompactionEntry,
@@ -155,8 +164,6 @@ def _rest(block: Json, keys: Sequence[str]) -> Json:
 
 def part_from_block(block: Json) -> AnyPart:
     """One Anthropic content block as a message part, unknown fields kept as extras."""
-    from .._messages import UnknownPart
-
     kind = block.get("type")
     keys = _BLOCK_KEYS.get(str(kind), ())
     if kind == "text" and isinstance(block.get("text"), str):
@@ -460,7 +467,10 @@ class _File:
 
     def load(self, node: _Node) -> list[Json]:
         """The records of ``node``, read again from the file."""
-        return [self.read_line(_unpacked(span)) for span in node.spans]
+        if self.lines_file is None:
+            self.lines_file = LineFile(self.path)
+        line = self.lines_file.line
+        return [line(_unpacked(span)) for span in node.spans]
 
     def read_line(self, span: Span) -> Any:
         """The line at ``span``, parsed whole."""
@@ -583,10 +593,11 @@ def _add_line(f: _File, n: int, h: _Head, span: Span) -> None:
     if uuid in f.by_uuid:
         _duplicate(f, f.by_uuid[uuid], f.read_line(span))
         return
-    for key, value in (("sessionId", h.session_id), ("cwd", h.cwd), ("version", h.version),
-                       ("timestamp", h.timestamp)):
-        if value is not UNSET and key not in f.info:
-            f.info[key] = value
+    if len(f.info) < len(_INFO_KEYS):  # the first line that has each one gives it
+        for key, value in zip(_INFO_KEYS, (h.session_id, h.cwd, h.version, h.timestamp),
+                              strict=True):
+            if value is not UNSET and key not in f.info:
+                f.info[key] = value
     if isinstance(h.agent_id, str) and f.agent_id is None:
         f.agent_id = h.agent_id
     sidechain = bool(h.sidechain) and f.role == "main"
@@ -623,6 +634,9 @@ def _add_line(f: _File, n: int, h: _Head, span: Span) -> None:
     f.nodes.append(node)
     f.by_uuid[uuid] = node
 
+
+_INFO_KEYS = ("sessionId", "cwd", "version", "timestamp")
+"""What a file's ``info`` holds: each as the first line that has it gives it."""
 
 _BITS = 48
 _MASK = (1 << _BITS) - 1
