@@ -7,6 +7,15 @@
   U+FFFD instead of ending the run with ``InvalidEntry``.
 - ``pop_item`` takes off what ``get_items`` shows last, never a hidden reasoning item, and
   ``get_items(limit)`` never starts with an item whose reasoning item was cut off.
+
+A second probe:
+
+- With the filter, every output past the 64th of a run was cut and saved again on every
+  model call (a memo of the latest 64, scanned oldest first): 80 outputs made 1,240 files,
+  and the hints changed each call. Each is now cut once, and sent the same every call.
+- A path that did not exist (``"sessions"``, even ``"sessions/"``) became one session file
+  that every session id shared: bob read alice's conversation. It is a folder of sessions
+  now (unless it ends in ``.jsonl``), and one session file refuses another session id.
 """
 
 from __future__ import annotations
@@ -25,8 +34,9 @@ from openai.types.responses import ResponseFunctionShellToolCall
 from openai.types.responses.response_function_shell_tool_call import Action
 from test_openai_agents import Scripted, assert_valid, call, reasoning, text
 
-from contextree import OverflowStore, TruncationLimits
+from contextree import OverflowStore, Session, TruncationLimits
 from contextree.entries import MessageEntry
+from contextree.errors import InvalidArgument
 from contextree.integrations.openai_agents import ContextreeSession
 from contextree.markers import TRUNCATION_KEY
 
@@ -206,5 +216,104 @@ def test_a_limit_never_splits_a_reasoning_item_from_its_response() -> None:
         assert [i.get("type", "message") for i in await s.get_items(5)] == ["reasoning",
                                                                               "message"]
         assert len(await s.get_items(7)) == 7
+
+    asyncio.run(main())
+
+
+# -- a second probe -------------------------------------------------------------------------
+
+@function_tool
+def dump(n: int) -> str:
+    """Dump table ``n``."""
+    return "".join(f"{n}:{j}\n" for j in range(2_100))  # over the 2000-line limit
+
+
+def test_each_of_many_big_outputs_in_one_run_is_cut_and_saved_once(tmp_path: Path) -> None:
+    """The input filter sees the run's outputs, whole, on every model call: each must be cut
+    and saved once and sent the same every time, however many the run holds (a memo of the
+    latest 64 cut them all again on every call past the 64th)."""
+    n = 110
+    store = OverflowStore(tmp_path / "overflow")
+
+    async def main() -> None:
+        s = ContextreeSession("chat", tmp_path / "chat.jsonl", store=store)
+        model = Scripted([[call("dump", {"n": k}, f"c{k}", f"fc_{k}")] for k in range(n)]
+                         + [[text("done", "msg_end")]])
+        a = Agent(name="a", model=model, tools=[dump])
+        config = RunConfig(call_model_input_filter=s.call_model_input_filter)
+        await Runner.run(a, "dump them all", session=s, run_config=config, max_turns=n + 5)
+        assert len(model.inputs) == n + 1
+        saved = [p for p in (tmp_path / "overflow").rglob("*") if p.is_file()]
+        assert len(saved) == n                                    # one file an output
+        sent: dict[str, set[str]] = {}
+        for inp in model.inputs:
+            for i in inp:
+                if i.get("type") == "function_call_output":
+                    sent.setdefault(i["call_id"], set()).add(i["output"])
+        assert sorted(sent) == sorted(f"c{k}" for k in range(n))
+        assert all(len(forms) == 1 for forms in sent.values())    # byte-identical every call
+        stored = {i["call_id"]: i["output"] for i in await s.get_items()
+                  if i.get("type") == "function_call_output"}
+        assert stored == {k: next(iter(v)) for k, v in sent.items()}
+        assert all(f"{k[1:]}:0\n" in out and len(out.splitlines()) < 2_100
+                   for k, out in stored.items())
+        s.close()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("name", ["sessions", "sessions/", "a/b/sessions"])
+def test_a_path_that_does_not_exist_is_a_folder_of_sessions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """A missing ``sessions`` was made one file that every session id shared: bob read
+    alice's conversation, under her id."""
+    monkeypatch.chdir(tmp_path)
+
+    async def main() -> None:
+        model = Scripted([[text("noted", "msg_1")], [text("hello", "msg_2")]])
+        a = Agent(name="a", model=model)
+        alice = ContextreeSession("alice", name)
+        await Runner.run(a, "alice's secret: 1234", session=alice)
+        alice.close()
+        bob = ContextreeSession("bob", name)
+        assert bob.session.id == "bob" and await bob.get_items() == []
+        await Runner.run(a, "hi", session=bob)
+        assert "1234" not in json.dumps(model.inputs[1])
+        bob.close()
+        folder = tmp_path / name
+        assert folder.is_dir()
+        assert sorted(p.name for p in folder.iterdir()) == ["alice.jsonl", "bob.jsonl"]
+        again = ContextreeSession("alice", Path(name))
+        assert [i["content"] for i in await again.get_items()
+                if i.get("role") == "user"] == ["alice's secret: 1234"]
+        again.close()
+
+    asyncio.run(main())
+
+
+def test_one_session_file_is_refused_to_another_session_id(tmp_path: Path) -> None:
+    """A path ending in ``.jsonl`` (or an existing file) is one session: another session id
+    is refused, saying what the file holds and how to share it on purpose."""
+    path = tmp_path / "chat.jsonl"
+
+    async def main() -> None:
+        alice = ContextreeSession("alice", path)
+        assert path.is_file() and alice.session.id == "alice"
+        await alice.add_items([{"role": "user", "content": "alice's secret"}])
+        alice.close()
+        with pytest.raises(InvalidArgument, match=r"holds session 'alice', not 'bob'.*"
+                                                  r"directory.*Session\.open"):
+            ContextreeSession("bob", path)
+        with pytest.raises(InvalidArgument, match="holds session 'alice'"):
+            ContextreeSession("bob", str(path))
+        assert Session.open(path).id == "alice"            # left as it was, not locked
+        shared = ContextreeSession("bob", Session.open(path))  # on purpose
+        assert [i["content"] for i in await shared.get_items()] == ["alice's secret"]
+        shared.close()
+        again = ContextreeSession("alice", path)
+        assert len(await again.get_items()) == 1
+        again.close()
+        with pytest.raises(InvalidArgument, match="names a folder"):
+            ContextreeSession("alice", f"{path}/")          # a separator: a folder, not it
 
     asyncio.run(main())

@@ -23,15 +23,33 @@ def checked_id(value: str, what: str) -> str:
         raise InvalidArgument(f"{what}: {e}") from None
 
 
-def session_in(place: str | os.PathLike[str], key: str, *, create: bool = True) -> str:
+def session_in(place: str | os.PathLike[str], key: str, *, create: bool = True
+               ) -> tuple[str, bool]:
     """Where the session of a framework's ``key`` (a thread or session id) is kept in
-    ``place``: a catalog (a directory, a URL without ``#SESSION_ID``, any registered scheme)
-    gives ``catalog.target(key_to_session_id(key))``; one session (a file path that is not a
-    directory, a URL with ``#SESSION_ID``) is returned as it is."""
+    ``place``, and whether ``place`` names that one session rather than a catalog.
+
+    One session: a URL with ``#SESSION_ID``, an existing file, or a path that does not exist
+    yet and ends in ``.jsonl`` (returned as it is). A catalog, which gives
+    ``catalog.target(key_to_session_id(key))``: a URL without ``#SESSION_ID`` (any
+    registered scheme), a directory, a path ending in a separator (a folder, whether or not
+    it exists), and any other path that does not exist yet (the folder is made): a missing
+    ``sessions`` is never made a single file that every key would share."""
     address = resolve(place)
-    if address.session_id is not None or (address.is_file and not os.path.isdir(place)):
-        return os.fspath(place)
-    return open_catalog(place, create=create).target(key_to_session_id(key))
+    if address.session_id is not None:
+        return os.fspath(place), True
+    if address.is_file:
+        path = os.fspath(place)
+        folder = path.endswith(os.sep) or bool(os.altsep and path.endswith(os.altsep))
+        if os.path.isdir(path):
+            pass
+        elif folder:
+            if os.path.lexists(path.rstrip(os.sep + (os.altsep or ""))):
+                raise InvalidArgument(f"{path!r} ends in a separator, so it names a folder "
+                                      f"of sessions, but it is a file: leave the separator "
+                                      f"off to use that file as one session")
+        elif os.path.lexists(path) or path.lower().endswith(".jsonl"):
+            return path, True
+    return open_catalog(place, create=create).target(key_to_session_id(key)), False
 
 
 def catalog_in(place: str | os.PathLike[str], instead: str) -> Catalog:

@@ -51,7 +51,7 @@ from .._truncation import LIMITS, Direction, TruncationLimits, is_truncated
 from ..compaction import CompactionLadder, CompactionResult
 from ..entries import BranchSummaryEntry, CompactionEntry, CustomMessageEntry, MessageEntry
 from ..errors import InvalidArgument, InvalidEntry, missing_extra
-from ..markers import Kind
+from ..markers import TRUNCATION_KEY, Kind
 from ..models._base import Model
 from ..storage import key_to_session_id
 from ..tokens import TokenCounter, count_context
@@ -103,10 +103,13 @@ _CUT_FROM: dict[str, Direction] = {"function_call_output": "head",
                                    "apply_patch_call_output": "head",
                                    "local_shell_call_output": "tail",
                                    "shell_call_output": "tail"}
-_MEMO = 64  # the latest cut outputs remembered, so one output is saved to the store once
+# Outputs the input filter cut before ``add_items`` stored them (normally one turn's): kept
+# until stored, at most this many (only outputs the session never stores go over it).
+_PENDING = 256
 
 T = TypeVar("T")
 Item = dict[str, Any]
+_CutKey = tuple[str, str | None, tuple[int, int]]  # type, call id, whole output's fingerprint
 
 
 # -- items <-> contextree messages ----------------------------------------------------------
@@ -425,10 +428,14 @@ class _View:
 class ContextreeSession(CompactionOptions):
     """An OpenAI Agents SDK session stored in a contextree session.
 
-    ``target`` is one session (a JSONL path, a URL with ``#SESSION_ID``), a catalog that
-    keeps it under ``session_id`` (a directory, a ``postgresql://`` URL without ``#``, any
-    registered scheme: opened, or created with ``session_id`` as its id), a
-    ``contextree.Session``, or ``None`` for memory. ``window``
+    ``target`` is a catalog that keeps the session under ``session_id`` (a directory, a
+    path ending in a separator, a path that does not exist yet and does not end in
+    ``.jsonl``: the folder is made; a ``postgresql://`` URL without ``#``, any registered
+    scheme), one session (an existing file, a path ending in ``.jsonl``, a URL with
+    ``#SESSION_ID``: ``InvalidArgument`` if it holds another session id, as one file is one
+    conversation), a ``contextree.Session`` (used as it is, whatever its id: how to share
+    one session between ids on purpose), or ``None`` for memory. The session is opened, or
+    created with ``session_id`` as its id. ``window``
     (in tokens) turns on compaction: ``run_compaction`` compacts once the context reaches
     ``compact_at`` of it, down to ``compact_to``, with ``ladder`` (default: clear old tool
     results, drop old turns, then ``Summarize(model)`` if a ``model`` is given, then the
@@ -477,18 +484,35 @@ class ContextreeSession(CompactionOptions):
         elif target is None:
             self.session = Session.in_memory(session_id=session_id)
         else:
-            self._target = session_in(target, checked_id(session_id, "Agents session id"))
-            self.session = Session.open_or_create(self._target,
-                                                  session_id=key_to_session_id(session_id))
+            self._target, one = session_in(target, checked_id(session_id, "Agents session id"))
+            wanted = key_to_session_id(session_id)
+            self.session = Session.open_or_create(self._target, session_id=wanted)
+            if one and self.session.id != wanted:
+                held = self.session.id
+                self.session.close()
+                named = repr(wanted)
+                if wanted != session_id:
+                    named += f" (for {session_id!r})"
+                raise InvalidArgument(
+                    f"{os.fspath(target)!r} holds session {held!r}, not {named}: one "
+                    f"session file is one conversation, which another session id would "
+                    f"read and write. Pass a directory (made if missing) or a catalog URL "
+                    f"to keep one session per id, or the id the file holds ({held!r}); to "
+                    f"share this one session between ids on purpose, open it yourself: "
+                    f"ContextreeSession({session_id!r}, contextree.Session.open(...))")
         self.lock = threading.RLock()
         """Held by every operation; hold it to use ``session`` while a run may be going on."""
         self._cache: dict[str, tuple[_Stored, ...]] = {}
         self._v: _View | None = None
         self._usage_seen: object = None  # the SDK's usage record of the last call recorded
         self._failed_at: int | None = None  # the size at which the ladder last fell short
-        # (type, call id, fingerprint) of the latest outputs cut -> their cut output and record
-        self._cuts: dict[tuple[str, str | None, tuple[int, int]], tuple[Any, dict[str, Any]]] = {}
+        # (type, call id, fingerprint of the whole output) of outputs the input filter cut
+        # that the session does not hold yet -> their cut output and truncation record
+        self._cuts: dict[_CutKey, tuple[Any, dict[str, Any]]] = {}
         self._cut_texts: set[tuple[int, int]] = set()  # fingerprints of outputs cut already
+        # the cut outputs this handle stored, by the same key: the session's copy is what
+        # the filter sends (one small entry an output, beside the stored item it points to)
+        self._held: dict[_CutKey, _Stored] = {}
 
     @property
     def window(self) -> int | None:
@@ -620,21 +644,29 @@ class ContextreeSession(CompactionOptions):
         return Usage(input=max(inp - cached, 0), cache_read=cached,
                      output=int(last.output_tokens), total=int(last.total_tokens))
 
-    def _bounded(self, item: Item, names: Mapping[str, str]) -> tuple[Item, dict[str, Any] | None]:
+    def _bounded(self, item: Item, names: Mapping[str, str]
+                 ) -> tuple[Item, dict[str, Any] | None, tuple[int, int] | None]:
         """``item`` as the model should see it: a tool output with its text cut to ``limits``
-        (the whole saved to ``store``) and its truncation record; anything else as it is. An
-        output is cut once though both ``add_items`` and the input filter see it."""
+        (the whole saved to ``store``), its truncation record and the whole output's
+        fingerprint; anything else as it is. An output is cut and saved once, however many
+        outputs a run or the session holds, though both ``add_items`` and the input filter
+        see it (the filter, on every model call of the run): once the session holds the cut
+        output, that is what is given back."""
         t = _type(item)
         if t not in _CUT_FROM or "output" not in item:
-            return item, None
+            return item, None, None
         call_id = _call_id(item)
         fingerprint = _fingerprint(item["output"])
         if fingerprint in self._cut_texts:  # the session's own cut copy (its hint may go over)
-            return item, None
+            return item, None, None
         key = (t, call_id, fingerprint)
         hit = self._cuts.get(key)
         if hit is not None:
-            return {**item, "output": hit[0]}, hit[1]
+            return {**item, "output": hit[0]}, hit[1], fingerprint
+        held = self._held.get(key)
+        if held is not None:
+            stored = _loads(held.payload) if isinstance(held.payload, str) else held.payload
+            return {**item, "output": stored.get("output")}, self._record(held), fingerprint
         records: list[dict[str, Any]] = []
 
         def cut(text: str, direction: Direction) -> str:
@@ -647,12 +679,18 @@ class ContextreeSession(CompactionOptions):
 
         bounded = _cut_output(item, cut)
         if not records:
-            return bounded, None
+            return bounded, None, None
         self._cuts[key] = (bounded["output"], records[0])
         self._cut_texts.add(_fingerprint(bounded["output"]))
-        while len(self._cuts) > _MEMO:
+        while len(self._cuts) > _PENDING:
             del self._cuts[next(iter(self._cuts))]
-        return bounded, records[0]
+        return bounded, records[0], fingerprint
+
+    def _record(self, held: _Stored) -> dict[str, Any] | None:
+        """The truncation record of the stored message that holds ``held``."""
+        entry = self.session.storage.get(held.group) if held.group else None
+        meta = entry.message.meta if isinstance(entry, MessageEntry) else None
+        return {TRUNCATION_KEY: meta[TRUNCATION_KEY]} if meta and is_truncated(meta) else None
 
     def _bounded_input(self, items: list[Any]) -> list[Any]:
         """The model input with each tool output cut (``_bounded``)."""
@@ -664,13 +702,15 @@ class ContextreeSession(CompactionOptions):
         names = _call_names(batch)
         groups: list[list[Item]] = []
         records: list[dict[str, Any] | None] = []  # of each group's first item (a tool output)
+        origins: list[tuple[int, int] | None] = []  # of each group's first item
         for raw in batch:
-            item, record = self._bounded(raw, names)
+            item, record, origin = self._bounded(raw, names)
             if _kind(item) == "model" and groups and _kind(groups[-1][-1]) == "model":
                 groups[-1].append(item)
             else:
                 groups.append([item])
                 records.append(record)
+                origins.append(origin)
         messages = [item_message(g) for g in groups]
         for m, record in zip(messages, records, strict=True):
             if record is not None:
@@ -685,11 +725,15 @@ class ContextreeSession(CompactionOptions):
         self._v = None
         appended: list[tuple[Message, tuple[_Stored, ...]]] = []
         with self.session.batch():
-            for m, g in zip(messages, groups, strict=True):
+            for m, g, origin in zip(messages, groups, origins, strict=True):
                 eid = self.session.append_message(m)
                 texts = m.extra[ITEMS_KEY]
                 stored = tuple(_Stored(t, _type(i), _call_id(i), eid)
                                for t, i in zip(texts, g, strict=True))
+                if origin is not None:  # the session holds it now: found there from here on
+                    key = (str(stored[0].type), stored[0].call_id, origin)
+                    self._held.setdefault(key, stored[0])
+                    self._cuts.pop(key, None)
                 self._cache[eid] = stored
                 appended.append((m, stored))
         first = self.session.storage.get(appended[0][1][0].group or "") if appended else None
@@ -793,6 +837,8 @@ class ContextreeSession(CompactionOptions):
             Session.delete(target)
             self.session = Session.create(target, session_id=session_id)  # the same id again
         self._cache.clear()
+        self._held.clear()  # deleted with the session, spills and all
+        self._cuts.clear()
         self._v = None
 
     def _current(self) -> _View:
