@@ -5,11 +5,24 @@
   overflow store, and a bound store keeps the cut with its truncation record.
 - A lone surrogate (a file name ``os.listdir`` could not decode) in any part killed the run
   with ``InvalidEntry``: it is now stored as U+FFFD, and the conversation reopens holding it.
+- A store bound to a history and dropped without ``close()`` kept its JSONL writer lock
+  until the cyclic garbage collector ran (the history registered its own methods on the
+  store it holds: a cycle), so another worker saving the conversation got ``SessionLocked``.
+- In a folder another integration wrote ``<id>.jsonl`` to, every save of conversation
+  ``<id>`` was a ``ConversationConflict`` no reload could settle: it is now a
+  ``SessionExists`` that says whose the session is and what to do.
 """
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import json
+import os
 import re
+import subprocess
+import sys
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +32,7 @@ pytest.importorskip("pydantic_ai.conversation_store")
 
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -31,10 +45,13 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from contextree import OverflowStore
+from contextree import Message, OverflowStore, Session
 from contextree._truncation import TruncationLimits
-from contextree.entries import CompactionEntry
+from contextree.entries import CompactionEntry, SessionHeader, now
+from contextree.errors import SessionExists
 from contextree.integrations.pydantic_ai import ContextreeConversationStore, ContextreeHistory
+from contextree.storage import MemoryCatalog
+from helpers import SRC
 
 pytestmark = pytest.mark.anyio
 
@@ -280,3 +297,180 @@ async def test_compactions_are_saved_for_a_conversation_that_held_a_surrogate(
     assert session is not None and history.compactions >= 1
     assert len(session.find(CompactionEntry)) == history.compactions
     store.close()
+
+
+# -- a store dropped without close() ---------------------------------------------------------
+
+OTHER_WORKER = """
+import asyncio, sys
+from pydantic_ai import Agent
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+from contextree.integrations.pydantic_ai import ContextreeConversationStore
+
+async def main():
+    store = ContextreeConversationStore(sys.argv[1])
+    conversation = await store.load("c1") or Conversation(conversation_id="c1")
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("b")])))
+    result = await agent.run("from the other worker", conversation=conversation)
+    await store.save(result)
+    print(store.message_count("c1"))
+    store.close()
+
+asyncio.run(main())
+"""
+
+
+def other_worker_saves(where: Path) -> int:
+    """Conversation ``c1`` saved by another process; how many messages it then holds."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", OTHER_WORKER, str(where)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return int(out.stdout.split()[-1])
+
+
+def one_request(where: Path, variant: str) -> list[weakref.ref[Any]]:
+    """A request served with a store and/or a history made for it; weak references to
+    them, which the caller drops."""
+    store = ContextreeConversationStore(where) if variant != "history" else None
+    history = ContextreeHistory(window=100_000, store=store) if variant != "store" else None
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("a")])),
+                  capabilities=[history] if history is not None else [])
+
+    async def serve() -> None:
+        if store is None:  # the history on its own (what pydantic-ai's run keeps aside)
+            assert history is not None
+            messages: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart("hi")])]
+            for _ in range(3):
+                history.view("c1", messages)
+                messages = [*history.processor(messages), ModelResponse(parts=[TextPart("a")]),
+                            ModelRequest(parts=[UserPromptPart("more")])]
+            return
+        conversation = await store.load("c1") or Conversation(conversation_id="c1")
+        result = await agent.run("from this worker", conversation=conversation)
+        await store.save(result)
+        if variant == "closed":
+            store.close()
+
+    asyncio.run(serve())
+    return [weakref.ref(x) for x in (store, history) if x is not None]
+
+
+@pytest.mark.parametrize("variant", ["store+history", "store", "history", "closed"])
+def test_a_dropped_store_and_history_free_the_conversation_at_once(
+        variant: str, tmp_path: Path) -> None:
+    """Dropped without ``close()`` (and with the cyclic collector off), a store and the
+    history bound to it are freed at once: another process saves the conversation."""
+    where = tmp_path / "conversations"
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        refs = one_request(where, variant)
+        assert [r() for r in refs] == [None] * len(refs)  # no cycle keeps them
+        if variant != "history":
+            assert other_worker_saves(where) == 4  # the writer lock went with the store
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_a_dropped_history_does_not_keep_its_hooks_on_a_store_that_lives(
+        tmp_path: Path) -> None:
+    """A long-lived store with a history per request: each history is freed with its
+    request, its hooks no longer run, and the store saves as before."""
+    store = ContextreeConversationStore(tmp_path / "conversations")
+    agent_model = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("a")]))
+
+    async def serve(n: int) -> weakref.ref[ContextreeHistory]:
+        history = ContextreeHistory(window=100_000, store=store)
+        agent = Agent(agent_model, capabilities=[history])
+        conversation = await store.load("c1") or Conversation(conversation_id="c1")
+        await store.save(await agent.run(f"request {n}", conversation=conversation))
+        return weakref.ref(history)
+
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for n in range(3):
+            assert asyncio.run(serve(n))() is None
+    finally:
+        if enabled:
+            gc.enable()
+    assert store.message_count("c1") == 6
+    assert not store._ct_hooks(store._saved) and not store._ct_hooks(store._pending)
+    store.close()
+
+
+# -- a folder other integrations write to -----------------------------------------------------
+
+def save_until_it_settles(store: ContextreeConversationStore, cid: str) -> None:
+    """Load, run, save; on a conflict load again and retry, as an application does."""
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("a")])))
+
+    async def attempt() -> None:
+        conversation = await store.load(cid) or Conversation(conversation_id=cid)
+        await store.save(await agent.run("hi", conversation=conversation))
+
+    for _ in range(3):
+        try:
+            asyncio.run(attempt())
+            return
+        except ConversationConflict:
+            continue
+    raise AssertionError("a conflict that retrying never settles")
+
+
+def another_tools_session(folder: Path, kind: str) -> None:
+    """``folder/c1.jsonl`` as another writer left it."""
+    folder.mkdir(parents=True)
+    path = folder / "c1.jsonl"
+    metadata = ({"pydantic_ai": {"conversation_id": "C1"}} if kind == "other-conversation"
+                else None)  # what a case-insensitive file system makes of "C1" and "c1"
+    session = Session.create(path, session_id="c1", metadata=metadata)
+    session.append_message(Message.user("hi from another integration"))
+    session.close()
+
+
+@pytest.mark.parametrize("kind", ["plain-session", "other-conversation"])
+def test_a_session_of_another_tool_is_a_clear_error_not_a_conflict(
+        kind: str, tmp_path: Path) -> None:
+    folder = tmp_path / "shared"
+    another_tools_session(folder, kind)
+    before = (folder / "c1.jsonl").read_bytes()
+    store = ContextreeConversationStore(folder)
+    with pytest.raises(SessionExists) as caught:
+        save_until_it_settles(store, "c1")
+    message = str(caught.value)
+    assert "retrying will not help" in message and "of its own" in message
+    assert {"plain-session": "not a pydantic-ai conversation",
+            "other-conversation": "the pydantic-ai conversation 'C1'"}[kind] in message
+    assert (folder / "c1.jsonl").read_bytes() == before  # left as it was
+    save_until_it_settles(store, "c2")  # other conversations are saved as ever
+    assert store.message_count("c2") == 2
+    store.close()
+
+
+def test_a_session_of_another_tool_in_a_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    catalog = MemoryCatalog("shared-with-another-tool")
+    catalog.create(SessionHeader(id="c1", created_at=now()), [])
+    store = ContextreeConversationStore(catalog)
+    with pytest.raises(SessionExists, match="not a pydantic-ai conversation"):
+        save_until_it_settles(store, "c1")
+    store.close()
+
+
+def test_a_session_the_openai_agents_integration_wrote(tmp_path: Path) -> None:
+    pytest.importorskip("agents")
+    from contextree.integrations.openai_agents import ContextreeSession
+
+    folder = tmp_path / "shared"
+    session = ContextreeSession("c1", folder)
+    asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))  # type: ignore[list-item]
+    session.close()
+    store = ContextreeConversationStore(folder)
+    with pytest.raises(SessionExists, match="not a pydantic-ai conversation"):
+        save_until_it_settles(store, "c1")
+    store.close()
+    assert json.loads((folder / "c1.jsonl").read_text().splitlines()[0])["id"] == "c1"

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from ..._session import Session
 from ...entries import AnyEntry, CustomEntry, SessionHeader, now
-from ...errors import InvalidArgument, SessionNotFound
+from ...errors import ContextreeError, InvalidArgument, SessionExists, SessionNotFound
 from ...storage import (
     Catalog,
     DirectoryCatalog,
@@ -155,6 +155,50 @@ class CatalogBackend:
         with self._lock:
             self._targets[cid] = session.location
         return session
+
+    def occupant(self, cid: str) -> SessionExists | None:
+        """Why the conversation's session cannot be created (``create`` found its id taken)
+        when no reload and retry can settle it: the session there is not this conversation's
+        (another tool's, or another conversation's). ``None`` when it is this conversation's
+        (a concurrent create: a ``ConversationConflict``) or gone since."""
+        sid = key_to_session_id(cid)
+        where = self.catalog.target(sid)
+        try:
+            if self.files is not None:
+                path = Path(where)
+                if not path.exists():
+                    return None
+                opened = Session.open(path, readonly=True)
+                try:
+                    metadata = opened.header.metadata
+                finally:
+                    opened.close()
+            else:
+                info = self.catalog.get(sid)
+                if info.id != sid:  # only a session whose id starts with it: gone since
+                    return None
+                metadata = info.metadata
+        except SessionNotFound:
+            return None
+        except ContextreeError as exc:  # a file that does not read as a session
+            return SessionExists(
+                f"pydantic-ai conversation {cid!r}: its session {sid!r} cannot be created, "
+                f"as the file there is not a session ({exc}); "
+                "move it away, or give the store a directory of its own", path=where)
+        other = conversation_of(metadata)
+        if other == cid:
+            return None
+        what = (f"the pydantic-ai conversation {other!r} (their ids share a file name: "
+                "on a case-insensitive file system, ids that differ only in case do)"
+                if other is not None else
+                "a session that is not a pydantic-ai conversation (written by another tool: "
+                "contextree's OpenAI Agents SDK or LangChain integration, a coding agent, "
+                "the command line)")
+        return SessionExists(
+            f"pydantic-ai conversation {cid!r} cannot be saved: its session id {sid!r} is "
+            f"taken by {what}. Reloading and retrying will not help: give the "
+            "store a directory (or catalog) of its own, not one other integrations write "
+            "to, or use another conversation id", path=where)
 
     def append(self, session: Session, entries: Sequence[AnyEntry], leaf: str | None) -> None:
         """Append ``entries`` in order; ``LeafConflict`` if the leaf is no longer ``leaf``

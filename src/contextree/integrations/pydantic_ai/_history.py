@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -167,7 +168,17 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         limits: TruncationLimits = LIMITS,
         overflow: OverflowStore | None = None,
     ) -> None:
-        self.processor = self._process
+        # Nothing the history holds refers back to it (a reference cycle would keep it, and
+        # a bound store's sessions and their JSONL writer locks, until the cyclic garbage
+        # collector runs): the processor and each working session's ``bound`` hold it
+        # weakly, and a store holds the bound methods it registers weakly.
+        ref = weakref.ref(self)
+
+        def process(messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
+            history = ref()
+            return messages if history is None else history.view(None, messages)
+
+        self.processor = process
         CompactionPolicy(window, compact_at, compact_to)  # the options are checked here
         self._set_compaction_options(window, compact_at, compact_to, ladder, counter)
         self.store = store
@@ -181,7 +192,7 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         if store is not None:
             store.add_pending_hook(self._flush)
             store.add_saved_hook(self._saved)
-            store.add_shape_hook(lambda cid, entry, message: self._bounded(cid, entry, message)[0])
+            store.add_shape_hook(self._shape)
 
     @property
     def policy(self) -> CompactionPolicy:
@@ -202,8 +213,6 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         request_context.messages = self.view(ctx.conversation_id, list(request_context.messages))
         return request_context
 
-    def _process(self, messages: list[pm.ModelMessage]) -> list[pm.ModelMessage]:
-        return self.view(None, messages)
 
     # -- the view ---------------------------------------------------------------------------------
     def view(self, conversation_id: str | None, messages: list[pm.ModelMessage]
@@ -254,7 +263,13 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
     def _seeded(self, key: str, messages: list[pm.ModelMessage]) -> _Working:
         """A working session: the stored history (with its compactions) when ``messages``
         continue it, then the rest of ``messages``."""
-        ws = _Working(lambda entry, message: self._bounded(key, entry, message))
+        ref = weakref.ref(self)
+
+        def bound(entry: AnyEntry, message: pm.ModelMessage) -> tuple[AnyEntry, str | None]:
+            history = ref()
+            return (entry, None) if history is None else history._bounded(key, entry, message)
+
+        ws = _Working(bound)
         entries = self.store.branch_entries(key) if self.store is not None and key else None
         if entries:
             finals = [e for e in entries if mp.is_final(e)]
@@ -266,6 +281,9 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
                     ws.stored = len(finals)
         ws.append(messages[len(ws.messages):])
         return ws
+
+    def _shape(self, cid: str, entry: AnyEntry, message: pm.ModelMessage) -> AnyEntry:
+        return self._bounded(cid, entry, message)[0]
 
     def _bounded(self, cid: str, entry: AnyEntry, message: pm.ModelMessage
                  ) -> tuple[AnyEntry, str | None]:

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -74,6 +76,32 @@ class _Conv:
 
 PendingHook = Callable[[str, Sequence[ConversationEntry]], list[tuple[str | None, AnyEntry]]]
 ShapeHook = Callable[[str, AnyEntry, pm.ModelMessage], AnyEntry]
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+class _Hooks(list[Callable[[], H | None]]):
+    """Hooks, each kept as a function giving it back (``None`` once it is gone). A bound
+    method is held weakly: it is called while its object lives, and an object that registers
+    its own methods on a store it holds (the history capability) is no reference cycle, so
+    dropping both frees the store's sessions (and JSONL writer locks) at once."""
+
+    def add(self, hook: H) -> None:
+        if inspect.ismethod(hook):
+            self.append(weakref.WeakMethod(hook))
+        else:
+            self.append(lambda: hook)
+
+    def live(self) -> list[H]:
+        """The hooks whose objects live, in order (the others are dropped)."""
+        out = []
+        for ref in list(self):
+            hook = ref()
+            if hook is None:
+                with contextlib.suppress(ValueError):
+                    self.remove(ref)
+            else:
+                out.append(hook)
+        return out
 
 
 class ContextreeConversationStore(ConversationStore):
@@ -113,9 +141,9 @@ class ContextreeConversationStore(ConversationStore):
         self._listing: dict[str, tuple[tuple[int, int] | None, dict[str, Any] | None]] = {}
         self._max_open = max(1, max_open)
         self._offload = self._backend.shared if offload is None else offload
-        self._pending: list[PendingHook] = []
-        self._shapes: list[ShapeHook] = []
-        self._saved: list[Callable[[str], None]] = []
+        self._pending: _Hooks[PendingHook] = _Hooks()
+        self._shapes: _Hooks[ShapeHook] = _Hooks()
+        self._saved: _Hooks[Callable[[str], None]] = _Hooks()
         self._closed = False
 
     @classmethod
@@ -184,18 +212,24 @@ class ContextreeConversationStore(ConversationStore):
     def add_pending_hook(self, hook: PendingHook) -> None:
         """Called on each save with the entries being stored; returns extra entries (with the
         pydantic-ai entry id each follows, ``None`` for right after the record) to store with
-        them. The history capability uses it to persist its compactions."""
-        self._pending.append(hook)
+        them. The history capability uses it to persist its compactions. A bound method is
+        held weakly (called while its object lives); any other callable for good."""
+        with self._guard:
+            self._pending.add(hook)
 
     def add_shape_hook(self, hook: ShapeHook) -> None:
         """Called on each save with each message entry to store and the pydantic-ai message it
         shows; returns the entry to store instead. The history capability uses it to keep tool
-        results as the model was shown them (cut, with the truncation record)."""
-        self._shapes.append(hook)
+        results as the model was shown them (cut, with the truncation record). A bound method
+        is held weakly (called while its object lives); any other callable for good."""
+        with self._guard:
+            self._shapes.add(hook)
 
     def add_saved_hook(self, hook: Callable[[str], None]) -> None:
-        """Called with the conversation id after each save, branch or delete."""
-        self._saved.append(hook)
+        """Called with the conversation id after each save, branch or delete. A bound method
+        is held weakly (called while its object lives); any other callable for good."""
+        with self._guard:
+            self._saved.add(hook)
 
     # -- the five primitives (and read_history in one read) --------------------------------------
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
@@ -291,7 +325,7 @@ class ContextreeConversationStore(ConversationStore):
                 except _Retry:
                     continue
             self._ct_remember(record, cid)
-            for hook in self._saved:
+            for hook in self._ct_hooks(self._saved):
                 hook(cid)
             return
         raise ConversationConflict(cid)  # pragma: no cover - the leaf kept moving
@@ -306,9 +340,10 @@ class ContextreeConversationStore(ConversationStore):
         """The entries of ``new`` chained after ``parent``, with what the pending hooks add."""
         datas = mp.dump([e.message for e in new])
         extra: dict[str | None, list[AnyEntry]] = {}
-        for hook in self._pending:
+        for hook in self._ct_hooks(self._pending):
             for after, added in hook(cid, new):
                 extra.setdefault(after, []).append(added)
+        shapes = self._ct_hooks(self._shapes)
         out: list[AnyEntry] = []
         last = parent
 
@@ -323,7 +358,7 @@ class ContextreeConversationStore(ConversationStore):
         for entry, data in zip(new, datas, strict=True):
             for shaped in mp.group_entries([(entry.id, entry.message, data)], last):
                 stored: AnyEntry = shaped
-                for shape in self._shapes:
+                for shape in shapes:
                     stored = shape(cid, stored, entry.message)
                 out.append(stored)
                 last = stored.id
@@ -354,6 +389,9 @@ class ContextreeConversationStore(ConversationStore):
         try:
             session = self._backend.create(cid, entries)
         except SessionExists:
+            taken = self._backend.occupant(cid)  # not this conversation's: a retry cannot help
+            if taken is not None:
+                raise taken from None
             raise ConversationConflict(cid) from None
         created = self._ct_adopt(cid, session, True)
         created.leaf, created.record, created.valid = entries[-1].id, rec, True
@@ -392,7 +430,7 @@ class ContextreeConversationStore(ConversationStore):
             except LeafConflict:
                 raise ConversationConflict(cid) from None
             self._listing.pop(cid, None)
-        for hook in self._saved:
+        for hook in self._ct_hooks(self._saved):
             hook(cid)
 
     def _sync_read_entry(self, entry_id: str) -> ConversationEntry:
@@ -464,6 +502,10 @@ class ContextreeConversationStore(ConversationStore):
                 del self._convs[old_cid]
                 old.session.close()
         return conv
+
+    def _ct_hooks(self, hooks: _Hooks[H]) -> list[H]:
+        with self._guard:
+            return hooks.live()
 
     def _ct_drop(self, cid: str) -> None:
         with self._guard:
