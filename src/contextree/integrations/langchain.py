@@ -29,7 +29,11 @@ With ``session=`` every thread writes to one contextree session, on a branch of 
 ``directory=`` (a directory, made if missing, never a file; or any catalog URL such as
 ``postgresql://host/db``) each LangGraph thread (``config["configurable"]["thread_id"]``)
 gets its own session there, found by the thread id as every catalog finds sessions; with
-neither, each thread gets an in-memory session.
+neither, each thread gets an in-memory session. With ``directory=`` at most ``max_open``
+threads are kept (the least recently used one no turn is using is closed, and read again from
+its session on its next turn), and with a folder a thread's session is closed ``hold_for``
+seconds after each run, so several processes may serve one directory, one turn of a thread
+at a time.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ import operator
 import os
 import re
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, cast
 
@@ -65,10 +71,10 @@ from .._session import Session
 from .._truncation import LIMITS, TruncationLimits, is_truncated
 from ..compaction import CompactionLadder, CompactionResult
 from ..entries import MessageEntry
-from ..errors import InvalidArgument, missing_extra
+from ..errors import InvalidArgument, SessionLocked, missing_extra
 from ..markers import Kind
 from ..models._base import Model, ToolSpec
-from ..storage import key_to_session_id
+from ..storage import DirectoryCatalog, MemoryCatalog, key_to_session_id
 from ..tokens import TokenCounter, count_context
 from ._compaction import CompactionOptions
 from ._ids import catalog_in, checked_id
@@ -98,7 +104,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised without the extra installed
     raise missing_extra("langchain", "langchain") from e
 
-__all__ = ["LC_KEY", "ContextreeMiddleware", "from_langchain", "to_langchain"]
+__all__ = ["LC_KEY", "LOCK_WAIT", "ContextreeMiddleware", "from_langchain", "to_langchain"]
 
 LC_KEY = "langchain_message"
 """The ``Message`` extra field holding the LangChain message as JSON (``message_to_dict``)."""
@@ -108,6 +114,10 @@ _META_KEY = "contextree"
 """The ``response_metadata`` key of a ToolMessage holding contextree's meta for it (the
 truncation record of a cut result), which ``from_langchain`` makes the ``Message.meta``."""
 _UNSYNCED = object()  # a conversation that has not read its session yet
+LOCK_WAIT = 5.0
+"""How long (seconds) a turn waits for its thread's session while another process has it
+open for writing (``directory=`` a folder: that process is in a turn of the thread)."""
+_LOCK_POLL = 0.01
 
 
 # -- LangChain messages <-> contextree messages ----------------------------------------------
@@ -378,10 +388,15 @@ class _Conversation:
     session.
     """
 
-    def __init__(self, session: Session, summary_role: str = "system",
+    def __init__(self, session: Session | None, summary_role: str = "system",
                  shared: _Shared | None = None, store: OverflowStore | None = None,
-                 limits: TruncationLimits = LIMITS) -> None:
-        self.session = session
+                 limits: TruncationLimits = LIMITS, sid: str | None = None) -> None:
+        self._session = session  # None: closed between turns, opened again on the next use
+        assert session is not None or sid is not None
+        self.sid = session.id if sid is None and session is not None else sid
+        """The session's id (known when the session is not open)."""
+        self.uses = 0  # the hooks using it now (a model or tool call in them included)
+        self.release = False  # close the session when the last use ends
         self.summary_role = summary_role
         self.store, self.limits = store, limits  # for the tool results the state holds whole
         self.shared = shared  # the session is one several threads write to (``session=``)
@@ -405,6 +420,30 @@ class _Conversation:
         self._ctx: list[Message] = []
         self._fresh_from = 0
         self._pending: list[tuple[str, str | None]] = []  # (call id, tool name)
+
+    @property
+    def session(self) -> Session:
+        """The session (open: the caller uses the conversation, which the middleware opened)."""
+        session = self._session
+        assert session is not None, "the conversation's session is not open"
+        return session
+
+    @property
+    def is_open(self) -> bool:
+        return self._session is not None
+
+    def reopened(self, session: Session) -> None:
+        """The session opened again (closed between turns): the mirrored messages and the
+        view kept stay valid if the leaf is the one this conversation left (nobody else wrote
+        meanwhile); else ``_sync`` reads them again."""
+        self._session = session
+
+    def closed(self) -> None:
+        """Close the session (no one uses the conversation); its caches are kept."""
+        session, self._session = self._session, None
+        self.release = False
+        if session is not None:
+            session.close()
 
     # -- keeping up with the session -------------------------------------------------------
     def unplaced(self, messages: Sequence[BaseMessage]) -> bool:
@@ -584,7 +623,7 @@ class _Conversation:
         state, not through ``wrap_tool_call``, may be cut here); any other message as it is."""
         if not isinstance(message, ToolMessage):
             return message
-        return _within_limits(message, store=self.store, session_id=self.session.id,
+        return _within_limits(message, store=self.store, session_id=self.sid,
                               limits=self.limits)
 
     def let_go(self) -> None:
@@ -756,6 +795,17 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     ``OverflowStore``, default the per-user one) with a hint to read it: in ``wrap_tool_call``,
     so the state holds the cut result, and for a result that came in the state, in the
     session and the view (the state keeps it whole).
+
+    ``max_open`` (with ``directory=``): the most threads kept at once, their session and what
+    was mirrored from it. Beyond it the least recently used thread that no hook is using (no
+    model or tool call of it under way, in any thread or task) is let go: its session is
+    closed, and read again on its next turn. ``hold_for`` (``directory=`` a folder): how long
+    (seconds) a thread's session, and its file's writer lock, stay open after a run ends, for
+    a next turn soon after; then it is closed, so that another process (a worker of the same
+    server) can serve the thread's next turn. ``0`` closes it at the end of each run, ``None``
+    keeps it open (up to ``max_open``: this process alone serves its threads). A turn that
+    finds its thread's session open in another process waits for it up to ``LOCK_WAIT``
+    seconds, then raises ``SessionLocked``.
     """
 
     def __init__(
@@ -773,6 +823,8 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         durable: bool = True,
         limits: TruncationLimits = LIMITS,
         store: OverflowStore | None = None,
+        max_open: int = 64,
+        hold_for: float | None = 1.0,
     ) -> None:
         super().__init__()
         if session is not None and directory is not None:
@@ -788,11 +840,22 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         self.store = store
         self.last_compaction: CompactionResult | None = None
         """What the latest compaction run did."""
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held briefly: the threads kept, their uses
         self._single: _Shared | None = None  # one session for every thread, a branch each
-        self._threads: dict[str, _Conversation] = {}
+        # The threads' conversations, the least recently used first.
+        self._threads: OrderedDict[str, _Conversation] = OrderedDict()
+        self._max_open = max(1, max_open)
         # directory= is always a catalog: a missing folder is made, never one file for all
         self._catalog = None if directory is None else catalog_in(directory, "session=")
+        # A catalog of memory sessions loses what it closes: never closed before close().
+        self._closes = self._catalog is not None and not isinstance(self._catalog,
+                                                                    MemoryCatalog)
+        # Files are locked by their writer: let a thread's go after each run.
+        self._releases = isinstance(self._catalog, DirectoryCatalog) and hold_for is not None
+        self._hold_for = max(0.0, hold_for or 0.0)
+        self._idle: dict[_Conversation, float] = {}  # conversation -> when it is closed
+        self._wake = threading.Condition(self._lock)
+        self._reaper: threading.Thread | None = None
         if isinstance(session, Session):
             self._single = _Shared(session)
         elif session is not None:
@@ -802,45 +865,162 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
     def session_for(self, thread_id: str | None = None) -> Session:
         """The contextree session that mirrors ``thread_id`` (the only one with ``session=``,
         where each thread has its own branch; its leaf is at the tip of the thread that
-        wrote last)."""
+        wrote last). With ``directory=`` it is the middleware's: it is closed ``hold_for``
+        after the thread's next run (or when the thread is let go, see ``max_open``); call
+        ``session_for`` again then."""
         if self._single is not None:
             return self._single.session
-        return self._conversation(thread_id).session
+        conv = self._pin(thread_id)
+        try:
+            return self._ready(conv)
+        finally:
+            self._unpin(conv)
 
     def close(self) -> None:
         """Close every session this middleware opened."""
         with self._lock:
             convs = [] if self._single is not None else list(self._threads.values())
             self._threads.clear()
+            self._idle.clear()
+            self._wake.notify()
         if self._single is not None:
             with self._single.lock:
                 self._single.session.close()
         for c in convs:
             with c.lock:
-                c.session.close()
+                c.closed()
 
-    def _conversation(self, thread_id: str | None) -> _Conversation:
+    def _key(self, thread_id: str | None) -> str:
         if self._single is not None:  # a branch of the one session (no name to check)
-            key = thread_id or _NO_THREAD
-        else:
-            key = checked_id(thread_id, "LangGraph thread id") if thread_id else _NO_THREAD
+            return thread_id or _NO_THREAD
+        return checked_id(thread_id, "LangGraph thread id") if thread_id else _NO_THREAD
+
+    def _pin(self, thread_id: str | None) -> _Conversation:
+        """The thread's conversation, marked in use (its session is not closed until
+        ``_unpin``); not opened yet if it was closed (``_ready`` opens it). Memory only: an
+        event loop may call it."""
+        key = self._key(thread_id)
         with self._lock:
             conv = self._threads.get(key)
             if conv is None:
-                if self._single is not None:
-                    conv = self._threads[key] = _Conversation(
-                        self._single.session, self.summary_role, self._single, self.store,
-                        self.limits)
-                    return conv
-                if self._catalog is not None:
-                    sid = key_to_session_id(key)
-                    session = Session.open_or_create(self._catalog.target(sid), session_id=sid,
-                                                     durable=self.durable)
-                else:
-                    session = Session.in_memory()
-                conv = self._threads[key] = _Conversation(session, self.summary_role,
-                                                          store=self.store, limits=self.limits)
+                conv = self._threads[key] = self._new(key)
+            else:
+                self._threads.move_to_end(key)
+            conv.uses += 1
+            conv.release = False  # a new use: kept open until it ends
             return conv
+
+    def _new(self, key: str) -> _Conversation:
+        if self._single is not None:
+            return _Conversation(self._single.session, self.summary_role, self._single,
+                                 self.store, self.limits)
+        if self._catalog is not None:  # opened by ``_ready``
+            return _Conversation(None, self.summary_role, store=self.store,
+                                 limits=self.limits, sid=key_to_session_id(key))
+        return _Conversation(Session.in_memory(), self.summary_role, store=self.store,
+                             limits=self.limits)
+
+    def _unpin(self, conv: _Conversation, *, release: bool = False) -> None:
+        """The end of a use of ``conv``; ``release``: the thread's run ended (or stopped on
+        an error), its session is closed ``hold_for`` seconds after no one uses it
+        (``directory=`` a folder)."""
+        with self._lock:
+            conv.uses -= 1
+            if release and self._releases:
+                conv.release = True
+            if conv.uses == 0:  # no one holds its lock: only a user takes it
+                if conv.release:
+                    self._later(conv)
+                if len(self._threads) > self._max_open:
+                    self._trim()
+
+    def _later(self, conv: _Conversation) -> None:
+        """Close ``conv``'s session ``hold_for`` seconds from now, unless it is used again
+        before (the caller holds ``_lock``)."""
+        if not self._hold_for:
+            conv.closed()
+            return
+        self._idle[conv] = time.monotonic() + self._hold_for
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, daemon=True,
+                                            name="contextree-langchain-release")
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        """Close the sessions whose ``hold_for`` is over; ends when none is waiting."""
+        with self._wake:
+            while True:
+                now = time.monotonic()
+                due: float | None = None
+                for conv, at in list(self._idle.items()):
+                    if conv.uses or not conv.release or not conv.is_open:
+                        del self._idle[conv]  # used again, or closed already
+                    elif at <= now:
+                        del self._idle[conv]
+                        conv.closed()
+                    else:
+                        due = at if due is None else min(due, at)
+                if due is None:
+                    self._reaper = None
+                    return
+                self._wake.wait(due - now)
+
+    def _closes_at(self, conv: _Conversation, release: bool = False) -> bool:
+        """Whether ``_unpin`` may close sessions (a guess: then an event loop calls it in a
+        worker thread)."""
+        return conv.uses <= 1 and (
+            ((conv.release or (release and self._releases)) and not self._hold_for)
+            or len(self._threads) > self._max_open)
+
+    async def _aunpin(self, conv: _Conversation, *, release: bool = False) -> None:
+        """``_unpin`` from an event loop: the closing in a worker thread."""
+        if self._closes_at(conv, release):
+            await asyncio.to_thread(functools.partial(self._unpin, conv, release=release))
+        else:
+            self._unpin(conv, release=release)
+
+    def _ready(self, conv: _Conversation) -> Session:
+        """The session of a conversation the caller uses (``_pin``), opened if it was closed;
+        then the threads beyond ``max_open`` are let go."""
+        if not conv.is_open:
+            with conv.lock:
+                if not conv.is_open:
+                    conv.reopened(self._open(conv))
+            with self._lock:
+                self._trim()
+        return conv.session
+
+    def _open(self, conv: _Conversation) -> Session:
+        """Open (or create) a thread's session in the catalog; while another process has it
+        open for writing (its turn of the thread), wait up to ``LOCK_WAIT`` seconds."""
+        assert self._catalog is not None and conv.sid is not None
+        target = self._catalog.target(conv.sid)
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                return Session.open_or_create(target, session_id=conv.sid,
+                                              durable=self.durable)
+            except SessionLocked as e:
+                if time.monotonic() >= deadline:
+                    raise SessionLocked(
+                        f"{e.reason} (waited {LOCK_WAIT:g} s: several processes may serve "
+                        f"the threads of one directory=, one turn of a thread at a time)",
+                        path=e.path) from None
+            time.sleep(_LOCK_POLL)
+
+    def _trim(self) -> None:
+        """Let go of the least recently used threads no one uses, beyond ``max_open``: their
+        sessions closed, their caches dropped (the caller holds ``_lock``)."""
+        excess = len(self._threads) - self._max_open
+        if excess <= 0 or not self._closes:
+            return
+        for key, c in list(self._threads.items()):
+            if c.uses == 0:
+                del self._threads[key]
+                c.closed()
+                excess -= 1
+                if excess == 0:
+                    return
 
     @staticmethod
     def _thread_id(runtime: object) -> str | None:
@@ -856,13 +1036,17 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         model gets (what ``wrap_model_call`` does, callable on its own). On a shared session
         (``session=``), a thread this middleware has not seen whose state is empty gets an
         empty view: its branch is found by its messages, and the leaf is another thread's."""
-        conv = self._conversation(thread_id)
-        with conv.lock:
-            if conv.unplaced(messages):
-                return []  # its branch cannot be told: never another thread's
-            conv.mirror(messages)
-            self._maybe_compact(conv)
-            return conv.view(messages)
+        conv = self._pin(thread_id)
+        try:
+            self._ready(conv)
+            with conv.lock:
+                if conv.unplaced(messages):
+                    return []  # its branch cannot be told: never another thread's
+                conv.mirror(messages)
+                self._maybe_compact(conv)
+                return conv.view(messages)
+        finally:
+            self._unpin(conv)
 
     def _maybe_compact(self, conv: _Conversation) -> None:
         if self.window is None or conv.session.leaf_id is None:
@@ -891,18 +1075,23 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
                 ) -> None:
         """Mirror the state's messages; ``last``: the run ends, its objects are let go."""
         messages = state.get("messages") or []
-        if messages:
-            conv = self._conversation(self._thread_id(runtime))
-            with conv.lock:
-                conv.mirror(messages)
-                if last:
-                    conv.let_go()
+        if not messages and not last:
+            return
+        conv = self._pin(self._thread_id(runtime))
+        try:
+            if messages:
+                self._ready(conv)
+                with conv.lock:
+                    conv.mirror(messages)
+                    if last:
+                        conv.let_go()
+        finally:
+            self._unpin(conv, release=last)
 
-    def _bounded_result(self, request: ToolCallRequest,
+    def _bounded_result(self, sid: str | None,
                         result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         """The tool's result (a ToolMessage, or the ones a Command adds) cut to ``limits``,
         its whole saved in the overflow store under the thread's session."""
-        sid = self._conversation(self._thread_id(request.runtime)).session.id
         cut = functools.partial(_within_limits, store=self.store, session_id=sid,
                                 limits=self.limits)
         if isinstance(result, ToolMessage):
@@ -914,34 +1103,69 @@ class ContextreeMiddleware(AgentMiddleware[AgentState[Any], Any, Any], Compactio
         return result
 
     # -- hooks ---------------------------------------------------------------------------------
+    # A model or tool call keeps its thread's conversation in use from before it starts to
+    # its end, so that ``max_open`` never closes a session a turn is using; one that ends in
+    # an exception (an error, an interrupt, a cancelled task) ends the run here: with a
+    # folder, its session is let go as at the end of a run (opened again if the run goes on).
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        return self._bounded_result(request, handler(request))
+        conv = self._pin(self._thread_id(request.runtime))
+        try:
+            result = handler(request)
+        except BaseException:
+            self._unpin(conv, release=True)
+            raise
+        try:
+            return self._bounded_result(conv.sid, result)
+        finally:
+            self._unpin(conv)
 
     async def awrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
     ) -> ToolMessage | Command[Any]:
-        result = await handler(request)
-        return await asyncio.to_thread(self._bounded_result, request, result)
+        conv = self._pin(self._thread_id(request.runtime))
+        try:
+            result = await handler(request)
+        except BaseException:
+            await self._aunpin(conv, release=True)
+            raise
+        try:
+            return await asyncio.to_thread(self._bounded_result, conv.sid, result)
+        finally:
+            await self._aunpin(conv)
 
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
-        return handler(self._request(request))
+        conv = self._pin(self._thread_id(request.runtime))
+        try:
+            response = handler(self._request(request))
+        except BaseException:
+            self._unpin(conv, release=True)
+            raise
+        self._unpin(conv)
+        return response
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
-        return await handler(await asyncio.to_thread(self._request, request))
+        conv = self._pin(self._thread_id(request.runtime))
+        try:
+            response = await handler(await asyncio.to_thread(self._request, request))
+        except BaseException:
+            await self._aunpin(conv, release=True)
+            raise
+        await self._aunpin(conv)
+        return response
 
     def after_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         self._record(state, runtime)
