@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from contextree.markers import truncation_of
 
 HINT_START = "[Output truncated:"
 READ_CALL = re.compile(
-    r'read\(path="(?P<path>[^"]+)", offset=(?P<offset>\d+), limit=(?P<limit>\d+)\)'
+    r'read\(path="(?P<path>[^"]+)", offset=(?P<offset>\d+), limit=(?P<limit>\d+)'
+    r'(?:, char_offset=(?P<char_offset>\d+))?\)'
 )
 HEAD_MARK = re.compile(r"… \[line truncated, (\d+) chars\]$")
 GAP = re.compile(r"\n?\[… \d+ lines? \(\d+ bytes, [^)]*\) omitted …\]\n?")
@@ -33,6 +35,13 @@ def read_call(hint: str) -> tuple[str, int, int]:
     m = READ_CALL.search(hint)
     assert m, hint
     return m["path"], int(m["offset"]), int(m["limit"])
+
+
+def char_offset(hint: str) -> int:
+    """The ``char_offset`` of the first read call in ``hint`` (0 when it has none)."""
+    m = READ_CALL.search(hint)
+    assert m, hint
+    return int(m["char_offset"] or 0)
 
 
 def numbered(n: int, width: int = 0) -> str:
@@ -148,7 +157,7 @@ def test_single_long_line_is_cut_and_saved(store: OverflowStore) -> None:
     assert body.split("\n") == ["short", "y" * 2000 + "… [line truncated, 12345 chars]", "end"]
     assert t.truncated and t.shown_lines == 3
     path, offset, limit = read_call(hint)
-    assert (offset, limit) == (2, 1)
+    assert (offset, limit, char_offset(hint)) == (2, 1, 2000)  # the rest of line 2
     assert Path(path).read_text() == text
 
 
@@ -182,6 +191,7 @@ def test_ten_megabyte_line_beyond_byte_cap(store: OverflowStore, direction: str)
         assert line.startswith(body)
     assert "in part" in hint
     assert read_call(hint)[1:] == (1, 1)
+    assert char_offset(hint) == (0 if direction == "tail" else len(body))  # what is unseen
 
 
 # -- multibyte safety (property) ----------------------------------------------------------
@@ -421,3 +431,135 @@ def test_meta_is_the_truncation_record(store: OverflowStore) -> None:
     assert truncation_of(t.meta()) == record
     assert (record.direction, record.shown_lines, record.saved_path) == ("head", 2000,
                                                                          t.saved_path)
+
+
+# -- following the hint through lines longer than the cap, with the read tool alone ---------
+
+ANY_READ = re.compile(r'read\(path="[^"]+", offset=\d+, limit=\d+(?:, char_offset=\d+)?\)')
+NUMBERED = re.compile(r"^ *(\d+)\t(.*)$")
+
+
+def read_args(found: str) -> dict[str, object]:
+    m = READ_CALL.fullmatch(found)
+    assert m, found
+    args: dict[str, object] = {"path": m["path"], "offset": int(m["offset"]),
+                               "limit": int(m["limit"])}
+    if m["char_offset"]:
+        args["char_offset"] = int(m["char_offset"])
+    return args
+
+
+def run_read(ctx: object, args: dict[str, object]) -> str:
+    from contextree.tools import ToolContext, read
+
+    assert isinstance(ctx, ToolContext)
+    r = read.run(args, context=ctx)
+    assert not r.is_error, r.content
+    return r.content
+
+
+def json_result(size: int) -> str:
+    """A dict as a tool result becomes: one line of JSON, here with characters of 1 to 4
+    UTF-8 bytes throughout, so pieces end next to multi-byte characters."""
+    value, i = {}, 0
+    while True:
+        value[f"k{i}"] = ["é中😀" * (i % 5) + "x" * (i % 3), i, {"ok": i % 2 == 0}]
+        i += 1
+        if i % 1000 == 0 and len(json.dumps(value, ensure_ascii=False).encode()) >= size:
+            return json.dumps(value, ensure_ascii=False)
+
+
+def test_a_one_line_json_result_is_read_to_its_end_by_following_the_hint(
+        tmp_path: Path) -> None:
+    from contextree.tools import ToolContext, Workspace
+
+    text = json_result(1_400_000)
+    assert "\n" not in text and len(text.encode()) >= 1_400_000
+    store = OverflowStore(tmp_path / "spill", gc_interval=None)
+    (tmp_path / "ws").mkdir()
+    ctx = ToolContext(workspace=Workspace(tmp_path / "ws"), store=store)
+    t = truncate(text, store=store)
+    body, hint = split(t)
+    pieces = [HEAD_MARK.sub("", body)]
+    found = ANY_READ.findall(hint)
+    assert len(found) == 1 and read_args(found[0])["char_offset"] == len(pieces[0]) == 2000
+    calls = 0
+    while found:
+        args = read_args(found[0])
+        assert args["char_offset"] == sum(map(len, pieces))  # exactly the next unseen piece
+        content = run_read(ctx, args)
+        shown, _, notice = content.partition("\n\n[")
+        number, piece = NUMBERED.fullmatch(shown).groups()  # type: ignore[union-attr]
+        assert number == "1" and piece and "\ufffd" not in piece
+        assert len(shown.encode()) + 1 <= 50 * 1024  # the byte cap holds for every piece
+        pieces.append(piece)
+        found = ANY_READ.findall(notice)
+        calls += 1
+        assert calls < 100
+    assert "".join(pieces) == text
+    ends = [sum(map(len, pieces[: i + 1])) for i in range(len(pieces) - 1)]
+    assert any(not text[e - 1 : e + 1].isascii() for e in ends)  # cut beside a multi-byte one
+    assert calls <= len(text.encode()) // 40_000 + 2  # pieces of ~50 KB, not of 2000 chars
+
+
+def _learn(known: dict[int, str], whole: set[int], line: int, start: int, text: str,
+           complete: bool) -> None:
+    have = known.get(line, "")
+    assert start <= len(have), (line, start, len(have))  # no call skips unseen characters
+    overlap = have[start : start + len(text)]
+    assert text.startswith(overlap) or overlap.startswith(text)  # what is shown twice agrees
+    if start + len(text) > len(have):
+        known[line] = have[:start] + text
+    if complete:
+        whole.add(line)
+
+
+def _follow_everything(ctx: object, preview: str, hint: str) -> tuple[dict[int, str], set[int]]:
+    """What a model sees by making every read call the hints name, each once, starting
+    from a head preview (its lines numbered from 1)."""
+    known: dict[int, str] = {}
+    whole: set[int] = set()
+    for n, line in enumerate(preview.split("\n"), start=1):
+        shortened = HEAD_MARK.search(line) is not None
+        _learn(known, whole, n, 0, HEAD_MARK.sub("", line), not shortened)
+    queue = ANY_READ.findall(hint)
+    done: set[str] = set()
+    while queue:
+        found = queue.pop(0)
+        if found in done:
+            continue
+        done.add(found)
+        assert len(done) < 500
+        args = read_args(found)
+        content = run_read(ctx, args)
+        shown, _, notices = content.partition("\n\n[")
+        in_line = "Read more of the line" in notices  # the first line goes on past the cap
+        for i, row in enumerate(shown.split("\n")):
+            m = NUMBERED.fullmatch(row)
+            assert m, row
+            start = int(args.get("char_offset", 0)) if i == 0 else 0  # type: ignore[call-overload]
+            text = HEAD_MARK.sub("", m[2])
+            complete = text == m[2] and not (i == 0 and in_line)
+            _learn(known, whole, int(m[1]), start, text, complete)
+        queue += ANY_READ.findall(notices)
+    return known, whole
+
+
+@pytest.mark.parametrize("max_lines", [2000, 20])  # every line shown / lines left out too
+def test_huge_lines_among_short_ones_are_read_whole_by_following_hints(
+        tmp_path: Path, max_lines: int) -> None:
+    from contextree.tools import ToolContext, Workspace
+
+    huge = {5: json_result(300_000), 17: "😀中é" * 60_001 + "!", 31: json_result(120_000)}
+    lines = [huge.get(n, f"short line {n} é中😀") for n in range(1, 41)]
+    text = "\n".join(lines) + "\n"
+    store = OverflowStore(tmp_path / "spill", gc_interval=None)
+    (tmp_path / "ws").mkdir()
+    ctx = ToolContext(workspace=Workspace(tmp_path / "ws"), store=store)
+    t = truncate(text, store=store, max_lines=max_lines)
+    body, hint = split(t)
+    cut_first = 'offset=5, limit=1, char_offset=2000)'
+    assert cut_first in hint  # the rest of the first shortened line, by name
+    known, whole = _follow_everything(ctx, body, hint)
+    assert whole == set(range(1, 41))
+    assert "\n".join(known[n] for n in range(1, 41)) + "\n" == text

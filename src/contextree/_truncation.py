@@ -3,9 +3,11 @@
 A result longer than ``max_lines`` lines or ``max_bytes`` UTF-8 bytes (whichever is hit
 first) is cut to a preview; lines wider than ``max_line_chars`` characters are shortened.
 The original is saved in an :class:`~contextree._overflow.OverflowStore` and the preview ends
-with a hint telling the model how to ``read`` the rest (for binary output, which ``read``
-refuses, how to look at it with the shell). That a result was truncated is recorded in
-:meth:`Truncation.meta` (for ``Message.meta``), never guessed from its text.
+with a hint giving the ``read`` call for the first piece not shown: the next lines, or the rest
+of a shortened line (``char_offset``, the characters of it already shown). For binary output,
+which ``read`` refuses, the hint says how to look at it with the shell. That a result was
+truncated is recorded in :meth:`Truncation.meta` (for ``Message.meta``), never guessed from
+its text.
 
 The work is done on bytes with ``count``/``find``/``rfind`` and slicing, so a 100 MB output
 costs a few passes at memory speed; only the shown lines are looked at one by one.
@@ -31,6 +33,7 @@ __all__ = [
     "TruncationLimits",
     "cut_marker",
     "is_truncated",
+    "read_call",
     "truncate",
 ]
 
@@ -382,19 +385,45 @@ def _body(layout: _Layout, direction: str) -> str:
     return head + gap + _separator(layout) + tail
 
 
-def _read_window(data: bytes, layout: _Layout, direction: str, max_lines: int) -> tuple[int, int]:
-    """``(offset, limit)`` for the ``read`` tool: the next lines the model has not seen."""
-    if layout.omitted_bytes == 0:  # only over-long lines were cut: point at the first one
-        cuts = [p for p in (layout.head.first_cut, layout.tail.first_cut) if p is not None]
-        return data.count(b"\n", 0, min(cuts)) + 1, 1
+def read_call(path: str, offset: int, limit: int, char_offset: int = 0) -> str:
+    """The ``read`` call that shows ``limit`` lines of ``path`` from line ``offset``, the
+    first of them from its character ``char_offset`` (counted from 0) when that is not 0."""
+    within = f", char_offset={char_offset}" if char_offset else ""
+    return f"read(path={json.dumps(path)}, offset={offset}, limit={limit}{within})"
+
+
+Window = tuple[int, int, int]  # read's (offset, limit, char_offset)
+
+
+def _read_window(data: bytes, layout: _Layout, direction: str, max_lines: int,
+                 limit: int) -> Window:
+    """The ``read`` call's ``(offset, limit, char_offset)`` for the first piece the model has
+    not seen: the next lines, or the rest of a line shown in part."""
+    if layout.omitted_bytes == 0:  # only over-long lines were cut: the first one's rest
+        return _cut_window(data, layout, limit) or (1, 1, 0)  # (truncate saw a cut)
     first, last = layout.omitted_first, max(layout.omitted_first, layout.omitted_last)
     if direction == "tail":
         first = max(first, last - max_lines + 1)
-    return first, min(max_lines, last - first + 1)
+    within = 0
+    if layout.head.partial and first == layout.head.lines:  # the start of it is shown
+        within = len(_decode(b"".join(layout.head.pieces)))
+    return first, min(max_lines, last - first + 1), within
 
 
-def _hint(layout: _Layout, window: tuple[int, int], saved: str | None, error: str | None,
-          limit: int, binary: bool, dropped: Dropped | None) -> str:
+def _cut_window(data: bytes, layout: _Layout, limit: int) -> Window | None:
+    """The ``read`` call for the part not shown of the first line cut to ``limit``
+    characters: after its kept start, or (its end kept) from its start; None if none was."""
+    cuts = [(pos, keep_end) for pos, keep_end in ((layout.head.first_cut, False),
+                                                  (layout.tail.first_cut, True))
+            if pos is not None]
+    if not cuts:
+        return None
+    pos, keep_end = min(cuts)
+    return data.count(b"\n", 0, pos) + 1, 1, 0 if keep_end else limit
+
+
+def _hint(layout: _Layout, window: Window, cut: Window | None, saved: str | None,
+          error: str | None, limit: int, binary: bool, dropped: Dropped | None) -> str:
     """The line ending a preview: what is shown of how much, where the rest is, how to see
     it."""
     shown = layout.shown()
@@ -416,7 +445,7 @@ def _hint(layout: _Layout, window: tuple[int, int], saved: str | None, error: st
     if saved is None:
         return f"{head} The {what} could not be saved: {error}]"
     gap = " (the gap marked)" if dropped is not None else ""
-    follow = _follow(layout, window, saved, binary)
+    follow = _follow(layout, window, cut, saved, limit, binary)
     return f"{head} {what.capitalize()} saved to {saved}{gap}. {follow}]"
 
 
@@ -433,12 +462,22 @@ def _dropped_note(layout: _Layout, dropped: Dropped) -> str:
             "in its middle were dropped, so the saved file is not the full output")
 
 
-def _follow(layout: _Layout, window: tuple[int, int], saved: str, binary: bool) -> str:
-    """How to see the rest: a ``read`` call, or for binary output (which ``read`` refuses, as
-    it shows text only) the shell commands its refusal suggests."""
+def _follow(layout: _Layout, window: Window, cut: Window | None, saved: str, limit: int,
+            binary: bool) -> str:
+    """How to see the rest: a ``read`` call (with, when lines were left out and others
+    shortened, the call for the first shortened one's rest), or for binary output (which
+    ``read`` refuses, as it shows text only) the shell commands its refusal suggests."""
     if not binary:
-        offset, count = window
-        return f"Read more with read(path={json.dumps(saved)}, offset={offset}, limit={count})"
+        more = f"Read more with {read_call(saved, *window)}"
+        if layout.omitted_bytes == 0 and layout.head.cuts + layout.tail.cuts > 1:
+            more += (f" (line {window[0]}, the first line cut; the others likewise, "
+                     "with their own offset)")
+        if cut is None or layout.omitted_bytes == 0:
+            return more
+        line, _, within = cut
+        what = (f"the rest of line {line} (cut at {limit} chars)" if within else
+                f"the start of line {line} (cut to its last {limit} chars)")
+        return f"{more}; {what} with {read_call(saved, *cut)}"
     quoted = shlex.quote(saved)
     return (f"It is binary (it contains NUL bytes), which read does not show: inspect it with "
             f"shell instead, e.g. `xxd -s {_first_unseen(layout)} -l 1024 {quoted}` or "
@@ -514,8 +553,9 @@ def truncate(
     if layout.omitted_bytes == 0 and head.cuts + tail.cuts == 0:
         return _untouched(text, data, total_lines, direction)
     saved, error = _spill(data, store, session_id, label)
-    window = _read_window(data, layout, direction, max_lines)
-    hint = _hint(layout, window, saved, error, max_line_chars, is_binary(data), dropped)
+    window = _read_window(data, layout, direction, max_lines, max_line_chars)
+    cut = _cut_window(data, layout, max_line_chars)
+    hint = _hint(layout, window, cut, saved, error, max_line_chars, is_binary(data), dropped)
     body = _body(layout, direction)
     if body:
         body += "\n\n" if not body.endswith("\n") else "\n"

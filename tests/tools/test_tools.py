@@ -173,7 +173,7 @@ def test_specs_are_json_serialisable() -> None:
         assert "context" not in spec["parameters"]["properties"]
     assert [t.name for t in ALL] == ["read", "write", "edit", "shell", "grep", "glob"]
     read = ALL[0]
-    assert list(read.parameters["properties"]) == ["path", "offset", "limit"]
+    assert list(read.parameters["properties"]) == ["path", "offset", "limit", "char_offset"]
 
 
 # -- validation ------------------------------------------------------------------------------

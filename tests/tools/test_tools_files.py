@@ -17,7 +17,8 @@ from contextree import truncate
 from contextree.tools import ToolContext, ToolResult, Workspace, edit, read, write
 from contextree.tools._files import MAX_BYTES
 
-HINT = re.compile(r"read\(path=(\"(?:[^\"\\]|\\.)*\"), offset=(\d+), limit=(\d+)\)")
+HINT = re.compile(r"read\(path=(\"(?:[^\"\\]|\\.)*\"), offset=(\d+), limit=(\d+)"
+                  r"(?:, char_offset=(\d+))?\)")
 
 
 def call(t: Any, ctx: ToolContext, **arguments: Any) -> ToolResult:
@@ -29,7 +30,10 @@ def hint_call(text: str) -> dict[str, Any]:
     """The read(...) call in a hint, as arguments."""
     m = HINT.search(text)
     assert m, text
-    return {"path": json.loads(m.group(1)), "offset": int(m.group(2)), "limit": int(m.group(3))}
+    args = {"path": json.loads(m.group(1)), "offset": int(m.group(2)), "limit": int(m.group(3))}
+    if m.group(4) is not None:
+        args["char_offset"] = int(m.group(4))
+    return args
 
 
 def numbered(text: str) -> list[int]:
@@ -105,9 +109,81 @@ def test_read_cuts_long_lines(ws: Path, ctx: ToolContext) -> None:
     first = r.content.splitlines()[0]
     assert first == "     1\t" + "a" * 2000 + "… [line truncated, 5000 chars]"
     assert "     2\tshort" in r.content
-    assert "[1 line longer than 2000 characters cut; see one whole with shell, e.g. " in r.content
-    assert "sed -n '1p' long.txt | fold -w 2000]" in r.content
+    assert r.content.endswith("[1 line longer than 2000 characters cut; read the rest of line 1 "
+                              'with read(path="long.txt", offset=1, limit=1, char_offset=2000)]')
     assert r.meta is not None and r.meta["truncated"]["cut_lines"] == 1
+
+
+def _row(content: str) -> tuple[int, str]:
+    """The number and text of the one line a piece of a long line shows."""
+    shown = content.split("\n\n[")[0]
+    number, text = shown.split("\t", 1)
+    assert "\n" not in text
+    return int(number), text
+
+
+def test_read_goes_on_inside_a_cut_line_with_char_offset(ws: Path, ctx: ToolContext) -> None:
+    line = "".join("aé中😀"[i % 4] for i in range(180_001))  # 1 to 4 bytes a character
+    (ws / "long.txt").write_text("first\n" + line + "\nlast\n")
+    r = call(read, ctx, path="long.txt")
+    assert r.content.splitlines()[1] == "     2\t" + line[:2000] + "… [line truncated, 180001 chars]"
+    args = hint_call(r.content.split("\n\n")[-1])
+    assert args == {"path": "long.txt", "offset": 2, "limit": 1, "char_offset": 2000}
+    got = line[:2000]
+    while True:
+        r = call(read, ctx, **args)
+        assert not r.is_error, r.content
+        number, piece = _row(r.content)
+        assert number == 2 and "\ufffd" not in piece
+        assert len(f"     2\t{piece}".encode()) + 1 <= MAX_BYTES  # whole characters, capped
+        assert line[len(got):].startswith(piece)
+        got += piece
+        args = hint_call(r.content)
+        if "Read more of the line" not in r.content:
+            break
+        assert f"[Showing characters {len(got) - len(piece) + 1}-{len(got)} of 180001 in " \
+               "line 2 (output capped at 50 KB). 1 more line after it." in r.content
+        assert args == {"path": "long.txt", "offset": 2, "limit": 1, "char_offset": len(got)}
+    assert got == line
+    assert f"[Showing line 2 from character {len(got) - len(piece) + 1} of 3. 1 more line." \
+        in r.content
+    assert args == {"path": "long.txt", "offset": 3, "limit": 1}  # then the next line
+    assert r.meta is not None and r.meta["truncated"]["first_line"] == 2
+    nxt = call(read, ctx, **args)
+    assert nxt.content == "     3\tlast"
+
+
+def test_read_with_char_offset_goes_on_to_the_next_lines(ws: Path, ctx: ToolContext) -> None:
+    (ws / "f.txt").write_bytes(b"x" * 3000 + "é".encode() * 10 + b"\r\nb\r\nc\n")
+    r = call(read, ctx, path="f.txt", char_offset=3005)
+    assert r.content == "     1\t" + "é" * 5 + "\n     2\tb\n     3\tc"  # no CR, no hint
+    r = call(read, ctx, path="f.txt", char_offset=3005, limit=2)
+    assert r.content.startswith("     1\t" + "é" * 5 + "\n     2\tb\n\n")
+    assert "[Showing line 1 from character 3006 and line 2 of 3. 1 more line. " in r.content
+    assert hint_call(r.content) == {"path": "f.txt", "offset": 3, "limit": 2}
+
+
+def test_read_refuses_a_char_offset_past_the_line(ws: Path, ctx: ToolContext) -> None:
+    (ws / "f.txt").write_text("abc\n\nxyz")
+    past = call(read, ctx, path="f.txt", char_offset=3)
+    assert past.is_error and "char_offset 3 is past the end of line 1 of f.txt, which has " \
+        "3 characters; use a char_offset from 0 to 2" in past.content
+    empty = call(read, ctx, path="f.txt", offset=2, char_offset=1)
+    assert empty.is_error and "which is empty; use a char_offset 0" in empty.content
+    assert call(read, ctx, path="f.txt", offset=3, char_offset=2).content == "     3\tz"
+    assert "past the end of f.txt" in call(read, ctx, path="f.txt", offset=9,
+                                           char_offset=1).content
+    assert "char_offset must be 0 or more" in call(read, ctx, path="f.txt",
+                                                   char_offset=-1).content
+    assert "char_offset applies to a file" in call(read, ctx, path=".", char_offset=1).content
+
+
+def test_read_offers_char_offset_in_its_schema() -> None:
+    spec = json.loads(json.dumps(read.spec()))
+    prop = spec["parameters"]["properties"]["char_offset"]
+    assert prop["type"] == "integer" and prop["default"] == 0
+    assert "\n" not in prop["description"] and "skip" in prop["description"]
+    assert "char_offset" not in spec["parameters"]["required"]
 
 
 def test_read_decodes_bad_utf8_and_crlf(ws: Path, ctx: ToolContext) -> None:

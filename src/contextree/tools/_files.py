@@ -1,7 +1,8 @@
 """File tools: ``read`` (numbered, paginated), ``write`` (atomic) and ``edit`` (exact replace).
 
-``read``'s parameters are exactly ``path``, ``offset`` (1-based first line) and ``limit``
-(number of lines): truncation hints tell the model to call it that way.
+``read``'s parameters are exactly ``path``, ``offset`` (1-based first line), ``limit`` (number
+of lines) and ``char_offset`` (characters of the first line to skip, to page through a line
+longer than the cap): truncation hints tell the model to call it that way.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import errno
 import json
 import os
 import re
-import shlex
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from typing import IO
 from contextree._files import atomic_write as write_whole
 from contextree._text import count_lines
 from contextree._truncation import BINARY_SNIFF, LIMITS, cut_marker, is_binary
+from contextree._truncation import read_call as read_call  # the call form hints share
 from contextree.errors import ToolError
 from contextree.markers import EditMeta, ListMeta, ReadMeta, TruncationRecord, WriteMeta
 from contextree.tools._context import ToolContext
@@ -36,11 +37,6 @@ _CHUNK = 1 << 20
 
 
 # -- helpers shared by the file and search tools -------------------------------------------
-def read_call(path: str, offset: int, limit: int) -> str:
-    """The ``read`` call that shows ``limit`` lines of ``path`` from line ``offset``."""
-    return f"read(path={json.dumps(path)}, offset={offset}, limit={limit})"
-
-
 def cut_line(text: str, max_chars: int = MAX_LINE_CHARS) -> str:
     """``text`` cut to ``max_chars`` characters, marked as truncation marks a cut line."""
     if len(text) <= max_chars:
@@ -198,6 +194,17 @@ def open_text(path: str, target: Path, ctx: ToolContext) -> tuple[int, os.stat_r
 
 
 # -- read ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Piece:
+    """The part of a line a call with ``char_offset`` shows: characters ``start`` to ``end``
+    (counted from 0, ``end`` excluded) of line ``line``, which has ``length``."""
+
+    line: int
+    start: int
+    end: int
+    length: int
+
+
 @dataclass
 class _Page:
     lines: list[str]
@@ -206,28 +213,36 @@ class _Page:
     byte_capped: bool
     cut: int  # lines cut at MAX_LINE_CHARS
     first_cut: int  # number of the first of them (0 when none)
+    piece: _Piece | None = None  # the first line, shown from its character char_offset
 
 
 @tool(truncates_itself=True, kind=ToolKind.READ)
 def read(
-    path: str, offset: int = 1, limit: int = MAX_LINES, context: ToolContext | None = None
+    path: str, offset: int = 1, limit: int = MAX_LINES, char_offset: int = 0,
+    context: ToolContext | None = None,
 ) -> ToolResult:
-    """Read a text file with numbered lines, or list a directory. Long files come a page at a time: at most 2000 lines or 50 KB per call, lines cut at 2000 characters; the end of the output says how to read the next page.
+    """Read a text file with numbered lines, or list a directory. Long files come a page at a time: at most 2000 lines or 50 KB per call, lines cut at 2000 characters (char_offset reads the rest of a cut line); the end of the output says how to read the next page.
 
     Args:
         path: File or directory to read, relative to the working directory or absolute.
         offset: Number of the first line to show (1 is the first line of the file).
         limit: How many lines to show (at most 2000).
+        char_offset: Characters of line offset to skip (0 shows it from its start); a line continued this way is shown up to 50 KB per call, so a line longer than 2000 characters is read in pieces.
     """
     ctx = context or ToolContext()
     if offset < 1:
         raise ToolError(f"offset must be 1 or more (line 1 is the first line), got {offset}")
     if limit < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}")
+    if char_offset < 0:
+        raise ToolError(f"char_offset must be 0 or more (0 is the start of the line), got "
+                        f"{char_offset}")
     target = ctx.resolve(path)
     fd, st = open_text(path, target, ctx)
     if stat.S_ISDIR(st.st_mode):
         try:
+            if char_offset:
+                raise ToolError(f"{path} is a directory; char_offset applies to a file's lines")
             return _list_dir(path, target, fd, offset, limit, ctx)
         finally:
             os.close(fd)
@@ -236,7 +251,7 @@ def read(
             if is_binary(f.read(BINARY_SNIFF)):
                 raise _binary(path, st.st_size)
             f.seek(0)
-            page = _read_page(f, offset, min(limit, MAX_LINES))
+            page = _read_page(f, offset, min(limit, MAX_LINES), char_offset)
     except OSError as e:
         raise os_error("read", path, e) from None
     return _page_result(path, target, st.st_size, offset, limit, page, ctx)
@@ -254,18 +269,31 @@ def _binary(path: str, size: int) -> ToolError:
 _LINE_HEAD_BYTES = 4 * MAX_LINE_CHARS + 8
 
 
-def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
+def _read_page(f: IO[bytes], offset: int, want: int, char_offset: int = 0) -> _Page:
     """The lines of the page, read in bounded memory: lines before ``offset`` are skipped a
-    chunk at a time, and of a long line only its head is kept (its length is counted)."""
+    chunk at a time, and of a long line only its head is kept (its length is counted). With
+    ``char_offset`` the first line is shown from that character, up to the byte cap."""
     lines: list[str] = []
     size = cut = first_cut = 0
     lineno = 0
     capped = False
+    piece = None
     while lineno < offset - 1:
         if not _skip_line(f):
             break
         lineno += 1
-    while True:
+    if char_offset and lineno == offset - 1:
+        prefix = f"{offset:>6}\t"
+        got = _line_piece(f, char_offset, MAX_BYTES - len(prefix) - 1)
+        if got is not None:
+            lineno += 1
+            text, length = got
+            piece = _Piece(lineno, char_offset, char_offset + len(text), length)
+            lines.append(prefix + text)
+            size = len(lines[0].encode("utf-8")) + 1
+            if piece.end < length:  # the cap was reached inside the line
+                want = len(lines)
+    while len(lines) < want:
         line = _next_line(f)
         if line is None:
             break
@@ -282,10 +310,45 @@ def _read_page(f: IO[bytes], offset: int, want: int) -> _Page:
             first_cut = first_cut or lineno
         lines.append(rendered)
         size += cost
-        if len(lines) >= want:
-            break
     total = lineno + _count_rest(f)
-    return _Page(lines, total, offset + len(lines) - 1, capped, cut, first_cut)
+    return _Page(lines, total, offset + len(lines) - 1, capped, cut, first_cut, piece)
+
+
+def _line_piece(f: IO[bytes], skip: int, budget: int) -> tuple[str, int] | None:
+    """The line at the position of ``f`` from its character ``skip``, as much as ``budget``
+    UTF-8 bytes hold in whole characters, and the line's length in characters (without its
+    ending); None at the end of the file. The line is read a chunk at a time to its end, so
+    memory stays bounded whatever its length."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    parts: list[str] = []
+    room = budget
+    seen = 0  # characters of the line decoded so far
+    full = False
+    started = ended = False
+    last = ""
+    while True:
+        chunk = f.readline(_CHUNK)
+        if not chunk and not started:
+            return None
+        started = True
+        part = decoder.decode(chunk, final=not chunk)
+        if chunk.endswith(b"\n"):
+            part, ended = part[:-1], True
+        if not full and seen + len(part) > skip:
+            wanted = part[max(0, skip - seen):]
+            taken = wanted[:room]
+            raw = taken.encode("utf-8")
+            if len(raw) > room:  # whole characters only: drop a cut one at the end
+                taken = raw[:room].decode("utf-8", "ignore")
+            full = len(taken) < len(wanted)
+            parts.append(taken)
+            room -= len(taken.encode("utf-8"))
+        seen += len(part)
+        last = part[-1:] or last
+        if not chunk or ended:
+            break
+    length = seen - 1 if ended and last == "\r" else seen  # CRLF: the CR ends the line too
+    return "".join(parts)[: max(0, length - skip)], length
 
 
 def _skip_line(f: IO[bytes]) -> bool:
@@ -351,11 +414,19 @@ def _page_result(
             f"offset {offset} is past the end of {path}, which has {page.total} lines; "
             f"use an offset from 1 to {page.total}"
         )
+    piece = page.piece
+    if piece is not None and piece.start >= piece.length:
+        what = "is empty" if piece.length == 0 else f"has {plural(piece.length, 'character')}"
+        use = "0" if piece.length == 0 else f"from 0 to {piece.length - 1}"
+        raise ToolError(f"char_offset {piece.start} is past the end of line {piece.line} of "
+                        f"{path}, which {what}; use a char_offset {use}")
     meta = ReadMeta(path=shown, offset=offset, total_lines=page.total,
                     lines=len(page.lines)).to_meta()
     text = "\n".join(page.lines)
-    partial = page.last < page.total or page.cut > 0
-    if page.last < page.total:
+    partial = page.last < page.total or page.cut > 0 or piece is not None
+    if piece is not None and piece.end < piece.length:  # the rest of this line comes next
+        text += "\n\n" + _piece_hint(path, page, piece, limit)
+    elif page.last < page.total:
         text += "\n\n" + _more_hint(path, page, limit)
     if page.cut:
         text += "\n\n" + _cut_hint(path, page)
@@ -368,21 +439,47 @@ def _page_result(
     return ToolResult(text, meta=meta)
 
 
+def _shown_span(page: _Page) -> str:
+    """What the page shows: ``lines 4-6``, or ``line 4 from character 2001 and lines 5-6``."""
+    first = page.last - len(page.lines) + 1
+    if page.piece is None:
+        return f"lines {first}-{page.last}"
+    head = f"line {first} from character {page.piece.start + 1}"
+    if page.last == first:
+        return head
+    return f"{head} and {'line' if page.last == first + 1 else 'lines'} {_span(first + 1, page.last)}"
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
 def _more_hint(path: str, page: _Page, limit: int) -> str:
     why = " (output capped at 50 KB)" if page.byte_capped else ""
     nxt = page.last + 1
     return (
-        f"[Showing lines {page.last - len(page.lines) + 1}-{page.last} of {page.total}{why}. "
+        f"[Showing {_shown_span(page)} of {page.total}{why}. "
         f"{plural(page.total - page.last, 'more line')}. Read more with "
         f"{read_call(path, nxt, min(limit, MAX_LINES))}]"
     )
 
 
+def _piece_hint(path: str, page: _Page, piece: _Piece, limit: int) -> str:
+    after = page.total - piece.line
+    rest = f" {plural(after, 'more line')} after it." if after else ""
+    return (
+        f"[Showing characters {piece.start + 1}-{piece.end} of {piece.length} in line "
+        f"{piece.line} (output capped at 50 KB).{rest} Read more of the line "
+        f"with {read_call(path, piece.line, min(limit, MAX_LINES), piece.end)}]"
+    )
+
+
 def _cut_hint(path: str, page: _Page) -> str:
     first = page.first_cut
+    which = "" if page.cut == 1 else " (the first of them; the others likewise, with their own offset)"
     return (
-        f"[{plural(page.cut, 'line')} longer than {MAX_LINE_CHARS} characters cut; see one "
-        f"whole with shell, e.g. sed -n '{first}p' {shlex.quote(path)} | fold -w {MAX_LINE_CHARS}]"
+        f"[{plural(page.cut, 'line')} longer than {MAX_LINE_CHARS} characters cut; read the "
+        f"rest of line {first}{which} with {read_call(path, first, 1, MAX_LINE_CHARS)}]"
     )
 
 
