@@ -10,7 +10,7 @@ import orjson
 
 from .._messages import Message, ToolCall
 from .._text import shorten
-from .._truncation import LIMITS
+from .._truncation import LIMITS, read_call
 from ..tools._kinds import ToolKind
 from ._evidence import CallIndex, changed_paths, error_excerpt, exit_code, kind_of, output_text
 from ._fold import LOW, fold
@@ -111,7 +111,7 @@ def placeholder(result: Message, call: ToolCall | None,
     if truncation is not None and truncation.saved_path:
         saved = truncation.saved_path
         how = (f"The full output is saved at {saved}; read it with "
-               f"read(path={orjson.dumps(saved).decode()}, offset=1, limit={LIMITS.max_lines}).")
+               f"{read_call(saved, 1, LIMITS.max_lines)}.")
     code = exit_code(result, scan_text=call is None or kind is ToolKind.SHELL)
     error = ""
     if result.is_error or (code is not None and code != 0):
