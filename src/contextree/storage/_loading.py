@@ -167,14 +167,17 @@ def _line_error(e: LineError, location: str, here: int) -> Exception:
 
 def _add_line(index: TreeIndex, entry: Line, span: tuple[int, int, int], here: int,
               location: str, pending: list[tuple[AnyEntry, int | None]]) -> None:
-    """Index one entry decoded on its own (line ``here``), its parent checked at the end
-    if it comes later in the file."""
+    """Index one entry ``decode_line`` made (line ``here``), its parent checked at the end
+    if it comes later in the file. Only the tree's rules are checked: the decoding held
+    the line to its types and the JSON limits already, as ``line_problem`` would again."""
     if isinstance(entry, SessionHeader):
         raise InvalidHeader("a second session header in the middle of the "
                            "file (were two files concatenated?); run `contextree repair`",
                            path=location, line=here)
     forward = entry.parent_id is not None and entry.parent_id not in index.by_id
-    index.check(entry, here, forward_parent_ok=forward)
+    index.check_place(entry.id, entry.parent_id,
+                      entry.target_id if isinstance(entry, LeafEntry) else None, here,
+                      forward_parent_ok=forward)
     if forward:
         pending.append((entry, here))
     index.add(entry, span)
