@@ -48,7 +48,7 @@ from pydantic_ai.usage import RequestUsage
 from contextree import Message, OverflowStore, Session
 from contextree._truncation import TruncationLimits
 from contextree.entries import CompactionEntry, SessionHeader, now
-from contextree.errors import SessionExists
+from contextree.errors import InvalidArgument, SessionExists
 from contextree.integrations.pydantic_ai import ContextreeConversationStore, ContextreeHistory
 from contextree.storage import MemoryCatalog
 from helpers import SRC
@@ -400,6 +400,38 @@ def test_a_dropped_history_does_not_keep_its_hooks_on_a_store_that_lives(
             gc.enable()
     assert store.message_count("c1") == 6
     assert not store._ct_hooks(store._saved) and not store._ct_hooks(store._pending)
+    store.close()
+
+
+def test_a_users_hooks_are_held_for_good(tmp_path: Path) -> None:
+    """A bound method of an object nothing else holds, and one of a ``__slots__`` class,
+    are called on every save as a lambda is (only the history asks for weak hooks)."""
+    called: list[str] = []
+
+    class Audit:
+        def on_saved(self, cid: str) -> None:
+            called.append(f"audit {cid}")
+
+    class Slotted:
+        __slots__ = ()
+
+        def on_saved(self, cid: str) -> None:
+            called.append(f"slotted {cid}")
+
+    store = ContextreeConversationStore(tmp_path / "conversations")
+    store.add_saved_hook(Audit().on_saved)
+    store.add_saved_hook(Slotted().on_saved)
+    gc.collect()
+    agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("a")])))
+
+    async def serve() -> None:
+        conversation = await store.load("c1") or Conversation(conversation_id="c1")
+        await store.save(await agent.run("hi", conversation=conversation))
+
+    asyncio.run(serve())
+    assert called == ["audit c1", "slotted c1"]
+    with pytest.raises(InvalidArgument, match="cannot be referenced weakly"):
+        store.add_saved_hook(Slotted().on_saved, weak=True)
     store.close()
 
 

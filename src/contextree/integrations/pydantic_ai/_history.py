@@ -190,9 +190,10 @@ class ContextreeHistory(ProcessHistory[AgentDepsT], CompactionOptions):
         self._cuts: OrderedDict[tuple[str | None, str | None, bytes], Truncation] = OrderedDict()
         self.compactions = 0
         if store is not None:
-            store.add_pending_hook(self._flush)
-            store.add_saved_hook(self._saved)
-            store.add_shape_hook(self._shape)
+            # weakly: the history holds the store, so strong hooks would make a cycle
+            store.add_pending_hook(self._flush, weak=True)
+            store.add_saved_hook(self._saved, weak=True)
+            store.add_shape_hook(self._shape, weak=True)
 
     @property
     def policy(self) -> CompactionPolicy:

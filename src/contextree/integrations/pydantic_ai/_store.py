@@ -42,7 +42,7 @@ from pydantic_ai.conversation_store import (
 
 from ..._session import Session
 from ...entries import AnyEntry, CompactionEntry, CustomEntry, MessageEntry, now
-from ...errors import LeafConflict, SessionExists
+from ...errors import InvalidArgument, LeafConflict, SessionExists
 from .._ids import checked_id
 from . import _mapping as mp
 from ._backends import CatalogBackend, backend_for
@@ -80,14 +80,22 @@ H = TypeVar("H", bound=Callable[..., Any])
 
 
 class _Hooks(list[Callable[[], H | None]]):
-    """Hooks, each kept as a function giving it back (``None`` once it is gone). A bound
-    method is held weakly: it is called while its object lives, and an object that registers
-    its own methods on a store it holds (the history capability) is no reference cycle, so
-    dropping both frees the store's sessions (and JSONL writer locks) at once."""
+    """Hooks, each kept as a function giving it back (``None`` once it is gone). A hook is
+    held for good unless added ``weak`` (a bound method, then called while its object
+    lives): an object that registers its own methods on a store it holds (the history
+    capability) then makes no reference cycle, so dropping both frees the store's sessions
+    (and JSONL writer locks) at once."""
 
-    def add(self, hook: H) -> None:
-        if inspect.ismethod(hook):
-            self.append(weakref.WeakMethod(hook))
+    def add(self, hook: H, *, weak: bool = False) -> None:
+        if weak:
+            if not inspect.ismethod(hook):
+                raise InvalidArgument("weak=True holds a bound method weakly; pass a bound "
+                                      f"method, or weak=False for {hook!r}")
+            try:
+                self.append(weakref.WeakMethod(hook))
+            except TypeError:  # an object without __weakref__ (__slots__)
+                raise InvalidArgument(f"weak=True: {type(hook.__self__).__name__} objects "
+                                      "cannot be referenced weakly; pass weak=False") from None
         else:
             self.append(lambda: hook)
 
@@ -209,27 +217,27 @@ class ContextreeConversationStore(ConversationStore):
                 return s.branch(leaf)
             return s.branch(head) if head is not None else []
 
-    def add_pending_hook(self, hook: PendingHook) -> None:
+    def add_pending_hook(self, hook: PendingHook, *, weak: bool = False) -> None:
         """Called on each save with the entries being stored; returns extra entries (with the
         pydantic-ai entry id each follows, ``None`` for right after the record) to store with
-        them. The history capability uses it to persist its compactions. A bound method is
-        held weakly (called while its object lives); any other callable for good."""
+        them. The history capability uses it to persist its compactions. Held for good;
+        ``weak``: a bound method held weakly (called while its object lives)."""
         with self._guard:
-            self._pending.add(hook)
+            self._pending.add(hook, weak=weak)
 
-    def add_shape_hook(self, hook: ShapeHook) -> None:
+    def add_shape_hook(self, hook: ShapeHook, *, weak: bool = False) -> None:
         """Called on each save with each message entry to store and the pydantic-ai message it
         shows; returns the entry to store instead. The history capability uses it to keep tool
-        results as the model was shown them (cut, with the truncation record). A bound method
-        is held weakly (called while its object lives); any other callable for good."""
+        results as the model was shown them (cut, with the truncation record). Held for good;
+        ``weak``: a bound method held weakly (called while its object lives)."""
         with self._guard:
-            self._shapes.add(hook)
+            self._shapes.add(hook, weak=weak)
 
-    def add_saved_hook(self, hook: Callable[[str], None]) -> None:
-        """Called with the conversation id after each save, branch or delete. A bound method
-        is held weakly (called while its object lives); any other callable for good."""
+    def add_saved_hook(self, hook: Callable[[str], None], *, weak: bool = False) -> None:
+        """Called with the conversation id after each save, branch or delete. Held for good;
+        ``weak``: a bound method held weakly (called while its object lives)."""
         with self._guard:
-            self._saved.add(hook)
+            self._saved.add(hook, weak=weak)
 
     # -- the five primitives (and read_history in one read) --------------------------------------
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
