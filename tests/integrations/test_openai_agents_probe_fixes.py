@@ -34,7 +34,7 @@ from openai.types.responses import ResponseFunctionShellToolCall
 from openai.types.responses.response_function_shell_tool_call import Action
 from test_openai_agents import Scripted, assert_valid, call, reasoning, text
 
-from contextree import OverflowStore, Session, TruncationLimits
+from contextree import Message, OverflowStore, Session, TruncationLimits
 from contextree.entries import MessageEntry
 from contextree.errors import InvalidArgument
 from contextree.integrations.openai_agents import ContextreeSession
@@ -317,3 +317,32 @@ def test_one_session_file_is_refused_to_another_session_id(tmp_path: Path) -> No
             ContextreeSession("alice", f"{path}/")          # a separator: a folder, not it
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("how", ["copy", "symlink"])
+def test_a_file_in_a_folder_that_holds_another_id_is_refused(tmp_path: Path, how: str) -> None:
+    """``bob.jsonl`` made a copy of (or a link to) ``alice.jsonl``: bob would read alice's
+    conversation under her id."""
+    folder = tmp_path / "sessions"
+    alice = ContextreeSession("alice", folder)
+    alice.session.append_message(Message.user("alice's secret: 1234"))
+    alice.close()
+    if how == "copy":
+        (folder / "bob.jsonl").write_bytes((folder / "alice.jsonl").read_bytes())
+    else:
+        (folder / "bob.jsonl").symlink_to(folder / "alice.jsonl")
+    with pytest.raises(InvalidArgument, match="holds session 'alice'"):
+        ContextreeSession("bob", folder)
+    again = ContextreeSession("alice", folder)  # the real one still opens
+    assert again.session.id == "alice"
+    again.close()
+
+
+def test_a_folder_given_with_a_tilde_is_under_home(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    s = ContextreeSession("alice", "~/sessions")
+    s.close()
+    assert (tmp_path / "home" / "sessions" / "alice.jsonl").is_file()
+    assert not (tmp_path / "~").exists()

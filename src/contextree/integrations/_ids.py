@@ -34,6 +34,8 @@ def session_in(place: str | os.PathLike[str], key: str, *, create: bool = True
     registered scheme), a directory, a path ending in a separator (a folder, whether or not
     it exists), and any other path that does not exist yet (the folder is made): a missing
     ``sessions`` is never made a single file that every key would share."""
+    if isinstance(place, str) and place.startswith("~"):
+        place = os.path.expanduser(place)  # as a shell would (no shell ever sees it)
     address = resolve(place)
     if address.session_id is not None:
         return os.fspath(place), True

@@ -487,12 +487,19 @@ class ContextreeSession(CompactionOptions):
             self._target, one = session_in(target, checked_id(session_id, "Agents session id"))
             wanted = key_to_session_id(session_id)
             self.session = Session.open_or_create(self._target, session_id=wanted)
-            if one and self.session.id != wanted:
+            if self.session.id != wanted:
                 held = self.session.id
                 self.session.close()
                 named = repr(wanted)
                 if wanted != session_id:
                     named += f" (for {session_id!r})"
+                if not one:  # a copy or a link put where the folder keeps another id's
+                    raise InvalidArgument(
+                        f"{os.fspath(self._target)!r}, where {os.fspath(target)!r} keeps "
+                        f"session {named}, holds session {held!r} (a copy or a link of "
+                        f"another session's file?): it is not opened, so that no session id "
+                        f"reads another's conversation. Move that file away (or open it "
+                        f"yourself with contextree.Session.open and pass the Session)")
                 raise InvalidArgument(
                     f"{os.fspath(target)!r} holds session {held!r}, not {named}: one "
                     f"session file is one conversation, which another session id would "
